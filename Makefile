@@ -1,0 +1,164 @@
+# Tula: plain GNU make. `make` builds everything into build/; `make check` runs the tests;
+# `make demo` runs the main job on a local Slurm cluster. See README.md.
+#
+#   USE_MPI=auto|yes|no    MPI data parallelism in tula-train (OpenMPI's mpicxx)
+#   USE_CUDA=auto|yes|no   CUDA/cuDNN backend of tula-train (CUDA_HOME, default /usr/local/cuda)
+#   prefix=/usr/local DESTDIR=   for `make install`
+
+prefix      ?= /usr/local
+bindir      ?= $(prefix)/bin
+libdir      ?= $(prefix)/lib
+includedir  ?= $(prefix)/include
+mandir      ?= $(prefix)/share/man
+slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
+sysconfdir  ?= /etc/slurm
+USE_MPI     ?= auto
+USE_CUDA    ?= auto
+CUDA_HOME   ?= /usr/local/cuda
+
+CXX       ?= g++
+CC        ?= gcc
+MPICXX    ?= mpicxx
+OPT       ?= -O2
+CXXFLAGS  ?= $(OPT) -g
+CFLAGS    ?= $(OPT) -g
+WARN      := -Wall -Wextra -Wno-unused-parameter
+DEPFLAGS   = -MMD -MP
+EIGEN_CFLAGS := $(shell pkg-config --cflags eigen3 2>/dev/null || echo -I/usr/include/eigen3)
+GSL_LIBS  := -lgsl -lgslcblas -lm
+
+B := build
+
+# ---- optional parts ---------------------------------------------------------------
+HAVE_MPI := no
+ifneq ($(USE_MPI),no)
+  ifneq ($(shell command -v $(MPICXX) 2>/dev/null),)
+    HAVE_MPI := yes
+  else ifeq ($(USE_MPI),yes)
+    $(error tula: USE_MPI=yes but $(MPICXX) was not found; apt-get install libopenmpi-dev)
+  endif
+endif
+HAVE_CUDA := no
+ifneq ($(USE_CUDA),no)
+  ifneq ($(wildcard $(CUDA_HOME)/bin/nvcc),)
+    ifneq ($(wildcard $(CUDA_HOME)/include/cudnn.h)$(wildcard /usr/include/cudnn.h),)
+      HAVE_CUDA := yes
+    endif
+  endif
+  ifeq ($(USE_CUDA)$(HAVE_CUDA),yesno)
+    $(error tula: USE_CUDA=yes but nvcc and cudnn.h were not found under CUDA_HOME=$(CUDA_HOME))
+  endif
+endif
+# The CUDA backend is a later issue: HAVE_CUDA is detected and reported, nothing uses it yet.
+
+ifeq ($(HAVE_MPI),yes)
+  TRAIN_CXX   := OMPI_CXX=$(CXX) $(MPICXX)
+  MPI_DEFS    := -DTULA_HAVE_MPI=1
+else
+  TRAIN_CXX   := $(CXX)
+  MPI_DEFS    :=
+endif
+
+ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) $(DEPFLAGS)
+ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
+
+# ---- sources ----------------------------------------------------------------------
+LIB_SRC     := $(wildcard libtula/src/*.cpp)
+LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o)
+TRAIN_SRC   := $(wildcard trainer/src/*.cpp)
+TRAIN_OBJ   := $(TRAIN_SRC:%.cpp=$(B)/obj/%.o)
+TRAIN_MAIN  := $(B)/obj/trainer/src/main.o
+CLI_SRC     := $(wildcard cli/*.cpp)
+CLI_OBJ     := $(CLI_SRC:%.cpp=$(B)/obj/%.o)
+PLUGIN_CSRC := $(wildcard plugin/*.c)
+PLUGIN_XSRC := $(wildcard plugin/*.cpp)
+PLUGIN_OBJ  := $(PLUGIN_CSRC:%.c=$(B)/obj/%.o) $(PLUGIN_XSRC:%.cpp=$(B)/obj/%.o)
+# plugin objects without the SPANK entry points (pure parts, unit-tested)
+PLUGIN_PURE := $(filter-out $(B)/obj/plugin/spank_%.o,$(PLUGIN_OBJ))
+TEST_SRC    := $(wildcard tests/unit/*.cpp)
+TEST_OBJ    := $(TEST_SRC:%.cpp=$(B)/obj/%.o)
+
+LIBTULA_A   := $(B)/lib/libtula.a
+LIBTULA_SO  := $(B)/lib/libtula.so.0
+TULA        := $(B)/bin/tula
+TULA_TRAIN  := $(B)/bin/tula-train
+SPANK_SO    := $(B)/lib/tula.so
+UNIT_TESTS  := $(B)/bin/tula-unit-tests
+LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
+
+.PHONY: all deps-report check unit integration demo clean install bench
+all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS)
+
+deps-report:
+	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
+
+$(B)/obj/trainer/%.o: trainer/%.cpp
+	@mkdir -p $(@D)
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -c $< -o $@
+$(B)/obj/tests/%.o: tests/%.cpp
+	@mkdir -p $(@D)
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -Iplugin -c $< -o $@
+$(B)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBTULA_A): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+$(LIBTULA_SO): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -shared -Wl,-soname,libtula.so.0 -o $@ $^ -lsqlite3 $(GSL_LIBS)
+	ln -sf libtula.so.0 $(B)/lib/libtula.so
+$(TULA): $(CLI_OBJ) $(LIBTULA_A)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $(CLI_OBJ) $(LIBTULA_LIBS)
+$(TULA_TRAIN): $(TRAIN_OBJ) $(LIBTULA_A)
+	@mkdir -p $(@D)
+	$(TRAIN_CXX) -o $@ $(TRAIN_OBJ) $(LIBTULA_LIBS) -lz -lpthread
+# The SPANK plugin: no -lslurm (symbols come from the host process); only plugin_* and
+# slurm_spank_* are exported (plugin/tula.map).
+$(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map
+	@mkdir -p $(@D)
+	$(CXX) -shared -fPIC -Wl,--version-script=plugin/tula.map -o $@ \
+	  $(PLUGIN_OBJ) $(LIBTULA_A) -lsqlite3 $(GSL_LIBS) -Wl,--unresolved-symbols=ignore-all
+$(UNIT_TESTS): $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(LIBTULA_A)
+	@mkdir -p $(@D)
+	$(TRAIN_CXX) -o $@ $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) \
+	  $(LIBTULA_LIBS) -lcppunit -lz -lpthread
+
+check: all
+	@tests/run
+
+unit: $(UNIT_TESTS)
+	@$(UNIT_TESTS)
+
+demo: all
+	@scripts/demo
+
+bench: all
+	@bench/run
+
+install: all
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \
+	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
+	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8
+	install -m 755 $(TULA) $(TULA_TRAIN) $(DESTDIR)$(bindir)/
+	install -m 644 $(LIBTULA_A) $(DESTDIR)$(libdir)/
+	install -m 755 $(LIBTULA_SO) $(DESTDIR)$(libdir)/
+	ln -sf libtula.so.0 $(DESTDIR)$(libdir)/libtula.so
+	install -m 644 libtula/include/tula/*.h libtula/include/tula/*.hpp $(DESTDIR)$(includedir)/tula/
+	install -m 755 $(SPANK_SO) $(DESTDIR)$(slurmplugindir)/tula.so
+	sed -e 's|@PLUGINDIR@|$(slurmplugindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
+	  etc/plugstack.conf.d/tula.conf > $(DESTDIR)$(sysconfdir)/plugstack.conf.d/tula.conf
+	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' -e 's|@TULA_CONF@|$(sysconfdir)/tula.conf|g' \
+	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
+	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
+	for s in 1 5 8; do for f in man/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,42 @@
+// libtula: tula.conf, the site configuration (see tula.conf(5)).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tula {
+
+/// Site configuration read from tula.conf. Units are in the field names' comments.
+struct Config {
+    /// System profile database (read-only to users). Path.
+    std::string system_db = "/var/lib/tula/profiles.db";
+    /// Price of one node for one hour, in the site's currency unit per node-hour.
+    double price_per_node_hour = 1.0;
+    /// Largest node count the planner may choose (partition limit).
+    int max_nodes = 4;
+    /// Global batch sizes the planner considers (examples per optimizer step, summed over ranks).
+    std::vector<int> global_batches = {32, 64, 128, 256, 512, 1024};
+    /// Fractional safety margin added to the predicted time for the Slurm time limit (0.25 = +25 %).
+    double time_margin = 0.25;
+    /// Fixed seconds added to the time limit for start-up, data loading and evaluation.
+    double time_overhead = 120.0;
+    /// Epochs assumed when the batch script does not say (--epochs).
+    int default_epochs = 10;
+};
+
+/// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
+/// Keys: system_db, price_per_node_hour, max_nodes, global_batches (comma list),
+/// time_margin, time_overhead, default_epochs.
+/// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
+/// unknown key, a missing '=', or a value that is not a valid number / out of range.
+Config parse_config(const std::string& text);
+
+/// Reads and parses the file at `path`. Errors: tula::Error if it cannot be read
+/// (message names the path and strerror) or parse_config fails.
+Config load_config(const std::string& path);
+
+/// Path of the per-user profile database: $XDG_DATA_HOME/tula/profiles.db, else
+/// $HOME/.local/share/tula/profiles.db. Either argument may be null or empty.
+/// Errors: tula::Error if both are unset. Pure function.
+std::string user_db_path(const char* xdg_data_home, const char* home);
+
+}  // namespace tula

@@ -1,0 +1,94 @@
+// libtula: the planner. Enumerates (nodes, global batch) candidates, predicts time and
+// cost for each, finds the Pareto front and picks one by policy.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tula/conf.hpp"
+#include "tula/models.hpp"
+#include "tula/workload.hpp"
+
+namespace tula {
+
+/// How the planner picks from the Pareto front.
+enum class Policy {
+    Auto,  ///< knee point of the time/cost front (Kneedle, Satopaa et al. 2011)
+    Time,  ///< smallest predicted time
+    Cost,  ///< smallest predicted cost
+};
+
+/// Parses "auto" | "time" | "cost". Errors: tula::Error listing the valid values.
+Policy parse_policy(const std::string& s);
+const char* policy_name(Policy p);
+
+/// One (nodes, global batch) configuration and its predictions.
+struct Candidate {
+    int nodes = 0;
+    int global_batch = 0;         ///< examples per step over all ranks
+    int local_batch = 0;          ///< global_batch / nodes
+    double iter_seconds = 0;      ///< compute(local batch) + allreduce(nodes, gradient bytes), seconds
+    double epoch_seconds = 0;     ///< ceil(train_examples / global_batch) * iter_seconds
+    double total_seconds = 0;     ///< epochs * epoch_seconds (training only, no evaluation)
+    double node_hours = 0;        ///< nodes * total_seconds / 3600
+    double cost = 0;              ///< node_hours * price per node-hour
+    bool pareto = false;          ///< on the time/cost Pareto front
+};
+
+/// Everything the planner needs. Build it with make_plan_request().
+struct PlanRequest {
+    Workload workload;
+    int epochs = 0;
+    int min_nodes = 1;
+    int max_nodes = 1;
+    std::vector<int> global_batches;
+    double price_per_node_hour = 1.0;
+    double time_margin = 0.25;    ///< fraction
+    double time_overhead = 120;   ///< seconds
+    Policy policy = Policy::Auto;
+};
+
+/// The planner's answer.
+struct Plan {
+    std::vector<Candidate> candidates;  ///< all feasible candidates, sorted by (nodes, global_batch)
+    size_t chosen = 0;                  ///< index into candidates
+    std::string reason;                 ///< one line: why this candidate
+    int time_limit_minutes = 0;         ///< ceil((total*(1+margin) + overhead)/60), at least 1
+    const Candidate& choice() const { return candidates.at(chosen); }
+};
+
+/// Indices of the candidates on the Pareto front of (total_seconds, cost), both minimized,
+/// sorted by increasing total_seconds. Pure.
+std::vector<size_t> pareto_front(const std::vector<Candidate>& c);
+
+/// Kneedle knee point (Satopaa, Albrecht, Irwin & Raghavan 2011, "Finding a 'Kneedle'
+/// in a Haystack", sec. II): points (x_i, y_i) sorted by x, y decreasing; both normalized
+/// to [0, 1]; the knee is the point of largest difference (1 - y_n) - ... measured from the
+/// line joining the ends. Returns the index into `x`. Fewer than 3 points: the index of
+/// the point nearest the origin after normalization. Errors: tula::Error when x and y differ
+/// in size or are empty.
+size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
+
+/// Predicts every feasible candidate and picks one by policy.
+/// A candidate is feasible when global_batch % nodes == 0 and nodes is in
+/// [min_nodes, max_nodes]; allreduce is 0 for 1 node. `allreduce` may be null, then only
+/// 1 node is considered. Errors: tula::Error when no candidate is feasible.
+Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
+
+/// Builds the request from the site config, the workload's profile and the job's limits.
+/// `epochs` <= 0 means config.default_epochs; `max_nodes` <= 0 means config.max_nodes,
+/// otherwise min(max_nodes, config.max_nodes).
+PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, int max_nodes,
+                              Policy policy);
+
+/// The whole planning path used by the CLI and the plugin: loads the profiles of
+/// `workload` from `db_paths` (see load_profiles), fits the models, plans.
+/// `fixed_nodes` > 0 restricts the plan to exactly that node count (used in the job, where
+/// the node count is known). Errors: tula::Error for an unknown workload ("run tula
+/// profile"), too few profile points, or no feasible candidate; database warnings are
+/// appended to `warnings`.
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
+                   const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
+                   Policy policy, std::vector<std::string>* warnings);
+
+}  // namespace tula

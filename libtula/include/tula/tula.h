@@ -1,0 +1,59 @@
+/* libtula C API: the narrow interface the SPANK plugin uses.
+ *
+ * Every function here is noexcept from C's point of view: C++ exceptions are caught
+ * inside and turned into a return value of -1 plus a one-line message that starts with
+ * "tula: ". Nothing here calls exit(), abort() or prints.
+ */
+#ifndef TULA_TULA_H
+#define TULA_TULA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TULA_MSG_MAX 512
+#define TULA_NAME_MAX 128
+
+/* Default site configuration path. */
+#define TULA_DEFAULT_CONF "/etc/slurm/tula.conf"
+
+/* What the job asks for. All strings may be NULL. */
+typedef struct tula_job_query {
+    const char *conf_path;      /* tula.conf; NULL or "" = TULA_DEFAULT_CONF */
+    const char *system_db;      /* overrides tula.conf's system_db when non-empty */
+    const char *xdg_data_home;  /* the job user's $XDG_DATA_HOME (user database) */
+    const char *home;           /* the job user's $HOME */
+    const char *workload;       /* "<model>@<dataset>"; NULL or "" = read script_path */
+    const char *script_path;    /* batch script to read the tula-train line from */
+    const char *policy;         /* "auto" | "time" | "cost"; NULL = "auto" */
+    int nodes;                  /* nodes actually allocated (> 0) */
+} tula_job_query;
+
+/* The plan for the allocated node count. */
+typedef struct tula_job_plan {
+    int nodes;                       /* = query nodes */
+    int global_batch;                /* examples per step over all ranks */
+    int epochs;                      /* epochs the prediction assumes */
+    double predicted_seconds;        /* predicted training time, seconds */
+    char workload[TULA_NAME_MAX];    /* the workload planned for */
+    char message[TULA_MSG_MAX];      /* on error: why; on success: a one-line summary */
+} tula_job_plan;
+
+/* Plans the global batch for a job that has `q->nodes` nodes. The caller must already run
+ * with the job user's privileges (files are opened as the caller). The script is read with
+ * O_NOFOLLOW, at most 1 MiB. A missing tula.conf falls back to built-in defaults.
+ * Returns 0 on success, -1 on any error (out->message says why). Never throws. */
+int tula_plan_job(const tula_job_query *q, tula_job_plan *out);
+
+/* Checks a --tula option value: NULL or "" (bare --tula) means "auto"; valid values are
+ * auto, time, cost, off, dry-run. Writes the canonical value to `mode` (size >= 16).
+ * Returns 0 when valid, -1 otherwise with a message listing the valid values in `err`. */
+int tula_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TULA_TULA_H */

@@ -1,0 +1,39 @@
+// libtula: what a job trains (the workload) and how to find it in a batch script.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tula {
+
+/// A training workload: a model on a dataset. `name` is "<model>@<dataset>",
+/// for example "lenet5@fashion-mnist".
+struct Workload {
+    std::string name;
+    std::string model;
+    std::string dataset;
+    int64_t params = 0;          ///< trainable parameters (count); gradient bytes = 4 * params (float32)
+    int64_t train_examples = 0;  ///< examples in one training epoch
+    int64_t test_examples = 0;   ///< examples in the test set
+};
+
+/// "<model>@<dataset>". Pure.
+std::string workload_name(const std::string& model, const std::string& dataset);
+
+/// What a batch script's tula-train command line says.
+struct TrainCommand {
+    bool found = false;     ///< a `tula-train` invocation with --model was seen
+    std::string model;      ///< --model value
+    std::string dataset;    ///< --data value ("fashion-mnist" when absent)
+    int epochs = 0;         ///< --epochs value, 0 when absent
+    int batch_size = 0;     ///< --batch-size value, 0 when absent
+    std::string workload() const { return workload_name(model, dataset); }
+};
+
+/// Finds the first line of a batch script that runs `tula-train` (directly, through a
+/// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size from it,
+/// in both `--flag value` and `--flag=value` forms; `\` line continuations are joined,
+/// `#` comment lines are ignored. Pure; never throws; found=false when there is none or
+/// a value is malformed. Reads at most the first 1 MiB of `script`.
+TrainCommand parse_train_command(const std::string& script);
+
+}  // namespace tula
