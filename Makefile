@@ -129,13 +129,17 @@ $(UNIT_TESTS): $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PUR
 	$(TRAIN_CXX) -o $@ $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) \
 	  $(LIBTULA_LIBS) -lcppunit -lz -lpthread
 
-check: all
+check:
+	@scripts/install-deps
+	@$(MAKE) --no-print-directory -j2 all
 	@tests/run
 
 unit: $(UNIT_TESTS)
 	@$(UNIT_TESTS)
 
-demo: all
+demo:
+	@scripts/install-deps
+	@$(MAKE) --no-print-directory -j2 all
 	@scripts/demo
 
 bench: all
