@@ -1,0 +1,194 @@
+// libtula: the C API used by the SPANK plugin (see tula.h). Nothing here throws across the
+// C boundary, prints, or exits.
+#include "tula/tula.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tula/conf.hpp"
+#include "tula/error.hpp"
+#include "tula/planner.hpp"
+#include "tula/workload.hpp"
+#include "util.hpp"
+
+namespace {
+
+// Largest batch script read, bytes.
+constexpr size_t kMaxScript = 1 << 20;
+
+// Copies at most cap - 1 bytes of `s` into `dst` and NUL-terminates (cap > 0).
+void copy_out(char* dst, size_t cap, const std::string& s) {
+    if (!dst || cap == 0) return;
+    const size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+bool set(const char* s) { return s && s[0] != '\0'; }
+
+// The message with the "tula: " prefix exactly once.
+std::string prefixed(const std::string& m) { return m.rfind("tula: ", 0) == 0 ? m : "tula: " + m; }
+
+// A value from the command line, safe to echo: control characters replaced, at most 64 bytes.
+std::string shown(const char* v) {
+    std::string s(v, strnlen(v, 64));
+    for (char& c : s)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return s;
+}
+
+// Reads at most kMaxScript bytes of a regular file without following a final symlink.
+std::string read_script(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == ELOOP) throw tula::Error("cannot read batch script " + path + ": it is a symbolic link");
+        throw tula::Error("cannot read batch script " + path + ": " + std::strerror(e));
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw tula::Error("cannot read batch script " + path + ": not a regular file");
+    }
+    std::string text;
+    char buf[16384];
+    while (text.size() < kMaxScript) {
+        const size_t want = std::min(sizeof buf, kMaxScript - text.size());
+        const ssize_t n = ::read(fd, buf, want);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int e = errno;
+            ::close(fd);
+            throw tula::Error("cannot read batch script " + path + ": " + std::strerror(e));
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return text;
+}
+
+// tula.conf at `path`, or the built-in defaults when it does not exist.
+tula::Config config_at(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return tula::Config();
+    return tula::load_config(path);
+}
+
+int plan_job(const tula_job_query* q, tula_job_plan* out) {
+    if (!q) throw tula::Error("tula_plan_job: no query");
+    if (q->nodes < 1) throw tula::Error("tula_plan_job: the node count must be >= 1 (got " + std::to_string(q->nodes) + ")");
+    const std::string conf = set(q->conf_path) ? q->conf_path : TULA_DEFAULT_CONF;
+    const tula::Config cfg = config_at(conf);
+
+    std::string workload;
+    int epochs = 0;
+    if (set(q->workload)) {
+        workload = q->workload;
+        const size_t at = workload.find('@');
+        if (at == std::string::npos || !tula::detail::is_plain_name(workload.substr(0, at)) ||
+            !tula::detail::is_plain_name(workload.substr(at + 1)))
+            throw tula::Error("workload '" + shown(q->workload) + "' is not of the form MODEL@DATASET (letters, digits, _ . -)");
+        if (set(q->script_path)) {  // epochs still come from the script when it can be read
+            try {
+                const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
+                if (cmd.found) epochs = cmd.epochs;
+            } catch (const tula::Error&) {
+            }
+        }
+    } else {
+        if (!set(q->script_path))
+            throw tula::Error("no workload: give --tula-workload=MODEL@DATASET or a batch script with a tula-train line");
+        const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
+        if (!cmd.found)
+            throw tula::Error(std::string("no `tula-train --model MODEL` line in ") + q->script_path +
+                              "; add one or pass --tula-workload=MODEL@DATASET");
+        workload = cmd.workload();
+        epochs = cmd.epochs;
+    }
+    if (epochs <= 0) epochs = cfg.default_epochs;
+
+    std::vector<std::string> dbs;
+    dbs.push_back(set(q->system_db) ? std::string(q->system_db) : cfg.system_db);
+    try {
+        dbs.push_back(tula::user_db_path(q->xdg_data_home, q->home));
+    } catch (const tula::Error&) {
+        // no HOME: the system database alone
+    }
+    const tula::Policy policy = q->policy ? tula::parse_policy(q->policy) : tula::Policy::Auto;
+    std::vector<std::string> warnings;
+    const tula::Plan plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings);
+    const tula::Candidate& c = plan.choice();
+    out->nodes = c.nodes;
+    out->global_batch = c.global_batch;
+    out->epochs = epochs;
+    out->predicted_seconds = c.total_seconds;
+    copy_out(out->workload, sizeof out->workload, workload);
+    char head[160];
+    std::snprintf(head, sizeof head, "tula: %s on %d node%s: global batch %d, predicted %.0f s for %d epochs: ",
+                  workload.c_str(), c.nodes, c.nodes == 1 ? "" : "s", c.global_batch, c.total_seconds, epochs);
+    std::string msg = head + plan.reason;
+    if (!warnings.empty()) {
+        std::string w = warnings.front();
+        if (w.rfind("tula: ", 0) == 0) w = w.substr(6);
+        msg += " (warning: " + w + ")";
+    }
+    copy_out(out->message, sizeof out->message, msg);
+    return 0;
+}
+
+}  // namespace
+
+extern "C" int tula_plan_job(const tula_job_query* q, tula_job_plan* out) {
+    if (!out) return -1;
+    try {
+        std::memset(out, 0, sizeof *out);
+        return plan_job(q, out);
+    } catch (const std::exception& e) {
+        const std::string m = prefixed(e.what());
+        std::memset(out, 0, sizeof *out);
+        copy_out(out->message, sizeof out->message, m);
+    } catch (...) {
+        std::memset(out, 0, sizeof *out);
+        copy_out(out->message, sizeof out->message, "tula: internal error while planning the job");
+    }
+    return -1;
+}
+
+extern "C" int tula_parse_mode(const char* value, char* mode, size_t mode_len, char* err, size_t err_len) {
+    try {
+        if (err && err_len) err[0] = '\0';
+        if (!mode || mode_len < 16) {
+            copy_out(err, err_len, "tula: tula_parse_mode: the mode buffer must hold at least 16 bytes");
+            return -1;
+        }
+        mode[0] = '\0';
+        static const char* const kModes[] = {"auto", "time", "cost", "off", "dry-run"};
+        if (!value || value[0] == '\0') {
+            copy_out(mode, mode_len, "auto");
+            return 0;
+        }
+        std::string v(value, strnlen(value, 64));
+        for (char& c : v)
+            if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        for (const char* m : kModes) {
+            if (v == m && std::strlen(value) < 64) {
+                copy_out(mode, mode_len, m);
+                return 0;
+            }
+        }
+        copy_out(err, err_len,
+                 "tula: invalid --tula value '" + shown(value) + "'; valid values: auto, time, cost, off, dry-run");
+    } catch (...) {
+        copy_out(err, err_len, "tula: internal error while checking the --tula value");
+    }
+    return -1;
+}

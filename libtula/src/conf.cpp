@@ -1,0 +1,175 @@
+// libtula: tula.conf parsing (see conf.hpp and tula.conf(5)).
+#include "tula/conf.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "tula/error.hpp"
+#include "util.hpp"
+
+namespace tula {
+namespace {
+
+constexpr const char* kValidKeys =
+    "system_db, price_per_node_hour, max_nodes, global_batches, time_margin, time_overhead, default_epochs";
+
+// Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+std::string fmt_g(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+}
+
+// Strips a comment: `#` at the start of the line or after a blank starts one.
+std::string strip_comment(const std::string& line) {
+    for (size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) return line.substr(0, i);
+    }
+    return line;
+}
+
+// Parses the text; `source` names it in messages ("tula.conf" or a path).
+Config parse_named(const std::string& text, const std::string& source) {
+    Config cfg;
+    std::set<std::string> seen;
+    size_t pos = 0;
+    int lineno = 0;
+    while (pos <= text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) nl = text.size();
+        const std::string raw = text.substr(pos, nl - pos);
+        pos = nl + 1;
+        ++lineno;
+        const std::string line = detail::trim(strip_comment(raw));
+        if (line.empty()) {
+            if (nl == text.size()) break;
+            continue;
+        }
+        auto fail = [&](const std::string& what) -> Error {
+            return Error(source + " line " + std::to_string(lineno) + ": " + what);
+        };
+        const size_t eq = line.find('=');
+        if (eq == std::string::npos) throw fail("expected `key = value`, found '" + line + "'");
+        const std::string key = detail::trim(line.substr(0, eq));
+        std::string value = detail::trim(line.substr(eq + 1));
+        if (key.empty()) throw fail("missing key before '='");
+        if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+        static const std::set<std::string> kKeys = {"system_db",   "price_per_node_hour", "max_nodes",
+                                                    "global_batches", "time_margin",     "time_overhead",
+                                                    "default_epochs"};
+        if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
+        // Strict: a repeated key is almost always an editing mistake.
+        if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
+        auto number = [&](double lo, double hi, const char* unit) {
+            double v = 0;
+            if (!detail::parse_finite_double(value, &v))
+                throw fail(key + " = '" + value + "' is not a number (" + unit + ")");
+            if (v < lo || v > hi)
+                throw fail(key + " = " + value + " is out of range [" + fmt_g(lo) + ", " + fmt_g(hi) + "] (" + unit +
+                           ")");
+            return v;
+        };
+        auto integer = [&](int64_t lo, int64_t hi, const char* unit) {
+            int64_t v = 0;
+            if (!detail::parse_int64(value, &v)) throw fail(key + " = '" + value + "' is not an integer (" + unit + ")");
+            if (v < lo || v > hi)
+                throw fail(key + " = " + value + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                           "] (" + unit + ")");
+            return static_cast<int>(v);
+        };
+        if (key == "system_db") {
+            if (value.empty()) throw fail("system_db is empty; give the path of the system profile database");
+            cfg.system_db = value;
+        } else if (key == "price_per_node_hour") {
+            cfg.price_per_node_hour = number(0.0, 1e9, "currency units per node-hour");
+        } else if (key == "max_nodes") {
+            cfg.max_nodes = integer(1, 100000, "nodes");
+        } else if (key == "global_batches") {
+            std::vector<int> list;
+            size_t p = 0;
+            while (p <= value.size()) {
+                size_t c = value.find(',', p);
+                if (c == std::string::npos) c = value.size();
+                const std::string item = detail::trim(value.substr(p, c - p));
+                int64_t v = 0;
+                if (!detail::parse_int64(item, &v) || v < 1 || v > (1 << 24))
+                    throw fail("global_batches: '" + item +
+                               "' is not a batch size in [1, 16777216]; write a comma list such as 64,128,256");
+                list.push_back(static_cast<int>(v));
+                p = c + 1;
+            }
+            std::sort(list.begin(), list.end());
+            list.erase(std::unique(list.begin(), list.end()), list.end());
+            cfg.global_batches = list;
+        } else if (key == "time_margin") {
+            cfg.time_margin = number(0.0, 100.0, "fraction of the predicted time");
+        } else if (key == "time_overhead") {
+            cfg.time_overhead = number(0.0, 1e7, "seconds");
+        } else if (key == "default_epochs") {
+            cfg.default_epochs = integer(1, 1000000, "epochs");
+        } else {
+            throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
+        }
+        if (nl == text.size()) break;
+    }
+    return cfg;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text) { return parse_named(text, "tula.conf"); }
+
+Config load_config(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        const int e = errno;
+        ::close(fd);
+        throw Error("cannot read " + path + ": " + std::strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error("cannot read " + path + ": not a regular file");
+    }
+    std::string text;
+    char buf[8192];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int e = errno;
+            ::close(fd);
+            throw Error("cannot read " + path + ": " + std::strerror(e));
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > kMaxConfigBytes) {
+            ::close(fd);
+            throw Error(path + " is larger than 1 MiB; it is not a tula.conf");
+        }
+    }
+    ::close(fd);
+    return parse_named(text, path);
+}
+
+std::string user_db_path(const char* xdg_data_home, const char* home) {
+    // The XDG base directory specification says relative paths in $XDG_DATA_HOME are invalid
+    // and must be ignored.
+    if (xdg_data_home && xdg_data_home[0] == '/') return std::string(xdg_data_home) + "/tula/profiles.db";
+    if (home && home[0] != '\0') return std::string(home) + "/.local/share/tula/profiles.db";
+    throw Error(
+        "neither XDG_DATA_HOME nor HOME is set, so the per-user profile database cannot be located; set HOME "
+        "or pass the database path explicitly");
+}
+
+}  // namespace tula

@@ -1,0 +1,638 @@
+// libtula: the SQLite profile database (see db.hpp for the schema and tula(1)).
+//
+// Every SQLite call's return code is checked; failures become one-line tula::Error
+// messages that name the database path and say what to do.
+#include "tula/db.hpp"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <utility>
+
+#include "tula/error.hpp"
+
+namespace tula {
+namespace {
+
+// Schema version 1. Times are Unix seconds (REAL); sizes in bytes; durations in seconds.
+constexpr const char* kSchemaV1 = R"SQL(
+CREATE TABLE workload(
+    name TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    train_examples INTEGER NOT NULL,
+    test_examples INTEGER NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE compute_profile(
+    id INTEGER PRIMARY KEY,
+    workload TEXT NOT NULL,
+    host TEXT NOT NULL,
+    local_batch INTEGER NOT NULL,
+    threads INTEGER NOT NULL,
+    seconds_per_iter REAL NOT NULL,
+    iters INTEGER NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX compute_profile_workload ON compute_profile(workload);
+CREATE TABLE allreduce_profile(
+    id INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE run(
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    global_batch INTEGER NOT NULL,
+    epochs INTEGER NOT NULL,
+    predicted_seconds REAL NOT NULL,
+    measured_seconds REAL NOT NULL,
+    test_accuracy REAL NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX run_job ON run(job_id);
+CREATE INDEX run_workload ON run(workload);
+CREATE TABLE run_epoch(
+    run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+    epoch INTEGER NOT NULL,
+    seconds REAL,
+    train_loss REAL,
+    test_accuracy REAL,
+    PRIMARY KEY(run_id, epoch)
+);
+PRAGMA user_version = 1;
+)SQL";
+
+double now_seconds() {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return static_cast<double>(std::time(nullptr));
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// What to tell the user for a failed SQLite call, by primary result code.
+std::string advice(int rc) {
+    switch (rc & 0xff) {
+        case SQLITE_NOTADB:
+            return "it is not an SQLite database; move it aside (tula creates a new one) or restore it";
+        case SQLITE_CORRUPT: return "the database is corrupt; move it aside (tula creates a new one) or restore it";
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED: return "the database is locked by another process; retry later";
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+        case SQLITE_READONLY: return "permission denied; check the file's owner and mode";
+        case SQLITE_CANTOPEN: return "cannot open the file; check that it and its directory exist and are accessible";
+        case SQLITE_FULL: return "the disk is full";
+        case SQLITE_IOERR: return "an I/O error occurred";
+        default: return "";
+    }
+}
+
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& path, const std::string& what) {
+    std::string m = "profile database " + path + ": " + what + ": ";
+    m += db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    const std::string a = advice(rc);
+    if (!a.empty()) m += "; " + a;
+    throw Error(m);
+}
+
+// A prepared statement; finalized on destruction. Every bind and step is checked.
+class Stmt {
+public:
+    Stmt(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path), sql_(sql) {
+        const int rc = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
+        if (rc != SQLITE_OK) fail(db_, rc, path_, std::string("cannot prepare `") + sql + "`");
+    }
+    ~Stmt() { sqlite3_finalize(st_); }
+    Stmt(const Stmt&) = delete;
+    Stmt& operator=(const Stmt&) = delete;
+
+    void bind(int i, const std::string& v) {
+        check(sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT), "bind");
+    }
+    void bind(int i, int64_t v) { check(sqlite3_bind_int64(st_, i, static_cast<sqlite3_int64>(v)), "bind"); }
+    void bind(int i, int v) { check(sqlite3_bind_int64(st_, i, v), "bind"); }
+    void bind(int i, double v) { check(sqlite3_bind_double(st_, i, v), "bind"); }
+    void bind_null(int i) { check(sqlite3_bind_null(st_, i), "bind"); }
+
+    /// True when a row is ready, false when done; throws on any error.
+    bool step() {
+        const int rc = sqlite3_step(st_);
+        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_DONE) return false;
+        fail(db_, rc, path_, std::string("cannot run `") + first_words() + "`");
+    }
+    void run() {
+        while (step()) {
+        }
+    }
+
+    std::string text(int c) const {
+        const unsigned char* p = sqlite3_column_text(st_, c);
+        return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(st_, c)))
+                 : std::string();
+    }
+    int64_t i64(int c) const { return static_cast<int64_t>(sqlite3_column_int64(st_, c)); }
+    int i32(int c) const {
+        const int64_t v = i64(c);
+        return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : static_cast<int>(v);
+    }
+    double dbl(int c) const { return sqlite3_column_double(st_, c); }
+    bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+    sqlite3_stmt* handle() const { return st_; }
+
+private:
+    void check(int rc, const char* what) {
+        if (rc != SQLITE_OK) fail(db_, rc, path_, std::string("cannot ") + what + " a value of `" + first_words() + "`");
+    }
+    std::string first_words() const {
+        std::string s(sql_);
+        for (char& c : s)
+            if (c == '\n') c = ' ';
+        return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+    }
+    sqlite3* db_;
+    const std::string& path_;
+    const char* sql_;
+    sqlite3_stmt* st_ = nullptr;
+};
+
+void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+        std::string m = err ? err : sqlite3_errstr(rc);
+        sqlite3_free(err);
+        std::string msg = "profile database " + path + ": " + what + ": " + m;
+        const std::string a = advice(rc);
+        if (!a.empty()) msg += "; " + a;
+        throw Error(msg);
+    }
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed before commit().
+class Txn {
+public:
+    Txn(sqlite3* db, const std::string& path) : db_(db), path_(path) {
+        exec(db_, path_, "BEGIN IMMEDIATE", "cannot start a transaction");
+    }
+    ~Txn() {
+        if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // best effort in unwinding
+    }
+    void commit() {
+        exec(db_, path_, "COMMIT", "cannot commit");
+        done_ = true;
+    }
+
+private:
+    sqlite3* db_;
+    const std::string& path_;
+    bool done_ = false;
+};
+
+int read_user_version(sqlite3* db, const std::string& path) {
+    Stmt s(db, path, "PRAGMA user_version");
+    if (!s.step()) throw Error("profile database " + path + ": PRAGMA user_version returned no row");
+    return s.i32(0);
+}
+
+int64_t count_tables(sqlite3* db, const std::string& path) {
+    Stmt s(db, path, "SELECT count(*) FROM sqlite_master");
+    if (!s.step()) return 0;
+    return s.i64(0);
+}
+
+// Creates every missing directory of `dir` with mode 0700. Throws tula::Error.
+void make_dirs(const std::string& dir, const std::string& db_path) {
+    if (dir.empty()) return;
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) throw Error("cannot create profile database " + db_path + ": " + dir + " is not a directory");
+        return;
+    }
+    const size_t slash = dir.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) make_dirs(dir.substr(0, slash), db_path);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error("cannot create profile database " + db_path + ": mkdir " + dir + ": " + std::strerror(errno));
+}
+
+// URI for sqlite3_open_v2 with SQLITE_OPEN_URI: percent-encodes what URIs reserve.
+std::string file_uri(const std::string& path, const char* query) {
+    std::string u = "file:";
+    for (unsigned char c : path) {
+        if (c == '%' || c == '?' || c == '#' || c < 0x21 || c >= 0x7f) {
+            char b[4];
+            std::snprintf(b, sizeof b, "%%%02X", c);
+            u += b;
+        } else {
+            u += static_cast<char>(c);
+        }
+    }
+    return u + "?" + query;
+}
+
+bool nonempty_file(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+// Checks the schema version of an open connection; creates the schema when `create` and the
+// database is empty. Throws tula::Error.
+void check_schema(sqlite3* db, const std::string& path, bool create) {
+    int v = read_user_version(db, path);
+    if (v == 0 && create) {
+        Txn t(db, path);
+        // Re-read inside the write lock: another process may have created it meanwhile.
+        v = read_user_version(db, path);
+        if (v == 0) {
+            if (count_tables(db, path) != 0)
+                throw Error("profile database " + path +
+                            " has tables but no tula schema version; it is not a tula profile database: move it aside");
+            exec(db, path, kSchemaV1, "cannot create the schema");
+            t.commit();
+            v = kSchemaVersion;
+        } else {
+            t.commit();
+        }
+    }
+    if (v > kSchemaVersion)
+        throw Error("database " + path + " has schema version " + std::to_string(v) + ", this tula understands " +
+                    std::to_string(kSchemaVersion) + ": upgrade tula");
+    if (v != kSchemaVersion)
+        throw Error("database " + path + " has schema version " + std::to_string(v) +
+                    ", so it is not a tula profile database (expected " + std::to_string(kSchemaVersion) +
+                    "); create one with `tula profile`");
+}
+
+// Reads the epochs of run `id` into `r`.
+void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
+    Stmt s(db, path, "SELECT seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
+    s.bind(1, r->id);
+    bool loss_ok = true, acc_ok = true;
+    std::vector<double> loss, acc;
+    while (s.step()) {
+        r->epoch_seconds.push_back(s.is_null(0) ? 0.0 : s.dbl(0));
+        loss_ok = loss_ok && !s.is_null(1);
+        acc_ok = acc_ok && !s.is_null(2);
+        loss.push_back(s.dbl(1));
+        acc.push_back(s.dbl(2));
+    }
+    if (loss_ok) r->epoch_train_loss = loss;
+    if (acc_ok) r->epoch_test_accuracy = acc;
+}
+
+constexpr const char* kRunColumns =
+    "SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
+    "test_accuracy, created FROM run ";
+
+RunRecord read_run(const Stmt& s) {
+    RunRecord r;
+    r.id = s.i64(0);
+    r.job_id = s.text(1);
+    r.workload = s.text(2);
+    r.nodes = s.i32(3);
+    r.global_batch = s.i32(4);
+    r.epochs = s.i32(5);
+    r.predicted_seconds = s.dbl(6);
+    r.measured_seconds = s.dbl(7);
+    r.test_accuracy = s.dbl(8);
+    r.created = s.dbl(9);
+    return r;
+}
+
+}  // namespace
+
+ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_ms) {
+    if (path.empty()) throw Error("profile database path is empty");
+    const bool rw = mode == Mode::ReadWrite;
+    struct stat st;
+    if (rw) {
+        const size_t slash = path.find_last_of('/');
+        if (slash != std::string::npos && slash > 0) make_dirs(path.substr(0, slash), path);
+    } else if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT)
+            throw Error("profile database " + path + " does not exist; create it with `tula profile`");
+        throw Error("profile database " + path + ": " + std::strerror(errno));
+    }
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw Error("profile database " + path + " is not a regular file");
+
+    // Opens the connection with `flags`, sets the busy timeout and checks the schema.
+    auto connect = [&](const std::string& name, int flags) -> sqlite3* {
+        sqlite3* db = nullptr;
+        int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
+        if (rc != SQLITE_OK) {
+            std::string m = "profile database " + path + ": cannot open: " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+            const std::string a = advice(rc);
+            if (!a.empty()) m += "; " + a;
+            sqlite3_close_v2(db);
+            throw Error(m);
+        }
+        try {
+            rc = sqlite3_extended_result_codes(db, 1);
+            if (rc != SQLITE_OK) fail(db, rc, path, "cannot enable extended result codes");
+            rc = sqlite3_busy_timeout(db, busy_timeout_ms < 0 ? 0 : busy_timeout_ms);
+            if (rc != SQLITE_OK) fail(db, rc, path, "cannot set the busy timeout");
+            check_schema(db, path, rw);
+        } catch (...) {
+            sqlite3_close_v2(db);
+            throw;
+        }
+        return db;
+    };
+
+    sqlite3* db = nullptr;
+    if (rw) {
+        db = connect(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+        try {
+            Stmt s(db, path, "PRAGMA journal_mode=WAL");
+            s.run();  // some file systems refuse WAL; the database then keeps its rollback journal
+            exec(db, path, "PRAGMA foreign_keys=ON", "cannot enable foreign keys");
+        } catch (...) {
+            sqlite3_close_v2(db);
+            throw;
+        }
+    } else {
+        try {
+            db = connect(path, SQLITE_OPEN_READONLY);
+        } catch (const Error& e) {
+            // A WAL database needs its -shm file; a read-only user cannot create it in a
+            // directory it cannot write (the system database after its writer closed). When no
+            // -wal holds uncommitted pages, every committed page is in the main file, so read
+            // it as immutable.
+            if (nonempty_file(path + "-wal"))
+                throw Error(std::string(e.what()) +
+                            " (a WAL database read by a user who cannot write its directory needs its -shm file; "
+                            "ask the owner to open it once read-write, e.g. with `tula profile`)");
+            try {
+                db = connect(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+            } catch (const Error&) {
+                throw e;
+            }
+        }
+    }
+    return ProfileDb(db, path);
+}
+
+ProfileDb::ProfileDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+ProfileDb::ProfileDb(ProfileDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+
+ProfileDb& ProfileDb::operator=(ProfileDb&& o) noexcept {
+    if (this != &o) {
+        if (db_) sqlite3_close_v2(db_);
+        db_ = o.db_;
+        path_ = std::move(o.path_);
+        o.db_ = nullptr;
+    }
+    return *this;
+}
+
+ProfileDb::~ProfileDb() {
+    if (db_) sqlite3_close_v2(db_);  // statements are all finalized (Stmt is RAII)
+}
+
+void ProfileDb::upsert_workload(const Workload& w) {
+    if (w.name.empty()) throw Error("profile database " + path_ + ": cannot store a workload without a name");
+    if (w.params < 0 || w.train_examples < 0 || w.test_examples < 0)
+        throw Error("profile database " + path_ + ": workload " + w.name + " has a negative size");
+    Stmt s(db_, path_,
+           "INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET model = excluded.model, "
+           "dataset = excluded.dataset, params = excluded.params, train_examples = excluded.train_examples, "
+           "test_examples = excluded.test_examples, updated = excluded.updated");
+    s.bind(1, w.name);
+    s.bind(2, w.model);
+    s.bind(3, w.dataset);
+    s.bind(4, w.params);
+    s.bind(5, w.train_examples);
+    s.bind(6, w.test_examples);
+    s.bind(7, now_seconds());
+    s.run();
+}
+
+namespace {
+Workload read_workload(const Stmt& s) {
+    Workload w;
+    w.name = s.text(0);
+    w.model = s.text(1);
+    w.dataset = s.text(2);
+    w.params = s.i64(3);
+    w.train_examples = s.i64(4);
+    w.test_examples = s.i64(5);
+    return w;
+}
+constexpr const char* kWorkloadColumns =
+    "SELECT name, model, dataset, params, train_examples, test_examples FROM workload ";
+}  // namespace
+
+std::optional<Workload> ProfileDb::workload(const std::string& name) const {
+    Stmt s(db_, path_, (std::string(kWorkloadColumns) + "WHERE name = ?").c_str());
+    s.bind(1, name);
+    if (!s.step()) return std::nullopt;
+    return read_workload(s);
+}
+
+std::vector<Workload> ProfileDb::workloads() const {
+    Stmt s(db_, path_, (std::string(kWorkloadColumns) + "ORDER BY name").c_str());
+    std::vector<Workload> out;
+    while (s.step()) out.push_back(read_workload(s));
+    return out;
+}
+
+void ProfileDb::add_compute(const ComputeSample& c) {
+    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.iters < 0 || !std::isfinite(c.seconds_per_iter) ||
+        c.seconds_per_iter <= 0)
+        throw Error("profile database " + path_ + ": refusing an invalid compute sample (workload '" + c.workload +
+                    "', local batch " + std::to_string(c.local_batch) + ", " + std::to_string(c.seconds_per_iter) +
+                    " s/iter)");
+    Stmt s(db_, path_,
+           "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?)");
+    s.bind(1, c.workload);
+    s.bind(2, c.host);
+    s.bind(3, c.local_batch);
+    s.bind(4, c.threads);
+    s.bind(5, c.seconds_per_iter);
+    s.bind(6, c.iters);
+    s.bind(7, now_seconds());
+    s.run();
+}
+
+// An empty `workload` returns every workload's samples (used by load_profiles).
+std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workload) const {
+    const char* all =
+        "SELECT workload, host, local_batch, threads, seconds_per_iter, iters FROM compute_profile ORDER BY id";
+    const char* one =
+        "SELECT workload, host, local_batch, threads, seconds_per_iter, iters FROM compute_profile "
+        "WHERE workload = ? ORDER BY id";
+    Stmt s(db_, path_, workload.empty() ? all : one);
+    if (!workload.empty()) s.bind(1, workload);
+    std::vector<ComputeSample> out;
+    while (s.step()) {
+        ComputeSample c;
+        c.workload = s.text(0);
+        c.host = s.text(1);
+        c.local_batch = s.i32(2);
+        c.threads = s.i32(3);
+        c.seconds_per_iter = s.dbl(4);
+        c.iters = s.i32(5);
+        out.push_back(c);
+    }
+    return out;
+}
+
+void ProfileDb::add_allreduce(const AllreduceSample& a) {
+    if (a.nodes < 1 || a.bytes < 0 || !std::isfinite(a.seconds) || a.seconds < 0)
+        throw Error("profile database " + path_ + ": refusing an invalid allreduce sample (" + std::to_string(a.nodes) +
+                    " nodes, " + std::to_string(a.bytes) + " bytes, " + std::to_string(a.seconds) + " s)");
+    Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
+    s.bind(1, a.host);
+    s.bind(2, a.nodes);
+    s.bind(3, a.bytes);
+    s.bind(4, a.seconds);
+    s.bind(5, now_seconds());
+    s.run();
+}
+
+std::vector<AllreduceSample> ProfileDb::allreduce_samples() const {
+    Stmt s(db_, path_, "SELECT host, nodes, bytes, seconds FROM allreduce_profile ORDER BY id");
+    std::vector<AllreduceSample> out;
+    while (s.step()) {
+        AllreduceSample a;
+        a.host = s.text(0);
+        a.nodes = s.i32(1);
+        a.bytes = s.i64(2);
+        a.seconds = s.dbl(3);
+        out.push_back(a);
+    }
+    return out;
+}
+
+int64_t ProfileDb::add_run(const RunRecord& r) {
+    const size_t n = r.epoch_seconds.size();
+    if ((!r.epoch_train_loss.empty() && r.epoch_train_loss.size() != n) ||
+        (!r.epoch_test_accuracy.empty() && r.epoch_test_accuracy.size() != n))
+        throw Error("profile database " + path_ +
+                    ": run record has per-epoch vectors of different lengths; each must have one value per epoch");
+    auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
+    Txn t(db_, path_);
+    int64_t id = 0;
+    {
+        Stmt s(db_, path_,
+               "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
+               "test_accuracy, created) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        s.bind(1, r.job_id);
+        s.bind(2, r.workload);
+        s.bind(3, r.nodes);
+        s.bind(4, r.global_batch);
+        s.bind(5, r.epochs);
+        s.bind(6, finite(r.predicted_seconds));
+        s.bind(7, finite(r.measured_seconds));
+        s.bind(8, finite(r.test_accuracy));
+        s.bind(9, r.created > 0 && std::isfinite(r.created) ? r.created : now_seconds());
+        s.run();
+        id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+    }
+    {
+        Stmt s(db_, path_,
+               "INSERT INTO run_epoch(run_id, epoch, seconds, train_loss, test_accuracy) VALUES(?, ?, ?, ?, ?)");
+        for (size_t i = 0; i < n; ++i) {
+            s.bind(1, id);
+            s.bind(2, static_cast<int>(i + 1));
+            s.bind(3, finite(r.epoch_seconds[i]));
+            // NaN would be stored as NULL anyway; NULL also marks "not recorded"
+            if (r.epoch_train_loss.empty()) s.bind_null(4);
+            else s.bind(4, r.epoch_train_loss[i]);
+            if (r.epoch_test_accuracy.empty()) s.bind_null(5);
+            else s.bind(5, r.epoch_test_accuracy[i]);
+            s.run();
+            const int rc = sqlite3_reset(s.handle());
+            if (rc != SQLITE_OK) fail(db_, rc, path_, "cannot reset a statement");
+        }
+    }
+    t.commit();
+    return id;
+}
+
+std::vector<RunRecord> ProfileDb::runs(const std::string& workload) const {
+    std::vector<RunRecord> out;
+    {
+        const std::string sql = std::string(kRunColumns) + (workload.empty() ? "" : "WHERE workload = ? ") +
+                                "ORDER BY created DESC, id DESC";
+        Stmt s(db_, path_, sql.c_str());
+        if (!workload.empty()) s.bind(1, workload);
+        while (s.step()) out.push_back(read_run(s));
+    }
+    for (auto& r : out) read_epochs(db_, path_, &r);
+    return out;
+}
+
+std::optional<RunRecord> ProfileDb::run_by_job(const std::string& job_id) const {
+    std::optional<RunRecord> r;
+    {
+        const std::string sql = std::string(kRunColumns) + "WHERE job_id = ? ORDER BY created DESC, id DESC LIMIT 1";
+        Stmt s(db_, path_, sql.c_str());
+        s.bind(1, job_id);
+        if (s.step()) r = read_run(s);
+    }
+    if (r) read_epochs(db_, path_, &*r);
+    return r;
+}
+
+std::optional<Workload> ProfileSet::find(const std::string& name) const {
+    for (const auto& w : workloads)
+        if (w.name == name) return w;
+    return std::nullopt;
+}
+
+std::vector<ComputeSample> ProfileSet::compute_for(const std::string& workload) const {
+    std::vector<ComputeSample> out;
+    for (const auto& c : compute)
+        if (c.workload == workload) out.push_back(c);
+    return out;
+}
+
+ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
+    ProfileSet set;
+    std::map<std::string, size_t> index;  // workload name -> position in set.workloads
+    for (const auto& p : paths) {
+        if (p.empty()) continue;
+        struct stat st;
+        if (::stat(p.c_str(), &st) != 0 && errno == ENOENT) continue;  // not created yet: fine
+        try {
+            ProfileDb db = ProfileDb::open(p, ProfileDb::Mode::ReadOnly);
+            std::vector<Workload> w = db.workloads();
+            std::vector<ComputeSample> c = db.compute_samples("");
+            std::vector<AllreduceSample> a = db.allreduce_samples();
+            for (auto& x : w) {
+                auto it = index.find(x.name);
+                if (it == index.end()) {
+                    index[x.name] = set.workloads.size();
+                    set.workloads.push_back(std::move(x));
+                } else {
+                    set.workloads[it->second] = std::move(x);
+                }
+            }
+            set.compute.insert(set.compute.end(), c.begin(), c.end());
+            set.allreduce.insert(set.allreduce.end(), a.begin(), a.end());
+        } catch (const std::exception& e) {
+            if (warnings) warnings->push_back(std::string(e.what()) + " (skipped)");
+        }
+    }
+    return set;
+}
+
+}  // namespace tula

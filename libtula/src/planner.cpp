@@ -1,0 +1,323 @@
+// libtula: the planner (see planner.hpp).
+//
+// Prediction for a candidate (nodes K, global batch B, local batch b = B / K), following
+// Scavenger (Tyagi & Sharma 2023): T = (e * D / B) * tau, C = T * K * p, with
+//   tau = compute(b) + allreduce(K, 4 * params)      seconds per iteration
+//   iterations per epoch = ceil(D / B)               D = training examples
+//   T = epochs * iterations per epoch * tau          seconds (training only)
+//   C = K * T / 3600 * price per node-hour
+#include "tula/planner.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+
+namespace tula {
+namespace {
+
+// A local batch more than this factor outside the profiled range is not predicted: the
+// linear compute model is not trusted that far (memory, cache effects).
+constexpr double kExtrapolation = 4.0;
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+std::string nodes_str(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
+std::string config_str(const Candidate& c) { return nodes_str(c.nodes) + " x " + std::to_string(c.global_batch); }
+
+// "X.Xx faster than <what> for Y% more cost" comparing a (faster) to b (cheaper).
+std::string tradeoff(const Candidate& a, const Candidate& b, const std::string& what) {
+    const double speed = a.total_seconds > 0 ? b.total_seconds / a.total_seconds : 1.0;
+    std::string s = fmt("%.1fx", speed) + " faster than " + what;
+    if (b.cost > 0) s += " for " + fmt("%.0f", (a.cost / b.cost - 1.0) * 100.0) + "% more cost";
+    else s += " at no cost (price per node-hour is 0)";
+    return s;
+}
+
+// Seconds as "42.0s", "3m12s" or "2h05m".
+std::string duration(double s) {
+    if (!(s < 3600.0 * 1e6)) return fmt("%.3gs", s);
+    if (s < 60) return fmt("%.1fs", s);
+    const long r = std::lround(s);
+    char b[64];
+    if (r < 3600) std::snprintf(b, sizeof b, "%ldm%02lds", r / 60, r % 60);
+    else std::snprintf(b, sizeof b, "%ldh%02ldm", r / 3600, (r % 3600) / 60);
+    return b;
+}
+
+int limit_minutes(double total_seconds, double margin, double overhead) {
+    const double m = std::ceil((total_seconds * (1.0 + margin) + overhead) / 60.0);
+    if (!(m >= 1)) return 1;  // also NaN
+    if (m > INT_MAX / 2) return INT_MAX / 2;
+    return static_cast<int>(m);
+}
+
+}  // namespace
+
+Policy parse_policy(const std::string& s) {
+    if (s == "auto") return Policy::Auto;
+    if (s == "time") return Policy::Time;
+    if (s == "cost") return Policy::Cost;
+    std::string shown = s.substr(0, 64);
+    for (char& c : shown)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    throw Error("unknown policy '" + shown + "'; valid values: auto, time, cost");
+}
+
+const char* policy_name(Policy p) {
+    switch (p) {
+        case Policy::Auto: return "auto";
+        case Policy::Time: return "time";
+        case Policy::Cost: return "cost";
+    }
+    return "auto";
+}
+
+std::vector<size_t> pareto_front(const std::vector<Candidate>& c) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (std::isfinite(c[i].total_seconds) && std::isfinite(c[i].cost)) idx.push_back(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+        if (c[a].total_seconds != c[b].total_seconds) return c[a].total_seconds < c[b].total_seconds;
+        return c[a].cost < c[b].cost;
+    });
+    // Sweep in increasing time: a point is on the front when its cost is below every cost
+    // seen so far, or it equals (time and cost) the point that set the current best cost.
+    std::vector<size_t> front;
+    for (size_t i : idx) {
+        if (front.empty() || c[i].cost < c[front.back()].cost) {
+            front.push_back(i);
+        } else if (c[i].cost == c[front.back()].cost && c[i].total_seconds == c[front.back()].total_seconds) {
+            front.push_back(i);  // an exact duplicate of a front point is not dominated either
+        }
+    }
+    return front;
+}
+
+// Kneedle (Satopaa et al. 2011, sec. II), for a decreasing convex curve:
+//   order the points by x (ties: input order);
+//   xn_i = (x_i - min x) / (max x - min x),  yn_i = (y_i - min y) / (max y - min y)
+//          (0 when the range is 0);
+//   chord through the first (f) and last (l) points in x order:
+//          L(xn) = yn_f + (yn_l - yn_f) * xn;
+//   difference D_i = L(xn_i) - yn_i, which for a decreasing curve (yn_f = 1, yn_l = 0) is
+//          D_i = (1 - yn_i) - xn_i, the paper's difference curve of the flipped curve;
+//   knee = argmax_i D_i, the first in x order among equal maxima (within 1e-12).
+// Fewer than 3 points: argmin_i xn_i^2 + yn_i^2 (first in x order among equal values).
+size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
+    if (x.size() != y.size()) throw Error("knee_point: x and y differ in size");
+    if (x.empty()) throw Error("knee_point: no points");
+    std::vector<size_t> order(x.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+    const auto [xmin_it, xmax_it] = std::minmax_element(x.begin(), x.end());
+    const auto [ymin_it, ymax_it] = std::minmax_element(y.begin(), y.end());
+    const double xr = *xmax_it - *xmin_it, yr = *ymax_it - *ymin_it;
+    auto xn = [&](size_t i) { return xr > 0 ? (x[i] - *xmin_it) / xr : 0.0; };
+    auto yn = [&](size_t i) { return yr > 0 ? (y[i] - *ymin_it) / yr : 0.0; };
+    size_t best = order.front();
+    if (x.size() < 3) {
+        double bd = INFINITY;
+        for (size_t i : order) {
+            const double d = xn(i) * xn(i) + yn(i) * yn(i);
+            if (d < bd - 1e-12) {
+                bd = d;
+                best = i;
+            }
+        }
+        return best;
+    }
+    const double yf = yn(order.front()), yl = yn(order.back());
+    double bd = -INFINITY;
+    for (size_t i : order) {
+        const double d = (yf + (yl - yf) * xn(i)) - yn(i);
+        if (d > bd + 1e-12) {
+            bd = d;
+            best = i;
+        }
+    }
+    return best;
+}
+
+Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
+    const Workload& w = req.workload;
+    if (req.epochs < 1) throw Error("cannot plan " + w.name + ": epochs must be >= 1 (got " + std::to_string(req.epochs) + ")");
+    if (w.train_examples < 1)
+        throw Error("cannot plan " + w.name + ": its profile has no training examples; run `tula profile compute --workload " +
+                    w.name + "` again");
+    if (w.params < 0) throw Error("cannot plan " + w.name + ": negative parameter count in its profile");
+    if (req.min_nodes < 1 || req.max_nodes < req.min_nodes)
+        throw Error("cannot plan " + w.name + ": node range [" + std::to_string(req.min_nodes) + ", " +
+                    std::to_string(req.max_nodes) + "] is empty");
+    if (!std::isfinite(req.price_per_node_hour) || req.price_per_node_hour < 0)
+        throw Error("cannot plan " + w.name + ": price_per_node_hour must be a finite number >= 0");
+    if (!allreduce && req.min_nodes > 1)
+        throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
+                    ": there is no allreduce profile; run `tula profile allreduce`");
+    const int max_nodes = allreduce ? req.max_nodes : 1;
+
+    std::vector<int> batches;
+    for (int b : req.global_batches)
+        if (b > 0) batches.push_back(b);
+    std::sort(batches.begin(), batches.end());
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+
+    const double bytes = 4.0 * static_cast<double>(w.params);
+    Plan plan;
+    for (int K = req.min_nodes; K <= max_nodes; ++K) {
+        for (int B : batches) {
+            if (B % K != 0) continue;
+            const int b = B / K;
+            if (b < 1) continue;
+            if (compute.max_batch > 0 &&
+                (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
+                continue;
+            Candidate c;
+            c.nodes = K;
+            c.global_batch = B;
+            c.local_batch = b;
+            c.iter_seconds = compute.seconds_per_iter(b) + (K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0);
+            const double iters = std::ceil(static_cast<double>(w.train_examples) / B);
+            c.epoch_seconds = iters * c.iter_seconds;
+            c.total_seconds = req.epochs * c.epoch_seconds;
+            c.node_hours = K * c.total_seconds / 3600.0;
+            c.cost = c.node_hours * req.price_per_node_hour;
+            plan.candidates.push_back(c);
+        }
+    }
+    if (plan.candidates.empty()) {
+        std::string list;
+        for (int b : batches) list += (list.empty() ? "" : ",") + std::to_string(b);
+        throw Error("no feasible (nodes, global batch) candidate for " + w.name + " with " +
+                    (req.min_nodes == max_nodes ? nodes_str(max_nodes)
+                                                : std::to_string(req.min_nodes) + ".." + std::to_string(max_nodes) + " nodes") +
+                    " and global batches {" + list + "}: the global batch must be a multiple of the node count and the local batch within " +
+                    fmt("%g", kExtrapolation) + "x of the profiled " + std::to_string(compute.min_batch) + ".." +
+                    std::to_string(compute.max_batch) + "; adjust global_batches in tula.conf or profile more batch sizes");
+    }
+    const std::vector<Candidate>& cs = plan.candidates;
+    const std::vector<size_t> front = pareto_front(cs);
+    for (size_t i : front) plan.candidates[i].pareto = true;
+    if (front.empty()) throw Error("cannot plan " + w.name + ": every prediction is non-finite; check its profile");
+
+    // Fastest and cheapest over all candidates; first (fewest nodes, then smallest batch) on ties.
+    size_t fastest = front.front(), cheapest = front.front();
+    for (size_t i = 0; i < cs.size(); ++i) {
+        if (cs[i].total_seconds < cs[fastest].total_seconds ||
+            (cs[i].total_seconds == cs[fastest].total_seconds && i < fastest))
+            fastest = i;
+        if (cs[i].cost < cs[cheapest].cost || (cs[i].cost == cs[cheapest].cost && i < cheapest)) cheapest = i;
+    }
+    const std::string n_cand = std::to_string(cs.size()) + " candidate" + (cs.size() == 1 ? "" : "s");
+    std::string reason;
+    switch (req.policy) {
+        case Policy::Time:
+            plan.chosen = fastest;
+            reason = "fastest of " + n_cand + " (policy time): " + config_str(cs[fastest]);
+            if (fastest == cheapest || cs[fastest].cost <= cs[cheapest].cost) reason += ", also the cheapest";
+            else reason += ", " + tradeoff(cs[fastest], cs[cheapest], "the cheapest (" + config_str(cs[cheapest]) + ")");
+            break;
+        case Policy::Cost:
+            plan.chosen = cheapest;
+            reason = "cheapest of " + n_cand + " (policy cost): " + config_str(cs[cheapest]);
+            if (fastest == cheapest || cs[cheapest].total_seconds <= cs[fastest].total_seconds)
+                reason += ", also the fastest";
+            else reason += "; the fastest (" + config_str(cs[fastest]) + ") is " + tradeoff(cs[fastest], cs[cheapest], "it");
+            break;
+        case Policy::Auto: {
+            // Knee of cost (y) against time (x): along the front, sorted by increasing time,
+            // the cost decreases, the orientation Kneedle's decreasing convex case expects.
+            std::vector<double> x, y;
+            for (size_t i : front) {
+                x.push_back(cs[i].total_seconds);
+                y.push_back(cs[i].cost);
+            }
+            size_t k = front[knee_point(x, y)];
+            // Exact duplicates on the front: fewest nodes, then smallest batch.
+            for (size_t i : front)
+                if (cs[i].total_seconds == cs[k].total_seconds && cs[i].cost == cs[k].cost && i < k) k = i;
+            plan.chosen = k;
+            const size_t front_cheapest = front.back();
+            const size_t front_fastest = front.front();
+            const std::string head = "knee of the time/cost Pareto front (" + std::to_string(front.size()) + " point" +
+                                     (front.size() == 1 ? "" : "s") + " of " + n_cand + "): ";
+            if (front.size() == 1) {
+                reason = "the only point on the time/cost Pareto front of " + n_cand + ": " + config_str(cs[k]) +
+                         " is both the fastest and the cheapest";
+            } else if (cs[k].cost <= cs[front_cheapest].cost) {
+                reason = head + config_str(cs[k]) + " is the cheapest; the fastest (" + config_str(cs[front_fastest]) +
+                         ") is " + tradeoff(cs[front_fastest], cs[k], "it");
+            } else {
+                reason = head + config_str(cs[k]) + " is " +
+                         tradeoff(cs[k], cs[front_cheapest], "the cheapest (" + config_str(cs[front_cheapest]) + ")");
+            }
+            break;
+        }
+    }
+    const Candidate& ch = cs[plan.chosen];
+    reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
+              (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
+    if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
+    plan.reason = reason;
+    plan.time_limit_minutes = limit_minutes(ch.total_seconds, req.time_margin, req.time_overhead);
+    return plan;
+}
+
+PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, int max_nodes, Policy policy) {
+    PlanRequest r;
+    r.workload = w;
+    r.epochs = epochs > 0 ? epochs : cfg.default_epochs;
+    r.min_nodes = 1;
+    r.max_nodes = max_nodes > 0 ? std::min(max_nodes, cfg.max_nodes) : cfg.max_nodes;
+    r.global_batches = cfg.global_batches;
+    r.price_per_node_hour = cfg.price_per_node_hour;
+    r.time_margin = cfg.time_margin;
+    r.time_overhead = cfg.time_overhead;
+    r.policy = policy;
+    return r;
+}
+
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
+                   int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings) {
+    std::vector<std::string> local;
+    std::vector<std::string>* warn = warnings ? warnings : &local;
+    const ProfileSet set = load_profiles(db_paths, warn);
+    const std::optional<Workload> w = set.find(workload);
+    if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
+    const ComputeModel compute = ComputeModel::fit(set.compute_for(workload));
+
+    std::optional<AllreduceModel> allreduce;
+    std::string allreduce_error;
+    if (!set.allreduce.empty()) {
+        try {
+            allreduce = AllreduceModel::fit(set.allreduce);
+        } catch (const Error& e) {
+            allreduce_error = e.what();
+            warn->push_back(allreduce_error + "; planning for 1 node only");
+        }
+    }
+    PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy);
+    if (fixed_nodes > 0) {
+        if (fixed_nodes > 1 && !allreduce)
+            throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
+                        (allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
+                                                 : allreduce_error));
+        req.min_nodes = req.max_nodes = fixed_nodes;
+        // The node count is given: round each global batch down to a multiple of it (at
+        // least one example per node) so that an odd node count still has candidates.
+        for (int& b : req.global_batches)
+            if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
+    }
+    return make_plan(req, compute, allreduce ? &*allreduce : nullptr);
+}
+
+}  // namespace tula

@@ -1,0 +1,158 @@
+// Unit tests of libtula's tula.conf parser, loader and user database path (conf.hpp).
+#include <cppunit/extensions/HelperMacros.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "tula/conf.hpp"
+#include "tula/error.hpp"
+
+namespace {
+
+// The message of the tula::Error `f` throws; "" when it throws nothing.
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const tula::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+class LibtulaConfTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaConfTest);
+    CPPUNIT_TEST(test_valid_file);
+    CPPUNIT_TEST(test_empty_gives_defaults);
+    CPPUNIT_TEST(test_unknown_key_names_line);
+    CPPUNIT_TEST(test_bad_numbers_rejected);
+    CPPUNIT_TEST(test_syntax_errors);
+    CPPUNIT_TEST(test_load_config);
+    CPPUNIT_TEST(test_user_db_path);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_valid_file() {
+        const std::string text =
+            "# site configuration\n"
+            "\n"
+            "system_db = /srv/tula/profiles.db   # shared\n"
+            "price_per_node_hour=2.5\n"
+            "   max_nodes =  8\r\n"
+            "global_batches = 256, 64,128 ,64\n"
+            "time_margin = 0.5\n"
+            "time_overhead = 30\n"
+            "default_epochs = 7";  // no final newline
+        const tula::Config c = tula::parse_config(text);
+        CPPUNIT_ASSERT_EQUAL(std::string("/srv/tula/profiles.db"), c.system_db);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.5, c.price_per_node_hour, 0.0);
+        CPPUNIT_ASSERT_EQUAL(8, c.max_nodes);
+        // sorted, duplicates removed
+        CPPUNIT_ASSERT_EQUAL(size_t(3), c.global_batches.size());
+        CPPUNIT_ASSERT_EQUAL(64, c.global_batches[0]);
+        CPPUNIT_ASSERT_EQUAL(128, c.global_batches[1]);
+        CPPUNIT_ASSERT_EQUAL(256, c.global_batches[2]);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, c.time_margin, 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(30.0, c.time_overhead, 0.0);
+        CPPUNIT_ASSERT_EQUAL(7, c.default_epochs);
+    }
+
+    void test_empty_gives_defaults() {
+        const tula::Config d;
+        for (const char* text : {"", "\n\n# only a comment\n", "   \n\t\n"}) {
+            const tula::Config c = tula::parse_config(text);
+            CPPUNIT_ASSERT_EQUAL(d.system_db, c.system_db);
+            CPPUNIT_ASSERT_EQUAL(d.max_nodes, c.max_nodes);
+            CPPUNIT_ASSERT(d.global_batches == c.global_batches);
+            CPPUNIT_ASSERT_EQUAL(d.default_epochs, c.default_epochs);
+        }
+    }
+
+    void test_unknown_key_names_line() {
+        const std::string e = error_of([] { tula::parse_config("# c\nmax_nodes = 2\n\nmax_node = 3\n"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 4"));
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "unknown key 'max_node'"));
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "max_nodes"));  // lists the valid keys
+        CPPUNIT_ASSERT_MESSAGE(e, e.rfind("tula: ", 0) == 0);
+    }
+
+    void test_bad_numbers_rejected() {
+        struct Case {
+            const char* text;
+            const char* line;
+        } cases[] = {
+            {"price_per_node_hour = abc\n", "line 1"},
+            {"\nprice_per_node_hour = 1.5x\n", "line 2"},
+            {"max_nodes = 2.5\n", "line 1"},
+            {"max_nodes = 0\n", "line 1"},
+            {"max_nodes = 99999999999999999999\n", "line 1"},
+            {"time_margin = -0.1\n", "line 1"},
+            {"time_overhead = nan\n", "line 1"},
+            {"time_overhead = inf\n", "line 1"},
+            {"default_epochs = \n", "line 1"},
+            {"global_batches = 64,,128\n", "line 1"},
+            {"global_batches = 64,-128\n", "line 1"},
+            {"a=b\n", "line 1"},
+        };
+        for (const auto& c : cases) {
+            const std::string e = error_of([&] { tula::parse_config(c.text); });
+            CPPUNIT_ASSERT_MESSAGE(std::string("accepted: ") + c.text, !e.empty());
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, c.line));
+        }
+    }
+
+    void test_syntax_errors() {
+        std::string e = error_of([] { tula::parse_config("max_nodes 4\n"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 1") && contains(e, "key = value"));
+        e = error_of([] { tula::parse_config("max_nodes = 4\nmax_nodes = 5\n"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 2") && contains(e, "twice"));
+        e = error_of([] { tula::parse_config(" = 4\n"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 1"));
+    }
+
+    void test_load_config() {
+        char dir[] = "/tmp/tula-test-conf-XXXXXX";
+        CPPUNIT_ASSERT(mkdtemp(dir) != nullptr);
+        const std::string path = std::string(dir) + "/tula.conf";
+        {
+            std::ofstream f(path);
+            f << "max_nodes = 3\nprice_per_node_hour = 0.25\n";
+        }
+        const tula::Config c = tula::load_config(path);
+        CPPUNIT_ASSERT_EQUAL(3, c.max_nodes);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.25, c.price_per_node_hour, 0.0);
+        {
+            std::ofstream f(path);
+            f << "max_nodes = 3\nbogus = 1\n";
+        }
+        std::string e = error_of([&] { tula::load_config(path); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, path) && contains(e, "line 2"));
+        const std::string missing = std::string(dir) + "/missing.conf";
+        e = error_of([&] { tula::load_config(missing); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, missing) && contains(e, "No such file"));
+        e = error_of([&] { tula::load_config(dir); });  // a directory
+        CPPUNIT_ASSERT_MESSAGE(e, !e.empty());
+        std::remove(path.c_str());
+        rmdir(dir);
+    }
+
+    void test_user_db_path() {
+        CPPUNIT_ASSERT_EQUAL(std::string("/x/tula/profiles.db"), tula::user_db_path("/x", "/home/u"));
+        CPPUNIT_ASSERT_EQUAL(std::string("/home/u/.local/share/tula/profiles.db"), tula::user_db_path("", "/home/u"));
+        CPPUNIT_ASSERT_EQUAL(std::string("/home/u/.local/share/tula/profiles.db"), tula::user_db_path(nullptr, "/home/u"));
+        // relative XDG_DATA_HOME is invalid per the XDG base directory specification
+        CPPUNIT_ASSERT_EQUAL(std::string("/home/u/.local/share/tula/profiles.db"), tula::user_db_path("rel", "/home/u"));
+        CPPUNIT_ASSERT_EQUAL(std::string("/x/tula/profiles.db"), tula::user_db_path("/x", nullptr));
+        const std::string e = error_of([] { tula::user_db_path(nullptr, ""); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "HOME"));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaConfTest);

@@ -1,0 +1,488 @@
+// Unit tests of the SQLite profile database (db.hpp): round trips, schema version, bad files.
+#include <cppunit/extensions/HelperMacros.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+
+namespace {
+
+// A fresh directory under /tmp, removed with its contents on destruction.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char t[] = "/tmp/tula-test-db-XXXXXX";
+        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
+        path = t;
+    }
+    ~TempDir() {
+        chmod(path.c_str(), 0700);
+        nftw(
+            path.c_str(),
+            [](const char* p, const struct stat*, int, struct FTW*) {
+                chmod(p, 0700);
+                return ::remove(p);
+            },
+            16, FTW_DEPTH | FTW_PHYS);
+    }
+    std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const tula::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool exists(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0;
+}
+
+// Runs one SQL statement on `path` with sqlite3 directly (not through libtula).
+void raw_exec(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    const std::string m = err ? err : "";
+    sqlite3_free(err);
+    sqlite3_close(db);
+    CPPUNIT_ASSERT_EQUAL_MESSAGE(m, SQLITE_OK, rc);
+}
+
+// First column of the first row of `sql`, as text, read with sqlite3 directly.
+std::string raw_query(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
+    sqlite3_stmt* st = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr));
+    std::string v;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char* t = sqlite3_column_text(st, 0);
+        v = t ? reinterpret_cast<const char*>(t) : "";
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+tula::Workload make_workload(const std::string& model, int64_t params) {
+    tula::Workload w;
+    w.model = model;
+    w.dataset = "fashion-mnist";
+    w.name = tula::workload_name(w.model, w.dataset);
+    w.params = params;
+    w.train_examples = 60000;
+    w.test_examples = 10000;
+    return w;
+}
+
+void assert_same(const tula::Workload& a, const tula::Workload& b) {
+    CPPUNIT_ASSERT_EQUAL(a.name, b.name);
+    CPPUNIT_ASSERT_EQUAL(a.model, b.model);
+    CPPUNIT_ASSERT_EQUAL(a.dataset, b.dataset);
+    CPPUNIT_ASSERT_EQUAL(a.params, b.params);
+    CPPUNIT_ASSERT_EQUAL(a.train_examples, b.train_examples);
+    CPPUNIT_ASSERT_EQUAL(a.test_examples, b.test_examples);
+}
+
+}  // namespace
+
+class LibtulaDbTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaDbTest);
+    CPPUNIT_TEST(test_workload_round_trip);
+    CPPUNIT_TEST(test_samples_round_trip);
+    CPPUNIT_TEST(test_runs_round_trip);
+    CPPUNIT_TEST(test_schema_version_and_wal);
+    CPPUNIT_TEST(test_parent_dir_created_0700);
+    CPPUNIT_TEST(test_newer_schema_rejected);
+    CPPUNIT_TEST(test_garbage_file_rejected);
+    CPPUNIT_TEST(test_foreign_database_rejected);
+    CPPUNIT_TEST(test_missing_file_readonly);
+    CPPUNIT_TEST(test_readonly_cannot_write);
+    CPPUNIT_TEST(test_invalid_samples_refused);
+    CPPUNIT_TEST(test_move);
+    CPPUNIT_TEST(test_load_profiles_merge_and_skip);
+    CPPUNIT_TEST(test_readonly_wal_in_unwritable_dir);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_workload_round_trip() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+        CPPUNIT_ASSERT(!db.workload("lenet5@fashion-mnist"));
+        const auto a = make_workload("lenet5", 61706), b = make_workload("fmnist-cnn", 870826);
+        db.upsert_workload(a);
+        db.upsert_workload(b);
+        auto a2 = a;
+        a2.params = 12345;
+        a2.train_examples = 1000;
+        db.upsert_workload(a2);  // replaces
+        assert_same(a2, *db.workload(a.name));
+        assert_same(b, *db.workload(b.name));
+        const auto all = db.workloads();
+        CPPUNIT_ASSERT_EQUAL(size_t(2), all.size());
+    }
+
+    void test_samples_round_trip() {
+        TempDir d;
+        std::vector<tula::ComputeSample> cs;
+        std::vector<tula::AllreduceSample> as;
+        {
+            auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+            std::mt19937 rng(7);
+            std::uniform_real_distribution<double> u(1e-4, 1.0);
+            for (int i = 0; i < 20; ++i) {
+                tula::ComputeSample c;
+                c.workload = i % 3 == 0 ? "x@y" : "lenet5@fashion-mnist";
+                c.host = "node" + std::to_string(i);
+                c.local_batch = 1 + i * 7;
+                c.threads = 1 + i % 4;
+                c.seconds_per_iter = u(rng);
+                c.iters = 20 + i;
+                db.add_compute(c);
+                cs.push_back(c);
+                tula::AllreduceSample a;
+                a.host = "h" + std::to_string(i);
+                a.nodes = 1 + i % 5;
+                a.bytes = int64_t(1) << (i + 10);  // beyond 32 bits too
+                a.seconds = u(rng);
+                db.add_allreduce(a);
+                as.push_back(a);
+            }
+        }
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadOnly);
+        const auto got = db.compute_samples("lenet5@fashion-mnist");
+        size_t k = 0;
+        for (const auto& c : cs) {
+            if (c.workload != "lenet5@fashion-mnist") continue;
+            CPPUNIT_ASSERT(k < got.size());
+            CPPUNIT_ASSERT_EQUAL(c.workload, got[k].workload);
+            CPPUNIT_ASSERT_EQUAL(c.host, got[k].host);
+            CPPUNIT_ASSERT_EQUAL(c.local_batch, got[k].local_batch);
+            CPPUNIT_ASSERT_EQUAL(c.threads, got[k].threads);
+            CPPUNIT_ASSERT_EQUAL(c.seconds_per_iter, got[k].seconds_per_iter);  // REAL is a double: exact
+            CPPUNIT_ASSERT_EQUAL(c.iters, got[k].iters);
+            ++k;
+        }
+        CPPUNIT_ASSERT_EQUAL(k, got.size());
+        CPPUNIT_ASSERT_EQUAL(cs.size(), db.compute_samples("").size());  // "" = every workload
+        CPPUNIT_ASSERT(db.compute_samples("nothing").empty());
+        const auto ga = db.allreduce_samples();
+        CPPUNIT_ASSERT_EQUAL(as.size(), ga.size());
+        for (size_t i = 0; i < as.size(); ++i) {
+            CPPUNIT_ASSERT_EQUAL(as[i].host, ga[i].host);
+            CPPUNIT_ASSERT_EQUAL(as[i].nodes, ga[i].nodes);
+            CPPUNIT_ASSERT_EQUAL(as[i].bytes, ga[i].bytes);
+            CPPUNIT_ASSERT_EQUAL(as[i].seconds, ga[i].seconds);
+        }
+    }
+
+    void test_runs_round_trip() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+        tula::RunRecord r1;
+        r1.job_id = "41";
+        r1.workload = "lenet5@fashion-mnist";
+        r1.nodes = 2;
+        r1.global_batch = 256;
+        r1.epochs = 3;
+        r1.predicted_seconds = 100.5;
+        r1.measured_seconds = 97.25;
+        r1.test_accuracy = 0.875;
+        r1.created = 1000;
+        r1.epoch_seconds = {30, 33, 34.25};
+        r1.epoch_train_loss = {0.9, 0.5, 0.4};
+        r1.epoch_test_accuracy = {0.8, 0.85, 0.875};
+        tula::RunRecord r2 = r1;  // newer, other workload, no losses recorded
+        r2.job_id = "42";
+        r2.workload = "fmnist-cnn@fashion-mnist";
+        r2.created = 2000;
+        r2.epoch_train_loss.clear();
+        tula::RunRecord r3 = r1;  // newest run of job 41 (requeued)
+        r3.created = 3000;
+        r3.global_batch = 512;
+        const int64_t id1 = db.add_run(r1), id2 = db.add_run(r2), id3 = db.add_run(r3);
+        CPPUNIT_ASSERT(id1 != id2 && id2 != id3);
+
+        const auto all = db.runs();
+        CPPUNIT_ASSERT_EQUAL(size_t(3), all.size());
+        CPPUNIT_ASSERT_EQUAL(id3, all[0].id);  // newest first
+        CPPUNIT_ASSERT_EQUAL(id2, all[1].id);
+        CPPUNIT_ASSERT_EQUAL(id1, all[2].id);
+        const auto& g = all[2];
+        CPPUNIT_ASSERT_EQUAL(r1.job_id, g.job_id);
+        CPPUNIT_ASSERT_EQUAL(r1.workload, g.workload);
+        CPPUNIT_ASSERT_EQUAL(r1.nodes, g.nodes);
+        CPPUNIT_ASSERT_EQUAL(r1.global_batch, g.global_batch);
+        CPPUNIT_ASSERT_EQUAL(r1.epochs, g.epochs);
+        CPPUNIT_ASSERT_EQUAL(r1.predicted_seconds, g.predicted_seconds);
+        CPPUNIT_ASSERT_EQUAL(r1.measured_seconds, g.measured_seconds);
+        CPPUNIT_ASSERT_EQUAL(r1.test_accuracy, g.test_accuracy);
+        CPPUNIT_ASSERT_EQUAL(r1.created, g.created);
+        CPPUNIT_ASSERT(r1.epoch_seconds == g.epoch_seconds);
+        CPPUNIT_ASSERT(r1.epoch_train_loss == g.epoch_train_loss);
+        CPPUNIT_ASSERT(r1.epoch_test_accuracy == g.epoch_test_accuracy);
+        CPPUNIT_ASSERT(all[1].epoch_train_loss.empty());
+        CPPUNIT_ASSERT(r2.epoch_test_accuracy == all[1].epoch_test_accuracy);
+
+        const auto only = db.runs("lenet5@fashion-mnist");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), only.size());
+        CPPUNIT_ASSERT_EQUAL(id3, only[0].id);
+        const auto j = db.run_by_job("41");
+        CPPUNIT_ASSERT(j);
+        CPPUNIT_ASSERT_EQUAL(id3, j->id);
+        CPPUNIT_ASSERT_EQUAL(512, j->global_batch);
+        CPPUNIT_ASSERT(r3.epoch_seconds == j->epoch_seconds);
+        CPPUNIT_ASSERT(!db.run_by_job("nope"));
+
+        tula::RunRecord bad = r1;
+        bad.epoch_train_loss = {1.0};
+        CPPUNIT_ASSERT(!error_of([&] { db.add_run(bad); }).empty());
+        CPPUNIT_ASSERT_EQUAL(size_t(3), db.runs().size());  // nothing half-written
+    }
+
+    void test_schema_version_and_wal() {
+        TempDir d;
+        { auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite); }
+        CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(d / "p.db", "PRAGMA user_version"));
+        CPPUNIT_ASSERT_EQUAL(std::string("wal"), raw_query(d / "p.db", "PRAGMA journal_mode"));
+        for (const char* t : {"workload", "compute_profile", "allreduce_profile", "run", "run_epoch"})
+            CPPUNIT_ASSERT_EQUAL(std::string("1"),
+                                 raw_query(d / "p.db", std::string("SELECT count(*) FROM sqlite_master WHERE type='table' "
+                                                                   "AND name='") +
+                                                           t + "'"));
+        // reopening an existing database keeps it
+        { auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite); }
+        { auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadOnly); }
+    }
+
+    void test_parent_dir_created_0700() {
+        TempDir d;
+        const std::string path = d / "a/b/tula/profiles.db";
+        { auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite); }
+        CPPUNIT_ASSERT(exists(path));
+        struct stat st;
+        CPPUNIT_ASSERT_EQUAL(0, stat((d / "a/b/tula").c_str(), &st));
+        CPPUNIT_ASSERT_EQUAL(0700, int(st.st_mode & 0777));
+        // a parent that is a file
+        { std::ofstream f(d / "file"); }
+        CPPUNIT_ASSERT(!error_of([&] { tula::ProfileDb::open(d / "file/p.db", tula::ProfileDb::Mode::ReadWrite); }).empty());
+    }
+
+    void test_newer_schema_rejected() {
+        TempDir d;
+        const std::string p = d / "p.db";
+        { auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite); }
+        raw_exec(p, "PRAGMA user_version = 99");
+        for (auto mode : {tula::ProfileDb::Mode::ReadOnly, tula::ProfileDb::Mode::ReadWrite}) {
+            const std::string e = error_of([&] { tula::ProfileDb::open(p, mode); });
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "database " + p + " has schema version 99, this tula understands 1: upgrade tula"));
+        }
+        std::vector<std::string> w;
+        const auto set = tula::load_profiles({p}, &w);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), w.size());
+        CPPUNIT_ASSERT_MESSAGE(w[0], contains(w[0], "upgrade tula"));
+    }
+
+    void test_garbage_file_rejected() {
+        TempDir d;
+        const std::string p = d / "p.db";
+        {
+            std::ofstream f(p, std::ios::binary);
+            std::mt19937 rng(3);
+            for (int i = 0; i < 8192; ++i) f.put(static_cast<char>(rng() & 0xff));
+        }
+        for (auto mode : {tula::ProfileDb::Mode::ReadOnly, tula::ProfileDb::Mode::ReadWrite}) {
+            const std::string e = error_of([&] { tula::ProfileDb::open(p, mode); });
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, p));
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "not a database") || contains(e, "not an SQLite database"));
+            CPPUNIT_ASSERT_MESSAGE(e, e.rfind("tula: ", 0) == 0);
+        }
+        // a text file too
+        {
+            std::ofstream f(p);
+            f << "system_db = /x\n";
+        }
+        CPPUNIT_ASSERT(!error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly); }).empty());
+        // an empty file is a valid but empty SQLite database: not a tula one in read-only mode
+        { std::ofstream f(p, std::ios::trunc); }
+        const std::string e = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "not a tula profile database"));
+    }
+
+    void test_foreign_database_rejected() {
+        TempDir d;
+        const std::string p = d / "other.db";
+        raw_exec(p, "CREATE TABLE t(x)");
+        for (auto mode : {tula::ProfileDb::Mode::ReadOnly, tula::ProfileDb::Mode::ReadWrite}) {
+            const std::string e = error_of([&] { tula::ProfileDb::open(p, mode); });
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "not a tula profile database"));
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("0"), raw_query(p, "PRAGMA user_version"));  // untouched
+    }
+
+    void test_missing_file_readonly() {
+        TempDir d;
+        const std::string p = d / "none.db";
+        const std::string e = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, p) && contains(e, "does not exist"));
+        CPPUNIT_ASSERT(!exists(p));
+        CPPUNIT_ASSERT(!error_of([&] { tula::ProfileDb::open(d.path, tula::ProfileDb::Mode::ReadOnly); }).empty());
+    }
+
+    void test_readonly_cannot_write() {
+        TempDir d;
+        { auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite); }
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadOnly);
+        const std::string e = error_of([&] { db.upsert_workload(make_workload("lenet5", 1)); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, d / "p.db"));
+        CPPUNIT_ASSERT(db.workloads().empty());
+    }
+
+    void test_invalid_samples_refused() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+        tula::ComputeSample c;
+        c.workload = "w@d";
+        c.local_batch = 8;
+        c.seconds_per_iter = NAN;
+        CPPUNIT_ASSERT(!error_of([&] { db.add_compute(c); }).empty());
+        c.seconds_per_iter = 0.1;
+        c.local_batch = 0;
+        CPPUNIT_ASSERT(!error_of([&] { db.add_compute(c); }).empty());
+        tula::AllreduceSample a;
+        a.nodes = 2;
+        a.bytes = -1;
+        CPPUNIT_ASSERT(!error_of([&] { db.add_allreduce(a); }).empty());
+        CPPUNIT_ASSERT(db.compute_samples("").empty());
+        CPPUNIT_ASSERT(db.allreduce_samples().empty());
+    }
+
+    void test_move() {
+        TempDir d;
+        auto a = tula::ProfileDb::open(d / "a.db", tula::ProfileDb::Mode::ReadWrite);
+        auto b = tula::ProfileDb::open(d / "b.db", tula::ProfileDb::Mode::ReadWrite);
+        a.upsert_workload(make_workload("m", 1));
+        b = std::move(a);
+        CPPUNIT_ASSERT_EQUAL(d / "a.db", b.path());
+        CPPUNIT_ASSERT_EQUAL(size_t(1), b.workloads().size());
+        tula::ProfileDb c(std::move(b));
+        CPPUNIT_ASSERT_EQUAL(size_t(1), c.workloads().size());
+    }
+
+    void test_load_profiles_merge_and_skip() {
+        TempDir d;
+        const std::string sys = d / "sys.db", user = d / "user.db", bad = d / "bad.db", missing = d / "missing.db";
+        {
+            auto db = tula::ProfileDb::open(sys, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(make_workload("lenet5", 100));
+            db.upsert_workload(make_workload("fmnist-cnn", 200));
+            tula::ComputeSample c;
+            c.workload = "lenet5@fashion-mnist";
+            c.local_batch = 16;
+            c.seconds_per_iter = 0.01;
+            db.add_compute(c);
+            tula::AllreduceSample a;
+            a.nodes = 2;
+            a.bytes = 1000;
+            a.seconds = 1e-4;
+            db.add_allreduce(a);
+        }
+        {
+            auto db = tula::ProfileDb::open(user, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(make_workload("lenet5", 111));  // overrides the system's row
+            tula::ComputeSample c;
+            c.workload = "lenet5@fashion-mnist";
+            c.local_batch = 32;
+            c.seconds_per_iter = 0.02;
+            db.add_compute(c);
+            c.workload = "vgg11@fashion-mnist";  // samples without a workload row still load
+            db.add_compute(c);
+        }
+        {
+            std::ofstream f(bad);
+            f << "garbage that is definitely not an sqlite database, long enough to have a header........\n";
+        }
+        std::vector<std::string> w;
+        const auto set = tula::load_profiles({sys, bad, missing, user}, &w);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), w.size());  // missing: silent; bad: one line
+        CPPUNIT_ASSERT_MESSAGE(w[0], contains(w[0], bad));
+        CPPUNIT_ASSERT_MESSAGE(w[0], w[0].find('\n') == std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), set.workloads.size());
+        CPPUNIT_ASSERT_EQUAL(int64_t(111), set.find("lenet5@fashion-mnist")->params);
+        CPPUNIT_ASSERT_EQUAL(int64_t(200), set.find("fmnist-cnn@fashion-mnist")->params);
+        CPPUNIT_ASSERT(!set.find("vgg11@fashion-mnist"));
+        CPPUNIT_ASSERT_EQUAL(size_t(3), set.compute.size());
+        const auto l = set.compute_for("lenet5@fashion-mnist");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), l.size());
+        CPPUNIT_ASSERT_EQUAL(16, l[0].local_batch);  // system first
+        CPPUNIT_ASSERT_EQUAL(32, l[1].local_batch);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), set.allreduce.size());
+        // null warnings pointer: no crash, same data
+        CPPUNIT_ASSERT_EQUAL(size_t(2), tula::load_profiles({sys, bad, user}, nullptr).workloads.size());
+    }
+
+    // The system database case: a WAL database whose writer has closed (no -wal, no -shm),
+    // in a directory the reader cannot write. As root, the check runs in a child that drops
+    // to nobody (65534).
+    void test_readonly_wal_in_unwritable_dir() {
+        TempDir d;
+        const std::string dir = d / "sys";
+        const std::string p = dir + "/profiles.db";
+        {
+            auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(make_workload("lenet5", 7));
+        }
+        CPPUNIT_ASSERT(!exists(p + "-wal"));
+        CPPUNIT_ASSERT_EQUAL(0, chmod(d.path.c_str(), 0755));
+        CPPUNIT_ASSERT_EQUAL(0, chmod(dir.c_str(), 0555));
+        CPPUNIT_ASSERT_EQUAL(0, chmod(p.c_str(), 0444));
+        auto check = [&]() -> int {
+            try {
+                auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+                const auto w = db.workload("lenet5@fashion-mnist");
+                return w && w->params == 7 ? 0 : 1;
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "%s\n", e.what());
+                return 2;
+            }
+        };
+        if (geteuid() != 0) {
+            CPPUNIT_ASSERT_EQUAL(0, check());
+        } else {
+            const pid_t pid = fork();
+            CPPUNIT_ASSERT(pid >= 0);
+            if (pid == 0) {
+                if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+                _exit(check());
+            }
+            int status = 0;
+            CPPUNIT_ASSERT_EQUAL(pid, waitpid(pid, &status, 0));
+            CPPUNIT_ASSERT(WIFEXITED(status));
+            if (WEXITSTATUS(status) == 3) return;  // cannot drop privileges here (no CAP_SETUID): skip
+            CPPUNIT_ASSERT_EQUAL(0, WEXITSTATUS(status));
+        }
+        CPPUNIT_ASSERT(!exists(p + "-shm"));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaDbTest);

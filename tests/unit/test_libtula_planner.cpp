@@ -1,0 +1,462 @@
+// Unit tests of the planner (planner.hpp): Pareto front against a naive dominance check,
+// Kneedle on curves with a known knee, predictions against a hand computation from the
+// model formulas, policies against naive argmins, and plan_workload on a temporary database.
+#include <cppunit/extensions/HelperMacros.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/planner.hpp"
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const tula::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char t[] = "/tmp/tula-test-plan-XXXXXX";
+        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
+        path = t;
+    }
+    ~TempDir() {
+        nftw(
+            path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+            FTW_DEPTH | FTW_PHYS);
+    }
+    std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// Naive O(n^2) Pareto set: i is on the front unless some j is no worse in both and better in one.
+std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {
+    std::set<size_t> out;
+    for (size_t i = 0; i < c.size(); ++i) {
+        bool dominated = false;
+        for (size_t j = 0; j < c.size() && !dominated; ++j)
+            dominated = c[j].total_seconds <= c[i].total_seconds && c[j].cost <= c[i].cost &&
+                        (c[j].total_seconds < c[i].total_seconds || c[j].cost < c[i].cost);
+        if (!dominated) out.insert(i);
+    }
+    return out;
+}
+
+tula::Workload workload(int64_t params, int64_t train) {
+    tula::Workload w;
+    w.model = "lenet5";
+    w.dataset = "fashion-mnist";
+    w.name = "lenet5@fashion-mnist";
+    w.params = params;
+    w.train_examples = train;
+    w.test_examples = 10000;
+    return w;
+}
+
+// The prediction for (K, B), written out from the formulas in planner.hpp/models.hpp.
+double hand_total(int K, int B, int epochs, int64_t train, int64_t params, double t0, double t1, double alpha,
+                  double beta) {
+    const double b = static_cast<double>(B) / K;
+    double iter = t0 + t1 * b;
+    if (K > 1) iter += 2.0 * (K - 1) * alpha + 2.0 * (K - 1) / K * (4.0 * params) * beta;
+    const double iters_per_epoch = std::ceil(static_cast<double>(train) / B);
+    return epochs * iters_per_epoch * iter;
+}
+
+}  // namespace
+
+class LibtulaPlannerTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaPlannerTest);
+    CPPUNIT_TEST(test_parse_policy);
+    CPPUNIT_TEST(test_pareto_front_vs_naive);
+    CPPUNIT_TEST(test_knee_of_inverse_curve);
+    CPPUNIT_TEST(test_knee_of_corner);
+    CPPUNIT_TEST(test_knee_small_and_errors);
+    CPPUNIT_TEST(test_make_plan_predictions);
+    CPPUNIT_TEST(test_make_plan_policies);
+    CPPUNIT_TEST(test_make_plan_ties);
+    CPPUNIT_TEST(test_make_plan_without_allreduce);
+    CPPUNIT_TEST(test_make_plan_infeasible);
+    CPPUNIT_TEST(test_make_plan_request);
+    CPPUNIT_TEST(test_plan_workload);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_parse_policy() {
+        CPPUNIT_ASSERT(tula::parse_policy("auto") == tula::Policy::Auto);
+        CPPUNIT_ASSERT(tula::parse_policy("time") == tula::Policy::Time);
+        CPPUNIT_ASSERT(tula::parse_policy("cost") == tula::Policy::Cost);
+        for (auto p : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost})
+            CPPUNIT_ASSERT(tula::parse_policy(tula::policy_name(p)) == p);
+        const std::string e = error_of([] { tula::parse_policy("fast"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "auto, time, cost") && contains(e, "fast"));
+        CPPUNIT_ASSERT(!error_of([] { tula::parse_policy(""); }).empty());
+    }
+
+    void test_pareto_front_vs_naive() {
+        std::mt19937 rng(31);
+        for (int trial = 0; trial < 200; ++trial) {
+            const size_t n = 1 + rng() % 40;
+            const bool coarse = trial % 2 == 0;  // small integer grid: many ties and duplicates
+            std::vector<tula::Candidate> c(n);
+            for (auto& x : c) {
+                if (coarse) {
+                    x.total_seconds = static_cast<double>(rng() % 6);
+                    x.cost = static_cast<double>(rng() % 6);
+                } else {
+                    x.total_seconds = std::uniform_real_distribution<double>(1, 100)(rng);
+                    x.cost = std::uniform_real_distribution<double>(1, 100)(rng);
+                }
+            }
+            const std::vector<size_t> f = tula::pareto_front(c);
+            const std::set<size_t> want = naive_front(c);
+            CPPUNIT_ASSERT_EQUAL(want.size(), f.size());
+            CPPUNIT_ASSERT(std::set<size_t>(f.begin(), f.end()) == want);
+            for (size_t i = 1; i < f.size(); ++i) CPPUNIT_ASSERT(c[f[i - 1]].total_seconds <= c[f[i]].total_seconds);
+        }
+        CPPUNIT_ASSERT(tula::pareto_front({}).empty());
+    }
+
+    // y = 1/x on [1, 10]: after normalization D(x) = 1 - (1/x - 0.1)/0.9 - (x - 1)/9, which
+    // is largest where 1/(0.9 x^2) = 1/9, at x = sqrt(10).
+    void test_knee_of_inverse_curve() {
+        std::vector<double> x, y;
+        const double step = 0.01;
+        for (double v = 1.0; v <= 10.0 + 1e-9; v += step) {
+            x.push_back(v);
+            y.push_back(1.0 / v);
+        }
+        // shuffled: the index returned must refer to the input order
+        std::vector<size_t> perm(x.size());
+        for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+        std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+        std::vector<double> xs, ys;
+        for (size_t i : perm) {
+            xs.push_back(x[i]);
+            ys.push_back(y[i]);
+        }
+        const size_t k = tula::knee_point(xs, ys);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(std::sqrt(10.0), xs[k], step);
+        // scaling either axis does not move the knee (normalization)
+        for (auto& v : xs) v *= 1000;
+        for (auto& v : ys) v = 5 + 0.01 * v;
+        CPPUNIT_ASSERT_EQUAL(k, tula::knee_point(xs, ys));
+    }
+
+    // Two straight pieces with a corner at x = 3: steep from (0, 10) to (3, 1), then flat to
+    // (10, 0). The corner is farthest from the chord.
+    void test_knee_of_corner() {
+        std::vector<double> x, y;
+        for (int i = 0; i <= 10; ++i) {
+            x.push_back(i);
+            y.push_back(i <= 3 ? 10.0 - 3.0 * i : 1.0 - (i - 3) / 7.0);
+        }
+        CPPUNIT_ASSERT_EQUAL(size_t(3), tula::knee_point(x, y));
+        std::reverse(x.begin(), x.end());
+        std::reverse(y.begin(), y.end());
+        CPPUNIT_ASSERT_EQUAL(size_t(7), tula::knee_point(x, y));
+    }
+
+    void test_knee_small_and_errors() {
+        CPPUNIT_ASSERT_EQUAL(size_t(0), tula::knee_point({5.0}, {7.0}));
+        // two points: (0, 1) and (1, 0) after normalization tie; the first in x order wins
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({9.0, 2.0}, {1.0, 8.0}));
+        // an increasing pair: the lower-left one is nearest the origin
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({9.0, 2.0}, {8.0, 1.0}));
+        // equal maxima (a duplicated point): the first in x order, input order among equal x
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({3.0, 1.0, 0.0, 1.0}, {0.0, 0.5, 3.0, 0.5}));
+        CPPUNIT_ASSERT(!error_of([] { tula::knee_point({}, {}); }).empty());
+        CPPUNIT_ASSERT(!error_of([] { tula::knee_point({1.0, 2.0}, {1.0}); }).empty());
+    }
+
+    void test_make_plan_predictions() {
+        tula::ComputeModel cm;
+        cm.t0 = 3e-3;
+        cm.t1 = 2e-4;
+        cm.min_batch = 16;
+        cm.max_batch = 256;
+        tula::AllreduceModel am;
+        am.alpha = 5e-5;
+        am.beta = 1e-9;
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 7;
+        r.min_nodes = 1;
+        r.max_nodes = 5;
+        r.global_batches = {1024, 24, 64, 3, 2048, 64, 512};
+        r.price_per_node_hour = 2.0;
+        r.time_margin = 0.3;
+        r.time_overhead = 90;
+        const tula::Plan p = tula::make_plan(r, cm, &am);
+        // the feasible set, enumerated independently: B % K == 0 and b = B/K in [16/4, 256*4]
+        std::set<std::pair<int, int>> want;
+        for (int K = 1; K <= 5; ++K)
+            for (int B : {3, 24, 64, 512, 1024, 2048})
+                if (B % K == 0 && B / K >= 4 && B / K <= 1024) want.insert({K, B});
+        std::set<std::pair<int, int>> got;
+        for (const auto& c : p.candidates) got.insert({c.nodes, c.global_batch});
+        CPPUNIT_ASSERT(want == got);
+        CPPUNIT_ASSERT_EQUAL(want.size(), p.candidates.size());  // no duplicates
+        CPPUNIT_ASSERT(got.count({1, 2048}) == 0);  // b = 2048 > 4 x 256
+        CPPUNIT_ASSERT(got.count({1, 3}) == 0);     // b = 3 < 16 / 4
+        CPPUNIT_ASSERT(got.count({3, 64}) == 0);    // not divisible
+        for (size_t i = 1; i < p.candidates.size(); ++i) {
+            const auto& a = p.candidates[i - 1];
+            const auto& b = p.candidates[i];
+            CPPUNIT_ASSERT(a.nodes < b.nodes || (a.nodes == b.nodes && a.global_batch < b.global_batch));
+        }
+        for (const auto& c : p.candidates) {
+            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+            CPPUNIT_ASSERT_EQUAL(c.global_batch / c.nodes, c.local_batch);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * t / 3600.0, c.node_hours, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * c.nodes * t / 3600.0, c.cost, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t / 7, c.epoch_seconds, 1e-9 * t);
+        }
+        // the Pareto flags match the naive dominance check
+        const std::set<size_t> front = naive_front(p.candidates);
+        for (size_t i = 0; i < p.candidates.size(); ++i) CPPUNIT_ASSERT_EQUAL(front.count(i) == 1, p.candidates[i].pareto);
+        CPPUNIT_ASSERT(p.choice().pareto);
+        const double T = p.choice().total_seconds;
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((T * 1.3 + 90) / 60)), p.time_limit_minutes);
+        CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "knee"));
+        CPPUNIT_ASSERT(p.reason.find('\n') == std::string::npos);
+    }
+
+    void test_make_plan_policies() {
+        std::mt19937 rng(11);
+        for (int trial = 0; trial < 50; ++trial) {
+            tula::ComputeModel cm;
+            cm.t0 = std::uniform_real_distribution<double>(0, 1e-2)(rng);
+            cm.t1 = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
+            cm.min_batch = 8;
+            cm.max_batch = 512;
+            tula::AllreduceModel am;
+            am.alpha = std::uniform_real_distribution<double>(0, 1e-3)(rng);
+            am.beta = std::uniform_real_distribution<double>(0, 1e-8)(rng);
+            tula::PlanRequest r;
+            r.workload = workload(100000 + rng() % 1000000, 1000 + rng() % 100000);
+            r.epochs = 1 + rng() % 20;
+            r.max_nodes = 1 + rng() % 8;
+            r.global_batches = {32, 64, 128, 256, 512, 1024};
+            for (auto pol : {tula::Policy::Time, tula::Policy::Cost, tula::Policy::Auto}) {
+                r.policy = pol;
+                const tula::Plan p = tula::make_plan(r, cm, &am);
+                // naive argmin with the tie-break: fewer nodes, then smaller batch
+                size_t best = 0;
+                for (size_t i = 0; i < p.candidates.size(); ++i) {
+                    const auto& c = p.candidates[i];
+                    const auto& b = p.candidates[best];
+                    const double vc = pol == tula::Policy::Cost ? c.cost : c.total_seconds;
+                    const double vb = pol == tula::Policy::Cost ? b.cost : b.total_seconds;
+                    if (vc < vb || (vc == vb && (c.nodes < b.nodes || (c.nodes == b.nodes && c.global_batch < b.global_batch))))
+                        best = i;
+                }
+                if (pol != tula::Policy::Auto) {
+                    CPPUNIT_ASSERT_EQUAL(best, p.chosen);
+                    CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, tula::policy_name(pol)));
+                } else {
+                    CPPUNIT_ASSERT(p.choice().pareto);
+                }
+            }
+        }
+    }
+
+    // Exact ties (powers of two, no overhead, free communication): every candidate costs the
+    // same and the time depends only on the node count. Ties go to fewer nodes, then smaller batch.
+    void test_make_plan_ties() {
+        tula::ComputeModel cm;
+        cm.t0 = 0;
+        cm.t1 = 1.0 / 1024;
+        cm.min_batch = 16;
+        cm.max_batch = 256;
+        tula::AllreduceModel am;  // alpha = beta = 0
+        tula::PlanRequest r;
+        r.workload = workload(1000, 65536);
+        r.epochs = 2;
+        r.max_nodes = 4;
+        r.global_batches = {256, 64, 128};
+        r.price_per_node_hour = 1;
+        for (const auto& c : tula::make_plan(r, cm, &am).candidates) CPPUNIT_ASSERT(c.nodes != 3);
+        r.policy = tula::Policy::Time;
+        tula::Plan p = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(4, p.choice().nodes);
+        CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
+        r.policy = tula::Policy::Cost;
+        p = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(1, p.choice().nodes);
+        CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
+        r.policy = tula::Policy::Auto;  // the front is three identical points (4 nodes)
+        p = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(4, p.choice().nodes);
+        CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
+        size_t on_front = 0;
+        for (const auto& c : p.candidates) on_front += c.pareto;
+        CPPUNIT_ASSERT_EQUAL(size_t(3), on_front);
+    }
+
+    void test_make_plan_without_allreduce() {
+        tula::ComputeModel cm;
+        cm.t0 = 1e-3;
+        cm.t1 = 1e-4;
+        cm.min_batch = 16;
+        cm.max_batch = 256;
+        tula::PlanRequest r;
+        r.workload = workload(1000, 5000);
+        r.epochs = 2;
+        r.max_nodes = 4;
+        r.global_batches = {64, 128, 256};
+        const tula::Plan p = tula::make_plan(r, cm, nullptr);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), p.candidates.size());
+        for (const auto& c : p.candidates) CPPUNIT_ASSERT_EQUAL(1, c.nodes);
+        CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "allreduce"));
+        r.min_nodes = 2;
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, nullptr); }), "tula profile allreduce"));
+    }
+
+    void test_make_plan_infeasible() {
+        tula::ComputeModel cm;
+        cm.t0 = 1e-3;
+        cm.t1 = 1e-4;
+        cm.min_batch = 16;
+        cm.max_batch = 32;
+        tula::AllreduceModel am;
+        am.alpha = 1e-5;
+        tula::PlanRequest r;
+        r.workload = workload(1000, 5000);
+        r.epochs = 2;
+        r.min_nodes = 2;
+        r.max_nodes = 2;
+        r.global_batches = {3, 5, 4096};  // odd, or a local batch far beyond 4 x 32
+        const std::string e = error_of([&] { tula::make_plan(r, cm, &am); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "no feasible"));
+        r.epochs = 0;
+        r.global_batches = {64};
+        CPPUNIT_ASSERT(!error_of([&] { tula::make_plan(r, cm, &am); }).empty());
+        r.epochs = 1;
+        r.workload.train_examples = 0;
+        CPPUNIT_ASSERT(!error_of([&] { tula::make_plan(r, cm, &am); }).empty());
+    }
+
+    void test_make_plan_request() {
+        tula::Config cfg;
+        cfg.max_nodes = 6;
+        cfg.default_epochs = 9;
+        cfg.global_batches = {8, 16};
+        cfg.price_per_node_hour = 3;
+        cfg.time_margin = 0.1;
+        cfg.time_overhead = 10;
+        const auto w = workload(5, 6);
+        auto r = tula::make_plan_request(cfg, w, 0, 0, tula::Policy::Cost);
+        CPPUNIT_ASSERT_EQUAL(9, r.epochs);
+        CPPUNIT_ASSERT_EQUAL(1, r.min_nodes);
+        CPPUNIT_ASSERT_EQUAL(6, r.max_nodes);
+        CPPUNIT_ASSERT(r.global_batches == cfg.global_batches);
+        CPPUNIT_ASSERT_EQUAL(3.0, r.price_per_node_hour);
+        CPPUNIT_ASSERT_EQUAL(0.1, r.time_margin);
+        CPPUNIT_ASSERT_EQUAL(10.0, r.time_overhead);
+        CPPUNIT_ASSERT(r.policy == tula::Policy::Cost);
+        CPPUNIT_ASSERT_EQUAL(w.name, r.workload.name);
+        r = tula::make_plan_request(cfg, w, 4, 3, tula::Policy::Auto);
+        CPPUNIT_ASSERT_EQUAL(4, r.epochs);
+        CPPUNIT_ASSERT_EQUAL(3, r.max_nodes);
+        r = tula::make_plan_request(cfg, w, 4, 30, tula::Policy::Auto);
+        CPPUNIT_ASSERT_EQUAL(6, r.max_nodes);
+    }
+
+    void test_plan_workload() {
+        TempDir d;
+        const std::string db_path = d / "p.db";
+        const double t0 = 2e-3, t1 = 1.5e-4, alpha = 4e-5, beta = 2e-9;
+        {
+            auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(workload(61706, 60000));
+            for (int b : {16, 32, 64, 128, 256}) {
+                tula::ComputeSample c;
+                c.workload = "lenet5@fashion-mnist";
+                c.local_batch = b;
+                c.seconds_per_iter = t0 + t1 * b;  // exact: the fit must reproduce t0, t1
+                db.add_compute(c);
+            }
+        }
+        tula::Config cfg;
+        cfg.max_nodes = 4;
+        cfg.global_batches = {64, 128, 256, 512, 1024};
+        cfg.default_epochs = 5;
+        std::vector<std::string> warn;
+        // no allreduce profile: 1 node only, said in the reason
+        tula::Plan p = tula::plan_workload(cfg, {db_path, d / "missing.db"}, "lenet5@fashion-mnist", 0, 0, 0,
+                                           tula::Policy::Time, &warn);
+        CPPUNIT_ASSERT(warn.empty());
+        for (const auto& c : p.candidates) CPPUNIT_ASSERT_EQUAL(1, c.nodes);
+        CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "allreduce"));
+        const double t = hand_total(1, p.choice().global_batch, 5, 60000, 61706, t0, t1, 0, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t, p.choice().total_seconds, 1e-9 * t);
+        // fixed nodes > 1 without an allreduce profile: an error
+        std::string e = error_of([&] {
+            tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 3, 0, 2, tula::Policy::Auto, &warn);
+        });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "allreduce"));
+        // unknown workload
+        e = error_of([&] { tula::plan_workload(cfg, {db_path}, "vgg11@cifar10", 3, 0, 0, tula::Policy::Auto, &warn); });
+        CPPUNIT_ASSERT_MESSAGE(
+            e, contains(e, "tula: no profile for workload vgg11@cifar10; run `tula profile compute --workload vgg11@cifar10`"));
+
+        {
+            auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
+            for (int k : {2, 3, 4})
+                for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
+                    tula::AllreduceSample a;
+                    a.nodes = k;
+                    a.bytes = n;
+                    a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
+                    db.add_allreduce(a);
+                }
+        }
+        p = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 4, 0, 0, tula::Policy::Auto, &warn);
+        int max_k = 0;
+        for (const auto& c : p.candidates) {
+            max_k = std::max(max_k, c.nodes);
+            const double h = hand_total(c.nodes, c.global_batch, 4, 60000, 61706, t0, t1, alpha, beta);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(h, c.total_seconds, 1e-6 * h);
+        }
+        CPPUNIT_ASSERT_EQUAL(4, max_k);
+        // fixed 3 nodes: every candidate has 3 nodes and a global batch that is a multiple of 3
+        p = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 4, 0, 3, tula::Policy::Auto, &warn);
+        CPPUNIT_ASSERT(!p.candidates.empty());
+        for (const auto& c : p.candidates) {
+            CPPUNIT_ASSERT_EQUAL(3, c.nodes);
+            CPPUNIT_ASSERT_EQUAL(0, c.global_batch % 3);
+        }
+        // a bad database next to the good one: a warning, still a plan
+        {
+            FILE* f = std::fopen((d / "bad.db").c_str(), "w");
+            std::fputs("not a database at all, just some text long enough to be read as a header........\n", f);
+            std::fclose(f);
+        }
+        warn.clear();
+        p = tula::plan_workload(cfg, {d / "bad.db", db_path}, "lenet5@fashion-mnist", 4, 2, 0, tula::Policy::Cost, &warn);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), warn.size());
+        for (const auto& c : p.candidates) CPPUNIT_ASSERT(c.nodes <= 2);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaPlannerTest);

@@ -1,0 +1,205 @@
+// Unit tests of the batch-script scanner parse_train_command (workload.hpp).
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tula/workload.hpp"
+
+namespace {
+
+}  // namespace
+
+class LibtulaWorkloadTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaWorkloadTest);
+    CPPUNIT_TEST(test_workload_name);
+    CPPUNIT_TEST(test_plain);
+    CPPUNIT_TEST(test_mpirun_prefix_and_path);
+    CPPUNIT_TEST(test_continuation_and_comments);
+    CPPUNIT_TEST(test_flag_equals_value_and_quotes);
+    CPPUNIT_TEST(test_not_found);
+    CPPUNIT_TEST(test_variables);
+    CPPUNIT_TEST(test_operators_end_the_command);
+    CPPUNIT_TEST(test_escaped_backslash_at_end);
+    CPPUNIT_TEST(test_random_shapes);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_workload_name() {
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5@fashion-mnist"), tula::workload_name("lenet5", "fashion-mnist"));
+        tula::TrainCommand c;
+        c.model = "m";
+        c.dataset = "d";
+        CPPUNIT_ASSERT_EQUAL(std::string("m@d"), c.workload());
+    }
+
+    void test_plain() {
+        const auto c = tula::parse_train_command("#!/bin/bash\ntula-train --model lenet5 --data fashion-mnist --epochs 12\n");
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
+        CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), c.dataset);
+        CPPUNIT_ASSERT_EQUAL(12, c.epochs);
+        CPPUNIT_ASSERT_EQUAL(0, c.batch_size);
+        // --data absent: fashion-mnist
+        const auto d = tula::parse_train_command("tula-train --model fmnist-cnn --batch-size 256");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), d.dataset);
+        CPPUNIT_ASSERT_EQUAL(0, d.epochs);
+        CPPUNIT_ASSERT_EQUAL(256, d.batch_size);
+    }
+
+    void test_mpirun_prefix_and_path() {
+        const std::string s =
+            "#!/bin/bash\n#SBATCH --job-name=x\n#SBATCH --ntasks-per-node=1\n"
+            "mpirun --allow-run-as-root -np \"${SLURM_JOB_NUM_NODES:-1}\" --map-by node "
+            "/opt/tula/bin/tula-train --model lenet5 --data fashion-mnist --epochs 12\n";
+        const auto c = tula::parse_train_command(s);
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
+        CPPUNIT_ASSERT_EQUAL(12, c.epochs);
+        // a word merely ending in "tula-train" is not the trainer
+        CPPUNIT_ASSERT(!tula::parse_train_command("my-tula-train --model lenet5\n").found);
+        // --model before tula-train belongs to another program
+        CPPUNIT_ASSERT(!tula::parse_train_command("wrapper --model lenet5 tula-train --epochs 3\n").found);
+    }
+
+    void test_continuation_and_comments() {
+        // The repository's example batch script, as written.
+        const std::string s =
+            "#!/bin/bash\n"
+            "# tula-train --model commented-out --epochs 99\n"
+            "#SBATCH --output=fashion-mnist-%j.out\n"
+            "\n"
+            "mpirun --allow-run-as-root --oversubscribe -np \"${SLURM_JOB_NUM_NODES:-1}\" --map-by node --bind-to none \\\n"
+            "    tula-train --model lenet5 \\\r\n"
+            "        --data fashion-mnist \\\n"
+            "        --epochs 12   # twelve epochs\n"
+            "tula-train --model other --epochs 1\n";
+        const auto c = tula::parse_train_command(s);
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
+        CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), c.dataset);
+        CPPUNIT_ASSERT_EQUAL(12, c.epochs);
+        // an invocation without --model (e.g. --list-models) is skipped
+        const auto d = tula::parse_train_command("tula-train --list-models\nsrun tula-train --model vgg11 --epochs 2\n");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("vgg11"), d.model);
+        CPPUNIT_ASSERT_EQUAL(2, d.epochs);
+    }
+
+    void test_flag_equals_value_and_quotes() {
+        const auto c = tula::parse_train_command(
+            "exec tula-train --model=resnet18 --data='fashion-mnist' --epochs=\"30\" --batch-size=512 --lr 0.1\n");
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("resnet18"), c.model);
+        CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), c.dataset);
+        CPPUNIT_ASSERT_EQUAL(30, c.epochs);
+        CPPUNIT_ASSERT_EQUAL(512, c.batch_size);
+    }
+
+    void test_not_found() {
+        CPPUNIT_ASSERT(!tula::parse_train_command("").found);
+        CPPUNIT_ASSERT(!tula::parse_train_command("#!/bin/sh\npython train.py --model lenet5\n").found);
+        CPPUNIT_ASSERT(!tula::parse_train_command("# tula-train --model lenet5\n").found);
+        CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model\n").found);       // no value
+        CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model ; ls\n").found);  // no value
+        CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model le/net\n").found);
+        CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model lenet5 --data '../x y'\n").found);
+        CPPUNIT_ASSERT(!tula::parse_train_command(std::string("tula-train --model \x01\n")).found);
+        // beyond the first 1 MiB is not read
+        std::string big(1 << 20, '\n');
+        big += "tula-train --model lenet5\n";
+        CPPUNIT_ASSERT(!tula::parse_train_command(big).found);
+    }
+
+    void test_variables() {
+        // a $VAR model cannot be known
+        CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model \"$MODEL\" --epochs 3\n").found);
+        // non-numeric epochs and batch are treated as absent
+        const auto c = tula::parse_train_command("tula-train --model lenet5 --epochs $EPOCHS --batch-size=${B}\n");
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(0, c.epochs);
+        CPPUNIT_ASSERT_EQUAL(0, c.batch_size);
+        const auto d = tula::parse_train_command("tula-train --model lenet5 --epochs -3 --batch-size 1e3\n");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(0, d.epochs);
+        CPPUNIT_ASSERT_EQUAL(0, d.batch_size);
+    }
+
+    void test_operators_end_the_command() {
+        const auto c = tula::parse_train_command("tula-train --model lenet5 && echo --epochs 5\n");
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(0, c.epochs);
+        const auto d = tula::parse_train_command("cd /tmp; tula-train --model lenet5 --epochs 4 > log 2>&1\n");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(4, d.epochs);
+        // a `#` inside a line starts a comment only at the start of a word
+        const auto e = tula::parse_train_command("tula-train --model lenet5 # --epochs 5\n");
+        CPPUNIT_ASSERT(e.found);
+        CPPUNIT_ASSERT_EQUAL(0, e.epochs);
+        const auto f = tula::parse_train_command("tula-train --model=lenet5#x --epochs 5\n");
+        CPPUNIT_ASSERT(!f.found);  // '#' inside the word is part of it: not a plain name
+    }
+
+    // An odd number of trailing backslashes continues the line; an even number is literal.
+    void test_escaped_backslash_at_end() {
+        const auto odd = tula::parse_train_command("tula-train --model lenet5 --lr 0.1\\\\\\\n  --epochs 3\n");
+        CPPUNIT_ASSERT(odd.found);
+        CPPUNIT_ASSERT_EQUAL(3, odd.epochs);
+        const auto even = tula::parse_train_command("tula-train --model lenet5 --lr 0.1\\\\\n  --epochs 3\n");
+        CPPUNIT_ASSERT(even.found);
+        CPPUNIT_ASSERT_EQUAL(0, even.epochs);
+    }
+
+    // Scripts generated at random in every supported shape; the values written are the truth.
+    void test_random_shapes() {
+        std::mt19937 rng(12345);
+        const std::vector<std::string> models = {"lenet5", "fmnist-cnn", "resnet18", "mobilenetv3-small", "a.b_c"};
+        const std::vector<std::string> data = {"fashion-mnist", "cifar10", "mnist"};
+        const std::vector<std::string> prefixes = {"",
+                                                   "srun ",
+                                                   "mpirun -np 4 ",
+                                                   "mpirun --allow-run-as-root -np \"${N:-1}\" --map-by node ",
+                                                   "exec ",
+                                                   "time "};
+        const std::vector<std::string> paths = {"tula-train", "./tula-train", "/usr/local/bin/tula-train",
+                                                "\"$HOME/bin\"/tula-train"};
+        for (int trial = 0; trial < 300; ++trial) {
+            const std::string model = models[rng() % models.size()];
+            const bool with_data = rng() % 2;
+            const std::string ds = data[rng() % data.size()];
+            const bool with_epochs = rng() % 2;
+            const int epochs = 1 + static_cast<int>(rng() % 200);
+            const bool with_batch = rng() % 2;
+            const int batch = 1 + static_cast<int>(rng() % 4096);
+            std::vector<std::pair<std::string, std::string>> flags = {{"--model", model}, {"--lr", "0.05"}};
+            if (with_data) flags.push_back({"--data", ds});
+            if (with_epochs) flags.push_back({"--epochs", std::to_string(epochs)});
+            if (with_batch) flags.push_back({"--batch-size", std::to_string(batch)});
+            std::shuffle(flags.begin(), flags.end(), rng);
+            std::string cmd = prefixes[rng() % prefixes.size()] + paths[rng() % paths.size()];
+            for (const auto& f : flags) {
+                const bool cont = rng() % 3 == 0;
+                if (cont) cmd += " \\\n   ";
+                switch (rng() % 3) {
+                    case 0: cmd += " " + f.first + " " + f.second; break;
+                    case 1: cmd += " " + f.first + "=" + f.second; break;
+                    default: cmd += " " + f.first + " '" + f.second + "'"; break;
+                }
+            }
+            std::string script = "#!/bin/bash\n#SBATCH -N 1\n# comment\necho start\n";
+            if (rng() % 2) script += "# tula-train --model decoy --epochs 7\n";
+            script += cmd + (rng() % 2 ? "  # trailing comment\n" : "\n");
+            script += "echo done\n";
+            const tula::TrainCommand c = tula::parse_train_command(script);
+            CPPUNIT_ASSERT_MESSAGE(script, c.found);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(script, model, c.model);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(script, with_data ? ds : std::string("fashion-mnist"), c.dataset);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(script, with_epochs ? epochs : 0, c.epochs);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(script, with_batch ? batch : 0, c.batch_size);
+        }
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaWorkloadTest);
