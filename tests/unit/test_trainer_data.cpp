@@ -1,0 +1,229 @@
+// Unit tests of tula-train's IDX reader: a small valid gzip IDX pair written to a
+// temporary directory reads back exactly; truncated files, a bad magic number, a missing
+// file, mismatched counts, out-of-range labels and a broken gzip stream raise DataError.
+// Also the batch gather's normalization.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+
+using namespace tula::train;
+
+namespace {
+
+std::vector<unsigned char> be32(uint32_t v) {
+    return {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 8),
+            static_cast<unsigned char>(v)};
+}
+
+// IDX bytes: magic 0x000008<ndim>, the dims, then `values`.
+std::vector<unsigned char> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<unsigned char>& values,
+                                     uint32_t magic = 0) {
+    std::vector<unsigned char> out = be32(magic ? magic : 0x00000800u | static_cast<uint32_t>(dims.size()));
+    for (uint32_t d : dims) {
+        auto b = be32(d);
+        out.insert(out.end(), b.begin(), b.end());
+    }
+    out.insert(out.end(), values.begin(), values.end());
+    return out;
+}
+
+void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    CPPUNIT_ASSERT_MESSAGE("gzopen " + path, f != nullptr);
+    if (!bytes.empty()) CPPUNIT_ASSERT(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) > 0);
+    CPPUNIT_ASSERT_EQUAL(Z_OK, gzclose(f));
+}
+
+std::vector<char> read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_raw(const std::string& path, const std::vector<char>& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Expects `fn` to throw DataError whose message contains `needle`.
+template <class F>
+void expect_data_error(F fn, const std::string& needle) {
+    try {
+        fn();
+    } catch (const DataError& e) {
+        const std::string w = e.what();
+        if (w.find(needle) == std::string::npos) CPPUNIT_FAIL("message '" + w + "' lacks '" + needle + "'");
+        return;
+    }
+    CPPUNIT_FAIL("no DataError (expected one mentioning '" + needle + "')");
+}
+
+}  // namespace
+
+class TrainerDataTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TrainerDataTest);
+    CPPUNIT_TEST(test_reads_valid_pair);
+    CPPUNIT_TEST(test_limit_reads_prefix);
+    CPPUNIT_TEST(test_fashion_mnist_layout);
+    CPPUNIT_TEST(test_truncated_values);
+    CPPUNIT_TEST(test_truncated_header);
+    CPPUNIT_TEST(test_truncated_gzip_stream);
+    CPPUNIT_TEST(test_bad_magic);
+    CPPUNIT_TEST(test_missing_file);
+    CPPUNIT_TEST(test_trailing_data);
+    CPPUNIT_TEST(test_count_mismatch_and_bad_label);
+    CPPUNIT_TEST(test_gather_normalizes);
+    CPPUNIT_TEST_SUITE_END();
+
+    std::string dir_;
+    std::vector<unsigned char> pixels_, labels_;
+    static constexpr uint32_t kN = 5, kR = 4, kC = 3;
+
+public:
+    void setUp() override {
+        char tmpl[] = "/tmp/tula-test-idx-XXXXXX";
+        const char* d = mkdtemp(tmpl);
+        CPPUNIT_ASSERT(d != nullptr);
+        dir_ = d;
+        pixels_.resize(kN * kR * kC);
+        for (size_t i = 0; i < pixels_.size(); ++i) pixels_[i] = static_cast<unsigned char>((i * 37 + 11) % 256);
+        labels_ = {3, 0, 9, 1, 7};
+    }
+    void tearDown() override {
+        for (const char* f : {"img.gz", "lab.gz", "x.gz", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"})
+            std::remove((dir_ + "/" + f).c_str());
+        rmdir(dir_.c_str());
+    }
+    std::string p(const char* name) const { return dir_ + "/" + name; }
+    void write_pair() {
+        write_gz(p("img.gz"), idx_bytes({kN, kR, kC}, pixels_));
+        write_gz(p("lab.gz"), idx_bytes({kN}, labels_));
+    }
+
+    void test_reads_valid_pair() {
+        write_pair();
+        const Dataset d = load_idx_pair(p("img.gz"), p("lab.gz"));
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kN), d.count);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kR), d.rows);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kC), d.cols);
+        CPPUNIT_ASSERT(d.images == std::vector<uint8_t>(pixels_.begin(), pixels_.end()));
+        CPPUNIT_ASSERT(d.labels == std::vector<uint8_t>(labels_.begin(), labels_.end()));
+        const IdxArray a = read_idx_gz(p("img.gz"));
+        CPPUNIT_ASSERT(a.dims == std::vector<uint32_t>({kN, kR, kC}));
+        CPPUNIT_ASSERT(read_idx_dims(p("img.gz")) == std::vector<uint32_t>({kN, kR, kC}));
+    }
+
+    void test_limit_reads_prefix() {
+        write_pair();
+        const Dataset d = load_idx_pair(p("img.gz"), p("lab.gz"), 2);
+        CPPUNIT_ASSERT_EQUAL(2, d.count);
+        CPPUNIT_ASSERT(d.images == std::vector<uint8_t>(pixels_.begin(), pixels_.begin() + 2 * kR * kC));
+        CPPUNIT_ASSERT_EQUAL(static_cast<uint8_t>(0), d.labels[1]);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kN), load_idx_pair(p("img.gz"), p("lab.gz"), 99).count);
+    }
+
+    void test_fashion_mnist_layout() {
+        // the directory layout and the 28x28 check of load_fashion_mnist
+        write_gz(p("train-images-idx3-ubyte.gz"), idx_bytes({kN, kR, kC}, pixels_));
+        write_gz(p("train-labels-idx1-ubyte.gz"), idx_bytes({kN}, labels_));
+        expect_data_error([&] { load_fashion_mnist(dir_, true); }, "28x28");
+        std::vector<unsigned char> big(2 * 784, 7);
+        write_gz(p("train-images-idx3-ubyte.gz"), idx_bytes({2, 28, 28}, big));
+        write_gz(p("train-labels-idx1-ubyte.gz"), idx_bytes({2}, {4, 5}));
+        const Dataset d = load_fashion_mnist(dir_, true);
+        CPPUNIT_ASSERT_EQUAL(2, d.count);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int64_t>(2), fashion_mnist_count(dir_, true));
+        expect_data_error([&] { load_fashion_mnist(dir_, false); }, "t10k-images-idx3-ubyte.gz");  // missing
+    }
+
+    void test_truncated_values() {
+        std::vector<unsigned char> short_pixels(pixels_.begin(), pixels_.end() - 5);
+        write_gz(p("img.gz"), idx_bytes({kN, kR, kC}, short_pixels));
+        write_gz(p("lab.gz"), idx_bytes({kN}, labels_));
+        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "truncated");
+    }
+
+    void test_truncated_header() {
+        std::vector<unsigned char> b = idx_bytes({kN, kR, kC}, {});
+        b.resize(9);  // magic and half the dimensions
+        write_gz(p("x.gz"), b);
+        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "truncated");
+        write_gz(p("x.gz"), {});
+        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "truncated");
+    }
+
+    void test_truncated_gzip_stream() {
+        write_pair();
+        std::vector<char> raw = read_file(p("img.gz"));
+        CPPUNIT_ASSERT(raw.size() > 30);
+        raw.resize(raw.size() / 2);  // cut the compressed stream itself
+        write_raw(p("img.gz"), raw);
+        bool threw = false;
+        try {
+            read_idx_gz(p("img.gz"));
+        } catch (const DataError&) {
+            threw = true;
+        }
+        CPPUNIT_ASSERT(threw);
+    }
+
+    void test_bad_magic() {
+        write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, pixels_, 0x00000d03u));  // float data, not unsigned bytes
+        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "bad magic number 0x00000d03");
+        write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, pixels_, 0x12345678u));
+        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "bad magic");
+    }
+
+    void test_missing_file() {
+        expect_data_error([&] { read_idx_gz(p("nope.gz")); }, "cannot open");
+    }
+
+    void test_trailing_data() {
+        std::vector<unsigned char> more = pixels_;
+        more.push_back(1);
+        write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, more));
+        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "after");
+    }
+
+    void test_count_mismatch_and_bad_label() {
+        write_gz(p("img.gz"), idx_bytes({kN, kR, kC}, pixels_));
+        write_gz(p("lab.gz"), idx_bytes({kN - 1}, {1, 2, 3, 4}));
+        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "labels");
+        write_gz(p("lab.gz"), idx_bytes({kN}, {1, 2, 10, 4, 5}));
+        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "label 10");
+        write_gz(p("lab.gz"), idx_bytes({kN, 1}, labels_));  // two dimensions
+        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "1 dimension");
+    }
+
+    void test_gather_normalizes() {
+        write_pair();
+        const Dataset d = load_idx_pair(p("img.gz"), p("lab.gz"));
+        const int idx[3] = {4, 0, 2};
+        Tensor x;
+        int labels[3];
+        gather_batch(d, idx, 3, x, labels);
+        CPPUNIT_ASSERT_EQUAL(3, x.n);
+        CPPUNIT_ASSERT_EQUAL(1, x.c);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kR), x.h);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(kC), x.w);
+        for (int i = 0; i < 3; ++i) {
+            CPPUNIT_ASSERT_EQUAL(static_cast<int>(labels_[idx[i]]), labels[i]);
+            for (uint32_t j = 0; j < kR * kC; ++j) {
+                const double v = pixels_[idx[i] * kR * kC + j];
+                CPPUNIT_ASSERT_DOUBLES_EQUAL((v / 255.0 - 0.2860) / 0.3530, x.sample(i)[j], 1e-5);
+            }
+        }
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(TrainerDataTest);

@@ -1,0 +1,307 @@
+// Unit tests of tula-train's models, optimizer, learning-rate schedule and training step:
+// parameter counts from the layer shapes, the fused buffer layout, whole-model gradients by
+// finite differences, determinism, SGD against its formula, the schedule's defining
+// properties, and that training lowers the loss on a learnable synthetic task.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "model.hpp"
+#include "optim.hpp"
+#include "rng.hpp"
+#include "train.hpp"
+
+using namespace tula::train;
+
+namespace {
+
+// Parameters of a convolution (weight Cout*Cin*k*k, optional bias Cout), a BN layer
+// (gamma, beta) and a fully connected layer (weight out*in, bias out).
+int64_t conv_params(int64_t cin, int64_t cout, int64_t k, bool bias) { return cout * cin * k * k + (bias ? cout : 0); }
+int64_t bn_params(int64_t c) { return 2 * c; }
+int64_t fc_params(int64_t in, int64_t out) { return in * out + out; }
+
+// A synthetic labelled image set: `count` 28x28 images whose label is decided by which
+// quadrant is brightest (learnable by both models), pixels in 0..255.
+Dataset synthetic(int count, uint64_t seed) {
+    Dataset d;
+    d.count = count;
+    d.rows = d.cols = 28;
+    d.classes = 10;
+    d.images.resize(static_cast<size_t>(count) * 784);
+    d.labels.resize(count);
+    Rng rng(seed);
+    for (int i = 0; i < count; ++i) {
+        const int label = static_cast<int>(rng.below(4));
+        d.labels[i] = static_cast<uint8_t>(label);
+        for (int r = 0; r < 28; ++r)
+            for (int c = 0; c < 28; ++c) {
+                const int q = (r >= 14 ? 2 : 0) + (c >= 14 ? 1 : 0);
+                const double base = q == label ? 180 : 60;
+                d.images[static_cast<size_t>(i) * 784 + r * 28 + c] =
+                    static_cast<uint8_t>(std::min(255.0, std::max(0.0, base + 40 * rng.normal())));
+            }
+    }
+    return d;
+}
+
+std::vector<int> iota_vec(int n, int start = 0) {
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), start);
+    return v;
+}
+
+}  // namespace
+
+class TrainerModelTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TrainerModelTest);
+    CPPUNIT_TEST(test_lenet5_parameter_count);
+    CPPUNIT_TEST(test_fmnist_cnn_parameter_count);
+    CPPUNIT_TEST(test_unknown_model_lists_valid_names);
+    CPPUNIT_TEST(test_fused_buffer_layout);
+    CPPUNIT_TEST(test_lenet5_gradient_finite_differences);
+    CPPUNIT_TEST(test_fmnist_cnn_gradient_finite_differences);
+    CPPUNIT_TEST(test_same_seed_same_training);
+    CPPUNIT_TEST(test_sgd_matches_formula);
+    CPPUNIT_TEST(test_lr_schedule_properties);
+    CPPUNIT_TEST(test_training_learns_synthetic_task);
+    CPPUNIT_TEST(test_train_rejects_bad_batch);
+    CPPUNIT_TEST(test_serial_comm);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_lenet5_parameter_count() {
+        // conv5x5(1->6, pad 2) 28x28 -> pool 14x14 -> conv5x5(6->16) 10x10 -> pool 5x5 = 400 features
+        const int64_t want = conv_params(1, 6, 5, true) + conv_params(6, 16, 5, true) + fc_params(16 * 5 * 5, 120) +
+                             fc_params(120, 84) + fc_params(84, 10);
+        auto m = build_model("lenet5");
+        CPPUNIT_ASSERT_EQUAL(want, static_cast<int64_t>(m->num_params()));
+        CPPUNIT_ASSERT_EQUAL(10, m->output_shape().c);
+    }
+
+    void test_fmnist_cnn_parameter_count() {
+        // four 3x3 convolutions without bias, each followed by BN; 28 -> 14 -> 7 after the pools
+        const int64_t want = conv_params(1, 32, 3, false) + bn_params(32) + conv_params(32, 32, 3, false) +
+                             bn_params(32) + conv_params(32, 64, 3, false) + bn_params(64) +
+                             conv_params(64, 64, 3, false) + bn_params(64) + fc_params(64 * 7 * 7, 256) +
+                             fc_params(256, 10);
+        auto m = build_model("fmnist-cnn");
+        CPPUNIT_ASSERT_EQUAL(want, static_cast<int64_t>(m->num_params()));
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(4 * 2 * 64 - 2 * 64), m->state_size());  // 2*(32+32+64+64)
+    }
+
+    void test_unknown_model_lists_valid_names() {
+        try {
+            build_model("resnet1000");
+            CPPUNIT_FAIL("no exception for an unknown model");
+        } catch (const std::invalid_argument& e) {
+            const std::string w = e.what();
+            CPPUNIT_ASSERT(w.find("resnet1000") != std::string::npos);
+            for (const auto& n : model_names()) CPPUNIT_ASSERT(w.find(n) != std::string::npos);
+        }
+    }
+
+    void test_fused_buffer_layout() {
+        auto m = build_model("fmnist-cnn");
+        size_t next = 0;
+        for (const auto& s : m->segments()) {
+            CPPUNIT_ASSERT_EQUAL(next, s.offset);  // contiguous, in order, no gaps
+            next += s.size;
+            const bool is_weight = s.name.size() >= 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0;
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(s.name, is_weight, s.decay);  // decay on weights only
+        }
+        CPPUNIT_ASSERT_EQUAL(m->num_params(), next);
+        // each layer's views point into the one buffer
+        for (const auto& l : m->layers()) {
+            const FloatSpan p = l->params(), g = l->grads();
+            if (p.size == 0) continue;
+            CPPUNIT_ASSERT(p.data >= m->params() && p.data + p.size <= m->params() + m->num_params());
+            CPPUNIT_ASSERT_EQUAL(p.data - m->params(), g.data - m->grads());
+        }
+    }
+
+    // Whole-network check, one parameter tensor at a time: along u = g_s / |g_s| (g_s the
+    // backward gradient of segment s), the directional derivative of the loss must be
+    // g . u = |g_s|; measured by central differences of the softmax cross-entropy on a
+    // 2-image batch. (Single coordinates are too close to ReLU / max-pool kinks for a
+    // tight check; along u the kinks average out.) A wrong scale, slice or sign of any
+    // segment's gradient changes the measured value.
+    void check_model_gradients(const std::string& name, double h, double rtol) {
+        auto m = build_model(name);
+        m->init(5);
+        Dataset d = synthetic(2, 6);
+        Tensor x;
+        int labels[2];
+        const std::vector<int> idx = iota_vec(2);
+        gather_batch(d, idx.data(), 2, x, labels);
+        SoftmaxCrossEntropy ce;
+        m->zero_grad();
+        ce.forward(m->forward(x, true), labels, 2, nullptr);
+        m->backward(ce.backward());
+        const std::vector<float> g(m->grads(), m->grads() + m->num_params());
+        const std::vector<float> w0(m->params(), m->params() + m->num_params());
+        const std::vector<float> state0(m->state(), m->state() + m->state_size());
+        for (const auto& s : m->segments()) {
+            double n2 = 0;
+            for (size_t i = s.offset; i < s.offset + s.size; ++i) n2 += static_cast<double>(g[i]) * g[i];
+            const double norm = std::sqrt(n2);
+            CPPUNIT_ASSERT_MESSAGE(name + " " + s.name + ": zero gradient", norm > 0);
+            auto loss_at = [&](double t) {
+                for (size_t i = s.offset; i < s.offset + s.size; ++i)
+                    m->params()[i] = static_cast<float>(w0[i] + t * g[i] / norm);
+                std::copy(state0.begin(), state0.end(), m->state());
+                const double l = ce.forward(m->forward(x, true), labels, 2, nullptr);
+                std::copy(w0.begin(), w0.end(), m->params());
+                return l;
+            };
+            // a kink crossed within the step biases one step size; take the best of three
+            std::string seen;
+            bool ok = false;
+            for (double step : {h, h / 3, h / 10}) {
+                const double fd = (loss_at(step) - loss_at(-step)) / (2 * step);
+                ok = ok || std::fabs(fd - norm) <= rtol * norm;
+                seen += " " + std::to_string(fd);
+            }
+            if (!ok)
+                CPPUNIT_FAIL(name + " " + s.name + ": finite differences along the gradient" + seen + ", |gradient| " +
+                             std::to_string(norm));
+        }
+    }
+    void test_lenet5_gradient_finite_differences() { check_model_gradients("lenet5", 1e-3, 3e-2); }
+    void test_fmnist_cnn_gradient_finite_differences() { check_model_gradients("fmnist-cnn", 1e-3, 3e-2); }
+
+    void test_same_seed_same_training() {
+        Dataset d = synthetic(64, 8);
+        auto run = [&](uint64_t seed, std::vector<float>* params) {
+            auto m = build_model("fmnist-cnn");
+            m->init(seed);
+            Comm serial;
+            Trainer tr(*m, serial, 0.9, 5e-4);
+            double loss = 0;
+            for (int s = 0; s < 4; ++s) {
+                const std::vector<int> idx = iota_vec(16, 16 * s);
+                loss = tr.step(d, idx.data(), 16, 0.05, true, nullptr);
+            }
+            params->assign(m->params(), m->params() + m->num_params());
+            return loss;
+        };
+        std::vector<float> p1, p2, p3;
+        const double l1 = run(3, &p1), l2 = run(3, &p2), l3 = run(4, &p3);
+        CPPUNIT_ASSERT_EQUAL(l1, l2);  // bit-identical
+        CPPUNIT_ASSERT(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
+        CPPUNIT_ASSERT(l1 != l3);      // and the seed matters
+    }
+
+    void test_sgd_matches_formula() {
+        auto m = build_model("fmnist-cnn");
+        m->init(9);
+        Rng rng(10);
+        const size_t n = m->num_params();
+        std::vector<float> w0(m->params(), m->params() + n), g1(n), g2(n);
+        for (auto& v : g1) v = static_cast<float>(rng.normal());
+        for (auto& v : g2) v = static_cast<float>(rng.normal());
+        const double mom = 0.8, wd = 0.01, lr1 = 0.1, lr2 = 0.05;
+        Sgd sgd(*m, mom, wd);
+        std::copy(g1.begin(), g1.end(), m->grads());
+        sgd.step(lr1);
+        std::copy(g2.begin(), g2.end(), m->grads());
+        sgd.step(lr2);
+        for (const auto& s : m->segments())
+            for (size_t i = s.offset; i < s.offset + s.size; i += 97) {
+                const double d = s.decay ? wd : 0.0;
+                const double v1 = g1[i] + d * w0[i];
+                const double w1 = w0[i] - lr1 * v1;
+                const double v2 = mom * v1 + g2[i] + d * w1;
+                const double w2 = w1 - lr2 * v2;
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(w2, m->params()[i], 1e-5 * (1 + std::fabs(w2)));
+            }
+    }
+
+    void test_lr_schedule_properties() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 256;
+        s.warmup_epochs = 1;
+        s.cosine = true;
+        s.steps_per_epoch = 100;
+        s.epochs = 10;
+        const double peak = 0.05 * 256 / 64;  // linear scaling rule
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(peak, s.peak(), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05, s.at(0), 1e-12);                     // warmup starts at the base rate
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05 + (peak - 0.05) / 2, s.at(50), 1e-12);  // linear
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(peak, s.at(100), 1e-12);                   // peak after warmup
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(peak / 2, s.at(100 + 450), 1e-12);         // cosine midpoint
+        for (int64_t t = 101; t < 1000; ++t) CPPUNIT_ASSERT(s.at(t) < s.at(t - 1) && s.at(t) > 0);
+        CPPUNIT_ASSERT(s.at(999) < 1e-4 * peak);
+        s.cosine = false;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(peak, s.at(700), 1e-12);
+        // no warmup when the batch is not larger than the base batch
+        s.global_batch = 32;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.025, s.at(0), 1e-12);
+        // the cap bounds the scaled peak, and only when the scaled rate exceeds it
+        s.global_batch = 1024;
+        s.cosine = true;
+        s.max_lr = 0.4;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.peak(), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.at(100), 1e-12);
+        for (int64_t t = 0; t < 1000; ++t) CPPUNIT_ASSERT(s.at(t) <= 0.4 + 1e-12);
+        s.global_batch = 256;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(peak, s.peak(), 1e-12);
+    }
+
+    void test_training_learns_synthetic_task() {
+        Dataset tr = synthetic(512, 11), te = synthetic(256, 12);
+        auto m = build_model("lenet5");
+        m->init(1);
+        Comm serial;
+        TrainConfig cfg;
+        cfg.epochs = 3;
+        cfg.global_batch = 32;
+        cfg.lr.lr = 0.05;
+        cfg.lr.base_batch = 32;
+        std::vector<EpochResult> seen;
+        const auto res = train(*m, tr, te, cfg, serial, [&](const EpochResult& r) { seen.push_back(r); });
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(3), res.size());
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(3), seen.size());
+        CPPUNIT_ASSERT(res.back().train_loss < 0.5 * res.front().train_loss || res.back().train_loss < 0.1);
+        CPPUNIT_ASSERT(res.back().test_accuracy > 0.9);  // 4 classes: chance is 0.25
+        CPPUNIT_ASSERT(res.back().seconds > 0 && res.back().images_per_second > 0);
+    }
+
+    void test_train_rejects_bad_batch() {
+        Dataset tr = synthetic(20, 13);
+        auto m = build_model("lenet5");
+        m->init(1);
+        Comm serial;
+        TrainConfig cfg;
+        cfg.global_batch = 64;  // more than the 20 examples
+        CPPUNIT_ASSERT_THROW(train(*m, tr, tr, cfg, serial, nullptr), TrainError);
+        cfg.global_batch = 0;
+        CPPUNIT_ASSERT_THROW(train(*m, tr, tr, cfg, serial, nullptr), TrainError);
+    }
+
+    void test_serial_comm() {
+        Comm c;
+        CPPUNIT_ASSERT_EQUAL(0, c.rank());
+        CPPUNIT_ASSERT_EQUAL(1, c.size());
+        float f[3] = {1, 2, 3};
+        double d[2] = {4, 5};
+        c.allreduce_sum(f, 3);
+        c.allreduce_sum(d, 2);
+        c.allreduce_max(d, 2);
+        c.broadcast(f, 3, 0);
+        c.barrier();
+        CPPUNIT_ASSERT_EQUAL(2.0f, f[1]);
+        CPPUNIT_ASSERT_EQUAL(5.0, d[1]);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(TrainerModelTest);

@@ -1,0 +1,77 @@
+// tula-train: the IDX reader (gzip-compressed, via zlib) and the Fashion-MNIST dataset.
+//
+// IDX format (LeCun et al., the MNIST distribution): big-endian 32-bit magic
+// 0x000008TD with T the element type (0x08 = unsigned byte) and D the number of
+// dimensions, then D big-endian 32-bit sizes, then the elements, row-major.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace tula {
+namespace train {
+
+/// What the data functions throw. what() names the file and says what was wrong.
+struct DataError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// An unsigned-byte IDX array: dims (e.g. {60000, 28, 28}) and the values, row-major.
+struct IdxArray {
+    std::vector<uint32_t> dims;
+    std::vector<uint8_t> values;
+};
+
+/// Reads a gzip-compressed (or plain: zlib reads both) IDX file of unsigned bytes.
+/// `max_items` > 0 reads only the first max_items entries of dimension 0 (the file's
+/// header and the sizes are still checked against each other); max_items < 0 reads only
+/// the header (dims, no values).
+/// Errors (DataError): missing / unreadable file, a magic number that is not an
+/// unsigned-byte IDX magic (0x00000801..0x00000804), a zero dimension, a file shorter than
+/// its header says (truncated), or longer (trailing data), a gzip stream error.
+IdxArray read_idx_gz(const std::string& path, int64_t max_items = 0);
+
+/// The dimensions of an IDX file (header only; the values are not read or checked).
+/// Errors: DataError as read_idx_gz for the header.
+std::vector<uint32_t> read_idx_dims(const std::string& path);
+
+/// Number of training (train = true) or test examples of the Fashion-MNIST copy in `dir`,
+/// from the label file's header. Errors: DataError.
+int64_t fashion_mnist_count(const std::string& dir, bool train);
+
+/// A labelled image set kept as bytes (normalized when a batch is gathered).
+struct Dataset {
+    int count = 0;     ///< examples
+    int rows = 0;      ///< image height, pixels
+    int cols = 0;      ///< image width, pixels
+    int classes = 10;  ///< labels are in [0, classes)
+    std::vector<uint8_t> images;  ///< (count, rows, cols), pixel values 0..255
+    std::vector<uint8_t> labels;  ///< (count,)
+};
+
+/// Loads an IDX image file (3 dimensions) and its label file (1 dimension) and checks
+/// they agree (same count) and every label is < classes. `limit` > 0 keeps the first
+/// `limit` examples. Errors: DataError (see read_idx_gz; also a dimension mismatch).
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int64_t limit = 0,
+                      int classes = 10);
+
+/// Fashion-MNIST (Xiao et al. 2017) from `dir`: train-images-idx3-ubyte.gz and
+/// train-labels-idx1-ubyte.gz (train = true, 60,000 examples) or t10k-* (10,000).
+/// Also checks that the images are 28x28. Errors: DataError.
+Dataset load_fashion_mnist(const std::string& dir, bool train, int64_t limit = 0);
+
+/// Fashion-MNIST normalization constants (mean and standard deviation of the training
+/// pixels scaled to [0, 1]).
+constexpr float kFashionMean = 0.2860f;
+constexpr float kFashionStd = 0.3530f;
+
+/// x (n, 1, rows, cols) <- (pixel/255 - mean)/std of examples idx[0..n), and
+/// labels[i] <- label of idx[i]. Reuses x's allocation.
+void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean = kFashionMean,
+                  float std_ = kFashionStd);
+
+}  // namespace train
+}  // namespace tula

@@ -1,0 +1,76 @@
+// tula-train: generic GEMM and the run-time dispatch. See gemm.hpp.
+#include "gemm.hpp"
+
+#include <Eigen/Core>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#define TULA_GEMM_FN gemm_generic
+#include "gemm_impl.hpp"
+
+namespace tula {
+namespace train {
+
+namespace detail {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
+#define TULA_HAVE_GEMM_AVX2 1
+// defined in gemm_avx2.cpp
+void gemm_avx2(bool ta, bool tb, long m, long n, long k, const float* a, const float* b, float* c, bool acc);
+#endif
+}  // namespace detail
+
+bool gemm_isa_available(GemmIsa isa) {
+    if (isa == GemmIsa::Generic) return true;
+#ifdef TULA_HAVE_GEMM_AVX2
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+GemmIsa gemm_isa() {
+    static const GemmIsa chosen = [] {
+        const char* env = std::getenv("TULA_TRAIN_ISA");
+        if (env && std::strcmp(env, "generic") == 0) return GemmIsa::Generic;
+        return gemm_isa_available(GemmIsa::Avx2) ? GemmIsa::Avx2 : GemmIsa::Generic;
+    }();
+    return chosen;
+}
+
+std::string gemm_isa_name(GemmIsa isa) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (isa == GemmIsa::Generic) return "generic (built for avx2+fma)";
+#endif
+    return isa == GemmIsa::Avx2 ? "avx2+fma" : "generic";
+}
+
+void gemm_with(GemmIsa isa, bool ta, bool tb, long m, long n, long k, const float* a, const float* b, float* c,
+               bool acc) {
+#ifdef TULA_HAVE_GEMM_AVX2
+    if (isa == GemmIsa::Avx2) {
+        if (!gemm_isa_available(GemmIsa::Avx2)) throw std::runtime_error("gemm: this CPU has no AVX2+FMA");
+        detail::gemm_avx2(ta, tb, m, n, k, a, b, c, acc);
+        return;
+    }
+#else
+    if (isa == GemmIsa::Avx2) throw std::runtime_error("gemm: the AVX2 kernels are not built for this target");
+#endif
+    detail::gemm_generic(ta, tb, m, n, k, a, b, c, acc);
+}
+
+void gemm(bool ta, bool tb, long m, long n, long k, const float* a, const float* b, float* c, bool acc) {
+#ifdef TULA_HAVE_GEMM_AVX2
+    static const bool avx2 = gemm_isa() == GemmIsa::Avx2;
+    if (avx2) {
+        detail::gemm_avx2(ta, tb, m, n, k, a, b, c, acc);
+        return;
+    }
+#endif
+    detail::gemm_generic(ta, tb, m, n, k, a, b, c, acc);
+}
+
+}  // namespace train
+}  // namespace tula

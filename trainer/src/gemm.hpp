@@ -1,0 +1,41 @@
+// tula-train: the matrix products of the CPU layers, dispatched at run time to Eigen
+// compiled for the best instruction set the CPU has.
+//
+// Eigen chooses its SIMD kernels at compile time from the compiler's target flags. The
+// project builds with plain -O2 (SSE2 on x86-64), which leaves about two thirds of a
+// modern core's floating-point throughput unused in the GEMMs that dominate training. So
+// the GEMMs are compiled twice: gemm.cpp with the build's flags (runs anywhere), and
+// gemm_avx2.cpp for AVX2+FMA (x86-64 with GCC only, its own copy of Eigen in a renamed namespace
+// so that nothing is shared with the generic copy); gemm() picks the AVX2 copy when the
+// CPU supports it (__builtin_cpu_supports) and TULA_TRAIN_ISA is not "generic".
+#pragma once
+#include <string>
+
+namespace tula {
+namespace train {
+
+/// C = op(A) * op(B)  (accumulate = false)  or  C += op(A) * op(B)  (accumulate = true),
+/// all matrices row-major float32 and contiguous. C is (m, n). op(A) is (m, k): A is
+/// stored (m, k), or (k, m) when trans_a (then op(A) = A^T); likewise op(B) is (k, n), B
+/// stored (k, n) or (n, k) when trans_b. m, n, k >= 0. C must not overlap A or B.
+void gemm(bool trans_a, bool trans_b, long m, long n, long k, const float* a, const float* b, float* c,
+          bool accumulate);
+
+/// The instruction sets gemm() can use.
+enum class GemmIsa { Generic, Avx2 };
+
+/// The same product with a given implementation. Errors: std::runtime_error when `isa`
+/// is not available on this CPU or in this build.
+void gemm_with(GemmIsa isa, bool trans_a, bool trans_b, long m, long n, long k, const float* a, const float* b,
+               float* c, bool accumulate);
+
+/// Whether `isa` is compiled in and supported by this CPU.
+bool gemm_isa_available(GemmIsa isa);
+/// The implementation gemm() uses: Avx2 when available, unless the environment variable
+/// TULA_TRAIN_ISA is "generic". Decided once per process.
+GemmIsa gemm_isa();
+/// "generic" or "avx2+fma", for messages.
+std::string gemm_isa_name(GemmIsa isa);
+
+}  // namespace train
+}  // namespace tula

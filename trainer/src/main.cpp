@@ -1,0 +1,493 @@
+// tula-train: trains a CNN on Fashion-MNIST with MPI data parallelism and writes the
+// measured times to the profile database; also the profiling modes of `tula profile`.
+// See tula-train(1).
+//
+// Exit status: 0 success; 1 training failed (diverged, internal error; or a profiling
+// mode could not write its rows); 2 bad usage or bad input (unknown model, batch not
+// divisible by the ranks, missing / truncated dataset file).
+#include <CLI/CLI.hpp>
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "gemm.hpp"
+#include "model.hpp"
+#include "optim.hpp"
+#include "train.hpp"
+#include "tula/conf.hpp"
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/workload.hpp"
+
+namespace {
+
+using namespace tula::train;
+
+/// Default base learning rate for --lr-base-batch examples (see tula-train(1) for the
+/// measurements it was chosen from).
+constexpr double kDefaultLr = 0.05;
+/// Default cap on the linearly scaled rate: LeNet-5 diverged at a peak of 0.8 (batch 1024
+/// with the default rate) and trained to 89.6 % at 0.4 (see tula-train(1)).
+constexpr double kDefaultLrMax = 0.4;
+constexpr int kDefaultBatch = 64;
+constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
+
+struct Options {
+    std::string model;
+    std::string data = "fashion-mnist";
+    std::string data_dir = kDefaultDataDir;
+    int epochs = 12;
+    int batch = 0;              // 0: not given
+    double lr = kDefaultLr;
+    int lr_base_batch = 64;
+    double lr_max = kDefaultLrMax;
+    double momentum = 0.9;
+    double weight_decay = 5e-4;
+    double warmup_epochs = -1;  // -1: automatic
+    std::string schedule = "cosine";
+    uint64_t seed = 1;
+    int64_t limit_train = 0, limit_test = 0;
+    std::string db;
+    bool no_db = false, quiet = false, list_models = false;
+    bool profile_compute = false, profile_allreduce = false;
+    std::vector<int> batch_sizes{16, 32, 64, 128, 256};
+    int iters = 20;
+    std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
+    std::string batch_source;   // where the global batch came from, for the header line
+};
+
+/// `m` without libtula's "tula: " prefix.
+std::string bare(const std::string& m) { return m.rfind("tula: ", 0) == 0 ? m.substr(6) : m; }
+/// "tula-train: " + bare(m).
+std::string msg(const std::string& m) { return "tula-train: " + bare(m); }
+
+void say(bool root, const std::string& m) {
+    if (!root) return;
+    std::fprintf(stdout, "%s\n", m.c_str());
+    std::fflush(stdout);
+}
+
+void warn(const std::string& m) {
+    std::fprintf(stderr, "%s\n", msg("warning: " + m).c_str());
+    std::fflush(stderr);
+}
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+std::string join_models() {
+    std::string s;
+    for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+std::string host_name() {
+    char h[256] = {0};
+    if (gethostname(h, sizeof h - 1) != 0) return "unknown";
+    return h;
+}
+
+// Parses the command line into `o`. Returns -1 to go on, or the exit status. Only rank 0
+// prints (every rank parses the same arguments and reaches the same verdict).
+int parse_args(int argc, char** argv, Options& o, bool root) {
+    CLI::App app{"tula-train: trains a CNN on Fashion-MNIST with MPI data parallelism (see tula-train(1))",
+                 "tula-train"};
+    app.set_help_flag("-h,--help", "print this help and exit");
+    app.add_option("--model", o.model, "network: " + join_models());
+    app.add_option("--data", o.data, "data set: fashion-mnist")->capture_default_str();
+    app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
+    app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
+    app.add_option("--batch-size", o.batch,
+                   "global batch (all ranks together); default $TULA_BATCH_SIZE, else 64");
+    app.add_option("--lr", o.lr, "base learning rate for --lr-base-batch examples")->capture_default_str();
+    app.add_option("--lr-base-batch", o.lr_base_batch, "batch the base rate is for (linear scaling)")
+        ->capture_default_str();
+    app.add_option("--lr-max", o.lr_max, "cap on the scaled rate lr*B/B0 (0: no cap)")->capture_default_str();
+    app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+    app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (not on biases and BN)")->capture_default_str();
+    app.add_option("--warmup-epochs", o.warmup_epochs,
+                   "linear warmup epochs; default 0 when the batch is <= --lr-base-batch, 1 up to 8 times it, else 2");
+    app.add_option("--schedule", o.schedule, "cosine or constant")->capture_default_str();
+    app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
+    app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
+    app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
+    app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
+    app.add_flag("--no-db", o.no_db, "do not write to the profile database");
+    app.add_flag("--quiet", o.quiet, "print only the final line");
+    app.add_flag("--list-models", o.list_models, "list the models and their parameter counts");
+    app.add_flag("--profile-compute", o.profile_compute, "measure seconds per training step at --batch-sizes");
+    app.add_option("--batch-sizes", o.batch_sizes, "local batch sizes for --profile-compute")->delimiter(',');
+    app.add_option("--iters", o.iters, "timed iterations per batch size")->capture_default_str();
+    app.add_flag("--profile-allreduce", o.profile_allreduce, "measure MPI_Allreduce at --sizes (bytes)");
+    app.add_option("--sizes", o.sizes, "message sizes in bytes for --profile-allreduce")->delimiter(',');
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        if (root) std::printf("%s", app.help().c_str());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        if (root) std::fprintf(stderr, "%s; see tula-train --help\n", msg(e.what()).c_str());
+        return 2;
+    }
+    auto bad = [&](const std::string& m) {
+        if (root) std::fprintf(stderr, "%s\n", msg(m).c_str());
+        return 2;
+    };
+    if (o.list_models) return -1;
+    const bool need_model = !o.profile_allreduce;
+    if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
+    if (!o.model.empty()) {
+        bool known = false;
+        for (const auto& n : model_names()) known = known || n == o.model;
+        if (!known) return bad("unknown model '" + o.model + "'; valid models: " + join_models());
+    }
+    if (o.data != "fashion-mnist") return bad("unknown data set '" + o.data + "'; valid data sets: fashion-mnist");
+    if (o.epochs < 1 || o.epochs > 100000) return bad("--epochs must be between 1 and 100000 (got " + std::to_string(o.epochs) + ")");
+    if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
+    if (o.lr_base_batch < 1) return bad("--lr-base-batch must be a positive number of examples");
+    if (!(o.lr_max >= 0) || !std::isfinite(o.lr_max)) return bad("--lr-max must be >= 0 (0: no cap)");
+    if (!(o.momentum >= 0 && o.momentum < 1)) return bad("--momentum must be in [0, 1)");
+    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) return bad("--weight-decay must be >= 0");
+    if (o.warmup_epochs != -1 && !(o.warmup_epochs >= 0 && o.warmup_epochs <= o.epochs))
+        return bad("--warmup-epochs must be between 0 and --epochs");
+    if (o.schedule != "cosine" && o.schedule != "constant")
+        return bad("unknown --schedule '" + o.schedule + "'; valid: cosine, constant");
+    if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
+    if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
+    for (int b : o.batch_sizes)
+        if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
+    if (o.batch_sizes.empty()) return bad("--batch-sizes: give at least one batch size");
+    for (int64_t s : o.sizes)
+        if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
+    if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
+    if (!o.db.empty() && o.no_db) return bad("--db and --no-db contradict each other");
+
+    // Global batch: --batch-size, else $TULA_BATCH_SIZE (set by the Tula SPANK plugin), else 64.
+    if (app.count("--batch-size")) {
+        if (o.batch < 1) return bad("--batch-size must be a positive number of examples (got " + std::to_string(o.batch) + ")");
+        o.batch_source = "--batch-size";
+    } else if (const char* env = std::getenv("TULA_BATCH_SIZE"); env && *env) {
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(env, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= (1 << 24)) {
+            o.batch = static_cast<int>(v);
+            o.batch_source = "TULA_BATCH_SIZE";
+        } else {
+            if (root) warn(std::string("ignoring TULA_BATCH_SIZE='") + env + "' (not a positive integer); using " +
+                           std::to_string(kDefaultBatch));
+            o.batch = kDefaultBatch;
+            o.batch_source = "default";
+        }
+    } else {
+        o.batch = kDefaultBatch;
+        o.batch_source = "default";
+    }
+    return -1;
+}
+
+// Opens the profile database for writing: --db, else the user's. Throws tula::Error.
+tula::ProfileDb open_db(const Options& o) {
+    const std::string path =
+        o.db.empty() ? tula::user_db_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")) : o.db;
+    return tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
+}
+
+// The workload's row: the data set's full sizes (from the IDX headers), even when this run
+// used --limit-train / --limit-test, since the planner computes epochs from them.
+tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, int64_t test_n) {
+    if (o.limit_train > 0 || o.limit_test > 0) {
+        train_n = fashion_mnist_count(o.data_dir, true);
+        test_n = fashion_mnist_count(o.data_dir, false);
+    }
+    tula::Workload w;
+    w.model = o.model;
+    w.dataset = o.data;
+    w.name = tula::workload_name(o.model, o.data);
+    w.params = static_cast<int64_t>(m.num_params());
+    w.train_examples = train_n;
+    w.test_examples = test_n;
+    return w;
+}
+
+// Loads both data sets on every rank. On failure anywhere, every rank learns it (one
+// allreduce) and the caller exits 2 on all ranks; the failing ranks print why.
+bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te) {
+    std::string err;
+    try {
+        tr = load_fashion_mnist(o.data_dir, true, o.limit_train);
+        te = load_fashion_mnist(o.data_dir, false, o.limit_test);
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    double fail[2] = {err.empty() ? 0.0 : 1.0, (!err.empty() && comm.rank() == 0) ? 1.0 : 0.0};
+    comm.allreduce_sum(fail, 2);
+    if (fail[0] == 0) return true;
+    // rank 0's message suffices when it failed too; otherwise each failing rank speaks
+    if (!err.empty() && (comm.rank() == 0 || fail[1] == 0)) {
+        const std::string who = comm.size() > 1 && comm.rank() != 0 ? "rank " + std::to_string(comm.rank()) + ": " : "";
+        std::fprintf(stderr, "%s\n", msg(who + err).c_str());
+        std::fflush(stderr);
+    }
+    return false;
+}
+
+int list_models() {
+    for (const auto& n : model_names()) {
+        auto m = build_model(n);
+        std::printf("%-12s %zu parameters\n", n.c_str(), m->num_params());
+    }
+    return 0;
+}
+
+int profile_compute(const Options& o, Comm& comm) {
+    const bool root = comm.rank() == 0;
+    const std::string wl = tula::workload_name(o.model, o.data);
+    int rc = 0;
+    if (root) {
+        Dataset tr, te;
+        try {
+            tr = load_fashion_mnist(o.data_dir, true, o.limit_train);
+            te = load_fashion_mnist(o.data_dir, false, o.limit_test);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+            rc = 2;
+        }
+        std::vector<tula::ComputeSample> samples;
+        if (rc == 0) {
+            auto model = build_model(o.model);
+            model->init(o.seed);
+            if (comm.size() > 1) say(root, "tula-train: --profile-compute runs on rank 0 only; the other ranks wait");
+            say(root, "profile " + wl + ": 1 thread, matrix kernels " + gemm_isa_name(gemm_isa()) + ", host " +
+                          host_name());
+            for (int b : o.batch_sizes) {
+                const double s = time_compute_step(*model, tr, b, 3, o.iters);
+                say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) +
+                              " ms/iter (" + std::to_string(o.iters) + " iters)");
+                tula::ComputeSample c;
+                c.workload = wl;
+                c.host = host_name();
+                c.local_batch = b;
+                c.threads = 1;
+                c.seconds_per_iter = s;
+                c.iters = o.iters;
+                samples.push_back(c);
+            }
+            if (!o.no_db) {
+                try {
+                    tula::ProfileDb db = open_db(o);
+                    db.upsert_workload(workload_of(o, *model, tr.count, te.count));
+                    for (const auto& c : samples) db.add_compute(c);
+                    say(root, "tula-train: wrote " + std::to_string(samples.size()) + " compute samples of " + wl +
+                                  " to " + db.path());
+                } catch (const std::exception& e) {
+                    std::fprintf(stderr, "%s\n", msg("cannot write the compute profile: " + std::string(e.what())).c_str());
+                    rc = 1;
+                }
+            }
+        }
+    }
+    double r = rc;
+    comm.allreduce_max(&r, 1);  // the other ranks wait here and share the exit status
+    return static_cast<int>(r);
+}
+
+int profile_allreduce(const Options& o, Comm& comm) {
+    const bool root = comm.rank() == 0;
+    if (comm.size() < 2) {
+        say(root, "tula-train: --profile-allreduce: only 1 rank, nothing to measure (start it with mpirun -np K, K >= 2)");
+        return 0;
+    }
+    std::vector<int64_t> sizes = o.sizes;
+    if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(build_model(o.model)->num_params()));
+    std::vector<tula::AllreduceSample> samples;
+    for (int64_t bytes : sizes) {
+        const double s = time_allreduce(comm, bytes, 3, 20);
+        say(root, "profile allreduce: " + std::to_string(comm.size()) + " ranks, " + std::to_string(bytes) +
+                      " bytes: " + fmt("%.3f", s * 1e3) + " ms (20 iters)");
+        tula::AllreduceSample a;
+        a.host = host_name();
+        a.nodes = comm.size();
+        a.bytes = bytes;
+        a.seconds = s;
+        samples.push_back(a);
+    }
+    int rc = 0;
+    if (root && !o.no_db) {
+        try {
+            tula::ProfileDb db = open_db(o);
+            for (const auto& a : samples) db.add_allreduce(a);
+            say(root, "tula-train: wrote " + std::to_string(samples.size()) + " allreduce samples to " + db.path());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", msg("cannot write the allreduce profile: " + std::string(e.what())).c_str());
+            rc = 1;
+        }
+    }
+    double r = rc;
+    comm.allreduce_max(&r, 1);
+    return static_cast<int>(r);
+}
+
+int run_training(const Options& o, Comm& comm) {
+    const bool root = comm.rank() == 0;
+    const int K = comm.size();
+    if (o.batch % K != 0) {
+        if (root)
+            std::fprintf(stderr, "%s\n",
+                         msg("global batch " + std::to_string(o.batch) + " (from " + o.batch_source +
+                             ") is not divisible by the " + std::to_string(K) +
+                             " ranks; choose a multiple of the rank count")
+                             .c_str());
+        return 2;
+    }
+    Dataset tr, te;
+    if (!load_data(o, comm, tr, te)) return 2;
+    if (tr.count < o.batch) {
+        if (root)
+            std::fprintf(stderr, "%s\n",
+                         msg("the training set has " + std::to_string(tr.count) + " examples, fewer than the global batch " +
+                             std::to_string(o.batch))
+                             .c_str());
+        return 2;
+    }
+    auto model = build_model(o.model);
+    model->init(o.seed);
+    const std::string wl = tula::workload_name(o.model, o.data);
+
+    TrainConfig cfg;
+    cfg.epochs = o.epochs;
+    cfg.global_batch = o.batch;
+    cfg.momentum = o.momentum;
+    cfg.weight_decay = o.weight_decay;
+    cfg.seed = o.seed;
+    cfg.lr.lr = o.lr;
+    cfg.lr.base_batch = o.lr_base_batch;
+    cfg.lr.max_lr = o.lr_max;
+    // Default warmup: none when B <= B0, 1 epoch up to B = 8*B0, 2 epochs beyond (at batch
+    // 1024 LeNet-5 died with 1 epoch of warmup and reached 89 % with 2; see tula-train(1)).
+    cfg.lr.warmup_epochs = o.warmup_epochs >= 0              ? o.warmup_epochs
+                           : o.batch > 8 * o.lr_base_batch ? 2.0
+                           : o.batch > o.lr_base_batch     ? 1.0
+                                                           : 0.0;
+    cfg.lr.cosine = o.schedule == "cosine";
+    cfg.lr.global_batch = o.batch;
+
+    const int64_t steps = tr.count / o.batch;
+    if (!o.quiet)
+        say(root, "tula-train: " + wl + ": " + std::to_string(model->num_params()) + " parameters; " +
+                      std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
+                      std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
+                      (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
+                      " epochs of " + std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
+                      fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
+                      (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
+                      fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
+                      std::to_string(o.seed) + "; matrix kernels " + gemm_isa_name(gemm_isa()));
+
+    std::vector<EpochResult> res;
+    try {
+        res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
+            if (o.quiet) return;
+            char line[256];
+            std::snprintf(line, sizeof line,
+                          "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
+                          o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
+            say(root, line);
+        });
+    } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
+        if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+        return 1;
+    }
+    double train_seconds = 0;
+    for (const auto& r : res) train_seconds += r.seconds;
+    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
+    char done[256];
+    std::snprintf(done, sizeof done, "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d",
+                  train_seconds, acc, o.batch, K);
+    say(root, done);
+
+    if (root && !o.no_db) {
+        try {
+            tula::RunRecord rec;
+            const char* job = std::getenv("SLURM_JOB_ID");
+            rec.job_id = job ? job : "";
+            rec.workload = wl;
+            rec.nodes = K;
+            rec.global_batch = o.batch;
+            rec.epochs = o.epochs;
+            const char* p = std::getenv("TULA_PREDICTED_SECONDS");
+            if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
+            if (p && *p) {
+                char* end = nullptr;
+                const double v = std::strtod(p, &end);
+                if (end && *end == '\0' && std::isfinite(v) && v >= 0) rec.predicted_seconds = v;
+                else warn(std::string("ignoring TULA_PREDICTED_SECONDS='") + p + "' (not a number of seconds)");
+            }
+            rec.measured_seconds = train_seconds;
+            rec.test_accuracy = acc;
+            rec.created = static_cast<double>(std::time(nullptr));
+            for (const auto& r : res) {
+                rec.epoch_seconds.push_back(r.seconds);
+                rec.epoch_train_loss.push_back(r.train_loss);
+                rec.epoch_test_accuracy.push_back(r.test_accuracy);
+            }
+            tula::ProfileDb db = open_db(o);
+            db.upsert_workload(workload_of(o, *model, tr.count, te.count));
+            db.add_run(rec);
+            if (!o.quiet) say(root, "tula-train: run recorded in " + db.path());
+        } catch (const std::exception& e) {
+            warn("the run was not recorded in the profile database: " + bare(e.what()));
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Eigen allocates its GEMM packing buffers on every product; keep freed memory in the
+    // heap (no mmap / munmap and page faults per call). glibc-specific, harmless elsewhere.
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    Comm comm(&argc, &argv);
+    const bool root = comm.rank() == 0;
+    int rc = 0;
+    try {
+        Options o;
+        rc = parse_args(argc, argv, o, root);
+        if (rc < 0) {
+            if (o.list_models) rc = root ? list_models() : 0;
+            else if (o.profile_compute) rc = profile_compute(o, comm);
+            else if (o.profile_allreduce) rc = profile_allreduce(o, comm);
+            else rc = run_training(o, comm);
+        }
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "%s\n",
+                     msg("rank " + std::to_string(comm.rank()) +
+                         ": out of memory; use a smaller --batch-size (or --batch-sizes)")
+                         .c_str());
+        comm.abort(1);
+    } catch (const std::exception& e) {
+        // Unexpected and possibly on this rank only: end every rank so none waits forever.
+        std::fprintf(stderr, "%s\n", msg(std::string("rank ") + std::to_string(comm.rank()) + ": " + e.what()).c_str());
+        comm.abort(1);
+    }
+    std::fflush(stdout);
+    comm.finalize();
+    return rc;
+}

@@ -1,0 +1,163 @@
+// tula-train: training loop, evaluation, profiling kernels. See train.hpp.
+#include "train.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace tula {
+namespace train {
+
+namespace {
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
+    : m_(model), comm_(comm), sgd_(model, momentum, weight_decay) {}
+
+double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct) {
+    labels_.resize(n);
+    gather_batch(d, idx, n, x_, labels_.data());
+    m_.zero_grad();
+    const Tensor& z = m_.forward(x_, true);
+    const double loss = ce_.forward(z, labels_.data(), n, correct);
+    m_.backward(ce_.backward());
+    if (sync && comm_.size() > 1) {
+        float* g = m_.grads();
+        const size_t np = m_.num_params();
+        comm_.allreduce_sum(g, np);
+        const float inv = 1.0f / static_cast<float>(comm_.size());
+        for (size_t i = 0; i < np; ++i) g[i] *= inv;
+    }
+    sgd_.step(lr);
+    return loss;
+}
+
+EvalResult Trainer::evaluate(const Dataset& d, int batch) {
+    if (comm_.size() > 1 && m_.state_size() > 0) comm_.broadcast(m_.state(), m_.state_size(), 0);
+    const int64_t k = comm_.size(), r = comm_.rank();
+    const int lo = static_cast<int>(r * d.count / k), hi = static_cast<int>((r + 1) * d.count / k);
+    batch = std::max(1, batch);
+    double sums[3] = {0, 0, 0};  // loss sum, correct, count
+    for (int s = lo; s < hi; s += batch) {
+        const int n = std::min(batch, hi - s);
+        idx_.resize(n);
+        std::iota(idx_.begin(), idx_.end(), s);
+        labels_.resize(n);
+        gather_batch(d, idx_.data(), n, x_, labels_.data());
+        int64_t right = 0;
+        sums[0] += ce_.forward(m_.forward(x_, false), labels_.data(), n, &right) * n;
+        sums[1] += static_cast<double>(right);
+        sums[2] += n;
+    }
+    comm_.allreduce_sum(sums, 3);
+    EvalResult e;
+    e.count = static_cast<int64_t>(sums[2]);
+    if (sums[2] > 0) {
+        e.loss = sums[0] / sums[2];
+        e.accuracy = sums[1] / sums[2];
+    }
+    return e;
+}
+
+std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
+                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch) {
+    const int K = comm.size(), B = cfg.global_batch;
+    if (B <= 0 || B % K != 0)
+        throw TrainError("global batch " + std::to_string(B) + " is not a positive multiple of the " +
+                         std::to_string(K) + " ranks");
+    if (train_set.count < B)
+        throw TrainError("the training set has " + std::to_string(train_set.count) +
+                         " examples, fewer than one global batch of " + std::to_string(B));
+    const int b = B / K;
+    const int64_t steps = train_set.count / B;
+    LrSchedule sched = cfg.lr;
+    sched.global_batch = B;
+    sched.steps_per_epoch = steps;
+    sched.epochs = cfg.epochs;
+
+    // Same start on every rank: rank 0's weights (identical already when seeded alike).
+    comm.broadcast(model.params(), model.num_params(), 0);
+    if (model.state_size() > 0) comm.broadcast(model.state(), model.state_size(), 0);
+
+    Trainer tr(model, comm, cfg.momentum, cfg.weight_decay);
+    std::vector<int> perm(train_set.count);
+    std::iota(perm.begin(), perm.end(), 0);
+    Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
+    std::vector<EpochResult> out;
+    int64_t t = 0;
+    for (int e = 1; e <= cfg.epochs; ++e) {
+        data_rng.shuffle(perm.data(), perm.size());
+        double loss_sum = 0;
+        int64_t correct = 0;
+        const double t0 = now_seconds();
+        for (int64_t s = 0; s < steps; ++s, ++t) {
+            const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * b;
+            loss_sum += tr.step(train_set, idx, b, sched.at(t), true, &correct) * b;
+        }
+        double secs = now_seconds() - t0;
+        comm.allreduce_max(&secs, 1);
+        double sums[2] = {loss_sum, static_cast<double>(correct)};
+        comm.allreduce_sum(sums, 2);
+        EpochResult r;
+        r.epoch = e;
+        const double seen = static_cast<double>(steps) * B;
+        r.train_loss = sums[0] / seen;
+        r.train_accuracy = sums[1] / seen;
+        r.seconds = secs;
+        r.images_per_second = secs > 0 ? seen / secs : 0;
+        if (!std::isfinite(r.train_loss))
+            throw TrainError("training diverged in epoch " + std::to_string(e) + " (loss " + std::to_string(r.train_loss) +
+                             "); lower --lr or raise --warmup-epochs");
+        const EvalResult ev = tr.evaluate(test_set, cfg.eval_batch);
+        r.test_loss = ev.loss;
+        r.test_accuracy = ev.accuracy;
+        out.push_back(r);
+        if (on_epoch) on_epoch(r);
+    }
+    return out;
+}
+
+double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters) {
+    if (batch <= 0 || iters <= 0 || d.count <= 0) throw TrainError("time_compute_step: empty batch, data or iterations");
+    Comm serial;
+    Trainer tr(model, serial, 0.9, 5e-4);
+    std::vector<int> idx(batch);
+    int64_t pos = 0;
+    auto next = [&]() {
+        for (int i = 0; i < batch; ++i) idx[i] = static_cast<int>((pos + i) % d.count);
+        pos = (pos + batch) % d.count;
+    };
+    const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
+    for (int i = 0; i < warmup; ++i) {
+        next();
+        tr.step(d, idx.data(), batch, lr, false, nullptr);
+    }
+    double total = 0;
+    for (int i = 0; i < iters; ++i) {
+        next();  // choosing the examples is not part of the step's time
+        const double t0 = now_seconds();
+        tr.step(d, idx.data(), batch, lr, false, nullptr);
+        total += now_seconds() - t0;
+    }
+    return total / iters;
+}
+
+double time_allreduce(Comm& comm, int64_t bytes, int warmup, int iters) {
+    if (comm.size() <= 1 || iters <= 0) return 0.0;
+    // zeros: the sums stay finite however many calls (no overflow, no denormals)
+    std::vector<float> buf(static_cast<size_t>((std::max<int64_t>(bytes, 4) + 3) / 4), 0.0f);
+    for (int i = 0; i < warmup; ++i) comm.allreduce_sum(buf.data(), buf.size());
+    comm.barrier();
+    const double t0 = now_seconds();
+    for (int i = 0; i < iters; ++i) comm.allreduce_sum(buf.data(), buf.size());
+    double secs = (now_seconds() - t0) / iters;
+    comm.allreduce_max(&secs, 1);
+    return secs;
+}
+
+}  // namespace train
+}  // namespace tula
