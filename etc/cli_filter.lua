@@ -1,0 +1,322 @@
+--[[
+cli_filter.lua: Tula's shim for Slurm's cli_filter/lua plugin (Lua 5.1).
+
+With `sbatch --tula[=auto|time|cost|dry-run]` (or $TULA_MODE), this script asks the `tula`
+CLI for a plan before the job is submitted and applies the planned node count and time limit
+(`options["nodes"]`, `options["time"]`): no SPANK call can change them. The SPANK plugin
+tula.so (spank-tula(8)) then gives the job's tasks the batch size for the nodes actually
+allocated.
+
+Installation: beside slurm.conf, with `CliFilterPlugins=cli_filter/lua` in slurm.conf. The
+placeholders @TULA_BIN@ (the tula CLI) and @TULA_CONF@ (tula.conf) are substituted by
+`make install` and by scripts/tula-cluster.
+
+Rules:
+  * only sbatch, only the first component of a heterogeneous job, only when Tula is on;
+  * --tula on the command line or in #SBATCH lines wins over $TULA_MODE; a bare --tula is auto;
+  * workload: --tula-workload, else $TULA_WORKLOAD, else the batch script (a file, --wrap, or
+    a regular file on standard input; a pipe cannot be read again: then the user is told to
+    pass --tula-workload);
+  * an explicit --nodes (or the maximum of a range such as 1-4) is the upper bound the plan
+    may use; an explicit --time is kept unless the plan needs less;
+  * `tula plan` runs under `timeout 5`; any failure prints one line
+    `tula: warning: ...; job submitted unchanged` and the job goes on unchanged (fail open);
+  * success prints one line saying what changed from what; dry-run prints the plan only.
+
+`tula plan --format kv` contract: exit 0 with status=ok, nodes=N, global_batch=B, epochs=E,
+predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE; on failure a non-zero exit,
+status=error and message=LINE.
+
+The helpers are in the global table `tula_cli_filter` so that tests can call them
+(tests/integration/test_local_cli_filter_lua.sh).
+]]
+
+local T = {}
+tula_cli_filter = T
+
+T.TULA_BIN = "@TULA_BIN@"
+T.TULA_CONF = "@TULA_CONF@"
+T.PLAN_TIMEOUT = 5          -- seconds `tula plan` may take before the job goes on unchanged
+T.MAX_OUTPUT = 65536        -- bytes of `tula plan` output read
+T.MAX_SCRIPT = 1048576      -- bytes of a batch script read from standard input
+T.MAX_LINE = 400            -- bytes of a message shown to the user
+T.NO_VAL_MINUTES = 4294967294  -- Slurm's NO_VAL: a time limit that was not given
+
+local VALID_MODES = { auto = true, time = true, cost = true, off = true, ["dry-run"] = true }
+local VALID_LIST = "auto, time, cost, off, dry-run"
+
+-- Prints one line to the submitting user (sbatch's standard error).
+function T.say(line)
+    io.stderr:write(line .. "\n")
+end
+
+-- A warning that leaves the job unchanged.
+function T.warn(msg)
+    T.say("tula: warning: " .. msg .. "; job submitted unchanged")
+end
+
+-- The string as one single-quoted shell word: safe for any content without NUL.
+function T.shell_quote(s)
+    return "'" .. (string.gsub(tostring(s), "'", "'\\''")) .. "'"
+end
+
+-- One printable line of at most T.MAX_LINE bytes, without a leading "tula: ".
+function T.one_line(s)
+    s = string.gsub(tostring(s or ""), "%c", " ")
+    s = string.gsub(s, "^%s+", "")
+    s = string.gsub(s, "%s+$", "")
+    s = string.gsub(s, "^tula: ", "")
+    if #s > T.MAX_LINE then s = string.sub(s, 1, T.MAX_LINE) .. "..." end
+    return s
+end
+
+-- Canonical mode for an option or environment value: nil/"" impossible here; "set" (how
+-- cli_filter shows a bare flag) and "" mean auto. Returns mode, or nil and a message.
+function T.canonical_mode(value, source)
+    if value == "" or value == "set" then return "auto" end
+    local v = string.lower(value)
+    if VALID_MODES[v] then return v end
+    return nil, "invalid " .. source .. " value '" .. T.one_line(string.sub(value, 1, 64)) ..
+        "'; valid values: " .. VALID_LIST
+end
+
+-- The value of one of the plugin's options (nil when not given or the plugin is not loaded).
+function T.spank_option(options, name)
+    local ok, sp = pcall(function() return options.spank end)
+    if not ok or type(sp) ~= "table" or type(sp.tula) ~= "table" then return nil end
+    local v = sp.tula[name]
+    if type(v) ~= "string" then return nil end
+    return v
+end
+
+-- The mode of this submission: --tula, else $TULA_MODE, else "off".
+-- Returns mode, or nil and a message.
+function T.mode_of(options)
+    local v = T.spank_option(options, "tula")
+    if v ~= nil then return T.canonical_mode(v, "--tula") end
+    local e = os.getenv("TULA_MODE")
+    if e ~= nil and e ~= "" then return T.canonical_mode(e, "TULA_MODE") end
+    return "off"
+end
+
+-- True if `w` is MODEL@DATASET over letters, digits, _ . - (shorter than 128 bytes).
+function T.valid_workload(w)
+    return type(w) == "string" and #w < 128 and
+        string.match(w, "^[%w_%.%-]+@[%w_%.%-]+$") ~= nil
+end
+
+-- Upper bound on the node count from what options["nodes"] shows: "N", or "MIN-MAX";
+-- Slurm shows "1-0" when --nodes was not given (MAX 0 = no bound). nil = no bound.
+function T.node_bound(nodes)
+    if type(nodes) ~= "string" then return nil end
+    local n = string.match(nodes, "^%s*(%d+)%s*$")
+    if n then
+        n = tonumber(n)
+        if n and n >= 1 then return n end
+        return nil
+    end
+    local _, hi = string.match(nodes, "^%s*(%d+)%s*%-%s*(%d+)%s*$")
+    hi = tonumber(hi)
+    if hi and hi >= 1 then return hi end
+    return nil
+end
+
+-- Whole minutes (seconds rounded up) of a Slurm time string: M, M:S, H:M:S, D-H, D-H:M,
+-- D-H:M:S. nil for UNLIMITED/INFINITE, 0, empty or anything unparsable (= no limit given),
+-- and for NO_VAL: Slurm 22.05 shows a --time that was not given as 2982616-16:14:00, which
+-- is NO_VAL (4294967294) minutes.
+function T.minutes_of(t)
+    if type(t) ~= "string" then return nil end
+    t = string.gsub(t, "%s", "")
+    local days = 0
+    local d, rest = string.match(t, "^(%d+)%-(.+)$")
+    local parts = {}
+    if d then
+        days = tonumber(d)
+        for p in string.gmatch(rest, "[^:]+") do parts[#parts + 1] = p end
+        if #parts < 1 or #parts > 3 then return nil end
+        while #parts < 3 do parts[#parts + 1] = "0" end       -- D-H, D-H:M
+    else
+        for p in string.gmatch(t, "[^:]+") do parts[#parts + 1] = p end
+        if #parts == 1 then parts = { "0", parts[1], "0" }     -- M
+        elseif #parts == 2 then parts = { "0", parts[1], parts[2] } -- M:S
+        elseif #parts ~= 3 then return nil end
+    end
+    if not string.find(t, "^[%d:%-]+$") then return nil end
+    local h, m, s = tonumber(parts[1]), tonumber(parts[2]), tonumber(parts[3])
+    if not (h and m and s) then return nil end
+    local total = days * 1440 + h * 60 + m + ((s > 0) and math.ceil(s / 60) or 0)
+    if total < 1 or total >= T.NO_VAL_MINUTES then return nil end
+    return total
+end
+
+-- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
+function T.plan_command(policy, workload, script, max_nodes)
+    local c = { "timeout -k 1", tostring(T.PLAN_TIMEOUT), T.shell_quote(T.TULA_BIN), "plan",
+                "--conf", T.shell_quote(T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
+    if workload then
+        c[#c + 1] = "--workload " .. T.shell_quote(workload)
+    else
+        c[#c + 1] = "--script " .. T.shell_quote(script)
+    end
+    if max_nodes then c[#c + 1] = "--max-nodes " .. string.format("%d", max_nodes) end
+    return table.concat(c, " ") .. " </dev/null 2>&1; echo \"__tula_exit=$?\""
+end
+
+-- key=value lines into a table (the first occurrence of a key wins).
+function T.parse_kv(text)
+    local kv = {}
+    for line in string.gmatch(text or "", "[^\n]+") do
+        local k, v = string.match(line, "^([%w_]+)=(.*)$")
+        if k and kv[k] == nil then kv[k] = string.gsub(v, "\r$", "") end
+    end
+    return kv
+end
+
+-- Runs a shell command, returns at most T.MAX_OUTPUT bytes of its output (nil on failure).
+function T.run(cmd)
+    local f = io.popen(cmd, "r")
+    if not f then return nil end
+    local out = f:read(T.MAX_OUTPUT) or ""
+    f:close()
+    return out
+end
+
+-- The plan from `tula plan`'s key=value output, or nil and a message.
+function T.evaluate(kv, max_nodes)
+    local code = tonumber(kv.__tula_exit)
+    if kv.status == "ok" and code == 0 then
+        local nodes = string.match(kv.nodes or "", "^%d+$") and tonumber(kv.nodes)
+        local limit = string.match(kv.time_limit or "", "^%d+$") and tonumber(kv.time_limit)
+        if not nodes or nodes < 1 or nodes > 1000000 or not limit or limit < 1 or limit > 525600 * 10 then
+            return nil, "tula plan returned an unusable plan (nodes '" .. T.one_line(kv.nodes) ..
+                "', time_limit '" .. T.one_line(kv.time_limit) .. "')"
+        end
+        if max_nodes and nodes > max_nodes then
+            return nil, "tula plan chose " .. nodes .. " nodes, more than the " .. max_nodes .. " of --nodes"
+        end
+        local summary = T.one_line(kv.summary)
+        if summary == "" then
+            summary = (kv.workload and T.one_line(kv.workload) .. ": " or "") .. nodes .. " node(s), global batch " ..
+                T.one_line(kv.global_batch) .. ", predicted " .. T.one_line(kv.predicted_seconds) .. " s"
+        end
+        return { nodes = nodes, time_limit = limit, summary = summary }
+    end
+    if kv.message and T.one_line(kv.message) ~= "" then return nil, T.one_line(kv.message) end
+    if code == 124 or code == 137 then
+        return nil, "tula plan did not answer within " .. T.PLAN_TIMEOUT .. " s"
+    elseif code == 126 or code == 127 then
+        return nil, "cannot run " .. T.TULA_BIN .. " (is Tula installed?)"
+    elseif code == nil then
+        return nil, "tula plan could not be run"
+    end
+    return nil, "tula plan failed (exit status " .. code .. ") without saying why"
+end
+
+-- Writes `content` to a new private temporary file; its name, or nil.
+function T.write_temp(content)
+    local ok, name = pcall(os.tmpname)
+    if not ok or not name then return nil end
+    local f = io.open(name, "w")
+    if not f then os.remove(name); return nil end
+    local wrote = f:write(content)
+    f:close()
+    if not wrote then os.remove(name); return nil end
+    return name
+end
+
+-- The batch script sbatch read from standard input, if that is a regular file (it can be
+-- opened again from its start); nil for a pipe or a terminal.
+function T.read_stdin_script()
+    local out = T.run("if [ -f /dev/stdin ] && [ -r /dev/stdin ]; then exec head -c " ..
+        string.format("%d", T.MAX_SCRIPT) .. " /dev/stdin; fi 2>/dev/null")
+    if out == nil or out == "" then return nil end
+    return out
+end
+
+-- The workload or the script to plan for: workload, script, temporary file to remove;
+-- or nil, nil, nil and a message.
+function T.job_source(options)
+    local w = T.spank_option(options, "tula-workload")
+    if w == nil or w == "" then w = os.getenv("TULA_WORKLOAD") end
+    if w ~= nil and w ~= "" then
+        if not T.valid_workload(w) then
+            return nil, nil, nil, "workload '" .. T.one_line(string.sub(w, 1, 64)) ..
+                "' is not of the form MODEL@DATASET (letters, digits, _ . -)"
+        end
+        return w, nil, nil
+    end
+    local argv = options.argv
+    local script = type(argv) == "table" and argv[1] or nil
+    if type(script) == "string" and script ~= "" then return nil, script, nil end
+    local content
+    local wrap = options.wrap
+    if type(wrap) == "string" and wrap ~= "" then
+        content = "#!/bin/sh\n" .. wrap .. "\n"
+    else
+        content = T.read_stdin_script()
+        if not content then
+            return nil, nil, nil, "cannot read a batch script given through a pipe; " ..
+                "pass --tula-workload=MODEL@DATASET"
+        end
+    end
+    local tmp = T.write_temp(content)
+    if not tmp then return nil, nil, nil, "cannot write a temporary copy of the batch script" end
+    return nil, tmp, tmp
+end
+
+-- The work of slurm_cli_pre_submit (may raise; the caller catches).
+function T.pre_submit(options, offset)
+    if options.type ~= "sbatch" then return end
+    if offset ~= nil and tonumber(offset) ~= 0 then return end   -- het job: first component only
+    local mode, err = T.mode_of(options)
+    if not mode then T.warn(err); return end
+    if mode == "off" then return end
+    local policy = (mode == "dry-run") and "auto" or mode
+
+    local workload, script, tmp, why = T.job_source(options)
+    if why then T.warn(why); return end
+
+    local nodes_before = options.nodes
+    local bound = T.node_bound(nodes_before)
+    local out = T.run(T.plan_command(policy, workload, script, bound))
+    if tmp then os.remove(tmp) end
+    local plan, msg = T.evaluate(T.parse_kv(out), bound)
+    if not plan then T.warn(msg); return end
+
+    local nodes_from = bound and T.one_line(nodes_before) or "default"
+    local user_minutes = T.minutes_of(options.time)
+    local time_from = user_minutes and (user_minutes .. " min") or "default"
+    local keep_time = user_minutes ~= nil and user_minutes <= plan.time_limit
+    local time_change
+    if keep_time then
+        time_change = "time limit " .. user_minutes .. " min kept (plan: " .. plan.time_limit .. " min)"
+    else
+        time_change = "time limit " .. time_from .. " -> " .. plan.time_limit .. " min"
+    end
+    local change = "nodes " .. nodes_from .. " -> " .. plan.nodes .. ", " .. time_change
+
+    if mode == "dry-run" then
+        T.say("tula: dry-run: " .. plan.summary .. "; would set " .. change .. "; job submitted unchanged")
+        return
+    end
+    options["nodes"] = tostring(plan.nodes)
+    if not keep_time then options["time"] = tostring(plan.time_limit) end
+    T.say("tula: " .. plan.summary .. "; " .. change)
+end
+
+function slurm_cli_setup_defaults(options, early)
+    return slurm.SUCCESS
+end
+
+function slurm_cli_pre_submit(options, pack_offset)
+    local ok, err = pcall(T.pre_submit, options, pack_offset)
+    if not ok then
+        pcall(T.warn, "internal error in cli_filter.lua (" .. T.one_line(tostring(err)) .. ")")
+    end
+    return slurm.SUCCESS
+end
+
+function slurm_cli_post_submit(offset, jobid, stepid)
+    return slurm.SUCCESS
+end

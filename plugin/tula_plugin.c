@@ -1,0 +1,273 @@
+/* Pure helpers of the Tula SPANK plugin: plugstack arguments, option values, the job's
+ * environment. See tula_plugin.h; tested by tests/unit/test_plugin_config.cpp. */
+#include "tula_plugin.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Writes one "tula: ..." line to err (if any). */
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    if (!err || err_len == 0)
+        return;
+    n = snprintf(err, err_len, "tula: ");
+    if (n < 0 || (size_t)n >= err_len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* A printable excerpt of an argument for an error message: at most 64 bytes, control
+ * characters replaced by '?'. */
+static void excerpt(const char *s, char out[72])
+{
+    size_t i;
+    for (i = 0; s && s[i] && i < 64; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    out[i] = '\0';
+    if (s && s[i])
+        strcpy(out + i, "...");
+}
+
+static int has_control_chars(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f)
+            return 1;
+    return 0;
+}
+
+#define VALID_ARGS "conf=PATH, db=PATH, strict"
+
+/* Stores a path value for `key` into dst (TULA_PLUGIN_PATH_MAX bytes). */
+static int set_path(const char *key, const char *value, char *dst, char *err, size_t err_len)
+{
+    char shown[72];
+    size_t len = strnlen(value, TULA_PLUGIN_PATH_MAX);
+    if (dst[0] != '\0') {
+        set_err(err, err_len, "plugstack argument %s= given twice; give it once", key);
+        return -1;
+    }
+    if (len == 0) {
+        set_err(err, err_len, "plugstack argument %s= has an empty value; give an absolute path", key);
+        return -1;
+    }
+    excerpt(value, shown);
+    if (len >= TULA_PLUGIN_PATH_MAX) {
+        set_err(err, err_len, "plugstack argument %s=%s is too long (at most %d bytes)", key, shown,
+                TULA_PLUGIN_PATH_MAX - 1);
+        return -1;
+    }
+    if (has_control_chars(value)) {
+        set_err(err, err_len, "plugstack argument %s=%s contains control characters", key, shown);
+        return -1;
+    }
+    if (value[0] != '/') {
+        set_err(err, err_len, "plugstack argument %s=%s is not an absolute path", key, shown);
+        return -1;
+    }
+    memcpy(dst, value, len + 1);
+    return 0;
+}
+
+int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const *av,
+                             char *err, size_t err_len)
+{
+    struct tula_plugin_config c;
+    int i, seen_strict = 0;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!cfg) {
+        set_err(err, err_len, "internal error: no configuration to fill");
+        return -1;
+    }
+    memset(cfg, 0, sizeof *cfg);
+    memset(&c, 0, sizeof c);
+    if (ac < 0 || (ac > 0 && !av)) {
+        set_err(err, err_len, "internal error: bad plugstack argument vector");
+        return -1;
+    }
+    /* A strict site fails closed even when another argument is wrong. */
+    for (i = 0; i < ac; i++)
+        if (av[i] && strcmp(av[i], "strict") == 0)
+            cfg->strict = 1;
+    for (i = 0; i < ac; i++) {
+        const char *a = av[i];
+        const char *eq;
+        char shown[72];
+        size_t klen;
+
+        if (!a) {
+            set_err(err, err_len, "internal error: plugstack argument %d is missing", i + 1);
+            return -1;
+        }
+        excerpt(a, shown);
+        eq = strchr(a, '=');
+        if (!eq) {
+            if (strcmp(a, "strict") == 0) {
+                if (seen_strict) {
+                    set_err(err, err_len, "plugstack argument strict given twice; give it once");
+                    return -1;
+                }
+                seen_strict = 1;
+                c.strict = 1;
+                continue;
+            }
+            set_err(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
+            return -1;
+        }
+        klen = (size_t)(eq - a);
+        if (klen == 4 && strncmp(a, "conf", 4) == 0) {
+            if (set_path("conf", eq + 1, c.conf, err, err_len) != 0)
+                return -1;
+        } else if (klen == 2 && strncmp(a, "db", 2) == 0) {
+            if (set_path("db", eq + 1, c.db, err, err_len) != 0)
+                return -1;
+        } else if (klen == 6 && strncmp(a, "strict", 6) == 0) {
+            set_err(err, err_len, "plugstack argument '%s': strict takes no value; write just strict", shown);
+            return -1;
+        } else if (klen == 0) {
+            set_err(err, err_len, "malformed plugstack argument '%s': no key before '=' (valid: " VALID_ARGS ")",
+                    shown);
+            return -1;
+        } else {
+            set_err(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
+            return -1;
+        }
+    }
+    *cfg = c;
+    return 0;
+}
+
+int tula_plugin_mode_active(const char *mode)
+{
+    return mode && (strcmp(mode, "auto") == 0 || strcmp(mode, "time") == 0 ||
+                    strcmp(mode, "cost") == 0 || strcmp(mode, "dry-run") == 0);
+}
+
+int tula_plugin_mode_plans(const char *mode)
+{
+    return tula_plugin_mode_active(mode) && strcmp(mode, "dry-run") != 0;
+}
+
+static int name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-';
+}
+
+int tula_plugin_check_workload(const char *value, char *err, size_t err_len)
+{
+    char shown[72];
+    size_t len, i, at = 0, ats = 0;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!value || value[0] == '\0') {
+        set_err(err, err_len, "empty workload; give --tula-workload=MODEL@DATASET, e.g. lenet5@fashion-mnist");
+        return -1;
+    }
+    excerpt(value, shown);
+    len = strnlen(value, TULA_NAME_MAX);
+    if (len >= TULA_NAME_MAX) {
+        set_err(err, err_len, "workload '%s' is too long (at most %d bytes)", shown, TULA_NAME_MAX - 1);
+        return -1;
+    }
+    for (i = 0; i < len; i++) {
+        if (value[i] == '@') {
+            ats++;
+            at = i;
+        } else if (!name_char(value[i])) {
+            set_err(err, err_len,
+                    "workload '%s' is not of the form MODEL@DATASET (letters, digits, _ . - and one @)", shown);
+            return -1;
+        }
+    }
+    if (ats != 1 || at == 0 || at == len - 1) {
+        set_err(err, err_len,
+                "workload '%s' is not of the form MODEL@DATASET (letters, digits, _ . - and one @)", shown);
+        return -1;
+    }
+    return 0;
+}
+
+int tula_plugin_parse_nodes(const char *s)
+{
+    long v = 0;
+    size_t i;
+    if (!s || s[0] == '\0')
+        return -1;
+    for (i = 0; s[i]; i++) {
+        if (s[i] < '0' || s[i] > '9' || i >= 7)
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < 1 || v > 1000000)
+        return -1;
+    return (int)v;
+}
+
+int tula_plugin_plan_env(const tula_job_plan *plan, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
+                         char *err, size_t err_len)
+{
+    char werr[TULA_MSG_MAX];
+    char wl[TULA_NAME_MAX];
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!plan || !out) {
+        set_err(err, err_len, "internal error: no plan");
+        return -1;
+    }
+    memset(out, 0, sizeof(struct tula_plugin_env) * TULA_PLUGIN_ENV_COUNT);
+    if (plan->nodes < 1 || plan->global_batch < 1 || plan->epochs < 1) {
+        set_err(err, err_len, "unusable plan: nodes %d, global batch %d, epochs %d", plan->nodes,
+                plan->global_batch, plan->epochs);
+        return -1;
+    }
+    if (!isfinite(plan->predicted_seconds) || plan->predicted_seconds < 0.0 ||
+        plan->predicted_seconds > 1e12) {
+        set_err(err, err_len, "unusable plan: predicted time is not a finite number of seconds");
+        return -1;
+    }
+    /* the workload field may lack its NUL if the library misbehaved: bound it */
+    memcpy(wl, plan->workload, sizeof wl);
+    wl[sizeof wl - 1] = '\0';
+    if (tula_plugin_check_workload(wl, werr, sizeof werr) != 0) {
+        set_err(err, err_len, "unusable plan: %s", werr + 6);
+        return -1;
+    }
+    out[0].name = "TULA_BATCH_SIZE";
+    snprintf(out[0].value, sizeof out[0].value, "%d", plan->global_batch);
+    out[1].name = "TULA_NODES";
+    snprintf(out[1].value, sizeof out[1].value, "%d", plan->nodes);
+    out[2].name = "TULA_EPOCHS";
+    snprintf(out[2].value, sizeof out[2].value, "%d", plan->epochs);
+    out[3].name = "TULA_PREDICTED_SECONDS";
+    snprintf(out[3].value, sizeof out[3].value, "%.1f", plan->predicted_seconds);
+    out[4].name = "TULA_WORKLOAD";
+    snprintf(out[4].value, sizeof out[4].value, "%s", wl);
+    return 0;
+}
+
+void tula_plugin_one_line(const char *msg, char *out, size_t out_len)
+{
+    size_t i;
+    if (!out || out_len == 0)
+        return;
+    for (i = 0; msg && msg[i] && i + 1 < out_len; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        out[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+    }
+    out[i] = '\0';
+}

@@ -1,0 +1,86 @@
+/* Pure helpers of the Tula SPANK plugin (see spank-tula(8)): plugstack arguments, option
+ * values, environment values. No Slurm calls and no I/O here, so that everything is
+ * unit-tested (tests/unit/test_plugin_config.cpp); plugin/spank_tula.c is the Slurm glue.
+ *
+ * Every function writes one line that starts with "tula: " to `err` (err_len bytes, always
+ * NUL-terminated when err_len > 0) when it fails, and never writes past the buffers it is
+ * given. Strings longer than the limits below are rejected, not truncated.
+ */
+#ifndef TULA_PLUGIN_H
+#define TULA_PLUGIN_H
+
+#include <stddef.h>
+
+#include "tula/tula.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest path accepted in a plugstack argument, bytes including the NUL. */
+#define TULA_PLUGIN_PATH_MAX 1024
+
+/* What the plugstack.conf line says:
+ *     optional /usr/lib/x86_64-linux-gnu/slurm-wlm/tula.so conf=/etc/slurm/tula.conf db=/var/lib/tula/profiles.db strict
+ */
+struct tula_plugin_config {
+    char conf[TULA_PLUGIN_PATH_MAX]; /* conf=PATH: tula.conf; "" = TULA_DEFAULT_CONF */
+    char db[TULA_PLUGIN_PATH_MAX];   /* db=PATH: system profile database; "" = tula.conf's system_db */
+    int strict;                      /* `strict`: 1 = Tula problems in sbatch fail the submission */
+};
+
+/* Parses the plugstack arguments av[0..ac-1] into *cfg (reset to the defaults first).
+ * Accepted: `conf=PATH`, `db=PATH` (absolute, non-empty, shorter than TULA_PLUGIN_PATH_MAX,
+ * no control characters, each key at most once) and the bare word `strict`.
+ * Errors (return -1, message in err): an unknown key, a word without '=' other than
+ * `strict`, `strict=...`, an empty, relative, over-long or repeated value, a NULL argument.
+ * Returns 0 on success. On error *cfg holds the defaults, except that strict is 1 when the
+ * bare word `strict` is among the arguments (a strict site fails closed). Pure. */
+int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const *av,
+                             char *err, size_t err_len);
+
+/* 1 if `mode` (a canonical value from tula_parse_mode) asks Tula to do anything at all
+ * (auto, time, cost, dry-run); 0 for "off", "", NULL or anything else. Pure. */
+int tula_plugin_mode_active(const char *mode);
+
+/* 1 if `mode` asks Tula to change the job (auto, time, cost); 0 for dry-run, off and
+ * anything else. Pure. */
+int tula_plugin_mode_plans(const char *mode);
+
+/* Checks a --tula-workload / TULA_WORKLOAD value: MODEL@DATASET, each part non-empty and
+ * made of letters, digits, '_', '.', '-', shorter than TULA_NAME_MAX in all.
+ * Returns 0 when valid, -1 with a message in err otherwise (NULL, empty, bad form). Pure. */
+int tula_plugin_check_workload(const char *value, char *err, size_t err_len);
+
+/* Parses a node count as Slurm writes it in SLURM_JOB_NUM_NODES: decimal digits only,
+ * 1 .. 1000000. Returns the count, or -1 for NULL, empty, signs, spaces, junk or out of
+ * range. Pure. */
+int tula_plugin_parse_nodes(const char *s);
+
+/* One environment variable the plugin gives the job's tasks. */
+struct tula_plugin_env {
+    const char *name;  /* TULA_BATCH_SIZE, TULA_NODES, TULA_EPOCHS, TULA_PREDICTED_SECONDS, TULA_WORKLOAD */
+    char value[TULA_NAME_MAX];
+};
+
+#define TULA_PLUGIN_ENV_COUNT 5
+
+/* The variables for a successful plan, in this order: TULA_BATCH_SIZE (global batch,
+ * examples per step over all ranks), TULA_NODES (node count), TULA_EPOCHS,
+ * TULA_PREDICTED_SECONDS (predicted training time in seconds, "%.1f"), TULA_WORKLOAD.
+ * Returns 0, or -1 with a message in err when the plan is unusable (NULL, nodes < 1,
+ * global batch < 1, epochs < 1, predicted time not finite or negative, empty or invalid
+ * workload name). Pure. */
+int tula_plugin_plan_env(const tula_job_plan *plan, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
+                         char *err, size_t err_len);
+
+/* Copies a one-line message for the job's environment or a log: at most out_len - 1 bytes,
+ * control characters (newlines included) replaced by spaces, NUL-terminated (out_len > 0).
+ * Pure. */
+void tula_plugin_one_line(const char *msg, char *out, size_t out_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TULA_PLUGIN_H */

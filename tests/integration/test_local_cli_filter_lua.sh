@@ -1,0 +1,274 @@
+#!/bin/bash
+# etc/cli_filter.lua under lua5.1 without Slurm: a mocked `slurm` table and `options` object
+# (with Slurm's getter conventions: nodes "1-0" and time "UNLIMITED" when not given) and a fake
+# `tula` CLI that logs its arguments and answers as told. Checks that
+#   - on a good plan options["nodes"] / ["time"] are set, with one `tula:` line saying what
+#     changed; the node bound (--nodes N or a range's maximum) reaches `tula plan --max-nodes`;
+#     an explicit shorter --time is kept;
+#   - on an error, a timeout, a missing CLI, garbage output or a plan above the bound the job
+#     is unchanged with exactly one `tula: warning: ...; job submitted unchanged` line;
+#   - --tula=off, no --tula, srun, and later het-job components change nothing and run nothing;
+#   - dry-run changes nothing; $TULA_MODE / $TULA_WORKLOAD are the fallbacks; a bad
+#     $TULA_MODE is reported with the valid values;
+#   - user-supplied paths and workloads reach the CLI intact (single-quote escaping, no shell
+#     injection); --wrap and a script on standard input (a regular file) are planned from a
+#     temporary copy that is removed; a pipe on standard input gets the --tula-workload hint.
+# Prints PASS/FAIL per case; exits non-zero on any failure. No cluster needed.
+. "$(dirname "$0")/lib.sh"
+command -v lua5.1 >/dev/null || fail "lua5.1 is not installed (apt-get install lua5.1)"
+make_workdir
+
+# The script as installed: placeholders substituted (like make install / scripts/tula-cluster).
+sed -e "s|@TULA_BIN@|$T_WORK/bin/tula|g" -e "s|@TULA_CONF@|$T_WORK/etc/tula.conf|g" \
+    "$REPO/etc/cli_filter.lua" > "$T_WORK/cli_filter.lua" || fail "cannot substitute etc/cli_filter.lua"
+grep -q '@TULA_' "$T_WORK/cli_filter.lua" && fail "placeholders left in cli_filter.lua after substitution"
+mkdir -p "$T_WORK/bin" "$T_WORK/etc"
+
+# Fake CLI: logs its arguments (one per line) to $FAKE_LOG, copies the --script file to
+# $FAKE_LOG.script, answers according to $FAKE_MODE.
+cat > "$T_WORK/bin/tula" <<'EOF'
+#!/bin/bash
+log=${FAKE_LOG:?}
+printf '%s\n' "$@" > "$log"
+prev="" max=""
+for a in "$@"; do
+    [ "$prev" = --script ] && cat -- "$a" > "$log.script" 2>/dev/null
+    [ "$prev" = --max-nodes ] && max=$a
+    prev=$a
+done
+n=${FAKE_NODES:-2}
+[ -n "$max" ] && [ "$max" -lt "$n" ] && n=$max
+case ${FAKE_MODE:-ok} in
+    ok) printf '%s\n' status=ok workload=lenet5@fashion-mnist "nodes=$n" "global_batch=$((64 * n))" epochs=10 \
+            predicted_seconds=123.4 cost=0.07 "time_limit=${FAKE_LIMIT:-5}" \
+            "summary=tula: lenet5@fashion-mnist on $n nodes, global batch $((64 * n)), predicted 123 s"
+        exit 0 ;;
+    error) echo status=error
+           echo "message=tula: no profile for workload lenet5@fashion-mnist; run tula profile"
+           exit 1 ;;
+    hang) exec sleep 30 ;;
+    garbage) echo "Segmentation fault? no, just noise"; exit 0 ;;
+    toomany) printf '%s\n' status=ok nodes=99 time_limit=5 summary=x; exit 0 ;;
+esac
+EOF
+chmod +x "$T_WORK/bin/tula"
+
+# The Lua driver: runs one scenario (argv[1]) and prints key=value facts for the shell to check.
+cat > "$T_WORK/driver.lua" <<'EOF'
+slurm = { SUCCESS = 0, ERROR = -1, FAILURE = -1 }
+dofile(arg[2])
+local T = tula_cli_filter
+local said = {}
+T.say = function(line) said[#said + 1] = line end
+T.PLAN_TIMEOUT = tonumber(os.getenv("PLAN_TIMEOUT") or "") or T.PLAN_TIMEOUT
+
+-- A mock of cli_filter/lua's options object: reads go through Slurm-like getters, writes
+-- are recorded (and change what later reads return). Slurm 22.05 shows an unset --nodes as
+-- "1-0" and an unset --time as NO_VAL minutes, "2982616-16:14:00".
+local function make_options(f)
+    local state = { nodes = f.nodes or "1-0", time = f.time or "2982616-16:14:00", wrap = f.wrap }
+    local sets = {}
+    local o = setmetatable({}, {
+        __index = function(_, k)
+            if k == "type" then
+                if f.raise then error("boom from the options object") end
+                return f.type or "sbatch"
+            elseif k == "argv" then return f.argv or {}
+            elseif k == "spank" then return { tula = { tula = f.tula, ["tula-workload"] = f.workload } }
+            end
+            return state[k]
+        end,
+        __newindex = function(_, k, v) sets[#sets + 1] = k .. "=" .. v; state[k] = v end,
+    })
+    return o, sets, state
+end
+
+local s = arg[1]
+local script = os.getenv("SCRIPT")
+local cases = {
+    auto       = { tula = "auto", argv = { script } },
+    bare       = { tula = "set", argv = { script } },
+    upper      = { tula = "TIME", argv = { script } },
+    off        = { tula = "off", argv = { script } },
+    none       = { argv = { script } },
+    srun       = { type = "srun", tula = "auto", argv = { script } },
+    range      = { tula = "auto", nodes = "1-4", argv = { script } },
+    exact      = { tula = "auto", nodes = "1", argv = { script } },
+    time_kept  = { tula = "auto", time = "00:03:00", argv = { script } },
+    time_cut   = { tula = "auto", time = "1-00:00:00", argv = { script } },
+    unlimited  = { tula = "auto", time = "UNLIMITED", argv = { script } },
+    dryrun     = { tula = "dry-run", argv = { script } },
+    workload   = { tula = "cost", workload = "fmnist-cnn@fashion-mnist", argv = { script } },
+    badwl      = { tula = "auto", workload = "a b'@c", argv = { script } },
+    wrap       = { tula = "auto", wrap = "mpirun tula-train --model lenet5 --data fashion-mnist" },
+    stdin      = { tula = "auto" },
+    raise      = { tula = "auto", raise = true },
+}
+local c = cases[s] or error("unknown scenario " .. tostring(s))
+local o, sets, state = make_options(c)
+local rc = slurm_cli_pre_submit(o, tonumber(os.getenv("OFFSET") or "0"))
+print("rc=" .. tostring(rc))
+print("sets=" .. table.concat(sets, ","))
+print("nodes=" .. tostring(state.nodes))
+print("time=" .. tostring(state.time))
+print("lines=" .. #said)
+for _, l in ipairs(said) do print("said=" .. l) end
+print("defaults=" .. tostring(slurm_cli_setup_defaults(o, false)))
+print("post=" .. tostring(slurm_cli_post_submit(0, 1, 0)))
+EOF
+
+script="$T_WORK/my job's \$(touch INJECTED) \`touch INJECTED\` file.sbatch"
+printf '#!/bin/bash\n#SBATCH --ntasks-per-node=1\nmpirun tula-train --model lenet5 --data fashion-mnist\n' > "$script"
+nfail=0
+
+# scenario NAME [ENV=VALUE...]: runs the driver with a fresh log; output in $OUT.
+scenario() {
+    local name=$1; shift
+    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script"
+    OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" SCRIPT="$script" "$@" \
+        timeout 60 lua5.1 "$T_WORK/driver.lua" "$name" "$T_WORK/cli_filter.lua" 2>&1 </dev/null)
+}
+# Same, with standard input from a file or a pipe.
+scenario_stdin() {
+    local how=$1; shift
+    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script"
+    if [ "$how" = file ]; then
+        OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" "$@" \
+            timeout 60 lua5.1 "$T_WORK/driver.lua" stdin "$T_WORK/cli_filter.lua" 2>&1 < "$script")
+    else
+        OUT=$(cd "$T_WORK" && cat "$script" | env FAKE_LOG="$T_WORK/fake.log" "$@" \
+            timeout 60 lua5.1 "$T_WORK/driver.lua" stdin "$T_WORK/cli_filter.lua" 2>&1)
+    fi
+}
+get() { sed -n "s/^$1=//p" <<<"$OUT" | head -n 1; }
+args() { cat "$T_WORK/fake.log" 2>/dev/null; }
+
+# check CASE CONDITION-DESCRIPTION TEST...: records PASS/FAIL for one assertion.
+check() {
+    local name=$1 what=$2; shift 2
+    if "$@"; then
+        printf 'PASS %s: %s\n' "$name" "$what"
+    else
+        printf 'FAIL %s: %s\n' "$name" "$what"
+        printf '%s\n' "$OUT" | sed 's/^/    | /'
+        [ -f "$T_WORK/fake.log" ] && { echo "    fake tula got:"; sed 's/^/    > /' "$T_WORK/fake.log"; }
+        nfail=$((nfail + 1))
+    fi
+}
+has_arg_pair() { grep -qxF -- "$1" "$T_WORK/fake.log" 2>/dev/null && grep -A1 -xF -- "$1" "$T_WORK/fake.log" | tail -n 1 | grep -qxF -- "$2"; }
+no_arg() { ! grep -qxF -- "$1" "$T_WORK/fake.log" 2>/dev/null; }
+not_run() { [ ! -e "$T_WORK/fake.log" ]; }
+# temp_removed: the --script file the CLI was given (a temporary copy) no longer exists.
+temp_removed() {
+    local f
+    f=$(grep -A1 -xF -- --script "$T_WORK/fake.log" 2>/dev/null | tail -n 1)
+    [ -n "$f" ] && [ "$f" != "$script" ] && [ ! -e "$f" ]
+}
+common_ok() { [ "$(get rc)" = 0 ] && [ "$(get defaults)" = 0 ] && [ "$(get post)" = 0 ]; }
+unchanged_one_warning() {
+    [ "$(get sets)" = "" ] && [ "$(get lines)" = 1 ] && common_ok &&
+        get said | grep -qE '^tula: warning: .+; job submitted unchanged$'
+}
+silent_noop() { [ "$(get sets)" = "" ] && [ "$(get lines)" = 0 ] && common_ok && not_run; }
+
+# ---- success ---------------------------------------------------------------------------------
+scenario auto
+check auto "nodes and time set from the plan" [ "$(get sets)" = "nodes=2,time=5" ]
+check auto "one summary line saying what changed" \
+    eval '[ "$(get lines)" = 1 ] && get said | grep -qE "^tula: lenet5@fashion-mnist on 2 nodes.*; nodes default -> 2, time limit default -> 5 min$"'
+check auto "CLI called with plan --format kv --policy auto --conf" \
+    eval 'has_arg_pair --policy auto && has_arg_pair --format kv && has_arg_pair --conf "$T_WORK/etc/tula.conf" && [ "$(head -n 1 "$T_WORK/fake.log")" = plan ]'
+check auto "script path with quotes, spaces, \$() and backquotes reaches the CLI intact" has_arg_pair --script "$script"
+check auto "no shell injection through the script path" test ! -e "$T_WORK/INJECTED"
+check auto "no --max-nodes without --nodes" no_arg --max-nodes
+check auto "returns SUCCESS from all three hooks" common_ok
+
+scenario bare
+check bare "bare --tula (shown as 'set') means auto" eval '[ "$(get sets)" = "nodes=2,time=5" ] && has_arg_pair --policy auto'
+scenario upper
+check upper "--tula=TIME is the time policy" eval '[ "$(get sets)" = "nodes=2,time=5" ] && has_arg_pair --policy time'
+
+scenario range FAKE_NODES=8
+check range "-N 1-4: --max-nodes 4, plan within the range" \
+    eval 'has_arg_pair --max-nodes 4 && [ "$(get nodes)" = 4 ] && get said | grep -qF "nodes 1-4 -> 4"'
+scenario exact FAKE_NODES=3
+check exact "-N 1: --max-nodes 1, stays on 1 node" eval 'has_arg_pair --max-nodes 1 && [ "$(get nodes)" = 1 ]'
+
+scenario time_kept FAKE_LIMIT=5
+check time_kept "explicit --time 3 min shorter than the plan's 5 is kept" \
+    eval '[ "$(get sets)" = "nodes=2" ] && [ "$(get time)" = 00:03:00 ] && get said | grep -qF "time limit 3 min kept"'
+scenario time_cut FAKE_LIMIT=7
+check time_cut "explicit --time 1 day is cut to the plan's 7 min" \
+    eval '[ "$(get sets)" = "nodes=2,time=7" ] && get said | grep -qF "time limit 1440 min -> 7 min"'
+
+scenario unlimited FAKE_LIMIT=7
+check unlimited "--time=0 (UNLIMITED) counts as no limit: set to the plan's 7 min" \
+    eval '[ "$(get sets)" = "nodes=2,time=7" ] && get said | grep -qF "time limit default -> 7 min"'
+
+scenario workload
+check workload "--tula-workload is passed as --workload (no --script), policy cost" \
+    eval 'has_arg_pair --workload fmnist-cnn@fashion-mnist && no_arg --script && has_arg_pair --policy cost && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario none TULA_MODE=auto TULA_WORKLOAD=lenet5@fashion-mnist
+check env "TULA_MODE / TULA_WORKLOAD are the fallbacks" \
+    eval 'has_arg_pair --workload lenet5@fashion-mnist && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario off TULA_MODE=auto
+check env-off "--tula=off wins over TULA_MODE=auto" silent_noop
+
+scenario wrap
+check wrap "--wrap is planned from a temporary script holding the command" \
+    eval '[ "$(get sets)" = "nodes=2,time=5" ] && grep -qF "mpirun tula-train --model lenet5" "$T_WORK/fake.log.script"'
+check wrap "the temporary script is removed" temp_removed
+scenario_stdin file
+check stdin-file "a script on standard input (regular file) is planned from a copy" \
+    eval '[ "$(get sets)" = "nodes=2,time=5" ] && cmp -s "$script" "$T_WORK/fake.log.script" && temp_removed'
+scenario_stdin pipe
+check stdin-pipe "a script through a pipe: unchanged, one warning naming --tula-workload" \
+    eval 'unchanged_one_warning && get said | grep -qF -- "--tula-workload" && not_run'
+
+# ---- nothing to do ---------------------------------------------------------------------------
+scenario off
+check off "--tula=off: nothing changed, nothing said, CLI not run" silent_noop
+scenario none
+check none "no --tula, no TULA_MODE: nothing changed, nothing said, CLI not run" silent_noop
+scenario srun
+check srun "srun (not sbatch): nothing" silent_noop
+scenario auto OFFSET=1
+check het "het job component 1: nothing" silent_noop
+scenario dryrun
+check dryrun "dry-run: the plan is shown, nothing changed" \
+    eval '[ "$(get sets)" = "" ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: dry-run: .*would set nodes default -> 2.*job submitted unchanged$" && has_arg_pair --policy auto'
+
+# ---- failures: fail open -------------------------------------------------------------------
+scenario auto FAKE_MODE=error
+check error "CLI error: unchanged, one warning with its message" \
+    eval 'unchanged_one_warning && get said | grep -qF "no profile for workload lenet5@fashion-mnist"'
+check error "the CLI's 'tula: ' prefix is not doubled" eval '! get said | grep -qF "tula: warning: tula:"'
+start=$(date +%s)
+scenario auto FAKE_MODE=hang PLAN_TIMEOUT=1
+check hang "CLI hangs: killed after the timeout, unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "did not answer within 1 s" && [ $(( $(date +%s) - start )) -lt 10 ]'
+scenario auto FAKE_MODE=garbage
+check garbage "garbage output with exit 0: unchanged, one warning" unchanged_one_warning
+scenario range FAKE_MODE=toomany
+check toomany "a plan above the --nodes bound: unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "more than the 4"'
+chmod -x "$T_WORK/bin/tula"
+scenario auto
+check nocli "CLI not executable: unchanged, one warning" eval 'unchanged_one_warning && get said | grep -qF "cannot run"'
+chmod +x "$T_WORK/bin/tula"
+scenario auto FAKE_MODE=ok TULA_MODE=bogus
+check env-mode "TULA_MODE ignored when --tula given" eval '[ "$(get sets)" = "nodes=2,time=5" ]'
+scenario none TULA_MODE=bogus
+check bad-env-mode "bad TULA_MODE: unchanged, one warning listing the valid values" \
+    eval 'unchanged_one_warning && get said | grep -qF "auto, time, cost, off, dry-run" && get said | grep -qF bogus && not_run'
+scenario badwl
+check bad-workload "malformed workload: unchanged, one warning, CLI not run" eval 'unchanged_one_warning && not_run'
+scenario raise
+check lua-error "an error inside the hook: SUCCESS, unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "internal error"'
+
+if [ "$nfail" -gt 0 ]; then
+    echo "FAIL $T_NAME: $nfail check(s) failed"
+    exit 1
+fi
+note "ok: cli_filter.lua behaves"

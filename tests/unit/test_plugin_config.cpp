@@ -1,0 +1,337 @@
+// Unit tests of the SPANK plugin's pure helpers (plugin/tula_plugin.h): plugstack argument
+// parsing, mode classification, workload names, node counts, the job environment built
+// from a plan, and one-line messages. References are independent: std::string searches for names,
+// strtol for node counts, strtod to read values back.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tula_plugin.h"
+
+namespace {
+
+// Runs the parser on `args`; returns its status, fills cfg and err.
+int parse(const std::vector<std::string>& args, tula_plugin_config& cfg, std::string& err) {
+    std::vector<char*> av;
+    std::vector<std::string> copy(args);
+    for (auto& a : copy) av.push_back(&a[0]);
+    av.push_back(nullptr);
+    char buf[TULA_MSG_MAX];
+    std::memset(buf, 'X', sizeof buf);
+    const int rc = tula_plugin_config_parse(&cfg, static_cast<int>(args.size()), av.data(), buf, sizeof buf);
+    err = buf;  // NUL-terminated within the buffer, else this would overrun (checked below)
+    CPPUNIT_ASSERT(std::memchr(buf, '\0', sizeof buf) != nullptr);
+    return rc;
+}
+
+bool defaults(const tula_plugin_config& c) { return c.conf[0] == '\0' && c.db[0] == '\0' && c.strict == 0; }
+
+// Reference for workload names: MODEL@DATASET over [A-Za-z0-9_.-], shorter than TULA_NAME_MAX.
+bool reference_workload_ok(const std::string& s) {
+    static const std::string allowed =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+    const size_t at = s.find('@');
+    if (s.size() >= TULA_NAME_MAX || at == std::string::npos) return false;
+    const std::string model = s.substr(0, at), dataset = s.substr(at + 1);
+    return !model.empty() && !dataset.empty() && model.find_first_not_of(allowed) == std::string::npos &&
+           dataset.find_first_not_of(allowed) == std::string::npos;
+}
+
+// Reference for node counts: digits only, strtol, 1..1e6.
+int reference_nodes(const std::string& s) {
+    if (s.empty() || s.size() > 7) return -1;
+    for (char c : s)
+        if (c < '0' || c > '9') return -1;
+    const long v = std::strtol(s.c_str(), nullptr, 10);
+    return (v >= 1 && v <= 1000000) ? static_cast<int>(v) : -1;
+}
+
+tula_job_plan make_plan(int nodes, int batch, int epochs, double secs, const char* wl) {
+    tula_job_plan p;
+    std::memset(&p, 0, sizeof p);
+    p.nodes = nodes;
+    p.global_batch = batch;
+    p.epochs = epochs;
+    p.predicted_seconds = secs;
+    std::snprintf(p.workload, sizeof p.workload, "%s", wl);
+    return p;
+}
+
+}  // namespace
+
+class PluginConfigTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(PluginConfigTest);
+    CPPUNIT_TEST(test_no_arguments);
+    CPPUNIT_TEST(test_valid_arguments);
+    CPPUNIT_TEST(test_unknown_key_rejected);
+    CPPUNIT_TEST(test_strict);
+    CPPUNIT_TEST(test_empty_value_rejected);
+    CPPUNIT_TEST(test_overlong_value_rejected);
+    CPPUNIT_TEST(test_relative_and_control_rejected);
+    CPPUNIT_TEST(test_repeated_key_rejected);
+    CPPUNIT_TEST(test_bad_vectors);
+    CPPUNIT_TEST(test_tiny_error_buffer);
+    CPPUNIT_TEST(test_modes);
+    CPPUNIT_TEST(test_workload_names);
+    CPPUNIT_TEST(test_parse_nodes);
+    CPPUNIT_TEST(test_plan_env);
+    CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
+    CPPUNIT_TEST(test_one_line);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_no_arguments() {
+        tula_plugin_config c;
+        std::memset(&c, 0x5a, sizeof c);  // garbage must be reset
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(0, parse({}, c, err));
+        CPPUNIT_ASSERT(defaults(c));
+        CPPUNIT_ASSERT_EQUAL(std::string(), err);
+    }
+
+    void test_valid_arguments() {
+        tula_plugin_config c;
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(0, parse({"conf=/etc/slurm/tula.conf", "db=/var/lib/tula/profiles.db"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(std::string("/etc/slurm/tula.conf"), std::string(c.conf));
+        CPPUNIT_ASSERT_EQUAL(std::string("/var/lib/tula/profiles.db"), std::string(c.db));
+        CPPUNIT_ASSERT_EQUAL(0, c.strict);
+        // order does not matter; a value may contain '='
+        CPPUNIT_ASSERT_EQUAL(0, parse({"db=/a=b/x.db", "conf=/c"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(std::string("/a=b/x.db"), std::string(c.db));
+        CPPUNIT_ASSERT_EQUAL(std::string("/c"), std::string(c.conf));
+    }
+
+    void test_unknown_key_rejected() {
+        tula_plugin_config c;
+        std::string err;
+        for (const char* bad : {"margin=0.1", "Conf=/x", "confx=/x", "config=/etc/slurm/tula.conf", "verbose",
+                                "=/x", "conf"}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, parse({"conf=/ok", bad}, c, err));
+            CPPUNIT_ASSERT_MESSAGE(bad, defaults(c));  // nothing half-applied
+            CPPUNIT_ASSERT_MESSAGE(err, err.rfind("tula: ", 0) == 0);
+            // the message names what was wrong and lists what is valid
+            CPPUNIT_ASSERT_MESSAGE(err, err.find(bad) != std::string::npos);
+            CPPUNIT_ASSERT_MESSAGE(err, err.find("conf=PATH") != std::string::npos);
+            CPPUNIT_ASSERT_MESSAGE(err, err.find("strict") != std::string::npos);
+        }
+    }
+
+    void test_strict() {
+        tula_plugin_config c;
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(0, parse({"strict"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(1, c.strict);
+        CPPUNIT_ASSERT_EQUAL(0, parse({"conf=/x", "strict", "db=/y"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(1, c.strict);
+        CPPUNIT_ASSERT_EQUAL(std::string("/y"), std::string(c.db));
+        for (const char* bad : {"strict=1", "strict=", "strict=yes"}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, parse({bad}, c, err));
+            CPPUNIT_ASSERT_MESSAGE(err, err.find("strict") != std::string::npos);
+            CPPUNIT_ASSERT(defaults(c));
+        }
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"strict", "strict"}, c, err));
+        // A strict site fails closed: strict holds even when another argument is wrong,
+        // and nothing else is applied.
+        for (const std::vector<std::string>& args :
+             {std::vector<std::string>{"conf=/a", "margin=3", "strict"}, {"strict", "db="}, {"bogus", "strict"}}) {
+            CPPUNIT_ASSERT_EQUAL(-1, parse(args, c, err));
+            CPPUNIT_ASSERT_EQUAL(1, c.strict);
+            CPPUNIT_ASSERT(c.conf[0] == '\0' && c.db[0] == '\0');
+        }
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"conf=/a", "margin=3"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(0, c.strict);
+    }
+
+    void test_empty_value_rejected() {
+        tula_plugin_config c;
+        std::string err;
+        for (const char* bad : {"conf=", "db="}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, parse({bad}, c, err));
+            CPPUNIT_ASSERT_MESSAGE(err, err.find("empty") != std::string::npos);
+            CPPUNIT_ASSERT(defaults(c));
+        }
+    }
+
+    void test_overlong_value_rejected() {
+        tula_plugin_config c;
+        std::string err;
+        // The longest accepted path fills the buffer but for its NUL.
+        const std::string longest = "/" + std::string(TULA_PLUGIN_PATH_MAX - 2, 'a');
+        CPPUNIT_ASSERT_EQUAL(size_t(TULA_PLUGIN_PATH_MAX - 1), longest.size());
+        CPPUNIT_ASSERT_EQUAL(0, parse({"conf=" + longest}, c, err));
+        CPPUNIT_ASSERT_EQUAL(longest, std::string(c.conf));
+        for (size_t extra : {size_t(1), size_t(100000)}) {
+            const std::string too_long = longest + std::string(extra, 'b');
+            CPPUNIT_ASSERT_EQUAL(-1, parse({"db=" + too_long}, c, err));
+            CPPUNIT_ASSERT_MESSAGE(err, err.find("too long") != std::string::npos);
+            CPPUNIT_ASSERT(err.size() < TULA_MSG_MAX);
+            CPPUNIT_ASSERT(defaults(c));
+        }
+    }
+
+    void test_relative_and_control_rejected() {
+        tula_plugin_config c;
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"conf=tula.conf"}, c, err));
+        CPPUNIT_ASSERT_MESSAGE(err, err.find("absolute") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"db=/x\ny"}, c, err));
+        CPPUNIT_ASSERT_MESSAGE(err, err.find("control") != std::string::npos);
+        CPPUNIT_ASSERT(err.find('\n') == std::string::npos);  // the message stays one line
+    }
+
+    void test_repeated_key_rejected() {
+        tula_plugin_config c;
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"conf=/a", "conf=/b"}, c, err));
+        CPPUNIT_ASSERT_MESSAGE(err, err.find("twice") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"db=/a", "db=/a"}, c, err));
+    }
+
+    void test_bad_vectors() {
+        tula_plugin_config c;
+        char err[TULA_MSG_MAX];
+        char* av[] = {nullptr};
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(&c, 1, av, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(&c, 2, nullptr, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(&c, -1, av, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(nullptr, 0, av, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_config_parse(&c, 0, nullptr, err, sizeof err));
+        // no error buffer at all is allowed
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(&c, 1, av, nullptr, 0));
+    }
+
+    void test_tiny_error_buffer() {
+        tula_plugin_config c;
+        std::string arg = "unknown=" + std::string(5000, 'z');
+        char* av[] = {&arg[0]};
+        for (size_t len : {size_t(1), size_t(3), size_t(7), size_t(20)}) {
+            char buf[32];
+            std::memset(buf, '#', sizeof buf);
+            CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_config_parse(&c, 1, av, buf, len));
+            CPPUNIT_ASSERT(std::strlen(buf) <= len - 1);
+            for (size_t i = len; i < sizeof buf; ++i) CPPUNIT_ASSERT_EQUAL('#', buf[i]);
+        }
+    }
+
+    void test_modes() {
+        struct { const char* mode; int active, plans; } cases[] = {
+            {"auto", 1, 1}, {"time", 1, 1}, {"cost", 1, 1}, {"dry-run", 1, 0},
+            {"off", 0, 0},  {"", 0, 0},     {"AUTO", 0, 0}, {"auto ", 0, 0}, {"set", 0, 0},
+        };
+        for (const auto& k : cases) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(k.mode, k.active, tula_plugin_mode_active(k.mode));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(k.mode, k.plans, tula_plugin_mode_plans(k.mode));
+        }
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_mode_active(nullptr));
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_mode_plans(nullptr));
+        // Every mode tula_parse_mode accepts is classified (the two lists agree).
+        for (const char* v : {"auto", "time", "cost", "off", "dry-run", ""}) {
+            char mode[16], err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL(0, tula_parse_mode(v, mode, sizeof mode, err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL(std::strcmp(mode, "off") != 0 ? 1 : 0, tula_plugin_mode_active(mode));
+        }
+    }
+
+    void test_workload_names() {
+        std::vector<std::string> cases = {
+            "lenet5@fashion-mnist", "fmnist-cnn@fashion-mnist", "a@b", "resnet18@cifar10.v2", "A_B@C-D",
+            "", "@", "a@", "@b", "a@b@c", "lenet5", "lenet5 @x", "a@b;rm -rf /", "a/b@c", "a@b\n",
+            "$(id)@x", "a'@b", std::string(63, 'm') + "@" + std::string(63, 'd'),
+            std::string(64, 'm') + "@" + std::string(63, 'd'), std::string(1000, 'm') + "@d",
+        };
+        for (const auto& s : cases) {
+            char err[TULA_MSG_MAX];
+            const int rc = tula_plugin_check_workload(s.c_str(), err, sizeof err);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(s, reference_workload_ok(s) ? 0 : -1, rc);
+            if (rc != 0) {
+                CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0);
+                CPPUNIT_ASSERT_MESSAGE(err, std::strchr(err, '\n') == nullptr);
+            }
+        }
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_check_workload(nullptr, err, sizeof err));
+        CPPUNIT_ASSERT(std::strstr(err, "--tula-workload") != nullptr);
+    }
+
+    void test_parse_nodes() {
+        std::vector<std::string> cases = {"1", "2", "4", "10", "999999", "1000000", "1000001", "0", "00", "007",
+                                          "", "-1", "+2", " 2", "2 ", "2x", "0x10", "1e3", "99999999999999999999",
+                                          "4294967297", "3.0"};
+        for (const auto& s : cases)
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(s, reference_nodes(s), tula_plugin_parse_nodes(s.c_str()));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_nodes(nullptr));
+    }
+
+    void test_plan_env() {
+        for (const tula_job_plan& p : {make_plan(2, 256, 10, 123.456, "lenet5@fashion-mnist"),
+                                       make_plan(1, 32, 1, 0.0, "a@b"),
+                                       make_plan(4096, 1 << 20, 300, 86400.0 * 30, "fmnist-cnn@fashion-mnist")}) {
+            tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
+            char err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL(0, tula_plugin_plan_env(&p, env, err, sizeof err));
+            const char* names[] = {"TULA_BATCH_SIZE", "TULA_NODES", "TULA_EPOCHS", "TULA_PREDICTED_SECONDS",
+                                   "TULA_WORKLOAD"};
+            for (int i = 0; i < TULA_PLUGIN_ENV_COUNT; ++i) {
+                CPPUNIT_ASSERT(env[i].name != nullptr);
+                CPPUNIT_ASSERT_EQUAL(std::string(names[i]), std::string(env[i].name));
+            }
+            // Read the values back independently.
+            char* end = nullptr;
+            CPPUNIT_ASSERT_EQUAL(long(p.global_batch), std::strtol(env[0].value, &end, 10));
+            CPPUNIT_ASSERT_EQUAL('\0', *end);
+            CPPUNIT_ASSERT_EQUAL(long(p.nodes), std::strtol(env[1].value, &end, 10));
+            CPPUNIT_ASSERT_EQUAL('\0', *end);
+            CPPUNIT_ASSERT_EQUAL(long(p.epochs), std::strtol(env[2].value, &end, 10));
+            CPPUNIT_ASSERT_EQUAL('\0', *end);
+            const double secs = std::strtod(env[3].value, &end);
+            CPPUNIT_ASSERT_EQUAL('\0', *end);
+            CPPUNIT_ASSERT(std::fabs(secs - p.predicted_seconds) <= 0.05 + 1e-9);  // "%.1f"
+            const char* dot = std::strchr(env[3].value, '.');
+            CPPUNIT_ASSERT(dot != nullptr && std::strlen(dot) == 2);
+            CPPUNIT_ASSERT_EQUAL(std::string(p.workload), std::string(env[4].value));
+        }
+    }
+
+    void test_plan_env_rejects_bad_plans() {
+        const double inf = std::numeric_limits<double>::infinity();
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        for (const tula_job_plan& p :
+             {make_plan(0, 64, 1, 1.0, "a@b"), make_plan(2, 0, 1, 1.0, "a@b"), make_plan(2, 64, 0, 1.0, "a@b"),
+              make_plan(2, 64, 1, -1.0, "a@b"), make_plan(2, 64, 1, inf, "a@b"), make_plan(2, 64, 1, nan, "a@b"),
+              make_plan(2, 64, 1, 1.0, ""), make_plan(2, 64, 1, 1.0, "bad name@x")}) {
+            tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
+            char err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_plan_env(&p, env, err, sizeof err));
+            CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0);
+        }
+        // A workload field without its NUL is bounded, not overrun.
+        tula_job_plan p = make_plan(2, 64, 1, 1.0, "");
+        std::memset(p.workload, 'w', sizeof p.workload);
+        tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_plan_env(&p, env, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_plan_env(nullptr, env, err, sizeof err));
+    }
+
+    void test_one_line() {
+        char out[16];
+        tula_plugin_one_line("tula: a\nb\tc", out, sizeof out);
+        CPPUNIT_ASSERT_EQUAL(std::string("tula: a b c"), std::string(out));
+        const std::string longer(100, 'x');
+        tula_plugin_one_line(longer.c_str(), out, sizeof out);
+        CPPUNIT_ASSERT_EQUAL(longer.substr(0, sizeof out - 1), std::string(out));
+        tula_plugin_one_line(nullptr, out, sizeof out);
+        CPPUNIT_ASSERT_EQUAL(std::string(), std::string(out));
+        tula_plugin_one_line("abc", out, 1);
+        CPPUNIT_ASSERT_EQUAL(std::string(), std::string(out));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(PluginConfigTest);
