@@ -1,0 +1,199 @@
+// tula CLI: shared options, configuration, messages and files (see common.hpp).
+#include "common.hpp"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "format.hpp"
+#include "tula/error.hpp"
+
+namespace tula::cli {
+
+void add_common_options(CLI::App* sub, CommonOptions* o, bool write) {
+    sub->add_option("--conf", o->conf,
+                    "site configuration (default: $TULA_CONF, else /etc/slurm/tula.conf; a missing default file "
+                    "means built-in defaults)")
+        ->type_name("PATH");
+    if (write)
+        sub->add_option("--db", o->dbs,
+                        "profile database to write (default: the user's, $XDG_DATA_HOME/tula/profiles.db)")
+            ->type_name("PATH")
+            ->expected(1)
+            ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    else
+        sub->add_option("--db", o->dbs,
+                        "profile database to read; repeatable (default: system_db of tula.conf, then the user's)")
+            ->type_name("PATH");
+}
+
+bool file_exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+LoadedConfig load_cli_config(const CommonOptions& o) {
+    LoadedConfig lc;
+    const bool explicit_conf = !o.conf.empty();
+    if (explicit_conf) {
+        lc.path = o.conf;
+    } else if (const char* env = std::getenv("TULA_CONF"); env && *env) {
+        lc.path = env;
+    } else {
+        lc.path = kDefaultConfPath;
+    }
+    if (!explicit_conf) {
+        struct stat st;
+        if (::stat(lc.path.c_str(), &st) != 0 && errno == ENOENT) return lc;  // built-in defaults
+    }
+    lc.config = load_config(lc.path);
+    lc.from_file = true;
+    return lc;
+}
+
+std::vector<std::string> read_db_paths(const CommonOptions& o, const Config& cfg, std::vector<std::string>* warnings) {
+    std::vector<std::string> in;
+    if (!o.dbs.empty()) {
+        in = o.dbs;
+    } else {
+        in.push_back(cfg.system_db);
+        try {
+            in.push_back(user_db_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")));
+        } catch (const std::exception& e) {
+            if (warnings) warnings->push_back(bare_message(e.what()));
+        }
+    }
+    std::vector<std::string> out;
+    for (const auto& p : in) {
+        if (p.empty()) continue;
+        bool dup = false;
+        for (const auto& q : out) dup = dup || q == p;
+        if (!dup) out.push_back(p);
+    }
+    return out;
+}
+
+std::string absolute_path(const std::string& p) {
+    if (!p.empty() && p[0] == '/') return p;
+    char buf[PATH_MAX];
+    if (!::getcwd(buf, sizeof buf))
+        throw Error(std::string("cannot read the current directory: ") + std::strerror(errno));
+    std::string rel = p;
+    while (rel.rfind("./", 0) == 0) rel = rel.substr(2);
+    return std::string(buf) + (rel.empty() ? "" : "/" + rel);
+}
+
+std::string write_db_path(const CommonOptions& o) {
+    if (o.dbs.size() > 1) throw UsageError("--db: give one database to write, not " + std::to_string(o.dbs.size()));
+    if (!o.dbs.empty()) {
+        if (o.dbs[0].empty()) throw UsageError("--db: the path is empty");
+        return absolute_path(o.dbs[0]);
+    }
+    return absolute_path(user_db_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")));
+}
+
+void print_error(const std::string& msg) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "tula: %s\n", one_line(bare_message(msg), 4000).c_str());
+    std::fflush(stderr);
+}
+
+void print_warning(const std::string& msg) {
+    std::string m = bare_message(msg);
+    if (m.rfind("warning: ", 0) == 0) m = m.substr(9);
+    std::fflush(stdout);
+    std::fprintf(stderr, "tula: warning: %s\n", one_line(m, 4000).c_str());
+    std::fflush(stderr);
+}
+
+std::vector<DbHandle> open_read_dbs(const std::vector<std::string>& paths) {
+    std::vector<DbHandle> out;
+    for (const auto& p : paths) {
+        DbHandle h;
+        h.path = p;
+        struct stat st;
+        if (::stat(p.c_str(), &st) != 0 && errno == ENOENT) {
+            h.missing = true;
+        } else {
+            try {
+                h.db.emplace(ProfileDb::open(p, ProfileDb::Mode::ReadOnly));
+            } catch (const std::exception& e) {
+                h.error = one_line(bare_message(e.what()));
+            }
+        }
+        out.push_back(std::move(h));
+    }
+    return out;
+}
+
+bool stdout_colour() {
+    if (!::isatty(STDOUT_FILENO)) return false;
+    if (const char* nc = std::getenv("NO_COLOR"); nc && *nc) return false;
+    const char* term = std::getenv("TERM");
+    return term && *term && std::strcmp(term, "dumb") != 0;
+}
+
+std::string bold(const std::string& s, bool on) { return on ? "\033[1m" + s + "\033[0m" : s; }
+std::string dim(const std::string& s, bool on) { return on ? "\033[2m" + s + "\033[0m" : s; }
+std::string green(const std::string& s, bool on) { return on ? "\033[32m" + s + "\033[0m" : s; }
+
+std::string read_text_file(const std::string& path, size_t max_bytes) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error("cannot read " + path + ": not a regular file");
+    }
+    std::string text;
+    char buf[65536];
+    while (text.size() < max_bytes) {
+        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes - text.size()));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int e = errno;
+            ::close(fd);
+            throw Error("cannot read " + path + ": " + std::strerror(e));
+        }
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return text;
+}
+
+std::string self_exe_dir() {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return "";
+    std::string p(buf, static_cast<size_t>(n));
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return "";
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+std::optional<std::string> find_in_path(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    if (!path || !*path) return std::nullopt;
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+        size_t end = p.find(':', start);
+        if (end == std::string::npos) end = p.size();
+        std::string dir = p.substr(start, end - start);
+        if (dir.empty()) dir = ".";
+        const std::string cand = dir + "/" + name;
+        struct stat st;
+        if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+}  // namespace tula::cli

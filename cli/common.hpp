@@ -1,0 +1,113 @@
+// tula CLI: what every command shares: exit statuses, the common options (--conf, --db),
+// configuration and database lookup, messages, terminal colour, files and programs.
+#pragma once
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tula/conf.hpp"
+#include "tula/db.hpp"
+
+namespace tula::cli {
+
+/// Exit statuses of every command (tula(1), EXIT STATUS).
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;  ///< runtime error: missing file, unknown workload, failed job ...
+constexpr int kExitUsage = 2;  ///< bad command line
+
+/// A command-line mistake found after parsing (conflicting or malformed values): exit 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// What a parsed command does; set by the subcommand's parse callback, run by main().
+/// Returns the exit status. May throw tula::Error (exit 1) or UsageError (exit 2).
+using Action = std::function<int()>;
+
+/// Path of the configuration used when --conf is not given: $TULA_CONF, else this.
+constexpr const char* kDefaultConfPath = "/etc/slurm/tula.conf";
+
+/// --conf and --db, given to every command.
+struct CommonOptions {
+    std::string conf;              ///< --conf; empty when not given
+    std::vector<std::string> dbs;  ///< --db, in order; empty when not given
+};
+
+/// Adds --conf PATH and --db PATH to `sub`. `write` = the command writes one database:
+/// --db then takes one path (default: the user's database), else it is repeatable (default:
+/// the system database of tula.conf, then the user's).
+void add_common_options(CLI::App* sub, CommonOptions* o, bool write);
+
+/// The configuration a command uses and where it came from.
+struct LoadedConfig {
+    Config config;
+    std::string path;        ///< the file read, or the one that was missing
+    bool from_file = false;  ///< false: built-in defaults (the default file does not exist)
+};
+
+/// Loads --conf, else $TULA_CONF, else /etc/slurm/tula.conf. A file that does not exist
+/// gives the built-in defaults unless it was named with --conf. Errors: tula::Error for an
+/// explicit --conf that is missing, an unreadable file, or a parse error (names the line).
+LoadedConfig load_cli_config(const CommonOptions& o);
+
+/// Databases a read-only command reads, in order: --db paths as given, else the system
+/// database of `cfg` then the user's (tula::user_db_path with $XDG_DATA_HOME, $HOME);
+/// duplicates dropped. When the user's path cannot be found (no HOME) a warning is appended.
+std::vector<std::string> read_db_paths(const CommonOptions& o, const Config& cfg, std::vector<std::string>* warnings);
+
+/// The database a writing command writes: --db (exactly one), else the user's. Returned as
+/// an absolute path. Errors: tula::Error when there is no HOME/XDG_DATA_HOME; UsageError
+/// for more than one --db.
+std::string write_db_path(const CommonOptions& o);
+
+/// `p` made absolute against the current directory (not resolved). Errors: tula::Error when
+/// the current directory cannot be read.
+std::string absolute_path(const std::string& p);
+
+/// Prints "tula: MSG" on stderr (MSG's own "tula: " prefix is not doubled), one line.
+void print_error(const std::string& msg);
+/// Prints "tula: warning: MSG" on stderr.
+void print_warning(const std::string& msg);
+
+/// True when standard output is a terminal, $NO_COLOR is unset and $TERM is not "dumb".
+bool stdout_colour();
+/// `s` in bold / dim / green when `on`, else `s` unchanged (ANSI SGR sequences).
+std::string bold(const std::string& s, bool on);
+std::string dim(const std::string& s, bool on);
+std::string green(const std::string& s, bool on);
+
+/// Reads at most `max_bytes` of a regular file. Errors: tula::Error naming the path and
+/// strerror, or saying it is not a regular file.
+std::string read_text_file(const std::string& path, size_t max_bytes);
+
+/// Directory of the running executable (dirname of /proc/self/exe); "" when unknown.
+std::string self_exe_dir();
+
+/// The first executable `name` in $PATH; nullopt when there is none.
+std::optional<std::string> find_in_path(const std::string& name);
+
+/// True if `path` exists; errno-free helper (stat).
+bool file_exists(const std::string& path);
+
+/// One database of a read-only command, opened read-only when it exists and is readable.
+struct DbHandle {
+    std::string path;
+    bool missing = false;            ///< the file does not exist
+    std::string error;               ///< why it could not be read (one line), else ""
+    std::optional<ProfileDb> db;     ///< set when it was opened
+};
+
+/// Opens each path read-only (see DbHandle). Never throws for a bad database.
+std::vector<DbHandle> open_read_dbs(const std::vector<std::string>& paths);
+
+/// Adds the subcommands. Each one's parse callback sets `*action`.
+void add_plan_command(CLI::App& app, Action* action);
+void add_profile_command(CLI::App& app, Action* action);
+void add_db_command(CLI::App& app, Action* action);
+void add_explain_command(CLI::App& app, Action* action);
+
+}  // namespace tula::cli

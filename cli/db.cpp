@@ -1,0 +1,319 @@
+// tula CLI: `tula db list` and `tula db show WORKLOAD` -- the profile databases, read by
+// people (tula(1), "tula db").
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "tula/error.hpp"
+#include "tula/models.hpp"
+
+namespace tula::cli {
+namespace {
+
+struct ListOptions {
+    CommonOptions common;
+    std::string format = "table";
+};
+
+struct ShowOptions {
+    CommonOptions common;
+    std::string workload;
+    std::string format = "table";
+};
+
+// What one database holds about each workload.
+struct WorkloadCounts {
+    std::optional<Workload> row;
+    size_t compute = 0;
+    int min_batch = 0, max_batch = 0;
+    size_t runs = 0;
+};
+
+// Per-workload counts of one open database. Errors: tula::Error on a read failure.
+std::map<std::string, WorkloadCounts> count_workloads(const ProfileDb& db) {
+    std::map<std::string, WorkloadCounts> m;
+    for (const auto& w : db.workloads()) m[w.name].row = w;
+    for (const auto& c : db.compute_samples("")) {
+        WorkloadCounts& wc = m[c.workload];
+        ++wc.compute;
+        wc.min_batch = wc.min_batch == 0 ? c.local_batch : std::min(wc.min_batch, c.local_batch);
+        wc.max_batch = std::max(wc.max_batch, c.local_batch);
+    }
+    for (const auto& r : db.runs("")) ++m[r.workload].runs;
+    return m;
+}
+
+std::string node_list(const std::vector<AllreduceSample>& a) {
+    std::set<int> nodes;
+    for (const auto& s : a) nodes.insert(s.nodes);
+    return join_ints(std::vector<int>(nodes.begin(), nodes.end()), ", ");
+}
+
+// Throws a tula::Error when a database named explicitly with --db does not exist.
+void check_explicit(const CommonOptions& c, const std::vector<DbHandle>& dbs) {
+    if (c.dbs.empty()) return;
+    for (const auto& h : dbs)
+        if (h.missing) throw Error("profile database " + h.path + " does not exist");
+}
+
+int run_list(const ListOptions& o) {
+    const LoadedConfig lc = load_cli_config(o.common);
+    std::vector<std::string> warnings;
+    const std::vector<DbHandle> dbs = open_read_dbs(read_db_paths(o.common, lc.config, &warnings));
+    for (const auto& w : warnings) print_warning(w);
+    const bool colour = stdout_colour();
+    int status = kExitOk;
+    Json out = Json::array();
+    for (const auto& h : dbs) {
+        Json jd;
+        jd["path"] = h.path;
+        std::string error = h.error;
+        std::map<std::string, WorkloadCounts> counts;
+        std::vector<AllreduceSample> allreduce;
+        if (h.db) {
+            try {
+                counts = count_workloads(*h.db);
+                allreduce = h.db->allreduce_samples();
+            } catch (const std::exception& e) {
+                error = one_line(bare_message(e.what()));
+            }
+        }
+        if (!error.empty() || (h.missing && !o.common.dbs.empty())) status = kExitError;
+        if (o.format == "json") {
+            jd["exists"] = !h.missing;
+            if (!error.empty()) jd["error"] = error;
+            Json wl = Json::array();
+            for (const auto& [name, c] : counts) {
+                Json j;
+                j["workload"] = name;
+                j["params"] = c.row ? Json(c.row->params) : Json(nullptr);
+                j["train_examples"] = c.row ? Json(c.row->train_examples) : Json(nullptr);
+                j["compute_points"] = c.compute;
+                j["runs"] = c.runs;
+                wl.push_back(std::move(j));
+            }
+            jd["workloads"] = std::move(wl);
+            jd["allreduce_points"] = allreduce.size();
+            out.push_back(std::move(jd));
+            continue;
+        }
+        if (h.missing) {
+            std::printf("%s: %s\n", bold(h.path, colour).c_str(), "does not exist");
+            continue;
+        }
+        if (!error.empty()) {
+            std::printf("%s: cannot read: %s\n", bold(h.path, colour).c_str(), error.c_str());
+            continue;
+        }
+        std::printf("%s:\n", bold(h.path, colour).c_str());
+        if (counts.empty()) {
+            std::printf("  no workloads\n");
+        } else {
+            Table t;
+            t.header = {"workload", "params", "train examples", "compute points", "local batches", "runs"};
+            t.right = {false, true, true, true, true, true};
+            for (const auto& [name, c] : counts)
+                t.rows.push_back({name, c.row ? std::to_string(c.row->params) : "-",
+                                  c.row ? std::to_string(c.row->train_examples) : "-", std::to_string(c.compute),
+                                  c.compute ? std::to_string(c.min_batch) + ".." + std::to_string(c.max_batch) : "-",
+                                  std::to_string(c.runs)});
+            std::fputs(render_table(t).c_str(), stdout);
+        }
+        std::printf("  allreduce points: %zu%s\n", allreduce.size(),
+                    allreduce.empty() ? "" : (" (nodes " + node_list(allreduce) + ")").c_str());
+    }
+    if (o.format == "json") std::printf("%s\n", out.dump(2).c_str());
+    if (status != kExitOk)
+        for (const auto& h : dbs) {
+            if (!h.error.empty()) print_error("cannot read " + h.path + ": " + h.error);
+            else if (h.missing && !o.common.dbs.empty()) print_error("profile database " + h.path + " does not exist");
+        }
+    return status;
+}
+
+int run_show(const ShowOptions& o) {
+    if (!valid_workload_name(o.workload))
+        throw UsageError("'" + one_line(o.workload, 80) + "' is not a workload name of the form MODEL@DATASET");
+    const LoadedConfig lc = load_cli_config(o.common);
+    std::vector<std::string> warnings;
+    const std::vector<DbHandle> dbs = open_read_dbs(read_db_paths(o.common, lc.config, &warnings));
+    check_explicit(o.common, dbs);
+
+    std::optional<Workload> row;
+    std::vector<std::pair<ComputeSample, std::string>> compute;  // sample, database
+    std::vector<AllreduceSample> allreduce;
+    std::vector<std::pair<RunRecord, std::string>> runs;
+    for (const auto& h : dbs) {
+        if (!h.error.empty()) warnings.push_back("skipping " + h.path + ": " + h.error);
+        if (!h.db) continue;
+        try {
+            if (auto w = h.db->workload(o.workload)) row = w;  // a later database overrides
+            for (auto& c : h.db->compute_samples(o.workload)) compute.emplace_back(c, h.path);
+            for (auto& a : h.db->allreduce_samples()) allreduce.push_back(a);
+            for (auto& r : h.db->runs(o.workload)) runs.emplace_back(r, h.path);
+        } catch (const std::exception& e) {
+            warnings.push_back("skipping " + h.path + ": " + one_line(bare_message(e.what())));
+        }
+    }
+    for (const auto& w : warnings) print_warning(w);
+    if (!row && compute.empty() && runs.empty()) {
+        std::string where;
+        for (const auto& h : dbs) where += (where.empty() ? "" : ", ") + h.path;
+        throw Error("no profile or run of workload " + o.workload + " in " + (where.empty() ? "any database" : where) +
+                    "; run `tula profile compute --workload " + o.workload + "`");
+    }
+    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.created > b.first.created; });
+
+    std::vector<ComputeSample> samples;
+    for (const auto& c : compute) samples.push_back(c.first);
+    std::optional<ComputeModel> cm;
+    std::string cm_error;
+    if (!samples.empty()) {
+        try {
+            cm = ComputeModel::fit(samples);
+        } catch (const std::exception& e) {
+            cm_error = bare_message(e.what());
+        }
+    }
+    std::optional<AllreduceModel> am;
+    std::string am_error;
+    if (!allreduce.empty()) {
+        try {
+            am = AllreduceModel::fit(allreduce);
+        } catch (const std::exception& e) {
+            am_error = bare_message(e.what());
+        }
+    }
+
+    if (o.format == "json") {
+        Json j;
+        j["workload"] = o.workload;
+        if (row) {
+            j["model"] = row->model;
+            j["dataset"] = row->dataset;
+            j["params"] = row->params;
+            j["train_examples"] = row->train_examples;
+            j["test_examples"] = row->test_examples;
+        }
+        Json cs = Json::array();
+        for (const auto& [c, path] : compute) {
+            Json x;
+            x["local_batch"] = c.local_batch;
+            x["seconds_per_iter"] = c.seconds_per_iter;
+            x["iters"] = c.iters;
+            x["threads"] = c.threads;
+            x["host"] = c.host;
+            x["database"] = path;
+            cs.push_back(std::move(x));
+        }
+        j["compute_samples"] = std::move(cs);
+        if (cm) j["compute_model"] = {{"t0_seconds", cm->t0}, {"t1_seconds_per_example", cm->t1},
+                                      {"min_batch", cm->min_batch}, {"max_batch", cm->max_batch},
+                                      {"rmse_seconds", cm->rmse}};
+        else j["compute_model"] = nullptr;
+        if (!cm_error.empty()) j["compute_model_error"] = cm_error;
+        if (am) j["allreduce_model"] = {{"alpha_seconds", am->alpha}, {"beta_seconds_per_byte", am->beta},
+                                        {"rmse_seconds", am->rmse}, {"samples", allreduce.size()}};
+        else j["allreduce_model"] = nullptr;
+        if (!am_error.empty()) j["allreduce_model_error"] = am_error;
+        Json rs = Json::array();
+        for (const auto& [r, path] : runs) {
+            Json x = run_json(r);
+            x["database"] = path;
+            rs.push_back(std::move(x));
+        }
+        j["runs"] = std::move(rs);
+        std::printf("%s\n", j.dump(2).c_str());
+        return kExitOk;
+    }
+
+    const bool colour = stdout_colour();
+    if (row)
+        std::printf("%s: model %s, data set %s, %lld parameters (%s of float32 gradients), %lld training / %lld test "
+                    "examples\n",
+                    bold(o.workload, colour).c_str(), row->model.c_str(), row->dataset.c_str(),
+                    static_cast<long long>(row->params), format_number("%.3g MB", 4.0 * row->params / 1e6).c_str(),
+                    static_cast<long long>(row->train_examples), static_cast<long long>(row->test_examples));
+    else
+        std::printf("%s: (no workload row: parameter and example counts unknown)\n", bold(o.workload, colour).c_str());
+
+    std::printf("\n%s (%zu):\n", bold("compute samples", colour).c_str(), compute.size());
+    if (!compute.empty()) {
+        Table t;
+        t.header = {"local batch", "ms/iter", "fit ms/iter", "images/s", "iters", "threads", "host", "database"};
+        t.right = {true, true, true, true, true, true, false, false};
+        for (const auto& [c, path] : compute)
+            t.rows.push_back({std::to_string(c.local_batch), format_number("%.3f", c.seconds_per_iter * 1e3),
+                              cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch) * 1e3) : "-",
+                              c.seconds_per_iter > 0 ? format_number("%.0f", c.local_batch / c.seconds_per_iter) : "-",
+                              std::to_string(c.iters), std::to_string(c.threads), c.host, path});
+        std::fputs(render_table(t).c_str(), stdout);
+    }
+    if (cm)
+        std::printf("%s t(b) = %s ms + %s ms x b  (least squares over local batch %d..%d, rmse %s ms)\n",
+                    bold("compute model:", colour).c_str(), format_number("%.3f", cm->t0 * 1e3).c_str(),
+                    format_number("%.4f", cm->t1 * 1e3).c_str(), cm->min_batch, cm->max_batch,
+                    format_number("%.3f", cm->rmse * 1e3).c_str());
+    else
+        std::printf("%s none (%s)\n", bold("compute model:", colour).c_str(),
+                    cm_error.empty() ? "no compute samples; run tula profile compute" : cm_error.c_str());
+    if (am)
+        std::printf("%s alpha = %s us per step, beta = %s ns per byte  (%zu samples, nodes %s; all workloads)\n",
+                    bold("allreduce model:", colour).c_str(), format_number("%.2f", am->alpha * 1e6).c_str(),
+                    format_number("%.4f", am->beta * 1e9).c_str(), allreduce.size(), node_list(allreduce).c_str());
+    else
+        std::printf("%s none (%s)\n", bold("allreduce model:", colour).c_str(),
+                    am_error.empty() ? "no allreduce samples; run tula profile allreduce" : am_error.c_str());
+
+    std::printf("\n%s (%zu):\n", bold("runs", colour).c_str(), runs.size());
+    if (!runs.empty()) {
+        Table t;
+        t.header = {"job", "finished", "nodes", "global batch", "epochs", "predicted", "measured", "error",
+                    "test accuracy"};
+        t.right = {false, false, true, true, true, true, true, true, true};
+        for (const auto& [r, path] : runs) {
+            const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
+            t.rows.push_back({r.job_id.empty() ? "-" : r.job_id, format_time(r.created), std::to_string(r.nodes),
+                              std::to_string(r.global_batch), std::to_string(r.epochs),
+                              r.predicted_seconds > 0 ? format_number("%.1f s", r.predicted_seconds) : "-",
+                              format_number("%.1f s", r.measured_seconds),
+                              e ? format_number("%+.1f %%", *e) : "-",
+                              format_number("%.2f %%", r.test_accuracy * 100)});
+        }
+        std::fputs(render_table(t).c_str(), stdout);
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_db_command(CLI::App& app, Action* action) {
+    CLI::App* db = app.add_subcommand("db", "show the profile databases");
+    db->require_subcommand(1);
+    db->footer("See tula(1), \"tula db\" and \"PROFILE DATABASE\".");
+
+    auto l = std::make_shared<ListOptions>();
+    CLI::App* list = db->add_subcommand("list", "each database's workloads with their compute points and runs, and its allreduce points");
+    list->footer("Exit status: 0, or 1 when a database cannot be read or a --db does not exist.");
+    add_common_options(list, &l->common, false);
+    list->add_option("--format", l->format, "output: table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    list->callback([l, action] { *action = [l] { return run_list(*l); }; });
+
+    auto s = std::make_shared<ShowOptions>();
+    CLI::App* show = db->add_subcommand("show", "a workload's compute samples, fitted models and runs, over all databases");
+    show->footer("Exit status: 0, 1 when no database knows the workload, 2 usage error.");
+    add_common_options(show, &s->common, false);
+    show->add_option("workload", s->workload, "MODEL@DATASET")->required()->type_name("WORKLOAD");
+    show->add_option("--format", s->format, "output: table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    show->callback([s, action] { *action = [s] { return run_show(*s); }; });
+}
+
+}  // namespace tula::cli

@@ -1,0 +1,141 @@
+// tula CLI: `tula explain JOBID` -- predicted vs measured for a finished job, from the run
+// history tula-train writes to the profile database (tula(1), "tula explain").
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "tula/error.hpp"
+
+namespace tula::cli {
+namespace {
+
+struct ExplainOptions {
+    CommonOptions common;
+    std::string job_id;
+    std::string format = "table";
+};
+
+// "94.2 s", or "1234.5 s (20.6 min)" when minutes or hours read better.
+std::string seconds_text(double s) {
+    std::string t = format_number("%.1f s", s);
+    if (s >= 120) t += " (" + format_duration(s) + ")";
+    return t;
+}
+
+void print_run(const RunRecord& r, const std::string& db_path) {
+    const bool colour = stdout_colour();
+    std::printf("%s: %s on %s, global batch %d (local batch %d), %d epoch%s\n",
+                bold("job " + r.job_id, colour).c_str(), r.workload.c_str(), nodes_phrase(r.nodes).c_str(),
+                r.global_batch, r.nodes > 0 ? r.global_batch / r.nodes : 0, r.epochs, r.epochs == 1 ? "" : "s");
+    const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
+    Table t;
+    t.right = {false, false};
+    t.header = {"", ""};
+    t.rows.push_back({"predicted training time",
+                      r.predicted_seconds > 0
+                          ? seconds_text(r.predicted_seconds)
+                          : "none (the job was not planned by Tula)"});
+    t.rows.push_back({"measured training time",
+                      seconds_text(r.measured_seconds) + " (sum of epoch times, without evaluation)"});
+    t.rows.push_back({"prediction error", e ? format_number("%+.1f %%", *e) + " ((measured - predicted) / measured)" : "-"});
+    t.rows.push_back({"final test accuracy", format_number("%.2f %%", r.test_accuracy * 100)});
+    t.rows.push_back({"node-hours (measured)", format_number("%.4f", r.nodes * r.measured_seconds / 3600.0)});
+    const std::string when = format_time(r.created);
+    if (!when.empty()) t.rows.push_back({"finished", when});
+    t.rows.push_back({"database", db_path});
+    std::vector<std::string> lines = render_table_lines(t);
+    for (size_t i = 1; i < lines.size(); ++i) std::printf("%s\n", lines[i].c_str());
+
+    const size_t n = r.epoch_seconds.size();
+    if (n == 0) return;
+    Table ep;
+    ep.header = {"epoch", "seconds", "train loss", "test accuracy"};
+    ep.right = {true, true, true, true};
+    for (size_t i = 0; i < n; ++i)
+        ep.rows.push_back({std::to_string(i + 1), format_number("%.2f", r.epoch_seconds[i]),
+                           i < r.epoch_train_loss.size() ? format_number("%.4f", r.epoch_train_loss[i]) : "-",
+                           i < r.epoch_test_accuracy.size() ? format_number("%.2f %%", r.epoch_test_accuracy[i] * 100)
+                                                            : "-"});
+    std::printf("\n");
+    std::fputs(render_table(ep).c_str(), stdout);
+}
+
+int fail(const std::string& format, const std::string& message, int status) {
+    if (format == "kv") {
+        std::fputs(render_kv(error_kv(message)).c_str(), stdout);
+    } else if (format == "json") {
+        Json j;
+        j["status"] = "error";
+        j["message"] = one_line(bare_message(message), 4000);
+        std::printf("%s\n", j.dump(2).c_str());
+    }
+    print_error(message);
+    return status;
+}
+
+int run_explain(const ExplainOptions& o) {
+    try {
+        if (!valid_job_id(o.job_id))
+            throw UsageError("'" + one_line(o.job_id, 80) + "' is not a Slurm job id (digits, e.g. 42, or 42_3 / 42+0)");
+        const LoadedConfig lc = load_cli_config(o.common);
+        std::vector<std::string> warnings;
+        const std::vector<DbHandle> dbs = open_read_dbs(read_db_paths(o.common, lc.config, &warnings));
+        std::optional<RunRecord> best;
+        std::string best_db;
+        for (const auto& h : dbs) {
+            if (!h.error.empty()) warnings.push_back("skipping " + h.path + ": " + h.error);
+            if (!o.common.dbs.empty() && h.missing) warnings.push_back("profile database " + h.path + " does not exist");
+            if (!h.db) continue;
+            try {
+                auto r = h.db->run_by_job(o.job_id);
+                if (r && (!best || r->created > best->created)) {
+                    best = std::move(r);
+                    best_db = h.path;
+                }
+            } catch (const std::exception& e) {
+                warnings.push_back("skipping " + h.path + ": " + one_line(bare_message(e.what())));
+            }
+        }
+        for (const auto& w : warnings) print_warning(w);
+        if (!best) {
+            std::string where;
+            for (const auto& h : dbs) where += (where.empty() ? "" : ", ") + h.path;
+            throw Error("no run with job id " + o.job_id + " in " + (where.empty() ? "any profile database" : where) +
+                        " (tula-train records a run when the job finishes; is it finished, and did it write to one "
+                        "of these databases? see --db)");
+        }
+        if (o.format == "kv") {
+            std::fputs(render_kv(explain_kv(*best, best_db)).c_str(), stdout);
+        } else if (o.format == "json") {
+            Json j = run_json(*best);
+            j["status"] = "ok";
+            j["database"] = best_db;
+            std::printf("%s\n", j.dump(2).c_str());
+        } else {
+            print_run(*best, best_db);
+        }
+        return kExitOk;
+    } catch (const UsageError& e) {
+        return fail(o.format, e.what(), kExitUsage);
+    } catch (const std::exception& e) {
+        return fail(o.format, e.what(), kExitError);
+    }
+}
+
+}  // namespace
+
+void add_explain_command(CLI::App& app, Action* action) {
+    auto o = std::make_shared<ExplainOptions>();
+    CLI::App* sub = app.add_subcommand("explain", "predicted vs measured training time of a finished job");
+    sub->footer("Error = (measured - predicted) / measured x 100 %. Exit status: 0, 1 when no database has a run "
+                "with that job id, 2 usage error. See tula(1).");
+    add_common_options(sub, &o->common, false);
+    sub->add_option("jobid", o->job_id, "Slurm job id")->required()->type_name("JOBID");
+    sub->add_option("--format", o->format, "output: table, kv or json")
+        ->check(CLI::IsMember({"table", "kv", "json"}))
+        ->capture_default_str();
+    sub->callback([o, action] { *action = [o] { return run_explain(*o); }; });
+}
+
+}  // namespace tula::cli

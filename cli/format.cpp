@@ -1,0 +1,284 @@
+// tula CLI: pure formatting and validation helpers (see format.hpp).
+#include "format.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace tula::cli {
+
+std::string bare_message(const std::string& msg) {
+    std::string m = msg;
+    while (m.rfind("tula: ", 0) == 0) m = m.substr(6);
+    return m;
+}
+
+std::string one_line(const std::string& s, size_t max_bytes) {
+    std::string out;
+    out.reserve(s.size());
+    for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? ' ' : static_cast<char>(c);
+    const size_t a = out.find_first_not_of(' ');
+    if (a == std::string::npos) return "";
+    const size_t b = out.find_last_not_of(' ');
+    out = out.substr(a, b - a + 1);
+    if (out.size() > max_bytes) {
+        // Do not cut a UTF-8 sequence in the middle: back up over continuation bytes.
+        size_t n = max_bytes;
+        while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80) --n;
+        out = out.substr(0, n) + "...";
+    }
+    return out;
+}
+
+std::string format_number(const char* fmt, double v) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return buf;
+}
+
+std::string format_duration(double s) {
+    if (!std::isfinite(s) || s < 0) return "n/a";
+    if (s < 1.0) return format_number("%.0f ms", s * 1e3);
+    if (s < 100.0) return format_number("%.1f s", s);
+    if (s < 120.0) return format_number("%.0f s", s);
+    if (s < 7200.0) return format_number("%.1f min", s / 60.0);
+    if (s < 172800.0) return format_number("%.1f h", s / 3600.0);
+    return format_number("%.1f d", s / 86400.0);
+}
+
+std::string format_time(double t) {
+    if (!(t > 0) || !std::isfinite(t)) return "";
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    if (!localtime_r(&tt, &tm)) return "";
+    char buf[64];
+    if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm) == 0) return "";
+    return buf;
+}
+
+std::string nodes_phrase(int nodes) { return std::to_string(nodes) + (nodes == 1 ? " node" : " nodes"); }
+
+std::string join_ints(const std::vector<int>& v, const char* sep) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+    return s;
+}
+
+namespace {
+bool name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+}
+}  // namespace
+
+bool valid_workload_name(const std::string& name) {
+    if (name.empty() || name.size() > 127) return false;
+    const size_t at = name.find('@');
+    if (at == std::string::npos || at == 0 || at + 1 == name.size()) return false;
+    for (size_t i = 0; i < name.size(); ++i)
+        if (i != at && !name_char(name[i])) return false;
+    return true;
+}
+
+bool split_workload(const std::string& name, std::string* model, std::string* dataset) {
+    if (!valid_workload_name(name)) return false;
+    const size_t at = name.find('@');
+    if (model) *model = name.substr(0, at);
+    if (dataset) *dataset = name.substr(at + 1);
+    return true;
+}
+
+bool valid_job_id(const std::string& id) {
+    if (id.empty() || id.size() > 64) return false;
+    for (char c : id)
+        if (!name_char(c) && c != '+') return false;
+    return true;
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) {
+        if (c == '\'') q += "'\\''";
+        else q += c;
+    }
+    return q + "'";
+}
+
+std::optional<double> error_percent(double measured, double predicted) {
+    if (!(measured > 0) || !(predicted > 0) || !std::isfinite(measured) || !std::isfinite(predicted))
+        return std::nullopt;
+    return (measured - predicted) / measured * 100.0;
+}
+
+std::string policy_phrase(Policy p) {
+    switch (p) {
+        case Policy::Auto: return "knee of the time/cost Pareto front";
+        case Policy::Time: return "fastest";
+        case Policy::Cost: return "cheapest";
+    }
+    return "?";
+}
+
+std::string plan_summary(const PlanReport& r) {
+    const Candidate& c = r.plan.choice();
+    std::string s = r.workload + ": " + nodes_phrase(c.nodes) + " x global batch " + std::to_string(c.global_batch) +
+                    ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(r.epochs) +
+                    (r.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
+                    " node-hours";
+    if (r.price_per_node_hour != 1.0) s += ", cost " + format_number("%.4g", c.cost);
+    std::string why = policy_phrase(r.policy);
+    if (r.fixed_nodes > 0) why += " for " + nodes_phrase(r.fixed_nodes);
+    return s + " (" + why + ")";
+}
+
+KeyValues plan_kv(const PlanReport& r) {
+    const Candidate& c = r.plan.choice();
+    KeyValues kv = {
+        {"status", "ok"},
+        {"workload", r.workload},
+        {"nodes", std::to_string(c.nodes)},
+        {"global_batch", std::to_string(c.global_batch)},
+        {"local_batch", std::to_string(c.local_batch)},
+        {"epochs", std::to_string(r.epochs)},
+        {"predicted_seconds", format_number("%.1f", c.total_seconds)},
+        {"epoch_seconds", format_number("%.3f", c.epoch_seconds)},
+        {"cost", format_number("%.4f", c.cost)},
+        {"node_hours", format_number("%.4f", c.node_hours)},
+        {"time_limit", std::to_string(r.plan.time_limit_minutes)},
+        {"candidates", std::to_string(r.plan.candidates.size())},
+        {"policy", policy_name(r.policy)},
+        {"reason", r.plan.reason},
+        {"summary", plan_summary(r)},
+    };
+    for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
+    return kv;
+}
+
+KeyValues error_kv(const std::string& message, const std::vector<std::string>& warnings) {
+    KeyValues kv = {{"status", "error"}, {"message", bare_message(message)}};
+    for (const auto& w : warnings) kv.emplace_back("warning", bare_message(w));
+    return kv;
+}
+
+std::string render_kv(const KeyValues& kv) {
+    std::string out;
+    for (const auto& [k, v] : kv) out += k + "=" + one_line(v, 2000) + "\n";
+    return out;
+}
+
+Json candidate_json(const Candidate& c) {
+    Json j;
+    j["nodes"] = c.nodes;
+    j["global_batch"] = c.global_batch;
+    j["local_batch"] = c.local_batch;
+    j["iter_seconds"] = c.iter_seconds;
+    j["epoch_seconds"] = c.epoch_seconds;
+    j["total_seconds"] = c.total_seconds;
+    j["node_hours"] = c.node_hours;
+    j["cost"] = c.cost;
+    j["pareto"] = c.pareto;
+    return j;
+}
+
+Json plan_json(const PlanReport& r) {
+    Json j;
+    j["status"] = "ok";
+    j["workload"] = r.workload;
+    j["epochs"] = r.epochs;
+    j["policy"] = policy_name(r.policy);
+    if (r.fixed_nodes > 0) j["fixed_nodes"] = r.fixed_nodes;
+    j["price_per_node_hour"] = r.price_per_node_hour;
+    j["time_margin"] = r.time_margin;
+    j["time_overhead_seconds"] = r.time_overhead;
+    Json cands = Json::array();
+    for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
+        Json c = candidate_json(r.plan.candidates[i]);
+        c["chosen"] = (i == r.plan.chosen);
+        cands.push_back(std::move(c));
+    }
+    j["candidates"] = std::move(cands);
+    j["chosen"] = r.plan.chosen;
+    j["choice"] = candidate_json(r.plan.choice());
+    j["reason"] = r.plan.reason;
+    j["time_limit_minutes"] = r.plan.time_limit_minutes;
+    j["summary"] = plan_summary(r);
+    Json w = Json::array();
+    for (const auto& s : r.warnings) w.push_back(bare_message(s));
+    j["warnings"] = std::move(w);
+    return j;
+}
+
+Json run_json(const RunRecord& r) {
+    Json j;
+    j["id"] = r.id;
+    j["job_id"] = r.job_id;
+    j["workload"] = r.workload;
+    j["nodes"] = r.nodes;
+    j["global_batch"] = r.global_batch;
+    j["epochs"] = r.epochs;
+    j["predicted_seconds"] = r.predicted_seconds;
+    j["measured_seconds"] = r.measured_seconds;
+    const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
+    j["error_percent"] = e ? Json(*e) : Json(nullptr);
+    j["test_accuracy"] = r.test_accuracy;
+    j["created"] = r.created;
+    j["epoch_seconds"] = r.epoch_seconds;
+    j["epoch_train_loss"] = r.epoch_train_loss;
+    j["epoch_test_accuracy"] = r.epoch_test_accuracy;
+    return j;
+}
+
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path) {
+    const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
+    return {
+        {"status", "ok"},
+        {"job_id", r.job_id},
+        {"workload", r.workload},
+        {"nodes", std::to_string(r.nodes)},
+        {"global_batch", std::to_string(r.global_batch)},
+        {"local_batch", r.nodes > 0 ? std::to_string(r.global_batch / r.nodes) : ""},
+        {"epochs", std::to_string(r.epochs)},
+        {"measured_seconds", format_number("%.1f", r.measured_seconds)},
+        {"predicted_seconds", format_number("%.1f", r.predicted_seconds)},
+        {"error_percent", e ? format_number("%.1f", *e) : ""},
+        {"test_accuracy", format_number("%.4f", r.test_accuracy)},
+        {"database", db_path},
+    };
+}
+
+std::vector<std::string> render_table_lines(const Table& t, const std::string& indent) {
+    const size_t ncol = t.header.size();
+    std::vector<size_t> width(ncol, 0);
+    auto cell = [&](const std::vector<std::string>& row, size_t i) -> const std::string& {
+        static const std::string empty;
+        return i < row.size() ? row[i] : empty;
+    };
+    for (size_t i = 0; i < ncol; ++i) {
+        width[i] = t.header[i].size();
+        for (const auto& row : t.rows) width[i] = std::max(width[i], cell(row, i).size());
+    }
+    auto line = [&](const std::vector<std::string>& row) {
+        std::string s = indent;
+        for (size_t i = 0; i < ncol; ++i) {
+            const std::string& c = cell(row, i);
+            const std::string pad(width[i] - c.size(), ' ');
+            const bool right = i < t.right.size() && t.right[i];
+            if (i) s += "  ";
+            s += right ? pad + c : c + pad;
+        }
+        const size_t end = s.find_last_not_of(' ');
+        return end == std::string::npos ? std::string() : s.substr(0, end + 1);
+    };
+    std::vector<std::string> out;
+    out.push_back(line(t.header));
+    for (const auto& row : t.rows) out.push_back(line(row));
+    return out;
+}
+
+std::string render_table(const Table& t, const std::string& indent) {
+    std::string s;
+    for (const auto& l : render_table_lines(t, indent)) s += l + "\n";
+    return s;
+}
+
+}  // namespace tula::cli

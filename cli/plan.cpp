@@ -1,0 +1,184 @@
+// tula CLI: `tula plan` -- predicts every (nodes, global batch) candidate for a workload and
+// shows the choice (tula(1), "tula plan"). The `--format kv` output is the contract read by
+// etc/cli_filter.lua at submission time; keep its keys stable.
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "tula/error.hpp"
+#include "tula/planner.hpp"
+#include "tula/workload.hpp"
+
+namespace tula::cli {
+namespace {
+
+constexpr size_t kMaxScriptBytes = 1 << 20;  // parse_train_command reads at most 1 MiB too
+
+struct PlanOptions {
+    CommonOptions common;
+    std::string workload;
+    std::string script;
+    int epochs = 0;     // 0: the script's, else tula.conf's default_epochs
+    int max_nodes = 0;  // 0: tula.conf's max_nodes
+    int nodes = 0;      // 0: any node count up to max_nodes
+    std::string policy = "auto";
+    std::string format = "table";
+    bool json = false;
+};
+
+// The human-readable plan: candidates table, choice, reason, time limit.
+void print_table(const PlanReport& r) {
+    const bool colour = stdout_colour();
+    const Plan& p = r.plan;
+    int lo = 0, hi = 0;
+    for (const auto& c : p.candidates) {
+        lo = lo == 0 ? c.nodes : std::min(lo, c.nodes);
+        hi = std::max(hi, c.nodes);
+    }
+    std::printf("%s: %d epoch%s, policy %s, %s, price %s per node-hour\n", bold(r.workload, colour).c_str(), r.epochs,
+                r.epochs == 1 ? "" : "s", policy_name(r.policy),
+                lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
+                format_number("%g", r.price_per_node_hour).c_str());
+    Table t;
+    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "training (s)", "node-hours",
+                "cost", "pareto"};
+    t.right = {false, true, true, true, true, true, true, true, true, false};
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+        const Candidate& c = p.candidates[i];
+        t.rows.push_back({i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
+                          std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
+                          format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.total_seconds),
+                          format_number("%.4f", c.node_hours), format_number("%.4f", c.cost), c.pareto ? "*" : ""});
+    }
+    const std::vector<std::string> lines = render_table_lines(t);
+    std::printf("%s\n", lines[0].c_str());
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+        const std::string& l = lines[i + 1];
+        if (i == p.chosen) std::printf("%s\n", bold(green(l, colour), colour).c_str());
+        else if (!p.candidates[i].pareto) std::printf("%s\n", dim(l, colour).c_str());
+        else std::printf("%s\n", l.c_str());
+    }
+    std::printf("  (> chosen, * on the time/cost Pareto front; training = %d epochs, without evaluation)\n", r.epochs);
+    const Candidate& c = p.choice();
+    std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours, cost %s\n",
+                bold("chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
+                format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(),
+                format_number("%.4g", c.cost).c_str());
+    std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
+    std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
+                format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());
+}
+
+// Reports a failure in the requested format; `status` is returned.
+int fail(const std::string& format, const std::string& message, const std::vector<std::string>& warnings,
+         int status) {
+    if (format == "kv") {
+        std::fputs(render_kv(error_kv(message, warnings)).c_str(), stdout);
+    } else if (format == "json") {
+        Json j;
+        j["status"] = "error";
+        j["message"] = one_line(bare_message(message), 4000);
+        Json w = Json::array();
+        for (const auto& s : warnings) w.push_back(bare_message(s));
+        j["warnings"] = std::move(w);
+        std::printf("%s\n", j.dump(2).c_str());
+    } else {
+        for (const auto& w : warnings) print_warning(w);
+    }
+    print_error(message);
+    return status;
+}
+
+int run_plan(const PlanOptions& o) {
+    const std::string format = o.json ? "json" : o.format;
+    std::vector<std::string> warnings;
+    try {
+        if (o.workload.empty() == o.script.empty())
+            throw UsageError("give either --workload MODEL@DATASET or --script PATH (see tula plan --help)");
+        if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
+            throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
+                             std::to_string(o.max_nodes));
+        if (!o.workload.empty() && !valid_workload_name(o.workload))
+            throw UsageError("--workload '" + one_line(o.workload, 80) +
+                             "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
+        const LoadedConfig lc = load_cli_config(o.common);
+
+        std::string workload = o.workload;
+        int epochs = o.epochs;
+        if (!o.script.empty()) {
+            const TrainCommand tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
+            if (!tc.found)
+                throw Error("no `tula-train --model NAME` line in " + o.script +
+                            "; name the workload with --workload MODEL@DATASET");
+            workload = tc.workload();
+            if (!valid_workload_name(workload))
+                throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
+                            "', which is not of the form MODEL@DATASET");
+            if (epochs <= 0) epochs = tc.epochs;
+        }
+        const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
+        const Policy policy = parse_policy(o.policy);
+
+        PlanReport r;
+        r.workload = workload;
+        r.epochs = epochs > 0 ? epochs : lc.config.default_epochs;  // as make_plan_request does
+        r.policy = policy;
+        r.price_per_node_hour = lc.config.price_per_node_hour;
+        r.time_margin = lc.config.time_margin;
+        r.time_overhead = lc.config.time_overhead;
+        r.fixed_nodes = o.nodes;
+        r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, policy, &warnings);
+        r.warnings = warnings;
+
+        if (format == "kv") {
+            std::fputs(render_kv(plan_kv(r)).c_str(), stdout);
+        } else if (format == "json") {
+            std::printf("%s\n", plan_json(r).dump(2).c_str());
+        } else {
+            for (const auto& w : warnings) print_warning(w);
+            print_table(r);
+        }
+        return kExitOk;
+    } catch (const UsageError& e) {
+        return fail(format, e.what(), warnings, kExitUsage);
+    } catch (const std::exception& e) {
+        return fail(format, e.what(), warnings, kExitError);
+    }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Action* action) {
+    auto o = std::make_shared<PlanOptions>();
+    CLI::App* sub = app.add_subcommand("plan", "predict time and cost of every (nodes, global batch) candidate and pick one");
+    sub->footer(
+        "Exactly one of --workload and --script. Output formats: table (people), kv (key=value lines, the "
+        "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
+        "workload, too few profile points, unreadable file), 2 usage error. See tula(1).");
+    add_common_options(sub, &o->common, false);
+    auto* wl = sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
+                   ->type_name("W");
+    auto* sc = sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
+                   ->type_name("PATH");
+    wl->excludes(sc);
+    sub->add_option("--epochs", o->epochs, "epochs to train (default: the script's --epochs, else default_epochs of tula.conf)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider (at most max_nodes of tula.conf)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--policy", o->policy, "auto (knee of the time/cost Pareto front), time (fastest), cost (cheapest)")
+        ->check(CLI::IsMember({"auto", "time", "cost"}))
+        ->capture_default_str();
+    auto* fmt = sub->add_option("--format", o->format, "output: table, kv or json")
+                    ->check(CLI::IsMember({"table", "kv", "json"}))
+                    ->capture_default_str();
+    sub->add_flag("--json", o->json, "same as --format json")->excludes(fmt);
+    sub->callback([o, action] { *action = [o] { return run_plan(*o); }; });
+}
+
+}  // namespace tula::cli

@@ -1,0 +1,416 @@
+// tula CLI: `tula profile compute` and `tula profile allreduce` -- measure what the models
+// need by running tula-train (directly, or in Slurm jobs with sbatch --wait), then read the
+// samples back from the profile database (tula(1), "tula profile").
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "process.hpp"
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/models.hpp"
+
+namespace tula::cli {
+namespace {
+
+struct ComputeOptions {
+    CommonOptions common;
+    std::string workload;
+    std::vector<int> batch_sizes{16, 32, 64, 128, 256};
+    int iters = 20;
+    std::string trainer;
+    std::string data_dir;
+};
+
+struct AllreduceOptions {
+    CommonOptions common;
+    std::vector<int> nodes{2};
+    std::vector<int64_t> sizes;  // empty: tula-train's defaults
+    std::string workload;        // optional: also measure this workload's gradient size
+    std::string trainer;
+    std::string partition;
+    std::string time = "10";     // Slurm time limit of each measuring job
+    std::string output_dir;      // where job output files go (default: a temporary directory)
+    int timeout = 600;           // seconds each job may take from submission to its end
+};
+
+// The tula-train to run: --trainer, else tula-train beside this tula, else $PATH. Absolute.
+std::string find_trainer(const std::string& given) {
+    if (!given.empty()) {
+        if (::access(given.c_str(), X_OK) != 0)
+            throw Error("--trainer " + given + " is not an executable file");
+        return absolute_path(given);
+    }
+    const std::string dir = self_exe_dir();
+    if (!dir.empty()) {
+        const std::string p = dir + "/tula-train";
+        if (::access(p.c_str(), X_OK) == 0) return p;
+    }
+    if (auto p = find_in_path("tula-train")) return absolute_path(*p);
+    throw Error("cannot find tula-train beside " + (dir.empty() ? std::string("tula") : dir + "/tula") +
+                " or in $PATH; build it (make) or pass --trainer PATH");
+}
+
+// Opens `db` read-only when it exists (nullopt when it does not). Errors: tula::Error when it
+// exists but cannot be read.
+std::optional<ProfileDb> open_existing(const std::string& db) {
+    if (!file_exists(db)) return std::nullopt;
+    return ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
+}
+
+size_t count_compute(const std::string& db, const std::string& workload) {
+    auto d = open_existing(db);
+    return d ? d->compute_samples(workload).size() : 0;
+}
+
+size_t count_allreduce(const std::string& db, int nodes) {
+    auto d = open_existing(db);
+    if (!d) return 0;
+    size_t n = 0;
+    for (const auto& a : d->allreduce_samples()) n += (a.nodes == nodes);
+    return n;
+}
+
+// The directory of `db` must exist or be creatable by tula-train; say so early when its
+// parent cannot be written.
+void check_db_writable(const std::string& db) {
+    if (file_exists(db)) {
+        if (::access(db.c_str(), W_OK) != 0)
+            throw Error("cannot write the profile database " + db + ": permission denied; pass --db PATH");
+        return;
+    }
+    std::string dir = db.substr(0, db.rfind('/'));
+    while (!dir.empty() && !file_exists(dir)) dir = dir.substr(0, dir.rfind('/'));
+    if (dir.empty()) dir = "/";
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error("cannot create the profile database " + db + ": " + dir + " is not writable; pass --db PATH");
+}
+
+int run_compute(const ComputeOptions& o) {
+    std::string model, dataset;
+    if (!split_workload(o.workload, &model, &dataset))
+        throw UsageError("--workload '" + one_line(o.workload, 80) +
+                         "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
+    if (o.batch_sizes.empty()) throw UsageError("--batch-sizes: give at least one local batch size");
+    for (int b : o.batch_sizes)
+        if (b < 1 || b > 65536) throw UsageError("--batch-sizes: " + std::to_string(b) + " is not in 1..65536");
+    if (!o.common.conf.empty()) load_cli_config(o.common);  // an explicit --conf must be valid
+    const std::string db = write_db_path(o.common);
+    const std::string trainer = find_trainer(o.trainer);
+    check_db_writable(db);
+    const size_t before = count_compute(db, o.workload);
+
+    std::printf("profile compute: %s, local batches %s, %d iterations each, into %s\n", o.workload.c_str(),
+                join_ints(o.batch_sizes).c_str(), o.iters, db.c_str());
+    std::vector<std::string> argv = {trainer,        "--model",       model, "--data", dataset, "--profile-compute",
+                                     "--batch-sizes", join_ints(o.batch_sizes), "--iters", std::to_string(o.iters),
+                                     "--db",         db};
+    if (!o.data_dir.empty()) {
+        argv.push_back("--data-dir");
+        argv.push_back(o.data_dir);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const ProcessResult r = run_process(argv);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.ok()) throw Error("profile compute failed: " + describe_result(r, trainer) + " (its messages are above)");
+
+    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
+    const std::vector<ComputeSample> all = d.compute_samples(o.workload);
+    if (all.size() <= before)
+        throw Error("tula-train exited 0 but recorded no compute samples of " + o.workload + " in " + db);
+    std::printf("profile compute: recorded %zu compute points of %s in %s (%zu in all) in %s\n", all.size() - before,
+                o.workload.c_str(), db.c_str(), all.size(), format_duration(secs).c_str());
+    try {
+        const ComputeModel m = ComputeModel::fit(all);
+        std::printf("profile compute: fit t(b) = %s ms + %s ms x b (local batch %d..%d, rmse %s ms)\n",
+                    format_number("%.3f", m.t0 * 1e3).c_str(), format_number("%.4f", m.t1 * 1e3).c_str(), m.min_batch,
+                    m.max_batch, format_number("%.3f", m.rmse * 1e3).c_str());
+    } catch (const std::exception& e) {
+        print_warning(std::string(e.what()) + "; tula plan needs at least 2 distinct local batch sizes");
+    }
+    return kExitOk;
+}
+
+// A private temporary directory for job output files; removed by the destructor.
+struct TempDir {
+    std::string path;
+    bool own = false;
+    std::vector<std::string> files;  // files to remove with the directory
+    explicit TempDir(const std::string& given) {
+        if (!given.empty()) {
+            path = absolute_path(given);
+            if (!file_exists(path) && ::mkdir(path.c_str(), 0700) != 0)
+                throw Error("cannot create --output-dir " + path + ": " + std::strerror(errno));
+            return;
+        }
+        const char* tmp = std::getenv("TMPDIR");
+        std::string templ = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/tula-profile.XXXXXX";
+        std::vector<char> buf(templ.begin(), templ.end());
+        buf.push_back('\0');
+        if (!::mkdtemp(buf.data())) throw Error("cannot create a temporary directory in " + templ + ": " + std::strerror(errno));
+        path = buf.data();
+        own = true;
+    }
+    ~TempDir() {
+        if (!own) return;
+        for (const auto& f : files) ::unlink(f.c_str());  // only what this command created
+        ::rmdir(path.c_str());
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+};
+
+// Pending reasons (squeue %r) of a job that will never start as submitted.
+bool hopeless_reason(const std::string& r) {
+    static const char* const kReasons[] = {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig",
+                                           "BadConstraints",     "InvalidAccount",     "InvalidQOS",
+                                           "QOSMaxNodePerJobLimit", "AssocMaxNodesPerJobLimit", "DependencyNeverSatisfied"};
+    for (const char* k : kReasons)
+        if (r == k) return true;
+    return false;
+}
+
+// Set by SIGINT / SIGTERM while a profiling job runs: the job is cancelled before exiting.
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int sig) { g_interrupted = sig; }
+
+// Installs on_interrupt for SIGINT and SIGTERM while it lives; restores the old handlers.
+struct InterruptGuard {
+    struct sigaction old_int {}, old_term {};
+    InterruptGuard() {
+        struct sigaction sa {};
+        sa.sa_handler = on_interrupt;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
+    ~InterruptGuard() {
+        sigaction(SIGINT, &old_int, nullptr);
+        sigaction(SIGTERM, &old_term, nullptr);
+    }
+};
+
+struct JobOutcome {
+    ProcessResult result;  // of sbatch --wait
+    std::string why;       // set when this command cancelled the job: why
+};
+
+// Runs `sbatch --wait ...` (argv) for a job named `name`; watches it with squeue every few
+// seconds and cancels it (scancel -n) when it pends for a reason that never clears or runs
+// longer than `timeout` seconds.
+JobOutcome run_job(const std::vector<std::string>& argv, const std::string& name, int nodes, int timeout) {
+    JobOutcome o;
+    // TULA_MODE=off: the cli_filter must not plan this job (it trains nothing).
+    InterruptGuard guard;
+    const pid_t pid = start_process(argv, {{"TULA_MODE", "off"}}, -1, -1, &o.result.error);
+    if (pid < 0) return o;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    double next_check = 2.0;
+    bool cancelled = false;
+    double cancel_time = 0;
+    while (!wait_process(pid, false, &o.result)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const double t = elapsed();
+        if (cancelled) {
+            if (t - cancel_time > 15) ::kill(pid, SIGTERM);  // sbatch --wait did not notice
+            continue;
+        }
+        if (g_interrupted) {
+            o.why = std::string("interrupted by ") + (g_interrupted == SIGINT ? "SIGINT" : "SIGTERM");
+        } else if (t > timeout) {
+            o.why = "the job did not finish within " + std::to_string(timeout) + " s (--timeout)";
+        } else if (t >= next_check) {
+            next_check = t + 3.0;
+            std::string q;
+            run_capture({"squeue", "-h", "-n", name, "-o", "%i|%T|%r"}, &q, 4096);
+            const std::string line = one_line(q.substr(0, q.find('\n')));
+            const size_t a = line.find('|'), b = line.rfind('|');
+            if (a != std::string::npos && b > a) {
+                const std::string id = line.substr(0, a), state = line.substr(a + 1, b - a - 1), reason = line.substr(b + 1);
+                if (state == "PENDING" && hopeless_reason(reason))
+                    o.why = "job " + id + " cannot start (" + reason + ": the partition cannot give it " +
+                            nodes_phrase(nodes) + " with these limits)";
+            }
+        }
+        if (!o.why.empty()) {
+            std::string ignored;
+            run_capture({"scancel", "-n", name}, &ignored, 4096);
+            cancelled = true;
+            cancel_time = t;
+        }
+    }
+    if (g_interrupted && !cancelled) {  // sbatch died of the terminal's SIGINT: the job lives on
+        std::string ignored;
+        run_capture({"scancel", "-n", name}, &ignored, 4096);
+        o.why = std::string("interrupted by ") + (g_interrupted == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    return o;
+}
+
+// Lines of a job output file, each prefixed; at most the last `max_lines`.
+std::string job_output(const std::string& file, const std::string& prefix, size_t max_lines) {
+    std::string text;
+    try {
+        text = read_text_file(file, 1 << 20);
+    } catch (const std::exception&) {
+        return prefix + "(no output file " + file + ")\n";
+    }
+    std::vector<std::string> lines;
+    size_t p = 0;
+    while (p < text.size()) {
+        size_t e = text.find('\n', p);
+        if (e == std::string::npos) e = text.size();
+        lines.push_back(one_line(text.substr(p, e - p), 1000));
+        p = e + 1;
+    }
+    std::string out;
+    const size_t start = lines.size() > max_lines ? lines.size() - max_lines : 0;
+    for (size_t i = start; i < lines.size(); ++i)
+        if (!lines[i].empty()) out += prefix + lines[i] + "\n";
+    return out;
+}
+
+int run_allreduce(const AllreduceOptions& o) {
+    if (o.nodes.empty()) throw UsageError("--nodes: give at least one node count, e.g. 2,3,4");
+    for (int k : o.nodes)
+        if (k < 2 || k > 100000)
+            throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (an allreduce needs 2 nodes or more)");
+    for (int64_t s : o.sizes)
+        if (s < 4 || s > (int64_t{1} << 30)) throw UsageError("--sizes: " + std::to_string(s) + " is not in 4..1073741824 bytes");
+    std::string model;
+    if (!o.workload.empty() && !split_workload(o.workload, &model, nullptr))
+        throw UsageError("--workload '" + one_line(o.workload, 80) + "' is not of the form MODEL@DATASET");
+    if (!o.common.conf.empty()) load_cli_config(o.common);
+    const std::string db = write_db_path(o.common);
+    const std::string trainer = find_trainer(o.trainer);
+    check_db_writable(db);
+    TempDir out_dir(o.output_dir);
+
+    std::vector<std::string> sizes;
+    for (int64_t s : o.sizes) sizes.push_back(std::to_string(s));
+    std::string size_list;
+    for (const auto& s : sizes) size_list += (size_list.empty() ? "" : ",") + s;
+
+    std::printf("profile allreduce: %s node(s), into %s\n", join_ints(o.nodes).c_str(), db.c_str());
+    for (int k : o.nodes) {
+        const size_t before = count_allreduce(db, k);
+        const std::string out = out_dir.path + "/allreduce-" + std::to_string(k) + "-nodes.out";
+        out_dir.files.push_back(out);
+        std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
+                           " --map-by node --bind-to none " + shell_quote(trainer) + " --profile-allreduce --db " +
+                           shell_quote(db);
+        if (!size_list.empty()) wrap += " --sizes " + size_list;
+        if (!model.empty()) wrap += " --model " + shell_quote(model);
+        // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
+        const std::string name = "tula-profile-allreduce-" + std::to_string(::getpid()) + "-" + std::to_string(k);
+        std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k), "--ntasks-per-node=1",
+                                         "-J", name, "-o", out, "-t", o.time};
+        if (!o.partition.empty()) {
+            argv.push_back("-p");
+            argv.push_back(o.partition);
+        }
+        argv.push_back("--wrap");
+        argv.push_back(wrap);
+        std::printf("profile allreduce: %s ... ", nodes_phrase(k).c_str());
+        std::fflush(stdout);
+        const auto t0 = std::chrono::steady_clock::now();
+        const JobOutcome job = run_job(argv, name, k, o.timeout);
+        const ProcessResult& r = job.result;
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!r.ok() || !job.why.empty()) {
+            std::printf("failed after %s\n", format_duration(secs).c_str());
+            std::fflush(stdout);
+            if (r.started) std::fprintf(stderr, "%s", job_output(out, "  | ", 40).c_str());
+            if (!job.why.empty())
+                throw Error("profile allreduce on " + nodes_phrase(k) + ": " + job.why + "; the job was cancelled");
+            throw Error("profile allreduce on " + nodes_phrase(k) + " failed: " + describe_result(r, "sbatch --wait") +
+                        (r.started ? " (its messages and the job's output are above)"
+                                    : "; is Slurm's sbatch installed and in $PATH?"));
+        }
+        const size_t after = count_allreduce(db, k);
+        std::printf("%s, %zu sample%s\n", format_duration(secs).c_str(), after - std::min(after, before),
+                    after - std::min(after, before) == 1 ? "" : "s");
+        std::fputs(job_output(out, "  | ", 40).c_str(), stdout);
+        if (after <= before) {
+            throw Error("the job on " + nodes_phrase(k) + " finished but recorded no allreduce samples for " +
+                        std::to_string(k) + " nodes in " + db + " (is " + db +
+                        " on a file system the job's first node can write?)");
+        }
+    }
+    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
+    const std::vector<AllreduceSample> all = d.allreduce_samples();
+    std::printf("profile allreduce: %zu allreduce samples in %s\n", all.size(), db.c_str());
+    try {
+        const AllreduceModel m = AllreduceModel::fit(all);
+        std::printf("profile allreduce: fit alpha = %s us per step, beta = %s ns per byte (rmse %s ms)\n",
+                    format_number("%.2f", m.alpha * 1e6).c_str(), format_number("%.4f", m.beta * 1e9).c_str(),
+                    format_number("%.3f", m.rmse * 1e3).c_str());
+    } catch (const std::exception& e) {
+        print_warning(e.what());
+    }
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, Action* action) {
+    CLI::App* prof = app.add_subcommand("profile", "measure compute and allreduce times into a profile database");
+    prof->require_subcommand(1);
+    prof->footer("See tula(1), \"tula profile\".");
+
+    auto c = std::make_shared<ComputeOptions>();
+    CLI::App* comp = prof->add_subcommand("compute", "time training iterations of a workload at several local batch sizes (runs tula-train on this node)");
+    comp->footer("Runs tula-train --profile-compute; exit status 0 when the points were recorded, 1 on failure, 2 usage error.");
+    add_common_options(comp, &c->common, true);
+    comp->add_option("--workload", c->workload, "MODEL@DATASET, e.g. lenet5@fashion-mnist")->type_name("W")->required();
+    comp->add_option("--batch-sizes", c->batch_sizes, "local batch sizes to time (comma list)")
+        ->delimiter(',')
+        ->type_name("B,...")
+        ->capture_default_str();
+    comp->add_option("--iters", c->iters, "timed iterations per batch size")
+        ->type_name("N")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    comp->add_option("--trainer", c->trainer, "tula-train to run (default: beside tula, else $PATH)")->type_name("PATH");
+    comp->add_option("--data-dir", c->data_dir, "passed to tula-train --data-dir (directory of the data set files)")
+        ->type_name("DIR");
+    comp->callback([c, action] { *action = [c] { return run_compute(*c); }; });
+
+    auto a = std::make_shared<AllreduceOptions>();
+    CLI::App* ar = prof->add_subcommand("allreduce", "time MPI allreduce on K nodes, one Slurm job per node count (sbatch --wait)");
+    ar->footer("Each job runs: mpirun -np K --map-by node tula-train --profile-allreduce --db DB. Exit status 0 when "
+               "every node count was recorded, 1 on failure, 2 usage error.");
+    add_common_options(ar, &a->common, true);
+    ar->add_option("--nodes", a->nodes, "node counts to measure (comma list, each >= 2)")
+        ->delimiter(',')
+        ->type_name("K,...")
+        ->capture_default_str();
+    ar->add_option("--sizes", a->sizes, "message sizes in bytes (comma list; default: tula-train's)")
+        ->delimiter(',')
+        ->type_name("BYTES,...");
+    ar->add_option("--workload", a->workload, "also measure this workload's gradient size (4 x parameters)")->type_name("W");
+    ar->add_option("--trainer", a->trainer, "tula-train to run (default: beside tula, else $PATH); must be visible on the nodes")
+        ->type_name("PATH");
+    ar->add_option("--partition", a->partition, "Slurm partition for the jobs (default: the cluster's)")->type_name("P");
+    ar->add_option("--time", a->time, "Slurm time limit of each job")->type_name("TIME")->capture_default_str();
+    ar->add_option("--timeout", a->timeout, "seconds each job may take from submission to its end, then it is cancelled")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1, 86400 * 7))
+        ->capture_default_str();
+    ar->add_option("--output-dir", a->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
+        ->type_name("DIR");
+    ar->callback([a, action] { *action = [a] { return run_allreduce(*a); }; });
+}
+
+}  // namespace tula::cli

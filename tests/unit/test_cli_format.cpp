@@ -1,0 +1,314 @@
+// Unit tests of the tula CLI's pure helpers (cli/format.hpp): one-line sanitizing, names and
+// job ids, shell quoting (checked against a real /bin/sh), durations (converted back), the
+// error percentage, text tables (column alignment read back), and the `tula plan --format kv`
+// contract (values read back and compared with the plan they came from).
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../cli/format.hpp"
+
+namespace {
+
+using namespace tula::cli;
+
+// Runs `/bin/sh -c "printf %s <quoted>"` and returns what the shell printed: the shell is the
+// independent reference for shell_quote.
+std::string through_shell(const std::string& quoted) {
+    const std::string cmd = "printf %s " + quoted;
+    int fds[2];
+    if (pipe(fds) != 0) return "<pipe failed>";
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return out;
+}
+
+// key=value lines into a map (first occurrence wins), as cli_filter.lua reads them.
+std::map<std::string, std::string> parse_kv(const std::string& text) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t eq = line.find('=');
+        if (eq == std::string::npos) continue;
+        m.emplace(line.substr(0, eq), line.substr(eq + 1));
+    }
+    return m;
+}
+
+// A plan with `n` candidates built from simple arithmetic (not from libtula's planner).
+tula::Plan synthetic_plan(size_t chosen) {
+    tula::Plan p;
+    for (int k = 1; k <= 2; ++k)
+        for (int b : {64, 256}) {
+            tula::Candidate c;
+            c.nodes = k;
+            c.global_batch = b;
+            c.local_batch = b / k;
+            c.iter_seconds = 0.001 * (1 + c.local_batch / 10.0);
+            c.epoch_seconds = std::ceil(60000.0 / b) * c.iter_seconds;
+            c.total_seconds = 7 * c.epoch_seconds;
+            c.node_hours = k * c.total_seconds / 3600;
+            c.cost = 2.5 * c.node_hours;
+            c.pareto = (b == 256);
+            p.candidates.push_back(c);
+        }
+    p.chosen = chosen;
+    p.reason = "line one\nline two\twith a tab";
+    p.time_limit_minutes = 4;
+    return p;
+}
+
+}  // namespace
+
+class CliFormatTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CliFormatTest);
+    CPPUNIT_TEST(test_one_line);
+    CPPUNIT_TEST(test_bare_message);
+    CPPUNIT_TEST(test_workload_names);
+    CPPUNIT_TEST(test_job_ids);
+    CPPUNIT_TEST(test_shell_quote_against_sh);
+    CPPUNIT_TEST(test_duration_converts_back);
+    CPPUNIT_TEST(test_error_percent);
+    CPPUNIT_TEST(test_table_alignment);
+    CPPUNIT_TEST(test_plan_kv_contract);
+    CPPUNIT_TEST(test_error_kv);
+    CPPUNIT_TEST(test_plan_json);
+    CPPUNIT_TEST(test_explain_kv);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_one_line() {
+        CPPUNIT_ASSERT_EQUAL(std::string("a b  c"), one_line("  a\nb\t\rc \n"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), one_line("\n\n\t"));
+        CPPUNIT_ASSERT_EQUAL(std::string("x y"), one_line("x\033y"));
+        // Cut at a byte budget, never inside a UTF-8 sequence.
+        const std::string s = "ab\xC3\xA9" "cd";  // "abécd": é is 2 bytes at offsets 2..3
+        CPPUNIT_ASSERT_EQUAL(std::string("ab..."), one_line(s, 3));
+        CPPUNIT_ASSERT_EQUAL(std::string("ab\xC3\xA9..."), one_line(s, 4));
+        CPPUNIT_ASSERT_EQUAL(s, one_line(s, 6));
+        std::mt19937 rng(7);
+        for (int i = 0; i < 200; ++i) {
+            std::string r;
+            const int n = static_cast<int>(rng() % 40);
+            for (int j = 0; j < n; ++j) r += static_cast<char>(rng() % 256);
+            const std::string o = one_line(r, 16);
+            for (unsigned char c : o) CPPUNIT_ASSERT(c >= 0x20 && c != 0x7f);
+            CPPUNIT_ASSERT(o.size() <= 16 + 3);
+        }
+    }
+
+    void test_bare_message() {
+        CPPUNIT_ASSERT_EQUAL(std::string("x"), bare_message("tula: x"));
+        CPPUNIT_ASSERT_EQUAL(std::string("x"), bare_message("tula: tula: x"));
+        CPPUNIT_ASSERT_EQUAL(std::string("tula-train: x"), bare_message("tula-train: x"));
+    }
+
+    void test_workload_names() {
+        CPPUNIT_ASSERT(valid_workload_name("lenet5@fashion-mnist"));
+        CPPUNIT_ASSERT(valid_workload_name("a_b.c@D-1"));
+        for (const char* bad : {"", "lenet5", "@x", "x@", "a b@c", "a@b@c", "a'@b", "a@b;rm", "a/b@c"})
+            CPPUNIT_ASSERT_MESSAGE(bad, !valid_workload_name(bad));
+        CPPUNIT_ASSERT(!valid_workload_name(std::string(100, 'a') + "@" + std::string(30, 'b')));
+        std::string m, d;
+        CPPUNIT_ASSERT(split_workload("fmnist-cnn@fashion-mnist", &m, &d));
+        CPPUNIT_ASSERT_EQUAL(std::string("fmnist-cnn"), m);
+        CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), d);
+        CPPUNIT_ASSERT(!split_workload("nope", &m, &d));
+    }
+
+    void test_job_ids() {
+        for (const char* ok : {"1", "42", "123_4", "77+0"}) CPPUNIT_ASSERT_MESSAGE(ok, valid_job_id(ok));
+        for (const char* bad : {"", "4 2", "1;2", "$(x)", "a/b"}) CPPUNIT_ASSERT_MESSAGE(bad, !valid_job_id(bad));
+        CPPUNIT_ASSERT(!valid_job_id(std::string(65, '1')));
+    }
+
+    void test_shell_quote_against_sh() {
+        const std::vector<std::string> cases = {"plain", "with space", "it's", "''", "$HOME", "`id`", "a\"b",
+                                                "back\\slash", "new\nline", "*?[x]", "-n", ""};
+        for (const auto& s : cases) CPPUNIT_ASSERT_EQUAL(s, through_shell(shell_quote(s)));
+        std::mt19937 rng(11);
+        for (int i = 0; i < 30; ++i) {
+            std::string r;
+            const int n = 1 + static_cast<int>(rng() % 20);
+            for (int j = 0; j < n; ++j) r += static_cast<char>(1 + rng() % 126);  // no NUL
+            CPPUNIT_ASSERT_EQUAL(r, through_shell(shell_quote(r)));
+        }
+    }
+
+    void test_duration_converts_back() {
+        const std::map<std::string, double> unit = {{"ms", 1e-3}, {"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+        for (double s : {0.0123, 0.5, 3.3, 42.0, 99.4, 110.0, 500.0, 5000.0, 50000.0, 500000.0}) {
+            const std::string f = format_duration(s);
+            std::istringstream in(f);
+            double v = 0;
+            std::string u;
+            in >> v >> u;
+            CPPUNIT_ASSERT_MESSAGE(f, unit.count(u) == 1);
+            const double back = v * unit.at(u);
+            CPPUNIT_ASSERT_MESSAGE(f, std::fabs(back - s) <= 0.05 * s + 0.0005);
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("n/a"), format_duration(-1));
+        CPPUNIT_ASSERT_EQUAL(std::string("n/a"), format_duration(NAN));
+    }
+
+    void test_error_percent() {
+        // measured m, predicted p: the prediction p = m (1 - e/100) for a chosen e.
+        for (double e : {-30.0, -5.0, 0.0, 2.5, 12.0}) {
+            const double m = 80.0;
+            const double p = m * (1 - e / 100);
+            const auto got = error_percent(m, p);
+            CPPUNIT_ASSERT(got.has_value());
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(e, *got, 1e-9);
+        }
+        CPPUNIT_ASSERT(!error_percent(80, 0).has_value());
+        CPPUNIT_ASSERT(!error_percent(0, 10).has_value());
+        CPPUNIT_ASSERT(!error_percent(NAN, 10).has_value());
+    }
+
+    void test_table_alignment() {
+        std::mt19937 rng(3);
+        Table t;
+        t.header = {"name", "n", "value"};
+        t.right = {false, true, true};
+        for (int i = 0; i < 12; ++i)
+            t.rows.push_back({std::string(1 + rng() % 9, 'a'), std::to_string(rng() % 100000),
+                              std::string(1 + rng() % 6, '7')});
+        const std::vector<std::string> lines = render_table_lines(t, "  ");
+        CPPUNIT_ASSERT_EQUAL(t.rows.size() + 1, lines.size());
+        // Widths from the data, independently of the renderer.
+        size_t w0 = 4, w1 = 1, w2 = 5;
+        for (const auto& r : t.rows) {
+            w0 = std::max(w0, r[0].size());
+            w1 = std::max(w1, r[1].size());
+            w2 = std::max(w2, r[2].size());
+        }
+        const size_t end1 = 2 + w0 + 2 + w1, end2 = end1 + 2 + w2;
+        for (size_t i = 1; i < lines.size(); ++i) {
+            const std::string& l = lines[i];
+            const auto& r = t.rows[i - 1];
+            CPPUNIT_ASSERT_EQUAL(r[0], l.substr(2, r[0].size()));          // left-aligned at the indent
+            CPPUNIT_ASSERT_EQUAL(r[1], l.substr(end1 - r[1].size(), r[1].size()));  // right-aligned
+            CPPUNIT_ASSERT_EQUAL(end2, l.size());                           // last column ends the line
+            CPPUNIT_ASSERT_EQUAL(r[2], l.substr(end2 - r[2].size()));
+        }
+        // A short row prints empty cells; no trailing blanks.
+        Table s{{"a", "b"}, {false, false}, {{"x"}}};
+        CPPUNIT_ASSERT_EQUAL(std::string("a  b\nx\n"), render_table(s, ""));
+    }
+
+    void test_plan_kv_contract() {
+        PlanReport r;
+        r.workload = "lenet5@fashion-mnist";
+        r.epochs = 7;
+        r.policy = tula::Policy::Auto;
+        r.price_per_node_hour = 2.5;
+        r.plan = synthetic_plan(3);
+        r.warnings = {"tula: profile database /x: locked\nretry"};
+        const std::string text = render_kv(plan_kv(r));
+        // Every line is key=value with a key of [a-z_].
+        std::istringstream in(text);
+        std::string line;
+        std::vector<std::string> keys;
+        while (std::getline(in, line)) {
+            const size_t eq = line.find('=');
+            CPPUNIT_ASSERT_MESSAGE(line, eq != std::string::npos && eq > 0);
+            for (size_t i = 0; i < eq; ++i) CPPUNIT_ASSERT(line[i] == '_' || (line[i] >= 'a' && line[i] <= 'z'));
+            keys.push_back(line.substr(0, eq));
+        }
+        const std::vector<std::string> contract = {"status",    "workload",   "nodes",      "global_batch",
+                                                   "local_batch", "epochs",   "predicted_seconds"};
+        for (size_t i = 0; i < contract.size(); ++i) CPPUNIT_ASSERT_EQUAL(contract[i], keys.at(i));
+        const auto kv = parse_kv(text);
+        const tula::Candidate& c = r.plan.candidates[3];
+        CPPUNIT_ASSERT_EQUAL(std::string("ok"), kv.at("status"));
+        CPPUNIT_ASSERT_EQUAL(c.nodes, std::stoi(kv.at("nodes")));
+        CPPUNIT_ASSERT_EQUAL(c.global_batch, std::stoi(kv.at("global_batch")));
+        CPPUNIT_ASSERT_EQUAL(c.local_batch, std::stoi(kv.at("local_batch")));
+        CPPUNIT_ASSERT_EQUAL(7, std::stoi(kv.at("epochs")));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.total_seconds, std::stod(kv.at("predicted_seconds")), 0.05 + 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.cost, std::stod(kv.at("cost")), 0.00005 + 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.node_hours, std::stod(kv.at("node_hours")), 0.00005 + 1e-12);
+        CPPUNIT_ASSERT_EQUAL(4, std::stoi(kv.at("time_limit")));
+        CPPUNIT_ASSERT_EQUAL(4, std::stoi(kv.at("candidates")));
+        CPPUNIT_ASSERT_EQUAL(std::string("auto"), kv.at("policy"));
+        CPPUNIT_ASSERT_EQUAL(std::string("line one line two with a tab"), kv.at("reason"));
+        CPPUNIT_ASSERT_EQUAL(std::string("profile database /x: locked retry"), kv.at("warning"));
+        const std::string& sum = kv.at("summary");
+        CPPUNIT_ASSERT(sum.rfind("lenet5@fashion-mnist: 2 nodes x global batch 256, predicted ", 0) == 0);
+        CPPUNIT_ASSERT(sum.find("(knee of the time/cost Pareto front)") != std::string::npos);
+        CPPUNIT_ASSERT(sum.find("cost ") != std::string::npos);  // price != 1: the cost is named
+    }
+
+    void test_error_kv() {
+        const auto kv = parse_kv(render_kv(error_kv("tula: no profile\nfor x", {"w1"})));
+        CPPUNIT_ASSERT_EQUAL(std::string("error"), kv.at("status"));
+        CPPUNIT_ASSERT_EQUAL(std::string("no profile for x"), kv.at("message"));
+        CPPUNIT_ASSERT_EQUAL(std::string("w1"), kv.at("warning"));
+    }
+
+    void test_plan_json() {
+        PlanReport r;
+        r.workload = "w@d";
+        r.epochs = 3;
+        r.policy = tula::Policy::Cost;
+        r.plan = synthetic_plan(1);
+        const Json j = Json::parse(plan_json(r).dump());
+        CPPUNIT_ASSERT_EQUAL(std::string("ok"), j.at("status").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("cost"), j.at("policy").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(size_t{4}, j.at("candidates").size());
+        for (size_t i = 0; i < 4; ++i) {
+            const auto& c = j.at("candidates")[i];
+            CPPUNIT_ASSERT_EQUAL(i == 1, c.at("chosen").get<bool>());
+            CPPUNIT_ASSERT_EQUAL(r.plan.candidates[i].global_batch, c.at("global_batch").get<int>());
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(r.plan.candidates[i].total_seconds, c.at("total_seconds").get<double>(), 1e-12);
+        }
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, j.at("chosen").get<size_t>());
+        CPPUNIT_ASSERT_EQUAL(r.plan.candidates[1].nodes, j.at("choice").at("nodes").get<int>());
+    }
+
+    void test_explain_kv() {
+        tula::RunRecord run;
+        run.job_id = "17";
+        run.workload = "w@d";
+        run.nodes = 2;
+        run.global_batch = 128;
+        run.epochs = 3;
+        run.measured_seconds = 50;
+        run.predicted_seconds = 45;
+        run.test_accuracy = 0.8765;
+        auto kv = parse_kv(render_kv(explain_kv(run, "/db")));
+        CPPUNIT_ASSERT_EQUAL(std::string("64"), kv.at("local_batch"));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((50.0 - 45.0) / 50.0 * 100, std::stod(kv.at("error_percent")), 0.05);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(run.test_accuracy, std::stod(kv.at("test_accuracy")), 5e-5);
+        run.predicted_seconds = 0;
+        kv = parse_kv(render_kv(explain_kv(run, "/db")));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("error_percent"));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CliFormatTest);
