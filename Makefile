@@ -124,15 +124,17 @@ $(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map
 	@mkdir -p $(@D)
 	$(CXX) -shared -fPIC -Wl,--version-script=plugin/tula.map -o $@ \
 	  $(PLUGIN_OBJ) $(LIBTULA_A) -lsqlite3 $(GSL_LIBS) -Wl,--unresolved-symbols=ignore-all
-$(UNIT_TESTS): $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(LIBTULA_A)
+# cli/format.o: the CLI's pure helpers (tables, kv output) are unit-tested too.
+UNIT_LINK   := $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(B)/obj/cli/format.o
+$(UNIT_TESTS): $(UNIT_LINK) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) -o $@ $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) \
+	$(TRAIN_CXX) -o $@ $(UNIT_LINK) \
 	  $(LIBTULA_LIBS) -lcppunit -lz -lpthread
 
 check:
 	@scripts/install-deps
 	@$(MAKE) --no-print-directory -j2 all
-	@tests/run
+	@B=$(B) tests/run
 
 unit: $(UNIT_TESTS)
 	@$(UNIT_TESTS)
@@ -140,7 +142,7 @@ unit: $(UNIT_TESTS)
 demo:
 	@scripts/install-deps
 	@$(MAKE) --no-print-directory -j2 all
-	@scripts/demo
+	@TULA_BUILD_DIR=$(B) scripts/demo
 
 bench: all
 	@bench/run

@@ -1,6 +1,8 @@
 // CppUnit runner for the unit tests. Usage: tula-unit-tests [TEST_NAME_PREFIX...]
 // Prints one line per test ("ok"/"FAIL" with the failure), then
 // "unit: N passed, M failed". Exit status 0 only when every test passed.
+#include <cppunit/Exception.h>
+#include <cppunit/SourceLine.h>
 #include <cppunit/TestFailure.h>
 #include <cppunit/TestListener.h>
 #include <cppunit/TestResult.h>
@@ -22,7 +24,7 @@ public:
         failed_ = true;
         const auto* e = f.thrownException();
         std::printf("FAIL %s\n     %s:%ld: %s\n", f.failedTestName().c_str(),
-                    f.sourceLine().fileName().c_str(), f.sourceLine().lineNumber(),
+                    f.sourceLine().fileName().c_str(), static_cast<long>(f.sourceLine().lineNumber()),
                     e ? e->message().details().c_str() : "");
         if (e) std::printf("     %s\n", e->what());
     }

@@ -1,0 +1,300 @@
+# shellcheck shell=bash disable=SC2034
+# Helpers for the integration tests (tests/integration/test_*.sh), sourced by each test:
+#
+#     . "$(dirname "$0")/lib.sh"
+#
+# A test is a bash script that exits 0 when it passes. tests/run runs the test_local_*.sh ones
+# without a cluster and every other test_*.sh inside one local Slurm cluster started by
+# scripts/tula-cluster (SLURM_CONF, TULA_CONF, XDG_DATA_HOME, TULA_CLUSTER_DIR and PATH set from
+# the cluster's env file). Run one by hand with
+#
+#     scripts/tula-cluster run -- tests/integration/test_sbatch_off.sh
+#
+# The assertions print what was expected and what was seen, then exit 1.
+set -uo pipefail
+
+T_NAME=$(basename "$0" .sh)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TULA=${TULA:-$REPO/build/bin/tula}
+TULA_TRAIN=${TULA_TRAIN:-$REPO/build/bin/tula-train}
+# absolute, since tests cd into their work directory
+case "$TULA" in /*) ;; *) TULA=$PWD/$TULA ;; esac
+case "$TULA_TRAIN" in /*) ;; *) TULA_TRAIN=$PWD/$TULA_TRAIN ;; esac
+# The workload every cluster test profiles and trains: small and fast.
+T_WORKLOAD=lenet5@fashion-mnist
+T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+
+note() { printf '# %s\n' "$*"; }
+
+fail() {
+    printf 'FAIL %s: %s\n' "$T_NAME" "$1" >&2
+    shift
+    local line
+    for line in "$@"; do printf '%s\n' "$line" | sed 's/^/    /' >&2; done
+    exit 1
+}
+
+# Shows the first lines of a (possibly long) text, indented, for failure messages.
+_excerpt() { printf '%s\n' "$1" | head -n "${2:-20}" | sed 's/^/  | /'; }
+
+# crashed RC: true if an exit status means killed by a signal (128+N) or by `timeout` (124).
+# (255 is a plain error: sbatch exits 255 when it rejects an option.)
+crashed() { [ "$1" = 124 ] || { [ "$1" -gt 128 ] && [ "$1" -le 192 ]; }; }
+
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() {
+    [ "$1" = "$2" ] || fail "$3" "expected: '$1'" "seen:     '$2'"
+}
+
+# assert_ne UNEXPECTED ACTUAL WHAT
+assert_ne() {
+    [ "$1" != "$2" ] || fail "$3" "expected anything but: '$1'" "seen:                   '$2'"
+}
+
+# assert_contains TEXT NEEDLE WHAT (fixed string)
+assert_contains() {
+    grep -qF -- "$2" <<<"$1" || fail "$3" "expected to contain: '$2'" "seen:" "$(_excerpt "$1" 30)"
+}
+
+# assert_not_contains TEXT NEEDLE WHAT (fixed string)
+assert_not_contains() {
+    ! grep -qF -- "$2" <<<"$1" || fail "$3" "expected not to contain: '$2'" "seen:" "$(_excerpt "$1" 30)"
+}
+
+# assert_match TEXT ERE WHAT: some line of TEXT matches the extended regular expression.
+assert_match() {
+    grep -qE -- "$2" <<<"$1" || fail "$3" "expected a line matching: /$2/" "seen:" "$(_excerpt "$1" 30)"
+}
+
+# assert_int WHAT VALUE: VALUE is a decimal integer.
+assert_int() {
+    [[ "$2" =~ ^-?[0-9]+$ ]] || fail "$1" "expected an integer" "seen: '$2'"
+}
+
+# assert_number WHAT VALUE: VALUE is a decimal number (integer or fraction, optional exponent).
+assert_number() {
+    [[ "$2" =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || fail "$1" "expected a number" "seen: '$2'"
+}
+
+# run_cmd CMD...: runs CMD, leaving its stdout in $T_OUT, stderr in $T_ERR, status in $T_RC.
+# Never exits the test.
+run_cmd() {
+    local o e
+    o=$(mktemp) e=$(mktemp)
+    "$@" >"$o" 2>"$e"
+    T_RC=$?
+    T_OUT=$(cat "$o") T_ERR=$(cat "$e")
+    rm -f "$o" "$e"
+}
+
+# expect_ok WHAT CMD...: runs CMD (run_cmd) and fails the test unless it exits 0.
+expect_ok() {
+    local what=$1; shift
+    run_cmd "$@"
+    [ "$T_RC" = 0 ] || fail "$what: \`$*\` exited $T_RC" "stdout:" "$(_excerpt "$T_OUT")" "stderr:" "$(_excerpt "$T_ERR")"
+}
+
+# expect_fail WHAT CMD...: runs CMD (run_cmd) and fails the test if it exits 0 or is killed by
+# a signal (status > 128: a crash is not a clean error).
+expect_fail() {
+    local what=$1; shift
+    run_cmd "$@"
+    [ "$T_RC" != 0 ] || fail "$what: \`$*\` succeeded but should have failed" "stdout:" "$(_excerpt "$T_OUT")" "stderr:" "$(_excerpt "$T_ERR")"
+    ! crashed "$T_RC" || fail "$what: \`$*\` exited $T_RC (crash, signal or timeout), expected a clean error" "stderr:" "$(_excerpt "$T_ERR")"
+}
+
+# count_lines TEXT ERE: number of lines of TEXT matching ERE.
+count_lines() { grep -cE -- "$2" <<<"$1" || true; }
+
+# kv_get TEXT KEY: the value of the first `KEY=value` line (tula ... --format kv), or "".
+kv_get() { sed -n "s/^$2=//p" <<<"$1" | head -n 1; }
+
+# need_bin PATH...: fails the test if a built program is missing (run make first).
+need_bin() {
+    local b
+    for b in "$@"; do [ -x "$b" ] || fail "missing $b (run make first)"; done
+}
+
+# need_cluster: fails unless running inside a cluster started by scripts/tula-cluster.
+need_cluster() {
+    [ -n "${TULA_CLUSTER_DIR:-}" ] && [ -n "${SLURM_CONF:-}" ] ||
+        fail "needs a local cluster: scripts/tula-cluster run -- $0"
+    sinfo -h >/dev/null 2>&1 || fail "the cluster does not answer (sinfo failed)"
+}
+
+# make_workdir: a fresh directory for this test's files ($T_WORK), under the cluster directory
+# when there is one; the test cds into it (job output files land there). Removed on exit unless
+# TULA_TEST_KEEP=1.
+make_workdir() {
+    T_WORK=$(mktemp -d "${TULA_CLUSTER_DIR:-${TMPDIR:-/tmp}}/$T_NAME.XXXXXX") || fail "mktemp failed"
+    cd "$T_WORK" || fail "cannot cd to $T_WORK"
+    if [ "${TULA_TEST_KEEP:-0}" != 1 ]; then
+        _t_on_exit "cd /; rm -rf '$T_WORK'"
+    fi
+}
+
+# _t_on_exit CMD: adds CMD to the commands run at exit (last added runs first).
+_T_EXIT_CMDS=""
+_t_on_exit() {
+    _T_EXIT_CMDS="$1; $_T_EXIT_CMDS"
+    trap 'eval "$_T_EXIT_CMDS"' EXIT
+}
+on_exit() { _t_on_exit "$1"; }
+
+# ---- Slurm -----------------------------------------------------------------------------------
+
+# submit ARGS...: sbatch --parsable ARGS; the job id in $T_JOB (stdout/stderr/rc as run_cmd).
+# Fails the test if sbatch fails.
+submit() {
+    run_cmd sbatch --parsable "$@"
+    [ "$T_RC" = 0 ] || fail "sbatch $* exited $T_RC" "stdout:" "$(_excerpt "$T_OUT")" "stderr:" "$(_excerpt "$T_ERR")"
+    T_JOB=$(tail -n 1 <<<"$T_OUT")
+    T_JOB=${T_JOB%%;*}
+    assert_int "job id printed by sbatch --parsable" "$T_JOB"
+}
+
+# job_field JOBID KEY: the value of KEY= in `scontrol show job JOBID` (first occurrence).
+job_field() {
+    scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# job_nodes JOBID: NumNodes of the job; a pending job's "N-N" (min-max) shows as N, a range
+# "A-B" with A != B stays as it is.
+job_nodes() {
+    local n
+    n=$(job_field "$1" NumNodes)
+    if [[ "$n" =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]; then n=${BASH_REMATCH[1]}; fi
+    echo "$n"
+}
+
+# job_state JOBID: PENDING, RUNNING, COMPLETED, FAILED, ... or "" if the job is unknown.
+job_state() { job_field "$1" JobState; }
+
+# wait_job JOBID [SECONDS]: waits until the job has finished (default at most 240 s); fails the
+# test on a timeout (cancelling the job). Prints nothing; the final state is in $T_STATE.
+wait_job() {
+    local id=$1 limit=${2:-240} waited=0
+    while :; do
+        T_STATE=$(job_state "$id")
+        case "$T_STATE" in
+            COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;;
+            "") squeue -h -j "$id" 2>/dev/null | grep -q . || { T_STATE=GONE; return 0; } ;;
+        esac
+        if [ "$waited" -ge $((limit * 2)) ]; then
+            scancel "$id" 2>/dev/null
+            fail "job $id not finished after ${limit}s (state $T_STATE)" "$(scontrol show job "$id" 2>&1 | head -n 12)"
+        fi
+        sleep 0.5; waited=$((waited + 1))
+    done
+}
+
+# expect_completed JOBID OUTFILE: the finished job's state is COMPLETED, else fails showing its output.
+expect_completed() {
+    [ "$T_STATE" = COMPLETED ] || fail "job $1 ended in state $T_STATE, expected COMPLETED" \
+        "output ($2):" "$(tail -n 25 "$2" 2>/dev/null | sed 's/^/      | /')"
+}
+
+# minutes_of TIMELIMIT: Slurm's [D-]HH:MM:SS / MM:SS / UNLIMITED as whole minutes (rounded up),
+# UNLIMITED as "UNLIMITED".
+minutes_of() {
+    local t=$1 d=0 h=0 m=0 s=0
+    case "$t" in UNLIMITED|INFINITE|Partition_Limit) echo "$t"; return ;; esac
+    if [[ "$t" == *-* ]]; then d=${t%%-*}; t=${t#*-}; fi
+    IFS=: read -r -a p <<<"$t"
+    case ${#p[@]} in
+        3) h=${p[0]} m=${p[1]} s=${p[2]} ;;
+        2) m=${p[0]} s=${p[1]} ;;
+        1) m=${p[0]} ;;
+    esac
+    echo $(( 10#$d * 1440 + 10#$h * 60 + 10#$m + (10#$s > 0 ? 1 : 0) ))
+}
+
+# train_command [TRAINER [EXTRA-ARGS]]: the mpirun line of the test batch script: one rank per
+# node, lenet5 on a small part of Fashion-MNIST for one epoch.
+train_command() {
+    printf '%s\n' 'mpirun --allow-run-as-root --oversubscribe -np "$SLURM_JOB_NUM_NODES" --map-by node --bind-to none \' \
+        "    ${1:-tula-train} --model lenet5 --data fashion-mnist --epochs 1 --limit-train 2048 --limit-test 512${2:+ $2}"
+}
+
+# write_train_script FILE [SBATCH-LINE...]: the batch script the Tula tests submit: prints its
+# TULA_* environment and the allocation, then runs train_command. T_TRAINER and T_TRAIN_EXTRA
+# (environment) are passed to train_command.
+write_train_script() {
+    local f=$1 l; shift
+    {
+        echo '#!/bin/bash'
+        for l in "$@"; do echo "#SBATCH $l"; done
+        echo '#SBATCH --ntasks-per-node=1'
+        echo 'echo "alloc: SLURM_JOB_NUM_NODES=$SLURM_JOB_NUM_NODES"'
+        echo 'env | grep ^TULA_ | sort'
+        echo '# mpirun starts its daemons with srun; after sbatch --export=NONE srun would pass them no'
+        echo '# environment (SLURM_EXPORT_ENV=NONE) and they fail. Harmless otherwise.'
+        echo 'export SLURM_EXPORT_ENV=ALL'
+        train_command "${T_TRAINER:-}" "${T_TRAIN_EXTRA:-}"
+    } > "$f"
+}
+
+# check_tula_job JOBID OUTFILE: the finished job ran with the batch Tula planned for the nodes it
+# was allocated: TULA_NODES equals the allocation, TULA_BATCH_SIZE is a multiple of it, and
+# tula-train's final line reports that global batch on that many ranks. Sets T_ALLOC, T_BATCH.
+check_tula_job() {
+    local job=$1 out=$2 output done_line
+    output=$(cat "$out" 2>/dev/null)
+    T_ALLOC=$(sed -n 's/^alloc: SLURM_JOB_NUM_NODES=//p' <<<"$output")
+    assert_int "nodes allocated to job $job (output $out)" "$T_ALLOC"
+    assert_eq "$(job_nodes "$job")" "$T_ALLOC" "SLURM_JOB_NUM_NODES in job $job vs scontrol's NumNodes"
+    assert_eq "$T_ALLOC" "$(sed -n 's/^TULA_NODES=//p' <<<"$output")" "TULA_NODES in job $job vs SLURM_JOB_NUM_NODES"
+    T_BATCH=$(sed -n 's/^TULA_BATCH_SIZE=//p' <<<"$output")
+    assert_int "TULA_BATCH_SIZE in job $job" "$T_BATCH"
+    [ "$T_BATCH" -gt 0 ] && [ $((T_BATCH % T_ALLOC)) = 0 ] ||
+        fail "TULA_BATCH_SIZE in job $job is not a positive multiple of the $T_ALLOC allocated nodes" "seen: $T_BATCH"
+    assert_match "$output" '^TULA_PREDICTED_SECONDS=[0-9.eE+-]+$' "TULA_PREDICTED_SECONDS in job $job"
+    done_line=$(grep '^tula-train: done:' <<<"$output" | tail -n 1)
+    [ -n "$done_line" ] || fail "no 'tula-train: done:' line in the output of job $job" "$(_excerpt "$output" 40)"
+    assert_match "$done_line" "global_batch=$T_BATCH( |\$)" "tula-train's global batch in job $job"
+    assert_match "$done_line" "nodes=$T_ALLOC( |\$)" "tula-train's rank count in job $job"
+}
+
+# write_plain_script FILE: a batch script without tula-train (nothing for Tula to plan).
+write_plain_script() {
+    printf '#!/bin/bash\necho "alloc: SLURM_JOB_NUM_NODES=$SLURM_JOB_NUM_NODES"\nenv | grep ^TULA_ | sort\n' > "$1"
+}
+
+# default_job FILE: submits FILE held with plain sbatch and no Tula option, records what Slurm
+# gives a job by default in $T_DEF_NODES and $T_DEF_TIME (scontrol's TimeLimit), cancels it.
+default_job() {
+    submit --hold -o /dev/null "$1"
+    T_DEF_NODES=$(job_nodes "$T_JOB")
+    T_DEF_TIME=$(job_field "$T_JOB" TimeLimit)
+    scancel "$T_JOB" 2>/dev/null
+    [ -n "$T_DEF_NODES" ] && [ -n "$T_DEF_TIME" ] || fail "cannot read the default job's NumNodes/TimeLimit"
+}
+
+# ensure_profile: profiles $T_WORKLOAD into the cluster's system database once per cluster
+# (compute time per iteration on 1 node, allreduce on 2 nodes), so that `tula plan` and
+# `sbatch --tula=auto` have what they need. Later tests reuse it.
+ensure_profile() {
+    local db=$TULA_CLUSTER_DIR/system.db mark=$TULA_CLUSTER_DIR/.profiled-${T_WORKLOAD//[^A-Za-z0-9]/_}
+    [ -f "$mark" ] && [ -f "$db" ] && return 0
+    need_bin "$TULA" "$TULA_TRAIN"
+    note "profiling $T_WORKLOAD into $db"
+    expect_ok "profiling compute" "$TULA" profile compute --workload "$T_WORKLOAD" \
+        --batch-sizes 16,32,64 --iters 5 --db "$db"
+    expect_ok "profiling allreduce" "$TULA" profile allreduce --nodes 2 --db "$db"
+    [ -f "$db" ] || fail "tula profile exited 0 but $db does not exist"
+    touch "$mark"
+}
+
+# hide_databases: moves the cluster's system database aside and points XDG_DATA_HOME at an empty
+# directory, so that no profile database exists at all; everything is put back at exit.
+hide_databases() {
+    local db=$TULA_CLUSTER_DIR/system.db f
+    for f in "$db" "$db-wal" "$db-shm" "$db-journal"; do
+        if [ -e "$f" ]; then
+            mv "$f" "$f.hidden-by-$T_NAME" || fail "cannot move $f aside"
+            on_exit "mv -f '$f.hidden-by-$T_NAME' '$f'"
+        fi
+    done
+    export XDG_DATA_HOME=$T_WORK/empty-xdg
+    mkdir -p "$XDG_DATA_HOME"
+}

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Fault: Tula cannot tell what to plan for. With a profile database present, sbatch --tula=auto
+#   (a) with --tula-workload naming a workload that was never profiled,
+#   (b) with a script whose tula-train line trains a model that has no profile,
+#   (c) with a script that has no tula-train line at all (workload not found),
+# submits the job unchanged (default node count and time limit) with exactly one `tula:` line
+# saying why; the tasks of (a) get no TULA_BATCH_SIZE.
+. "$(dirname "$0")/lib.sh"
+need_cluster
+need_bin "$TULA" "$TULA_TRAIN"
+make_workdir
+ensure_profile
+# Only the system database: a user database from earlier jobs must not supply a profile.
+export XDG_DATA_HOME=$T_WORK/empty-xdg
+mkdir -p "$XDG_DATA_HOME"
+
+train=$T_WORK/train.sbatch
+write_train_script "$train"
+other=$T_WORK/other-model.sbatch
+sed 's/--model lenet5/--model fmnist-cnn/' "$train" > "$other"
+grep -q -- '--model fmnist-cnn' "$other" || fail "could not write $other"
+plain=$T_WORK/plain.sbatch
+write_plain_script "$plain"
+default_job "$train"
+
+# check_unchanged WHAT ARGS...: submits (held unless RUN=1), checks rc 0, one tula: line, unchanged.
+check_unchanged() {
+    local what=$1 hold=(--hold); shift
+    [ "${RUN:-}" = 1 ] && hold=()
+    run_cmd timeout 60 sbatch --parsable "${hold[@]}" -o "$T_WORK/%j.out" --tula=auto "$@"
+    [ "$T_RC" != 124 ] || fail "$what: sbatch --tula=auto hung (killed after 60 s)"
+    [ "$T_RC" = 0 ] || fail "$what: sbatch --tula=auto exited $T_RC; expected the job submitted unchanged" \
+        "stderr:" "$(_excerpt "$T_ERR")"
+    job=$(tail -n 1 <<<"$T_OUT"); job=${job%%;*}
+    assert_int "$what: job id" "$job"
+    note "$what: sbatch said:" "$T_ERR"
+    assert_eq 1 "$(count_lines "$T_ERR" 'tula:')" "$what: number of 'tula:' lines on sbatch's stderr"
+    assert_eq "$T_DEF_NODES" "$(job_nodes "$job")" "$what: NumNodes of job $job"
+    assert_eq "$T_DEF_TIME" "$(job_field "$job" TimeLimit)" "$what: TimeLimit of job $job"
+}
+
+RUN=1 check_unchanged "unknown --tula-workload" --tula-workload=nosuchnet@fashion-mnist "$train"
+assert_contains "$T_ERR" "nosuchnet" "the warning names the unknown workload"
+wait_job "$job" 240
+expect_completed "$job" "$T_WORK/$job.out"
+output=$(cat "$T_WORK/$job.out")
+assert_not_contains "$output" "TULA_BATCH_SIZE=" "environment of the job with an unknown workload"
+
+RUN=0 check_unchanged "model without a profile" "$other"
+assert_contains "$T_ERR" "fmnist-cnn" "the warning names the workload without a profile"
+scancel "$job"
+
+RUN=0 check_unchanged "script without tula-train" "$plain"
+scancel "$job"
+note "ok: unknown workloads leave the job unchanged with one warning"

@@ -1,0 +1,54 @@
+#!/bin/bash
+# sbatch --tula=auto in the other ways users submit (issue 4): the tasks get the batch for the
+# nodes actually allocated (TULA_NODES = allocation, TULA_BATCH_SIZE a multiple of it, used by
+# tula-train) also
+#   - with a node range -N 1-4 (the allocation may differ from the plan, never above the range),
+#   - with --export=NONE (the plugin's variables do not come from the submitting shell),
+#   - with --wrap (no script file),
+#   - with the script on standard input.
+. "$(dirname "$0")/lib.sh"
+need_cluster
+need_bin "$TULA" "$TULA_TRAIN"
+make_workdir
+ensure_profile
+script=$T_WORK/train.sbatch
+write_train_script "$script"
+
+expect_ok "tula plan" "$TULA" plan --script "$script" --format kv
+p_nodes=$(kv_get "$T_OUT" nodes)
+p_limit=$(kv_get "$T_OUT" time_limit)
+assert_int "planned nodes" "$p_nodes"
+assert_int "planned time limit" "$p_limit"
+
+jobs=()
+# node range: --nodes is an upper bound
+submit --tula=auto -N 1-4 -o "$T_WORK/%j.out" "$script"; jobs+=("$T_JOB:range")
+# --export=NONE: absolute trainer path, no database writes (no XDG_DATA_HOME in the job)
+T_TRAINER=$TULA_TRAIN T_TRAIN_EXTRA=--no-db write_train_script "$T_WORK/export-none.sbatch"
+submit --tula=auto --export=NONE -o "$T_WORK/%j.out" "$T_WORK/export-none.sbatch"; jobs+=("$T_JOB:export-none")
+# --wrap
+wrap=$(printf 'echo "alloc: SLURM_JOB_NUM_NODES=$SLURM_JOB_NUM_NODES"; env | grep ^TULA_ | sort; %s' \
+    "$(train_command | tr -d '\\\n')")
+submit --tula=auto --ntasks-per-node=1 -o "$T_WORK/%j.out" --wrap "$wrap"; jobs+=("$T_JOB:wrap")
+# script on standard input
+submit --tula=auto -o "$T_WORK/%j.out" < "$script"; jobs+=("$T_JOB:stdin")
+
+for j in "${jobs[@]}"; do
+    id=${j%%:*} how=${j#*:}
+    nodes=$(job_nodes "$id") limit=$(job_field "$id" TimeLimit)
+    note "$how: job $id NumNodes=$nodes TimeLimit=$limit"
+    assert_eq "$p_limit" "$(minutes_of "$limit")" "$how: TimeLimit of job $id ($limit) in minutes vs the plan"
+    if [ "$how" = range ]; then
+        [ "$nodes" -ge 1 ] && [ "$nodes" -le 4 ] || fail "$how: job $id NumNodes=$nodes outside -N 1-4"
+    else
+        assert_eq "$p_nodes" "$nodes" "$how: NumNodes of job $id vs the plan"
+    fi
+done
+for j in "${jobs[@]}"; do
+    id=${j%%:*} how=${j#*:}
+    wait_job "$id" 240
+    expect_completed "$id" "$T_WORK/$id.out"
+    check_tula_job "$id" "$T_WORK/$id.out"
+    [ "$T_ALLOC" -le 4 ] || fail "$how: job $id got $T_ALLOC nodes, above the range 1-4"
+    note "ok: $how: job $id ran on $T_ALLOC node(s) with global batch $T_BATCH"
+done
