@@ -94,8 +94,8 @@ int run_plan(const PlanOptions& o) {
     const std::string format = o.json ? "json" : o.format;
     std::vector<std::string> warnings;
     try {
-        if (o.workload.empty() == o.script.empty())
-            throw UsageError("give either --workload MODEL@DATASET or --script PATH (see tula plan --help)");
+        if (o.workload.empty() && o.script.empty())
+            throw UsageError("give --workload MODEL@DATASET or --script PATH (or both) (see tula plan --help)");
         if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
             throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
                              std::to_string(o.max_nodes));
@@ -107,15 +107,25 @@ int run_plan(const PlanOptions& o) {
         std::string workload = o.workload;
         int epochs = o.epochs;
         if (!o.script.empty()) {
-            const TrainCommand tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
-            if (!tc.found)
-                throw Error("no `tula-train --model NAME` line in " + o.script +
-                            "; name the workload with --workload MODEL@DATASET");
-            workload = tc.workload();
-            if (!valid_workload_name(workload))
-                throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
-                            "', which is not of the form MODEL@DATASET");
-            if (epochs <= 0) epochs = tc.epochs;
+            // --workload (e.g. from --tula-workload) names the workload; the script still
+            // gives the epoch count when it has a tula-train line.
+            TrainCommand tc;
+            try {
+                tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
+            } catch (const std::exception& e) {
+                if (workload.empty()) throw;
+                warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
+            }
+            if (workload.empty()) {
+                if (!tc.found)
+                    throw Error("no `tula-train --model NAME` line in " + o.script +
+                                "; name the workload with --workload MODEL@DATASET");
+                workload = tc.workload();
+                if (!valid_workload_name(workload))
+                    throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
+                                "', which is not of the form MODEL@DATASET");
+            }
+            if (epochs <= 0 && tc.found) epochs = tc.epochs;
         }
         const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
         const Policy policy = parse_policy(o.policy);
@@ -153,15 +163,14 @@ void add_plan_command(CLI::App& app, Action* action) {
     auto o = std::make_shared<PlanOptions>();
     CLI::App* sub = app.add_subcommand("plan", "predict time and cost of every (nodes, global batch) candidate and pick one");
     sub->footer(
-        "Exactly one of --workload and --script. Output formats: table (people), kv (key=value lines, the "
+        "Give --workload, --script, or both (the workload from --workload, the epochs from the script). Output formats: table (people), kv (key=value lines, the "
         "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
         "workload, too few profile points, unreadable file), 2 usage error. See tula(1).");
     add_common_options(sub, &o->common, false);
-    auto* wl = sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
+    sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
                    ->type_name("W");
-    auto* sc = sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
+    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
                    ->type_name("PATH");
-    wl->excludes(sc);
     sub->add_option("--epochs", o->epochs, "epochs to train (default: the script's --epochs, else default_epochs of tula.conf)")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));

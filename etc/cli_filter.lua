@@ -154,11 +154,9 @@ end
 function T.plan_command(policy, workload, script, max_nodes)
     local c = { "timeout -k 1", tostring(T.PLAN_TIMEOUT), T.shell_quote(T.TULA_BIN), "plan",
                 "--conf", T.shell_quote(T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
-    if workload then
-        c[#c + 1] = "--workload " .. T.shell_quote(workload)
-    else
-        c[#c + 1] = "--script " .. T.shell_quote(script)
-    end
+    -- Both when both are known: the workload from --tula-workload, the epochs from the script.
+    if workload then c[#c + 1] = "--workload " .. T.shell_quote(workload) end
+    if script then c[#c + 1] = "--script " .. T.shell_quote(script) end
     if max_nodes then c[#c + 1] = "--max-nodes " .. string.format("%d", max_nodes) end
     return table.concat(c, " ") .. " </dev/null 2>&1; echo \"__tula_exit=$?\""
 end
@@ -244,7 +242,11 @@ function T.job_source(options)
             return nil, nil, nil, "workload '" .. T.one_line(string.sub(w, 1, 64)) ..
                 "' is not of the form MODEL@DATASET (letters, digits, _ . -)"
         end
-        return w, nil, nil
+        -- The script (when named) still gives the epochs; tula plan tolerates an unreadable one.
+        local a = options.argv
+        local s = type(a) == "table" and a[1] or nil
+        if type(s) ~= "string" or s == "" then s = nil end
+        return w, s, nil
     end
     local argv = options.argv
     local script = type(argv) == "table" and argv[1] or nil

@@ -3,7 +3,7 @@
 // Prediction for a candidate (nodes K, global batch B, local batch b = B / K), following
 // Scavenger (Tyagi & Sharma 2023): T = (e * D / B) * tau, C = T * K * p, with
 //   tau = compute(b) + allreduce(K, 4 * params)      seconds per iteration
-//   iterations per epoch = ceil(D / B)               D = training examples
+//   iterations per epoch = floor(D / B)              D = training examples (the trainer drops the last partial batch)
 //   T = epochs * iterations per epoch * tau          seconds (training only)
 //   C = K * T / 3600 * price per node-hour
 #include "tula/planner.hpp"
@@ -186,7 +186,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.global_batch = B;
             c.local_batch = b;
             c.iter_seconds = compute.seconds_per_iter(b) + (K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0);
-            const double iters = std::ceil(static_cast<double>(w.train_examples) / B);
+            const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds;
             c.node_hours = K * c.total_seconds / 3600.0;

@@ -206,8 +206,8 @@ check unlimited "--time=0 (UNLIMITED) counts as no limit: set to the plan's 7 mi
     eval '[ "$(get sets)" = "nodes=2,time=7" ] && get said | grep -qF "time limit default -> 7 min"'
 
 scenario workload
-check workload "--tula-workload is passed as --workload (no --script), policy cost" \
-    eval 'has_arg_pair --workload fmnist-cnn@fashion-mnist && no_arg --script && has_arg_pair --policy cost && [ "$(get sets)" = "nodes=2,time=5" ]'
+check workload "--tula-workload is passed as --workload, the script as --script (for its epochs), policy cost" \
+    eval 'has_arg_pair --workload fmnist-cnn@fashion-mnist && has_arg_pair --script "$script" && has_arg_pair --policy cost && [ "$(get sets)" = "nodes=2,time=5" ]'
 scenario none TULA_MODE=auto TULA_WORKLOAD=lenet5@fashion-mnist
 check env "TULA_MODE / TULA_WORKLOAD are the fallbacks" \
     eval 'has_arg_pair --workload lenet5@fashion-mnist && [ "$(get sets)" = "nodes=2,time=5" ]'

@@ -75,7 +75,7 @@ void make_db(const std::string& path) {
 double hand_total(int K, int B, int epochs) {
     double iter = kT0 + kT1 * (static_cast<double>(B) / K);
     if (K > 1) iter += 2.0 * (K - 1) * kAlpha + 2.0 * (K - 1) / K * (4.0 * kParams) * kBeta;
-    return epochs * std::ceil(static_cast<double>(kTrain) / B) * iter;
+    return epochs * std::floor(static_cast<double>(kTrain) / B) * iter;
 }
 
 const char* kScript =

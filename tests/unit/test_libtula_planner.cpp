@@ -77,7 +77,7 @@ double hand_total(int K, int B, int epochs, int64_t train, int64_t params, doubl
     const double b = static_cast<double>(B) / K;
     double iter = t0 + t1 * b;
     if (K > 1) iter += 2.0 * (K - 1) * alpha + 2.0 * (K - 1) / K * (4.0 * params) * beta;
-    const double iters_per_epoch = std::ceil(static_cast<double>(train) / B);
+    const double iters_per_epoch = std::floor(static_cast<double>(train) / B);  // full batches only
     return epochs * iters_per_epoch * iter;
 }
 

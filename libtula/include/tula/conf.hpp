@@ -14,13 +14,13 @@ struct Config {
     /// Largest node count the planner may choose (partition limit).
     int max_nodes = 4;
     /// Global batch sizes the planner considers (examples per optimizer step, summed over ranks).
-    std::vector<int> global_batches = {32, 64, 128, 256, 512, 1024};
+    std::vector<int> global_batches = {32, 64, 128, 256, 512};
     /// Fractional safety margin added to the predicted time for the Slurm time limit (0.25 = +25 %).
     double time_margin = 0.25;
     /// Fixed seconds added to the time limit for start-up, data loading and evaluation.
     double time_overhead = 120.0;
     /// Epochs assumed when the batch script does not say (--epochs).
-    int default_epochs = 10;
+    int default_epochs = 12;
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
