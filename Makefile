@@ -49,7 +49,25 @@ ifneq ($(USE_CUDA),no)
     $(error tula: USE_CUDA=yes but nvcc and cudnn.h were not found under CUDA_HOME=$(CUDA_HOME))
   endif
 endif
-# The CUDA backend is a later issue: HAVE_CUDA is detected and reported, nothing uses it yet.
+# The CUDA backend (trainer/cuda/*.cu, nvcc, sm_90 + PTX) and its test program
+# tula-gpu-tests (tests/gpu/*.cpp), which checks each GPU layer against the CPU layers
+# (linked as objects) and prints SKIP lines when no device is present. tula-train itself
+# stays CPU-only and does not link the CUDA libraries.
+NVCC        ?= $(CUDA_HOME)/bin/nvcc
+NVCCFLAGS   ?= -O2
+CUDA_ARCH   := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_SRC    := $(wildcard trainer/cuda/*.cu)
+CUDA_OBJ    := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
+GPU_TEST_SRC := $(wildcard tests/gpu/*.cpp)
+GPU_TEST_OBJ := $(GPU_TEST_SRC:%.cpp=$(B)/obj/%.o)
+# the CPU oracle: every trainer object but main.o (as the unit-test runner links them)
+GPU_ORACLE   = $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ))
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
+GPU_TESTS   :=
+ifeq ($(HAVE_CUDA),yes)
+  GPU_TESTS := $(B)/bin/tula-gpu-tests
+endif
+# (the CUDA build rules follow the unit-test runner's rule, below `all`)
 
 ifeq ($(HAVE_MPI),yes)
   TRAIN_CXX   := OMPI_CXX=$(CXX) $(MPICXX)
@@ -84,10 +102,11 @@ TULA        := $(B)/bin/tula
 TULA_TRAIN  := $(B)/bin/tula-train
 SPANK_SO    := $(B)/lib/tula.so
 UNIT_TESTS  := $(B)/bin/tula-unit-tests
+BENCH_PLANNER := $(B)/bin/tula-bench-planner
 LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
 
 .PHONY: all deps-report check unit integration demo clean install bench
-all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS)
+all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
 	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
@@ -126,10 +145,26 @@ $(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map
 	  $(PLUGIN_OBJ) $(LIBTULA_A) -lsqlite3 $(GSL_LIBS) -Wl,--unresolved-symbols=ignore-all
 # cli/format.o: the CLI's pure helpers (tables, kv output) are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(B)/obj/cli/format.o
+# bench/: planner latency benchmark (bench/bench-planner runs it).
+$(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $< $(LIBTULA_LIBS)
 $(UNIT_TESTS): $(UNIT_LINK) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) -o $@ $(UNIT_LINK) \
 	  $(LIBTULA_LIBS) -lcppunit -lz -lpthread
+# CUDA backend (only when HAVE_CUDA=yes): nvcc for trainer/cuda/*.cu; tula-gpu-tests links the
+# CPU layers as the oracle and the CUDA libraries with an rpath.
+ifeq ($(HAVE_CUDA),yes)
+$(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
+	  -Itrainer/src -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+$(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda
+$(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
+	@mkdir -p $(@D)
+	$(TRAIN_CXX) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread
+endif
 
 check:
 	@scripts/install-deps
@@ -145,7 +180,7 @@ demo:
 	@TULA_BUILD_DIR=$(B) scripts/demo
 
 bench: all
-	@bench/run
+	@B=$(B) bench/run
 
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \

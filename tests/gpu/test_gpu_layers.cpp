@@ -1,0 +1,364 @@
+// tula-gpu-tests: every GPU layer, the loss, SGD, the squared norms and whole training
+// steps of lenet5 and fmnist-cnn, checked against the CPU path (trainer/src, the oracle)
+// on the same random inputs and weights: |gpu - cpu| <= abs_tol + rel_tol * |cpu| for
+// every value.
+//
+//   tula-gpu-tests [NAME...]
+//
+// Prints one line per test: `PASS name (max err ...)`, `FAIL name: ...`, or, when no CUDA
+// device can be used (cudaGetDeviceCount fails or reports 0), `SKIP name: no CUDA device
+// (<error string>)`. The comparator's self-test runs on the host and so runs everywhere.
+// Last line: `gpu: N passed, M failed, K skipped`; exit status 1 if M > 0.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "gpu.hpp"
+#include "layers.hpp"
+#include "model.hpp"
+#include "optim.hpp"
+#include "rng.hpp"
+
+using namespace tula::train;
+using namespace tula::train::cuda;
+
+namespace {
+
+struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Largest |a - ref| seen by the checks of the current test (reported on PASS).
+double g_max_err = 0;
+
+// Checks a[i] against ref[i] within abs_tol + rel_tol*|ref[i]|; throws Failure naming the
+// first offending index otherwise (and on a size mismatch).
+void expect_close(const std::string& what, const float* a, const float* ref, size_t n, double abs_tol,
+                  double rel_tol) {
+    for (size_t i = 0; i < n; ++i) {
+        const double err = std::fabs(static_cast<double>(a[i]) - ref[i]);
+        if (!(err <= abs_tol + rel_tol * std::fabs(ref[i])))  // also catches NaN
+            throw Failure(what + "[" + std::to_string(i) + "]: gpu " + std::to_string(a[i]) + " vs cpu " +
+                          std::to_string(ref[i]) + " (|diff| " + std::to_string(err) + " > " +
+                          std::to_string(abs_tol) + " + " + std::to_string(rel_tol) + "*|cpu|)");
+        if (err > g_max_err) g_max_err = err;
+    }
+}
+void expect_close(const std::string& what, const std::vector<float>& a, const std::vector<float>& ref, double abs_tol,
+                  double rel_tol) {
+    if (a.size() != ref.size())
+        throw Failure(what + ": gpu has " + std::to_string(a.size()) + " values, cpu " + std::to_string(ref.size()));
+    expect_close(what, a.data(), ref.data(), a.size(), abs_tol, rel_tol);
+}
+void expect_close(const std::string& what, const Tensor& a, const Tensor& ref, double abs_tol, double rel_tol) {
+    if (a.n != ref.n || a.shape() != ref.shape())
+        throw Failure(what + ": gpu shape " + a.str() + " vs cpu " + ref.str());
+    expect_close(what, a.data, ref.data, abs_tol, rel_tol);
+}
+
+void fill_normal(Rng& r, float* p, size_t n, double scale = 1.0) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(scale * r.normal());
+}
+Tensor random_tensor(Rng& r, int n, const Shape& s) {
+    Tensor t(n, s.c, s.h, s.w);
+    fill_normal(r, t.ptr(), t.size());
+    return t;
+}
+
+std::vector<float> to_host(const float* d, size_t n) {
+    std::vector<float> h(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+void to_device(float* d, const float* h, size_t n) {
+    if (n) CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+struct Tol {
+    double abs_tol, rel_tol;
+};
+
+// One layer on both backends: the same parameters (CPU init, copied to the device), the
+// same state, input x (n examples of shape `in`) and upstream gradient dy; compares y,
+// dx (when need_dx), the accumulated parameter gradients (starting from the same nonzero
+// values, which checks that backward ADDS) and the state. Two forward/backward rounds
+// (the second reuses the layers' buffers and cached algorithms).
+void check_layer(GpuContext& ctx, Layer& cpu, GpuLayer& gpu, const Shape& in, int n, bool train, bool need_dx,
+                 Tol tol, uint64_t seed) {
+    const Shape out = cpu.configure(in);
+    if (gpu.configure(in) != out) throw Failure("output shapes differ: gpu " + gpu.configure(in).str() + " vs cpu " +
+                                                out.str());
+    cpu.set_need_input_grad(need_dx);
+    gpu.set_need_input_grad(need_dx);
+    size_t np = 0;
+    for (const ParamInfo& p : cpu.param_info()) np += p.size;
+    size_t gnp = 0;
+    for (const ParamInfo& p : gpu.param_info()) gnp += p.size;
+    if (np != gnp) throw Failure("parameter counts differ: gpu " + std::to_string(gnp) + " vs cpu " + std::to_string(np));
+    const size_t ns = cpu.state_size();
+    if (gpu.state_size() != ns) throw Failure("state sizes differ");
+    std::vector<float> p(np), g(np), st(ns);
+    Rng rng(seed);
+    cpu.bind(p.data(), g.data(), st.data());
+    cpu.init(rng);
+    fill_normal(rng, g.data(), np, 0.1);  // nonzero start: backward must add
+    for (size_t i = 0; i < np; ++i) p[i] += static_cast<float>(0.1 * rng.normal());  // BN gamma/beta not trivial
+    for (size_t i = 0; i < ns; ++i) st[i] = static_cast<float>(i < ns / 2 ? 0.1 * rng.normal() : 0.5 + rng.uniform());
+    DevMem dp, dg, dst;
+    dp.reserve(sizeof(float) * (np + 1));
+    dg.reserve(sizeof(float) * (np + 1));
+    dst.reserve(sizeof(float) * (ns + 1));
+    float* pp = static_cast<float*>(dp.get());
+    float* gp = static_cast<float*>(dg.get());
+    float* sp = static_cast<float*>(dst.get());
+    to_device(pp, p.data(), np);
+    to_device(gp, g.data(), np);
+    to_device(sp, st.data(), ns);
+    gpu.bind(pp, gp, sp);
+    for (int round = 0; round < 2; ++round) {
+        const std::string r = " (round " + std::to_string(round + 1) + ")";
+        const Tensor x = random_tensor(rng, n, in);
+        const Tensor dy = random_tensor(rng, n, out);
+        DevTensor dx_dev, ddy;
+        dx_dev.upload(x);
+        ddy.upload(dy);
+        const Tensor& y = cpu.forward(x, train);
+        Tensor y_gpu;
+        gpu.forward(dx_dev, train).download(y_gpu);
+        expect_close("y" + r, y_gpu, y, tol.abs_tol, tol.rel_tol);
+        if (ns) expect_close("state" + r, to_host(sp, ns), st, tol.abs_tol, tol.rel_tol);
+        if (!train) continue;
+        const Tensor& dx = cpu.backward(dy);
+        Tensor dx_gpu;
+        gpu.backward(ddy).download(dx_gpu);
+        if (need_dx) expect_close("dx" + r, dx_gpu, dx, tol.abs_tol, tol.rel_tol);
+        else if (dx_gpu.size() != 0) throw Failure("dx should be empty when the input gradient is not needed");
+        if (np) expect_close("dparams" + r, to_host(gp, np), g, tol.abs_tol, tol.rel_tol);
+    }
+}
+
+const Tol kLayerTol{2e-4, 2e-3};
+
+struct Test {
+    std::string name;
+    bool needs_gpu;
+    std::function<void(GpuContext*)> run;
+};
+
+void conv_case(GpuContext& c, int cin, int cout, int k, int s, int pad, bool bias, Shape in, int n, bool need_dx) {
+    auto cpu = make_conv2d(Backend::Cpu, cin, cout, k, s, pad, bias);
+    auto gpu = make_gpu_conv2d(c, cin, cout, k, s, pad, bias);
+    check_layer(c, *cpu, *gpu, in, n, true, need_dx, kLayerTol, 11);
+}
+
+// A full training step (forward, loss, backward, SGD) of a model on both backends from
+// the same initial weights; compares logits, loss, gradients, BN state and the updated
+// weights, for `steps` steps.
+void model_steps(GpuContext& ctx, const std::string& name, int n, int steps) {
+    auto cpu = build_model(name);
+    auto gpu = build_gpu_model(ctx, name);
+    if (cpu->num_params() != gpu->num_params() || cpu->state_size() != gpu->state_size())
+        throw Failure("buffer sizes differ between the CPU and GPU models");
+    for (size_t i = 0; i < cpu->segments().size(); ++i)
+        if (cpu->segments()[i].name != gpu->segments()[i].name || cpu->segments()[i].offset != gpu->segments()[i].offset)
+            throw Failure("segment " + std::to_string(i) + " differs: " + gpu->segments()[i].name + " vs " +
+                          cpu->segments()[i].name);
+    cpu->init(7);
+    gpu->upload(cpu->params(), cpu->num_params(), cpu->state(), cpu->state_size());
+    Sgd sgd(*cpu, 0.9, 5e-4);
+    GpuSgd gsgd(*gpu, 0.9, 5e-4);
+    SoftmaxCrossEntropy loss;
+    GpuSoftmaxCrossEntropy gloss(ctx);
+    Rng rng(3);
+    const Tol tol{1e-3, 1e-2};
+    for (int step = 0; step < steps; ++step) {
+        const std::string r = " (step " + std::to_string(step + 1) + ")";
+        const Tensor x = random_tensor(rng, n, cpu->input_shape());
+        std::vector<int> labels(n);
+        for (int& l : labels) l = static_cast<int>(rng.below(10));
+        DevTensor dx;
+        dx.upload(x);
+        cpu->zero_grad();
+        gpu->zero_grad();
+        const Tensor& z = cpu->forward(x, true);
+        const DevTensor& gz = gpu->forward(dx, true);
+        Tensor z_gpu;
+        gz.download(z_gpu);
+        expect_close("logits" + r, z_gpu, z, tol.abs_tol, tol.rel_tol);
+        int64_t hits = 0, ghits = 0;
+        const double l = loss.forward(z, labels.data(), n, &hits);
+        const double gl = gloss.forward(gz, labels.data(), n, &ghits);
+        const float lf = static_cast<float>(l), glf = static_cast<float>(gl);
+        expect_close("loss" + r, &glf, &lf, 1, tol.abs_tol, tol.rel_tol);
+        cpu->backward(loss.backward());
+        gpu->backward(gloss.backward());
+        std::vector<float> gp, gg, gs;
+        gpu->download(nullptr, &gg, &gs);
+        expect_close("grads" + r, gg, std::vector<float>(cpu->grads(), cpu->grads() + cpu->num_params()), tol.abs_tol,
+                     tol.rel_tol);
+        expect_close("bn state" + r, gs, std::vector<float>(cpu->state(), cpu->state() + cpu->state_size()),
+                     tol.abs_tol, tol.rel_tol);
+        sgd.step(0.05);
+        gsgd.step(0.05);
+        gpu->download(&gp, nullptr, nullptr);
+        expect_close("params" + r, gp, std::vector<float>(cpu->params(), cpu->params() + cpu->num_params()),
+                     tol.abs_tol, tol.rel_tol);
+    }
+}
+
+std::vector<Test> tests() {
+    std::vector<Test> t;
+    t.push_back({"comparator_selftest", false, [](GpuContext*) {
+                     // the checker must reject a value outside the tolerance and accept one inside
+                     const float ref = 1.0f, near = 1.0f + 1e-4f, far = 1.01f;
+                     expect_close("near", &near, &ref, 1, 1e-5, 1e-3);
+                     bool caught = false;
+                     try {
+                         expect_close("far", &far, &ref, 1, 1e-5, 1e-3);
+                     } catch (const Failure&) {
+                         caught = true;
+                     }
+                     const float nan = std::nanf("");
+                     bool caught_nan = false;
+                     try {
+                         expect_close("nan", &nan, &ref, 1, 1e-5, 1e-3);
+                     } catch (const Failure&) {
+                         caught_nan = true;
+                     }
+                     if (!caught || !caught_nan) throw Failure("expect_close accepted a value outside the tolerance");
+                 }});
+    t.push_back({"conv3x3_pad1_bias", true,
+                 [](GpuContext* c) { conv_case(*c, 3, 8, 3, 1, 1, true, Shape{3, 12, 12}, 4, true); }});
+    t.push_back({"conv5x5_stride2_nobias", true,
+                 [](GpuContext* c) { conv_case(*c, 4, 6, 5, 2, 2, false, Shape{4, 11, 9}, 3, true); }});
+    t.push_back({"conv_first_layer_no_dx", true,
+                 [](GpuContext* c) { conv_case(*c, 1, 6, 5, 1, 2, true, Shape{1, 28, 28}, 5, false); }});
+    t.push_back({"batchnorm_train", true, [](GpuContext* c) {
+                     auto cpu = make_batchnorm2d(Backend::Cpu, 5);
+                     auto gpu = make_gpu_batchnorm2d(*c, 5);
+                     check_layer(*c, *cpu, *gpu, Shape{5, 6, 7}, 4, true, true, kLayerTol, 21);
+                 }});
+    t.push_back({"batchnorm_eval", true, [](GpuContext* c) {
+                     auto cpu = make_batchnorm2d(Backend::Cpu, 5);
+                     auto gpu = make_gpu_batchnorm2d(*c, 5);
+                     check_layer(*c, *cpu, *gpu, Shape{5, 6, 7}, 4, false, true, kLayerTol, 22);
+                 }});
+    t.push_back({"relu", true, [](GpuContext* c) {
+                     auto cpu = make_relu(Backend::Cpu);
+                     auto gpu = make_gpu_relu(*c);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 31);
+                 }});
+    t.push_back({"maxpool2", true, [](GpuContext* c) {
+                     auto cpu = make_maxpool2d(Backend::Cpu, 2);
+                     auto gpu = make_gpu_maxpool2d(*c, 2);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 9, 8}, 4, true, true, kLayerTol, 41);
+                 }});
+    t.push_back({"maxpool3", true, [](GpuContext* c) {
+                     auto cpu = make_maxpool2d(Backend::Cpu, 3);
+                     auto gpu = make_gpu_maxpool2d(*c, 3);
+                     check_layer(*c, *cpu, *gpu, Shape{2, 9, 10}, 3, true, true, kLayerTol, 42);
+                 }});
+    t.push_back({"linear", true, [](GpuContext* c) {
+                     auto cpu = make_linear(Backend::Cpu, 60, 13);
+                     auto gpu = make_gpu_linear(*c, 60, 13);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 4, 5}, 7, true, true, kLayerTol, 51);
+                 }});
+    t.push_back({"softmax_cross_entropy", true, [](GpuContext* c) {
+                     Rng rng(61);
+                     const int n = 37, k = 10;
+                     const Tensor z = random_tensor(rng, n, Shape{k, 1, 1});
+                     std::vector<int> labels(n);
+                     for (int& l : labels) l = static_cast<int>(rng.below(k));
+                     SoftmaxCrossEntropy cpu;
+                     GpuSoftmaxCrossEntropy gpu(*c);
+                     DevTensor dz;
+                     dz.upload(z);
+                     int64_t hits = 0, ghits = 0;
+                     const float l = static_cast<float>(cpu.forward(z, labels.data(), n, &hits));
+                     const float gl = static_cast<float>(gpu.forward(dz, labels.data(), n, &ghits));
+                     expect_close("loss", &gl, &l, 1, 1e-6, 1e-5);
+                     if (hits != ghits)
+                         throw Failure("correct count: gpu " + std::to_string(ghits) + " vs cpu " + std::to_string(hits));
+                     Tensor g;
+                     gpu.backward().download(g);
+                     expect_close("dz", g, cpu.backward(), 1e-7, 1e-5);
+                     bool caught = false;
+                     labels[3] = k;
+                     try {
+                         gpu.forward(dz, labels.data(), n, nullptr);
+                     } catch (const std::invalid_argument&) {
+                         caught = true;
+                     }
+                     if (!caught) throw Failure("a label out of range was accepted");
+                 }});
+    t.push_back({"squared_norms", true, [](GpuContext* c) {
+                     auto model = build_model("lenet5");
+                     model->init(5);
+                     DevMem d;
+                     float* p = static_cast<float*>(d.reserve(sizeof(float) * model->num_params()));
+                     to_device(p, model->params(), model->num_params());
+                     const std::vector<double> got = sq_norms(*c, p, model->segments());
+                     for (size_t j = 0; j < got.size(); ++j) {
+                         const ParamSegment& s = model->segments()[j];
+                         double ref = 0;  // naive host sum
+                         for (size_t i = 0; i < s.size; ++i) ref += static_cast<double>(model->params()[s.offset + i]) *
+                                                                    model->params()[s.offset + i];
+                         if (!(std::fabs(got[j] - ref) <= 1e-9 + 1e-9 * ref))
+                             throw Failure(s.name + ": gpu " + std::to_string(got[j]) + " vs cpu " + std::to_string(ref));
+                     }
+                 }});
+    t.push_back({"lenet5_train_steps", true, [](GpuContext* c) { model_steps(*c, "lenet5", 16, 3); }});
+    t.push_back({"fmnist_cnn_train_steps", true, [](GpuContext* c) { model_steps(*c, "fmnist-cnn", 8, 3); }});
+    return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> want(argv + 1, argv + argc);
+    std::string why;
+    const int devices = device_count(&why);
+    std::unique_ptr<GpuContext> ctx;
+    if (devices > 0) {
+        try {
+            ctx = std::make_unique<GpuContext>(0);
+        } catch (const std::exception& e) {
+            std::printf("FAIL gpu_context: %s\n", e.what());
+            std::printf("gpu: 0 passed, 1 failed, 0 skipped\n");
+            return 1;
+        }
+    }
+    int pass = 0, fail = 0, skip = 0;
+    for (const Test& t : tests()) {
+        if (!want.empty()) {
+            bool sel = false;
+            for (const auto& w : want) sel = sel || w == t.name;
+            if (!sel) continue;
+        }
+        if (t.needs_gpu && !ctx) {
+            std::printf("SKIP %s: no CUDA device (%s)\n", t.name.c_str(), why.c_str());
+            ++skip;
+            continue;
+        }
+        g_max_err = 0;
+        try {
+            t.run(ctx.get());
+            if (t.needs_gpu) std::printf("PASS %s (max |gpu - cpu| %.3g)\n", t.name.c_str(), g_max_err);
+            else std::printf("PASS %s\n", t.name.c_str());
+            ++pass;
+        } catch (const std::exception& e) {
+            std::printf("FAIL %s: %s\n", t.name.c_str(), e.what());
+            ++fail;
+        }
+        std::fflush(stdout);
+    }
+    std::printf("gpu: %d passed, %d failed, %d skipped\n", pass, fail, skip);
+    return fail > 0 ? 1 : 0;
+}

@@ -1,0 +1,276 @@
+// tula-train CUDA backend: device memory, the GPU layer family, the model with fused
+// device buffers, the loss, SGD and the per-tensor squared norms.
+//
+// Why a second layer family: tula::train::Layer (trainer/src/layers.hpp) passes host
+// Tensors (std::vector<float>). A GPU layer must take and return DEVICE memory or every
+// layer would copy its activations across PCIe twice per step. GpuLayer mirrors Layer
+// one to one (configure, param_info, state_size, bind, init-free, forward, backward,
+// need_input_grad) with DevTensor in place of Tensor. As in the CPU path the parameters,
+// gradients and BN running statistics are not owned by the layers: GpuModel allocates ONE
+// device buffer for all parameters, ONE for all gradients (one allreduce per step) and ONE
+// for the state, in exactly the CPU Model's layout (layer order, param_info() order), so
+// params can be copied between a CPU Model and a GpuModel with one memcpy and the CPU path
+// serves as the oracle in tests/gpu.
+//
+// Libraries: cuDNN for convolution (forward, backward data, backward filter; algorithms
+// chosen once per batch size with cudnnFind*, falling back to cudnnGet*_v7), batch norm
+// and max pooling; cuBLAS for the fully connected layer; kernels written here
+// (gpu_kernels.cu) for ReLU, bias add / bias gradient, softmax cross-entropy, the SGD
+// update and per-tensor squared norms. All work is queued on the context's one stream.
+// Mixed precision (bf16) is NOT implemented: everything is float32.
+//
+// Errors: every CUDA / cuDNN / cuBLAS failure throws std::runtime_error ("tula-train: "
+// prefix, file, line, the library's error string; see check.hpp); shape mismatches throw
+// std::invalid_argument, as the CPU layers do.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers.hpp"
+#include "model.hpp"
+#include "tensor.hpp"
+
+namespace tula {
+namespace train {
+namespace cuda {
+
+/// Number of usable CUDA devices; 0 when the runtime reports none or fails (no driver,
+/// no device), in which case *why (if non-null) receives the runtime's error string.
+/// Never throws.
+int device_count(std::string* why);
+
+/// An owning, grow-only block of device memory (cudaMalloc). reserve(bytes) reallocates
+/// only when more is needed (old contents are NOT kept), so buffers resized every step
+/// do not allocate in the steady state. Errors: std::runtime_error from cudaMalloc.
+class DevMem {
+public:
+    DevMem() = default;
+    ~DevMem();
+    DevMem(const DevMem&) = delete;
+    DevMem& operator=(const DevMem&) = delete;
+    DevMem(DevMem&& o) noexcept : p_(o.p_), cap_(o.cap_) { o.p_ = nullptr; o.cap_ = 0; }
+    /// Ensures at least `bytes` bytes; returns the pointer.
+    void* reserve(size_t bytes);
+    void* get() const { return p_; }
+    size_t capacity() const { return cap_; }
+
+private:
+    void* p_ = nullptr;
+    size_t cap_ = 0;
+};
+
+/// A float32 tensor (N, C, H, W), NCHW, in device memory. resize() keeps the allocation
+/// when the tensor shrinks (values are not meaningful after a shape change).
+struct DevTensor {
+    int n = 0, c = 0, h = 0, w = 0;
+    DevMem mem;
+
+    void resize(int n_, int c_, int h_, int w_);
+    void resize(int n_, const Shape& s) { resize(n_, s.c, s.h, s.w); }
+    void resize_like(const DevTensor& o) { resize(o.n, o.c, o.h, o.w); }
+    size_t size() const { return static_cast<size_t>(n) * c * h * w; }
+    size_t sample_size() const { return static_cast<size_t>(c) * h * w; }
+    Shape shape() const { return Shape{c, h, w}; }
+    float* ptr() const { return static_cast<float*>(mem.get()); }
+    std::string str() const;
+    /// Copies a host tensor in (resizing), synchronously on the default stream.
+    void upload(const Tensor& t);
+    /// Copies to a host tensor (resizing it); waits for the device.
+    void download(Tensor& t) const;
+};
+
+/// The per-process GPU state: device, one stream, the cuDNN and cuBLAS handles bound to
+/// it, and the ONE workspace shared by every cuDNN call (grown only when a layer needs
+/// more, never shrunk). Errors: std::runtime_error if the device or a handle cannot be
+/// created (e.g. no device: call device_count() first).
+class GpuContext {
+public:
+    explicit GpuContext(int device = 0);
+    ~GpuContext();
+    GpuContext(const GpuContext&) = delete;
+    GpuContext& operator=(const GpuContext&) = delete;
+
+    cudnnHandle_t dnn() const { return dnn_; }
+    cublasHandle_t blas() const { return blas_; }
+    cudaStream_t stream() const { return stream_; }
+    /// The shared workspace, at least `bytes` bytes (pointer valid until the next call).
+    void* workspace(size_t bytes) { return ws_.reserve(bytes > 0 ? bytes : 1); }
+    size_t workspace_bytes() const { return ws_.capacity(); }
+    /// Waits for all queued work.
+    void sync() const;
+
+private:
+    int device_;
+    cudnnHandle_t dnn_ = nullptr;
+    cublasHandle_t blas_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    DevMem ws_;
+};
+
+/// The GPU layer interface: Layer (layers.hpp) with device tensors. Parameters and
+/// gradients are device pointers into GpuModel's fused buffers; backward() ADDS into the
+/// gradient slice. Initialization is done on the host by the CPU layers (same Rng
+/// sequence) and copied in (GpuModel::upload_params), so both backends start from the
+/// same weights for a seed.
+class GpuLayer {
+public:
+    virtual ~GpuLayer() = default;
+    GpuLayer() = default;
+    GpuLayer(const GpuLayer&) = delete;
+    GpuLayer& operator=(const GpuLayer&) = delete;
+
+    virtual std::string describe() const = 0;
+    /// As Layer::configure. Errors: std::invalid_argument.
+    virtual Shape configure(const Shape& in) = 0;
+    virtual std::vector<ParamInfo> param_info() const { return {}; }
+    virtual size_t state_size() const { return 0; }
+    /// Device pointers to this layer's slices of the fused buffers.
+    virtual void bind(float* params, float* grads, float* state) {}
+    /// y = layer(x); x must stay unchanged until backward(). Errors as Layer::forward.
+    virtual const DevTensor& forward(const DevTensor& x, bool train) = 0;
+    /// dL/dx (empty when need_input_grad() is false); adds dL/dparams to the gradients.
+    virtual const DevTensor& backward(const DevTensor& dy) = 0;
+
+    void set_need_input_grad(bool v) { need_input_grad_ = v; }
+    bool need_input_grad() const { return need_input_grad_; }
+
+protected:
+    bool need_input_grad_ = true;
+    float* params_ = nullptr;  // device
+    float* grads_ = nullptr;   // device
+    size_t n_params_ = 0;
+};
+
+/// Convolution, as make_conv2d (layers.hpp): weight (Cout, Cin, k, k), bias (Cout,).
+/// cuDNN cross-correlation (CUDNN_CROSS_CORRELATION, which is what PyTorch and the CPU
+/// path compute); algorithms for forward, backward data and backward filter are found once
+/// per batch size (cudnnFind*Algorithm, fastest successful one; cudnnGet*_v7 if Find fails)
+/// and their workspace comes from the context's shared workspace.
+std::unique_ptr<GpuLayer> make_gpu_conv2d(GpuContext& ctx, int cin, int cout, int k, int stride, int pad, bool bias);
+/// Batch norm, as make_batchnorm2d: cudnnBatchNormalization* in CUDNN_BATCHNORM_SPATIAL
+/// mode, which keeps the unbiased variance in the running estimate as PyTorch does. eps
+/// must be >= CUDNN_BN_MIN_EPSILON (1e-5). backward() after an evaluation-mode forward
+/// throws std::logic_error (cuDNN's backward is the training-mode one).
+std::unique_ptr<GpuLayer> make_gpu_batchnorm2d(GpuContext& ctx, int channels, float momentum = 0.1f,
+                                               float eps = 1e-5f);
+/// ReLU (hand-written kernels): y = max(x, 0), dx = dy where y > 0.
+std::unique_ptr<GpuLayer> make_gpu_relu(GpuContext& ctx);
+/// Max pooling k x k, stride k, no padding (cuDNN, CUDNN_POOLING_MAX_DETERMINISTIC);
+/// output floor(H/k) x floor(W/k).
+std::unique_ptr<GpuLayer> make_gpu_maxpool2d(GpuContext& ctx, int k);
+/// Fully connected, as make_linear: weight (out, F), bias (out,), row-major; cuBLAS SGEMM
+/// on the column-major views (Y^T = W X^T, dW^T += X^T G, dX^T = W^T G^T).
+std::unique_ptr<GpuLayer> make_gpu_linear(GpuContext& ctx, int in_features, int out_features);
+
+/// Softmax cross-entropy, mean over the batch, as SoftmaxCrossEntropy (layers.hpp); one
+/// thread per example, max-subtracted log-sum-exp.
+class GpuSoftmaxCrossEntropy {
+public:
+    explicit GpuSoftmaxCrossEntropy(GpuContext& ctx) : ctx_(ctx) {}
+    /// logits (N, K) on the device, labels (N,) on the HOST in [0, K). Returns the mean
+    /// loss (waits for the device); adds the count of arg-max hits to *correct if non-null.
+    /// Errors: std::invalid_argument for a label out of range or a size mismatch.
+    double forward(const DevTensor& logits, const int* labels, int n, int64_t* correct);
+    /// dL/dz = (softmax(z) - onehot(y)) / N of the last forward, (N, K, 1, 1).
+    const DevTensor& backward();
+
+private:
+    GpuContext& ctx_;
+    DevTensor prob_, dz_;
+    DevMem labels_, loss_, hits_;
+    std::vector<double> loss_host_;
+    std::vector<int> hits_host_;
+};
+
+/// A chain of GpuLayers with fused device buffers laid out exactly as Model's (see
+/// model.hpp). Errors: std::invalid_argument if the layers do not fit the input shape.
+class GpuModel {
+public:
+    GpuModel(GpuContext& ctx, std::string name, const Shape& input, std::vector<std::unique_ptr<GpuLayer>> layers);
+
+    const std::string& name() const { return name_; }
+    GpuContext& context() const { return ctx_; }
+    const std::vector<ParamSegment>& segments() const { return segments_; }
+    size_t num_params() const { return n_params_; }
+    size_t state_size() const { return n_state_; }
+    float* params() const { return static_cast<float*>(params_.get()); }  ///< device
+    float* grads() const { return static_cast<float*>(grads_.get()); }    ///< device
+    float* state() const { return static_cast<float*>(state_.get()); }    ///< device
+    const std::vector<std::unique_ptr<GpuLayer>>& layers() const { return layers_; }
+
+    /// Copies num_params() parameter and state_size() state values from the host (e.g. a
+    /// CPU Model after init(seed)). Errors: std::invalid_argument on a size mismatch.
+    void upload(const float* params, size_t n_params, const float* state, size_t n_state);
+    /// Copies parameters, gradients and state to host vectors (resized); waits.
+    void download(std::vector<float>* params, std::vector<float>* grads, std::vector<float>* state) const;
+    void zero_grad();
+    const DevTensor& forward(const DevTensor& x, bool train);
+    void backward(const DevTensor& dlogits);
+
+private:
+    GpuContext& ctx_;
+    std::string name_;
+    std::vector<std::unique_ptr<GpuLayer>> layers_;
+    std::vector<ParamSegment> segments_;
+    size_t n_params_ = 0, n_state_ = 0;
+    DevMem params_, grads_, state_;
+};
+
+/// The GPU twin of build_model() (model.hpp): the same layer sequence for "lenet5" and
+/// "fmnist-cnn". Errors: std::invalid_argument for another name.
+std::unique_ptr<GpuModel> build_gpu_model(GpuContext& ctx, const std::string& name);
+
+/// SGD with momentum and weight decay over a GpuModel, the same rule as Sgd (optim.hpp,
+/// PyTorch's torch.optim.SGD): g' = g + wd*w (segments with decay), v = m*v + g',
+/// w -= lr*v; one fused kernel launch per parameter segment.
+class GpuSgd {
+public:
+    GpuSgd(GpuModel& model, double momentum, double weight_decay);
+    void step(double lr);
+    /// The momentum buffer copied to the host, (num_params,).
+    std::vector<float> velocity() const;
+
+private:
+    GpuModel& m_;
+    float momentum_, wd_;
+    DevMem v_;
+};
+
+// ---- kernels (gpu_kernels.cu); pointers are device pointers, launches on `s` ----------
+
+/// y[i] = max(x[i], 0), i < n.
+void relu_forward(cudaStream_t s, const float* x, float* y, size_t n);
+/// dx[i] = y[i] > 0 ? dy[i] : 0.
+void relu_backward(cudaStream_t s, const float* y, const float* dy, float* dx, size_t n);
+/// y (rows, cols) row-major: y[r][c] += b[c].
+void add_row_bias(cudaStream_t s, float* y, const float* b, int rows, int cols);
+/// db[c] += sum_r g[r][c], g (rows, cols) row-major (sums in double).
+void add_col_sums(cudaStream_t s, const float* g, float* db, int rows, int cols);
+/// For each row i of z (n, k): prob = softmax(z_i), loss[i] = -log prob[label_i] (double),
+/// hit[i] = (arg-max == label_i); labels must be in [0, k).
+void softmax_xent_forward(cudaStream_t s, const float* z, const int* labels, float* prob, double* loss, int* hit,
+                          int n, int k);
+/// dz = (prob - onehot(label)) / n.
+void softmax_xent_backward(cudaStream_t s, const float* prob, const int* labels, float* dz, int n, int k);
+/// v = m*v + (g + wd*w); w -= lr*v, over n values.
+void sgd_momentum_update(cudaStream_t s, float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                         float wd);
+/// out[j] = sum of x[offset_j .. offset_j + size_j)^2 in double, for each segment j (the
+/// per-tensor squared norms for LARS / AGS trust ratios and the gradient noise scale,
+/// McCandlish et al. 2018). offsets/sizes/out are device arrays of nseg entries; one block
+/// per segment.
+void segment_sq_norms(cudaStream_t s, const float* x, const size_t* offsets, const size_t* sizes, int nseg,
+                      double* out);
+/// Host wrapper: squared norm of each ParamSegment of the device buffer x; waits.
+std::vector<double> sq_norms(GpuContext& ctx, const float* x, const std::vector<ParamSegment>& segs);
+
+}  // namespace cuda
+}  // namespace train
+}  // namespace tula
