@@ -234,6 +234,29 @@ std::vector<Test> tests() {
                      }
                      if (!caught || !caught_nan) throw Failure("expect_close accepted a value outside the tolerance");
                  }});
+    t.push_back({"error_macros", false, [](GpuContext*) {
+                     // each macro throws with the prefix, this file, the call and the library's
+                     // own error string (no device needed: the strings are tables in the libraries)
+                     auto expect_msg = [](const std::function<void()>& f, const std::string& lib_string) {
+                         try {
+                             f();
+                         } catch (const std::runtime_error& e) {
+                             const std::string m = e.what();
+                             if (m.rfind("tula-train: ", 0) != 0 || m.find("test_gpu_layers.cpp:") == std::string::npos ||
+                                 m.find(lib_string) == std::string::npos)
+                                 throw Failure("unexpected message: " + m);
+                             return;
+                         }
+                         throw Failure("no exception for a failing status (" + lib_string + ")");
+                     };
+                     expect_msg([] { CUDA_CHECK(cudaErrorInvalidValue); }, cudaGetErrorString(cudaErrorInvalidValue));
+                     expect_msg([] { CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM); }, cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM));
+                     expect_msg([] { CUBLAS_CHECK(CUBLAS_STATUS_INVALID_VALUE); },
+                                cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE));
+                     CUDA_CHECK(cudaSuccess);  // success passes silently
+                     CUDNN_CHECK(CUDNN_STATUS_SUCCESS);
+                     CUBLAS_CHECK(CUBLAS_STATUS_SUCCESS);
+                 }});
     t.push_back({"conv3x3_pad1_bias", true,
                  [](GpuContext* c) { conv_case(*c, 3, 8, 3, 1, 1, true, Shape{3, 12, 12}, 4, true); }});
     t.push_back({"conv5x5_stride2_nobias", true,
