@@ -109,5 +109,6 @@ void add_plan_command(CLI::App& app, Action* action);
 void add_profile_command(CLI::App& app, Action* action);
 void add_db_command(CLI::App& app, Action* action);
 void add_explain_command(CLI::App& app, Action* action);
+void add_plot_command(CLI::App& app, Action* action);
 
 }  // namespace tula::cli

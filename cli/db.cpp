@@ -1,7 +1,15 @@
 // tula CLI: `tula db list` and `tula db show WORKLOAD` -- the profile databases, read by
-// people (tula(1), "tula db").
+// people; `tula db export`, `tula db import FILE` and `tula db prune` -- sharing profiles
+// between sites and removing old ones (tula(1), "tula db").
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <set>
@@ -289,10 +297,102 @@ int run_show(const ShowOptions& o) {
     return kExitOk;
 }
 
+struct ExportOptions {
+    CommonOptions common;
+    std::string workload;
+    std::string output;  // "" or "-": standard output
+};
+
+struct ImportOptions {
+    CommonOptions common;
+    std::string file;
+};
+
+struct PruneOptions {
+    CommonOptions common;
+    double older_than_days = 0;  // 0: no age limit
+    std::string workload;
+};
+
+constexpr size_t kMaxImportBytes = size_t(256) << 20;  // 256 MiB
+
+// Writes `text` to `path` through a temporary file renamed into place. Errors: tula::Error.
+void write_file_atomic(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
+    size_t off = 0;
+    while (off < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int e = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw Error("cannot write " + path + ": " + std::strerror(e));
+        }
+        off += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw Error("cannot write " + path + ": " + std::strerror(e));
+    }
+}
+
+// The one database export reads: --db (exactly one), else the user's. Must exist.
+int run_export(const ExportOptions& o) {
+    if (!o.workload.empty() && !valid_workload_name(o.workload))
+        throw UsageError("--workload '" + one_line(o.workload, 80) + "' is not of the form MODEL@DATASET");
+    const std::string path = write_db_path(o.common);
+    if (!file_exists(path)) throw Error("profile database " + path + " does not exist; name one with --db PATH");
+    const ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadOnly);
+    const std::string text = db.export_json(o.workload);
+    if (o.output.empty() || o.output == "-") {
+        std::fputs(text.c_str(), stdout);
+        if (std::fflush(stdout) != 0) throw Error(std::string("cannot write the export: ") + std::strerror(errno));
+    } else {
+        write_file_atomic(o.output, text);
+        std::fprintf(stderr, "tula: exported %s%s to %s\n", path.c_str(),
+                     o.workload.empty() ? "" : (" (workload " + o.workload + ")").c_str(), o.output.c_str());
+    }
+    return kExitOk;
+}
+
+int run_import(const ImportOptions& o) {
+    if (o.file == "-") throw UsageError("give the export file's path (standard input is not read)");
+    const std::string text = read_text_file(o.file, kMaxImportBytes + 1);
+    if (text.size() > kMaxImportBytes) throw Error(o.file + " is larger than 256 MiB; not a tula profile export");
+    const std::string path = write_db_path(o.common);
+    ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadWrite);
+    const ProfileDb::ImportCounts n = db.import_json(text, o.file);
+    std::printf("imported into %s: %zu workload%s, %zu compute sample%s, %zu allreduce sample%s, %zu run%s "
+                "(%zu already present, skipped)\n",
+                path.c_str(), n.workloads, n.workloads == 1 ? "" : "s", n.compute, n.compute == 1 ? "" : "s",
+                n.allreduce, n.allreduce == 1 ? "" : "s", n.runs, n.runs == 1 ? "" : "s", n.skipped);
+    return kExitOk;
+}
+
+int run_prune(const PruneOptions& o) {
+    if (o.older_than_days <= 0 && o.workload.empty())
+        throw UsageError("give --older-than DAYS, --workload W, or both");
+    if (!o.workload.empty() && !valid_workload_name(o.workload))
+        throw UsageError("--workload '" + one_line(o.workload, 80) + "' is not of the form MODEL@DATASET");
+    const std::string path = write_db_path(o.common);
+    if (!file_exists(path)) throw Error("profile database " + path + " does not exist; name one with --db PATH");
+    ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadWrite);
+    const double before = o.older_than_days > 0 ? static_cast<double>(std::time(nullptr)) - o.older_than_days * 86400.0 : 0;
+    const ProfileDb::PruneCounts n = db.prune(before, o.workload);
+    std::printf("removed from %s: %zu row%s (%zu compute sample%s, %zu allreduce sample%s, %zu run%s, %zu workload%s)\n",
+                path.c_str(), n.total(), n.total() == 1 ? "" : "s", n.compute, n.compute == 1 ? "" : "s", n.allreduce,
+                n.allreduce == 1 ? "" : "s", n.runs, n.runs == 1 ? "" : "s", n.workloads, n.workloads == 1 ? "" : "s");
+    return kExitOk;
+}
+
 }  // namespace
 
 void add_db_command(CLI::App& app, Action* action) {
-    CLI::App* db = app.add_subcommand("db", "show the profile databases");
+    CLI::App* db = app.add_subcommand("db", "show, export, import and prune the profile databases");
     db->require_subcommand(1);
     db->footer("See tula(1), \"tula db\" and \"PROFILE DATABASE\".");
 
@@ -314,6 +414,36 @@ void add_db_command(CLI::App& app, Action* action) {
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
     show->callback([s, action] { *action = [s] { return run_show(*s); }; });
+
+    auto e = std::make_shared<ExportOptions>();
+    CLI::App* ex = db->add_subcommand("export", "write one database's profiles and runs as JSON, to share them with another site");
+    ex->footer("Reads --db PATH (default: the user's database). Exit status: 0, 1 when the database is missing or "
+               "unreadable or the output cannot be written, 2 usage error.");
+    add_common_options(ex, &e->common, true);
+    ex->add_option("--workload", e->workload, "only this workload's rows (no allreduce samples), MODEL@DATASET")
+        ->type_name("W");
+    ex->add_option("-o,--output", e->output, "file to write (default: standard output)")->type_name("FILE");
+    ex->callback([e, action] { *action = [e] { return run_export(*e); }; });
+
+    auto im = std::make_shared<ImportOptions>();
+    CLI::App* imp = db->add_subcommand("import", "add the rows of a `tula db export` file to a database (checked first; all or nothing)");
+    imp->footer("Writes --db PATH (default: the user's database). Rows already present are skipped. Exit status: 0, "
+                "1 when the file is not a valid export (the message names the row), 2 usage error.");
+    add_common_options(imp, &im->common, true);
+    imp->add_option("file", im->file, "JSON file written by tula db export")->required()->type_name("FILE");
+    imp->callback([im, action] { *action = [im] { return run_import(*im); }; });
+
+    auto p = std::make_shared<PruneOptions>();
+    CLI::App* pr = db->add_subcommand("prune", "remove old rows, or one workload's rows, and say how many");
+    pr->footer("Writes --db PATH (default: the user's database). Give --older-than, --workload or both (both: that "
+               "workload's rows older than DAYS). Exit status: 0, 1 when the database is missing or cannot be "
+               "written, 2 usage error.");
+    add_common_options(pr, &p->common, true);
+    pr->add_option("--older-than", p->older_than_days, "remove rows created more than DAYS days ago")
+        ->type_name("DAYS")
+        ->check(CLI::Range(1e-9, 1e6));
+    pr->add_option("--workload", p->workload, "remove only this workload's rows, MODEL@DATASET")->type_name("W");
+    pr->callback([p, action] { *action = [p] { return run_prune(*p); }; });
 }
 
 }  // namespace tula::cli

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
     add_profile_command(app, &action);
     add_db_command(app, &action);
     add_explain_command(app, &action);
+    add_plot_command(app, &action);
 
     try {
         app.parse(argc, argv);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "tula/db.hpp"
 #include "tula/error.hpp"
@@ -104,6 +105,110 @@ void assert_same(const tula::Workload& a, const tula::Workload& b) {
     CPPUNIT_ASSERT_EQUAL(a.test_examples, b.test_examples);
 }
 
+
+// Every row of `sql` on `path`, read with sqlite3 directly (independent of libtula's readers),
+// each row as its columns joined by '|' (numbers with 17 significant digits, NULL as "null").
+std::vector<std::string> raw_rows(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+        throw std::runtime_error("cannot open " + path);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+        sqlite3_close(db);
+        throw std::runtime_error("cannot prepare " + sql);
+    }
+    std::vector<std::string> out;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        std::string row;
+        for (int c = 0; c < sqlite3_column_count(st); ++c) {
+            char buf[64];
+            switch (sqlite3_column_type(st, c)) {
+                case SQLITE_NULL: row += "null"; break;
+                case SQLITE_INTEGER: row += std::to_string(sqlite3_column_int64(st, c)); break;
+                case SQLITE_FLOAT:
+                    std::snprintf(buf, sizeof buf, "%.17g", sqlite3_column_double(st, c));
+                    row += buf;
+                    break;
+                default: row += reinterpret_cast<const char*>(sqlite3_column_text(st, c));
+            }
+            row += "|";
+        }
+        out.push_back(row);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+// The rows that an export carries, in a comparable form (ids and the workload's `updated` left out).
+std::vector<std::string> all_rows(const std::string& path) {
+    std::vector<std::string> out;
+    for (const char* sql :
+         {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
+          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created FROM compute_profile ORDER BY id",
+          "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id",
+          "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
+          "created FROM run ORDER BY id",
+          "SELECT r.job_id, e.epoch, e.seconds, e.train_loss, e.test_accuracy FROM run_epoch e JOIN run r ON "
+          "r.id = e.run_id ORDER BY r.id, e.epoch"}) {
+        out.push_back(std::string("--") + sql);
+        for (auto& r : raw_rows(path, sql)) out.push_back(r);
+    }
+    return out;
+}
+
+// A database with two workloads, random compute/allreduce samples and two runs (one with
+// per-epoch loss and accuracy, one without), all with distinct non-round values.
+void fill_random(tula::ProfileDb& db, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(0.001, 0.5);
+    for (const char* m : {"lenet5", "fmnist-cnn"}) {
+        tula::Workload w;
+        w.model = m;
+        w.dataset = "fashion-mnist";
+        w.name = w.model + "@" + w.dataset;
+        w.params = 1000 + static_cast<int64_t>(rng() % 100000);
+        w.train_examples = 60000;
+        w.test_examples = 10000;
+        db.upsert_workload(w);
+        for (int b : {16, 32, 64, 128}) {
+            tula::ComputeSample c;
+            c.workload = w.name;
+            c.host = "node" + std::to_string(rng() % 9);
+            c.local_batch = b;
+            c.threads = 1 + static_cast<int>(rng() % 4);
+            c.seconds_per_iter = u(rng) / 3.0;
+            c.iters = 5 + static_cast<int>(rng() % 20);
+            db.add_compute(c);
+        }
+        tula::RunRecord r;
+        r.job_id = std::to_string(100 + rng() % 900);
+        r.workload = w.name;
+        r.nodes = 2;
+        r.global_batch = 256;
+        r.epochs = 3;
+        r.predicted_seconds = 100 * u(rng);
+        r.measured_seconds = 100 * u(rng);
+        r.test_accuracy = u(rng);
+        r.created = 1.7e9 + 1000 * u(rng);
+        for (int e = 0; e < 3; ++e) {
+            r.epoch_seconds.push_back(10 * u(rng));
+            if (w.model == "lenet5") {
+                r.epoch_train_loss.push_back(u(rng));
+                r.epoch_test_accuracy.push_back(u(rng));
+            }
+        }
+        db.add_run(r);
+    }
+    for (int n : {2, 4}) {
+        tula::AllreduceSample a;
+        a.host = "node0";
+        a.nodes = n;
+        a.bytes = 4096 + static_cast<int64_t>(rng() % 100000);
+        a.seconds = u(rng) / 100;
+        db.add_allreduce(a);
+    }
+}
 }  // namespace
 
 class LibtulaDbTest : public CppUnit::TestFixture {
@@ -122,6 +227,10 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_move);
     CPPUNIT_TEST(test_load_profiles_merge_and_skip);
     CPPUNIT_TEST(test_readonly_wal_in_unwritable_dir);
+    CPPUNIT_TEST(test_export_import_round_trip);
+    CPPUNIT_TEST(test_export_one_workload);
+    CPPUNIT_TEST(test_import_rejects_bad_files);
+    CPPUNIT_TEST(test_prune);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -482,6 +591,121 @@ public:
             CPPUNIT_ASSERT_EQUAL(0, WEXITSTATUS(status));
         }
         CPPUNIT_ASSERT(!exists(p + "-shm"));
+    }
+
+    void test_export_import_round_trip() {
+        TempDir d;
+        const std::string a = d / "a.db", b = d / "b.db";
+        std::string text;
+        {
+            auto db = tula::ProfileDb::open(a, tula::ProfileDb::Mode::ReadWrite);
+            fill_random(db, 7);
+            text = db.export_json();
+        }
+        auto db = tula::ProfileDb::open(b, tula::ProfileDb::Mode::ReadWrite);
+        const auto n = db.import_json(text, "x.json");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), n.workloads);
+        CPPUNIT_ASSERT_EQUAL(size_t(8), n.compute);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), n.allreduce);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), n.runs);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), n.skipped);
+        const auto ra = all_rows(a), rb = all_rows(b);
+        CPPUNIT_ASSERT_EQUAL(ra.size(), rb.size());
+        for (size_t i = 0; i < ra.size(); ++i) CPPUNIT_ASSERT_EQUAL(ra[i], rb[i]);
+        CPPUNIT_ASSERT(contains(ra.back(), "null"));  // the run without per-epoch loss kept its NULLs
+        // Importing the same file again adds nothing.
+        const auto again = db.import_json(text, "x.json");
+        CPPUNIT_ASSERT_EQUAL(size_t(12), again.skipped);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), again.compute + again.allreduce + again.runs);
+        const auto rb2 = all_rows(b);
+        CPPUNIT_ASSERT(ra == rb2);
+    }
+
+    void test_export_one_workload() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "a.db", tula::ProfileDb::Mode::ReadWrite);
+        fill_random(db, 8);
+        const std::string text = db.export_json("lenet5@fashion-mnist");
+        auto db2 = tula::ProfileDb::open(d / "b.db", tula::ProfileDb::Mode::ReadWrite);
+        const auto n = db2.import_json(text, "x.json");
+        CPPUNIT_ASSERT_EQUAL(size_t(1), n.workloads);
+        CPPUNIT_ASSERT_EQUAL(size_t(4), n.compute);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), n.allreduce);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), n.runs);
+        CPPUNIT_ASSERT(db2.compute_samples("fmnist-cnn@fashion-mnist").empty());
+        CPPUNIT_ASSERT(!db2.workload("fmnist-cnn@fashion-mnist"));
+    }
+
+    void test_import_rejects_bad_files() {
+        TempDir d;
+        std::string good;
+        {
+            auto db = tula::ProfileDb::open(d / "a.db", tula::ProfileDb::Mode::ReadWrite);
+            fill_random(db, 9);
+            good = db.export_json();
+        }
+        auto db = tula::ProfileDb::open(d / "b.db", tula::ProfileDb::Mode::ReadWrite);
+        // Replaces the first occurrence of `from` in the good export.
+        auto edit = [&](const std::string& from, const std::string& to) {
+            const size_t at = good.find(from);
+            CPPUNIT_ASSERT_MESSAGE(from, at != std::string::npos);
+            return good.substr(0, at) + to + good.substr(at + from.size());
+        };
+        auto err = [&](const std::string& text) { return error_of([&] { db.import_json(text, "f.json"); }); };
+        CPPUNIT_ASSERT(contains(err(good.substr(0, good.size() / 2)), "not valid JSON"));
+        CPPUNIT_ASSERT(contains(err("[1, 2]"), "not a tula profile export"));
+        CPPUNIT_ASSERT(contains(err(edit("\"tula-profiles\"", "\"other\"")), "not a tula profile export"));
+        CPPUNIT_ASSERT(contains(err(edit("\"schema_version\": 1", "\"schema_version\": 2")), "upgrade tula"));
+        CPPUNIT_ASSERT(contains(err(edit("\"schema_version\": 1", "\"schema_version\": \"1\"")), "schema_version"));
+        CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 16", "\"local_batch\": \"16\"")),
+                                "compute row 1: local_batch must be an integer"));
+        CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 32", "\"local_batch\": 0")), "compute row 2: local_batch"));
+        CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 64", "\"local_batch\": 6.5")), "compute row 3"));
+        CPPUNIT_ASSERT(contains(err(edit("\"nodes\": 4,", "\"nodes\": -4,")), "allreduce row 2: nodes"));
+        CPPUNIT_ASSERT(contains(err(edit("\"seconds_per_iter\": ", "\"seconds_per_iter\": -")),
+                                "compute row 1: seconds_per_iter must be > 0"));
+        CPPUNIT_ASSERT(contains(err(edit("\"seconds_per_iter\": ", "\"seconds_per_iter\": \"NaN\", \"x\": ")),
+                                "compute row 1: seconds_per_iter must be a number"));
+        CPPUNIT_ASSERT(contains(err(edit("\"seconds_per_iter\": ", "\"seconds_per_iter\": NaN, \"x\": ")),
+                                "not valid JSON"));
+        CPPUNIT_ASSERT(contains(err(edit("\"measured_seconds\": ", "\"measured_seconds\": 0, \"x\": ")),
+                                "runs row 1: measured_seconds must be > 0"));
+        CPPUNIT_ASSERT(contains(err(edit("\"host\": ", "\"hostx\": ")), "has no field \"host\""));
+        CPPUNIT_ASSERT(contains(err(edit("\"allreduce\": [", "\"allreduce\": 5, \"x\": [")), "\"allreduce\" must be a JSON array"));
+        // Nothing of the rejected files was added.
+        CPPUNIT_ASSERT(db.workloads().empty());
+        CPPUNIT_ASSERT(db.compute_samples("").empty());
+        CPPUNIT_ASSERT(db.allreduce_samples().empty());
+        CPPUNIT_ASSERT(db.runs().empty());
+    }
+
+    void test_prune() {
+        TempDir d;
+        const std::string p = d / "a.db";
+        auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        fill_random(db, 10);
+        CPPUNIT_ASSERT(!error_of([&] { db.prune(0, ""); }).empty());
+        // Age the first two compute samples of each workload and one allreduce sample.
+        raw_exec(p, "UPDATE compute_profile SET created = 1000 WHERE local_batch IN (16, 32)");
+        raw_exec(p, "UPDATE allreduce_profile SET created = 1000 WHERE nodes = 2");
+        const size_t runs_before = raw_rows(p, "SELECT id FROM run WHERE created < 1.75e9").size();
+        CPPUNIT_ASSERT_EQUAL(size_t(2), runs_before);
+        auto n = db.prune(1.75e9, "");  // samples added now (> 1.75e9) stay; the runs (~1.7e9) go
+        CPPUNIT_ASSERT_EQUAL(size_t(4), n.compute);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), n.allreduce);
+        CPPUNIT_ASSERT_EQUAL(runs_before, n.runs);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), n.workloads);  // both still have compute samples
+        CPPUNIT_ASSERT_EQUAL(size_t(4), raw_rows(p, "SELECT id FROM compute_profile").size());
+        CPPUNIT_ASSERT_EQUAL(size_t(0), raw_rows(p, "SELECT run_id FROM run_epoch").size());
+        // One workload, any age: its samples and its workload row go; the other stays.
+        n = db.prune(0, "lenet5@fashion-mnist");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), n.compute);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), n.workloads);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), n.allreduce);
+        CPPUNIT_ASSERT(!db.workload("lenet5@fashion-mnist"));
+        CPPUNIT_ASSERT(db.workload("fmnist-cnn@fashion-mnist"));
+        CPPUNIT_ASSERT_EQUAL(size_t(2), db.compute_samples("fmnist-cnn@fashion-mnist").size());
+        CPPUNIT_ASSERT_EQUAL(size_t(1), db.allreduce_samples().size());
     }
 };
 

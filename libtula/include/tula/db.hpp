@@ -98,6 +98,46 @@ public:
     /// The newest run with this job id, with its epochs.
     std::optional<RunRecord> run_by_job(const std::string& job_id) const;
 
+    /// Every row (or only those of `workload` when non-empty: its workload row, compute
+    /// samples and runs; allreduce samples, which belong to no workload, are then left out)
+    /// as one JSON document (UTF-8 text) in the exchange format of tula(1), "tula db export":
+    ///   {"format": "tula-profiles", "schema_version": 1, "exported": UNIX_SECONDS,
+    ///    "workloads": [{name, model, dataset, params, train_examples, test_examples}],
+    ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created}],
+    ///    "allreduce": [{host, nodes, bytes, seconds, created}],
+    ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
+    ///              measured_seconds, test_accuracy, created,
+    ///              "epoch_rows": [{epoch, seconds, train_loss, test_accuracy}]}]}
+    /// Times are Unix seconds, durations seconds, sizes bytes; a per-epoch value that was
+    /// not recorded is null. Errors: tula::Error on a read failure.
+    std::string export_json(const std::string& workload = "") const;
+
+    /// What import_json added (rows identical to one already present, `created` included,
+    /// are skipped and counted in `skipped`; workload rows are inserted or replaced).
+    struct ImportCounts {
+        size_t workloads = 0, compute = 0, allreduce = 0, runs = 0, skipped = 0;
+    };
+    /// Validates the whole document first (format name, schema_version == kSchemaVersion,
+    /// every field's JSON type, counts >= 1, durations/sizes finite and > 0 (allreduce
+    /// seconds >= 0), test accuracy in [0, 1]), then adds every row in one transaction, so
+    /// a bad file adds nothing. `source` names the file in messages. Errors: tula::Error
+    /// "SOURCE: ..." naming the section and row number (1-based), e.g. "compute row 3:
+    /// seconds_per_iter must be a finite number > 0"; corrupt JSON names the byte offset.
+    ImportCounts import_json(const std::string& text, const std::string& source);
+
+    /// What prune removed.
+    struct PruneCounts {
+        size_t workloads = 0, compute = 0, allreduce = 0, runs = 0;
+        size_t total() const { return workloads + compute + allreduce + runs; }
+    };
+    /// Deletes, in one transaction, the rows created before `before` (Unix seconds; 0 = no
+    /// age limit) and, when `workload` is non-empty, only that workload's rows (its workload
+    /// row too when no compute sample or run of it is left). Allreduce samples are pruned only
+    /// by age and only when `workload` is empty. A run's per-epoch rows go with it.
+    /// Errors: tula::Error on a write failure or when both filters are empty (refuses to
+    /// empty the database by accident).
+    PruneCounts prune(double before, const std::string& workload);
+
 private:
     ProfileDb(sqlite3* db, std::string path);
     sqlite3* db_ = nullptr;

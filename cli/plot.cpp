@@ -1,0 +1,342 @@
+// tula CLI: `tula plot` -- a PNG (or SVG) of the plan: predicted training time and cost vs
+// global batch, one curve per node count, the time/cost Pareto front and the chosen candidate
+// marked (tula(1), "tula plot").
+//
+// The plan itself comes from `tula plan --format json` run as a child of this same program
+// (/proc/self/exe), so the options (--workload, --script, --epochs, --max-nodes, --nodes,
+// --policy, --conf, --db) mean exactly what they mean for `tula plan`, and its errors are its
+// own one-line `tula:` messages. The figure is drawn by gnuplot (Debian gnuplot-nox), run as a
+// child process on a data file and a script in a temporary directory.
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "process.hpp"
+#include "tula/error.hpp"
+
+namespace tula::cli {
+namespace {
+
+constexpr size_t kMaxPlanJsonBytes = size_t(64) << 20;
+
+struct PlotOptions {
+    CommonOptions common;
+    std::string workload;
+    std::string script;
+    int epochs = 0;
+    int max_nodes = 0;
+    int nodes = 0;
+    std::string policy = "auto";
+    std::string output = "tula-plan.png";
+    bool svg = false;
+    int width = 1200;   // pixels
+    int height = 500;   // pixels
+};
+
+// A temporary directory removed with its files on destruction.
+class TempDir {
+public:
+    TempDir() {
+        const char* base = std::getenv("TMPDIR");
+        std::string t = std::string(base && *base ? base : "/tmp") + "/tula-plot-XXXXXX";
+        std::vector<char> buf(t.begin(), t.end());
+        buf.push_back('\0');
+        if (!::mkdtemp(buf.data())) throw Error("cannot create a temporary directory in " + t.substr(0, t.rfind('/')) +
+                                                ": " + std::strerror(errno) + "; set TMPDIR to a writable directory");
+        path_ = buf.data();
+    }
+    ~TempDir() {
+        ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 8,
+               FTW_DEPTH | FTW_PHYS);
+    }
+    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+    std::string path_;
+};
+
+// Writes `text` to `path`. Errors: tula::Error naming the path.
+void write_text(const std::string& path, const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) throw Error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+// `s` as a single-quoted gnuplot string ('' stands for one quote).
+std::string gp_quote(const std::string& s) {
+    std::string o = "'";
+    for (char c : s) {
+        if (c == '\'') o += "''";
+        else if (c == '\n' || c == '\r') o += ' ';
+        else o += c;
+    }
+    return o + "'";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// One candidate of the plan's JSON.
+struct Point {
+    int nodes = 0;
+    int global_batch = 0;
+    double seconds = 0;  // predicted training seconds
+    double cost = 0;     // node-hours x price
+    bool pareto = false;
+    bool chosen = false;
+};
+
+// The candidates of `tula plan --format json` output. Errors: tula::Error for output that is
+// not a plan (should not happen; names what was missing).
+std::vector<Point> read_points(const Json& plan) {
+    const auto it = plan.find("candidates");
+    if (it == plan.end() || !it->is_array() || it->empty()) throw Error("the plan has no candidates to plot");
+    std::vector<Point> pts;
+    for (const auto& c : *it) {
+        Point p;
+        p.nodes = c.at("nodes").get<int>();
+        p.global_batch = c.at("global_batch").get<int>();
+        p.seconds = c.at("total_seconds").get<double>();
+        p.cost = c.at("cost").get<double>();
+        p.pareto = c.at("pareto").get<bool>();
+        p.chosen = c.value("chosen", false);
+        if (!std::isfinite(p.seconds) || !std::isfinite(p.cost)) continue;
+        pts.push_back(p);
+    }
+    if (pts.empty()) throw Error("the plan has no candidate with a finite prediction to plot");
+    return pts;
+}
+
+// The data file: one block per node count (gnuplot `index`), then the Pareto front sorted by
+// time, then the chosen point. Columns: global_batch seconds cost.
+std::string data_file(const std::vector<Point>& pts, std::vector<int>* node_counts) {
+    std::map<int, std::vector<const Point*>> by_nodes;
+    for (const auto& p : pts) by_nodes[p.nodes].push_back(&p);
+    std::string d;
+    char line[128];
+    for (const auto& [n, v] : by_nodes) {
+        node_counts->push_back(n);
+        d += "# " + std::to_string(n) + " nodes\n";
+        for (const Point* p : v) {
+            std::snprintf(line, sizeof line, "%d %.9g %.9g\n", p->global_batch, p->seconds, p->cost);
+            d += line;
+        }
+        d += "\n\n";
+    }
+    std::vector<const Point*> front;
+    for (const auto& p : pts)
+        if (p.pareto) front.push_back(&p);
+    std::sort(front.begin(), front.end(), [](const Point* a, const Point* b) { return a->seconds < b->seconds; });
+    d += "# Pareto front\n";
+    for (const Point* p : front) {
+        std::snprintf(line, sizeof line, "%d %.9g %.9g\n", p->global_batch, p->seconds, p->cost);
+        d += line;
+    }
+    if (front.empty()) d += "NaN NaN NaN\n";
+    d += "\n\n# chosen\n";
+    bool any = false;
+    for (const auto& p : pts)
+        if (p.chosen) {
+            std::snprintf(line, sizeof line, "%d %.9g %.9g\n", p.global_batch, p.seconds, p.cost);
+            d += line;
+            any = true;
+        }
+    if (!any) d += "NaN NaN NaN\n";
+    return d;
+}
+
+// The gnuplot script: two panels (time, cost) over a log2 global-batch axis.
+std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& data, const std::string& out,
+                           const std::vector<int>& node_counts, const Json& plan) {
+    const std::string workload = plan.value("workload", std::string("?"));
+    const std::string policy = plan.value("policy", std::string("auto"));
+    const int epochs = plan.value("epochs", 0);
+    std::string chosen;
+    if (auto c = plan.find("choice"); c != plan.end() && c->is_object())
+        chosen = nodes_phrase(c->value("nodes", 0)) + " x global batch " + std::to_string(c->value("global_batch", 0));
+    const double price = plan.value("price_per_node_hour", 1.0);
+    std::string s;
+    s += "set encoding utf8\n";
+    s += svg ? "set terminal svg size " + std::to_string(o.width) + "," + std::to_string(o.height) +
+                   " dynamic enhanced font 'sans,11' background rgb 'white'\n"
+             : "set terminal pngcairo size " + std::to_string(o.width) + "," + std::to_string(o.height) +
+                   " enhanced font 'sans,10'\n";
+    s += "set output " + gp_quote(out) + "\n";
+    s += "set multiplot layout 1,2 title " +
+         gp_quote(workload + ", " + std::to_string(epochs) + " epochs, policy " + policy +
+                  (chosen.empty() ? "" : "; chosen: " + chosen)) +
+         " noenhanced\n";
+    s += "set logscale x 2\nset grid\nset key top right noenhanced\nset xlabel 'global batch (examples per step)'\n";
+    auto panel = [&](int col, const std::string& ylabel) {
+        s += "set ylabel " + gp_quote(ylabel) + "\n";
+        s += "plot ";
+        for (size_t i = 0; i < node_counts.size(); ++i)
+            s += gp_quote(data) + " index " + std::to_string(i) + " using 1:" + std::to_string(col) +
+                 " with linespoints pt 7 ps 0.6 title " + gp_quote(nodes_phrase(node_counts[i])) + ", \\\n     ";
+        s += gp_quote(data) + " index " + std::to_string(node_counts.size()) + " using 1:" + std::to_string(col) +
+             " with points pt 6 ps 1.8 lw 2 lc rgb 'black' title 'Pareto front (time, cost)', \\\n     ";
+        s += gp_quote(data) + " index " + std::to_string(node_counts.size() + 1) + " using 1:" + std::to_string(col) +
+             " with points pt 3 ps 3.5 lw 3 lc rgb 'red' title " + gp_quote("chosen (" + policy + ")") + "\n";
+    };
+    panel(2, "predicted training time (s)");
+    panel(3, "predicted cost (node-hours x " + format_number("%g", price) + ")");
+    s += "unset multiplot\nset output\n";
+    return s;
+}
+
+// Runs `tula plan --format json` with the plot's options; returns its parsed output. The
+// child's own error message (one `tula:` line) has already gone to stderr when it fails;
+// `*status` is then its exit status.
+std::optional<Json> run_plan_child(const PlotOptions& o, const TempDir& tmp, int* status) {
+    std::vector<std::string> argv = {"/proc/self/exe", "plan", "--format", "json"};
+    auto add = [&](const char* opt, const std::string& v) {
+        argv.push_back(opt);
+        argv.push_back(v);
+    };
+    if (!o.common.conf.empty()) add("--conf", o.common.conf);
+    for (const auto& d : o.common.dbs) add("--db", d);
+    if (!o.workload.empty()) add("--workload", o.workload);
+    if (!o.script.empty()) add("--script", o.script);
+    if (o.epochs > 0) add("--epochs", std::to_string(o.epochs));
+    if (o.max_nodes > 0) add("--max-nodes", std::to_string(o.max_nodes));
+    if (o.nodes > 0) add("--nodes", std::to_string(o.nodes));
+    add("--policy", o.policy);
+    const std::string out = tmp / "plan.json";
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error("cannot write " + out + ": " + std::strerror(errno));
+    std::string err;
+    const pid_t pid = start_process(argv, {}, fd, -1, &err);
+    ::close(fd);
+    if (pid < 0) throw Error(err);
+    ProcessResult r;
+    wait_process(pid, true, &r);
+    if (!r.ok()) {
+        *status = r.exit_code == kExitUsage ? kExitUsage : kExitError;
+        if (r.signal != 0) print_error("planning " + describe_result(r, "tula plan"));
+        return std::nullopt;
+    }
+    try {
+        return Json::parse(read_text_file(out, kMaxPlanJsonBytes));
+    } catch (const Json::exception& e) {
+        throw Error(std::string("cannot read the plan: ") + e.what());
+    }
+}
+
+int run_plot(const PlotOptions& o) {
+    if (o.workload.empty() && o.script.empty())
+        throw UsageError("give --workload MODEL@DATASET or --script PATH (or both)");
+    if (o.output.empty()) throw UsageError("-o: the output path is empty");
+    const bool svg = o.svg || ends_with(o.output, ".svg") || ends_with(o.output, ".SVG");
+    const std::optional<std::string> gnuplot = find_in_path("gnuplot");
+    if (!gnuplot)
+        throw Error("gnuplot is not installed (not found in PATH); install it (Debian: apt-get install gnuplot-nox) "
+                    "or use `tula plan --format json` for the numbers");
+    TempDir tmp;
+    int status = kExitError;
+    const std::optional<Json> plan = run_plan_child(o, tmp, &status);
+    if (!plan) return status;
+    if (auto w = plan->find("warnings"); w != plan->end() && w->is_array())
+        for (const auto& x : *w)
+            if (x.is_string()) print_warning(x.get<std::string>());
+    std::vector<Point> pts;
+    try {
+        pts = read_points(*plan);
+    } catch (const Json::exception& e) {
+        throw Error(std::string("cannot read the plan: ") + e.what());
+    }
+    std::vector<int> node_counts;
+    const std::string data = tmp / "plan.dat";
+    write_text(data, data_file(pts, &node_counts));
+    const std::string image = tmp / (svg ? "plot.svg" : "plot.png");
+    const std::string script = tmp / "plot.gp";
+    write_text(script, gnuplot_script(o, svg, data, image, node_counts, *plan));
+
+    const std::string log = tmp / "gnuplot.log";
+    const int lfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (lfd < 0) throw Error("cannot write " + log + ": " + std::strerror(errno));
+    std::string err;
+    const pid_t pid = start_process({*gnuplot, script}, {}, lfd, lfd, &err);
+    ::close(lfd);
+    if (pid < 0) throw Error(err);
+    ProcessResult r;
+    wait_process(pid, true, &r);
+    struct stat st;
+    if (!r.ok() || ::stat(image.c_str(), &st) != 0 || st.st_size == 0) {
+        std::string first;
+        try {
+            first = one_line(read_text_file(log, 4096), 300);
+        } catch (const std::exception&) {
+        }
+        throw Error("gnuplot " + (r.ok() ? std::string("wrote no image") : describe_result(r, "gnuplot")) +
+                    (first.empty() ? "" : ": " + first));
+    }
+    // Copy into place through a temporary name next to the output, then rename.
+    const std::string bytes = read_text_file(image, size_t(256) << 20);
+    const std::string part = o.output + ".part" + std::to_string(::getpid());
+    try {
+        write_text(part, bytes);
+    } catch (...) {
+        ::unlink(part.c_str());
+        throw;
+    }
+    if (::rename(part.c_str(), o.output.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(part.c_str());
+        throw Error("cannot write " + o.output + ": " + std::strerror(e));
+    }
+    std::printf("%s\n", o.output.c_str());
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_plot_command(CLI::App& app, Action* action) {
+    auto o = std::make_shared<PlotOptions>();
+    CLI::App* sub = app.add_subcommand(
+        "plot", "draw the plan (predicted time and cost vs global batch per node count, Pareto front, choice) as PNG or SVG");
+    sub->footer(
+        "The options are those of tula plan; the plan is computed by it. Needs gnuplot (Debian gnuplot-nox). Prints the "
+        "image's path. Exit status: 0 written, 1 error (no profile, gnuplot missing or failing, output not writable), "
+        "2 usage error. See tula(1).");
+    add_common_options(sub, &o->common, false);
+    sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET")->type_name("W");
+    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
+        ->type_name("PATH");
+    sub->add_option("--epochs", o->epochs, "epochs to train (default as for tula plan)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--nodes", o->nodes, "plan for exactly this node count")->type_name("N")->check(CLI::Range(1, 1000000));
+    sub->add_option("--policy", o->policy, "as for tula plan (auto, time, cost, ...)")->capture_default_str();
+    sub->add_option("-o,--output", o->output, "image file to write; SVG when it ends in .svg")
+        ->type_name("FILE")
+        ->capture_default_str();
+    sub->add_flag("--svg", o->svg, "write SVG instead of PNG");
+    sub->add_option("--size", o->width, "image width in pixels (height is 5/12 of it)")
+        ->type_name("PIXELS")
+        ->check(CLI::Range(300, 8000))
+        ->capture_default_str();
+    sub->callback([o, action] {
+        o->height = o->width * 5 / 12;
+        *action = [o] { return run_plot(*o); };
+    });
+}
+
+}  // namespace tula::cli
