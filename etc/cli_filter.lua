@@ -19,9 +19,19 @@ Rules:
     pass --tula-workload);
   * an explicit --nodes (or the maximum of a range such as 1-4) is the upper bound the plan
     may use; an explicit --time is kept unless the plan needs less;
+  * --tula-deadline=HH:MM:SS (else $TULA_DEADLINE) becomes `tula plan --policy deadline=HH:MM:SS`,
+    --tula-budget=X (else $TULA_BUDGET) `--policy budget=X`; giving either option on the command
+    line or in #SBATCH turns Tula on (auto) unless --tula=off; both at once is an error;
   * `tula plan` runs under `timeout 5`; any failure prints one line
     `tula: warning: ...; job submitted unchanged` and the job goes on unchanged (fail open);
   * success prints one line saying what changed from what; dry-run prints the plan only.
+  * site settings from the plugstack line reach this script through the sbatch process's
+    environment, set by tula.so's slurm_spank_init (which runs before this hook) and removed
+    again in slurm_spank_init_post_opt (after it, before the job's environment is taken):
+    TULA_PLUGSTACK_CONF (conf=, replaces @TULA_CONF@), TULA_PLUGSTACK_DB (db=) and
+    TULA_PLUGSTACK_MARGIN (margin=): a temporary copy of tula.conf with that system_db and
+    time_margin (the user's database stays in the list), TULA_PLUGSTACK_STRICT=1 (strict: a planning error refuses the submission
+    with one `tula: error: ...` line instead of the warning).
 
 `tula plan --format kv` contract: exit 0 with status=ok, nodes=N, global_batch=B, epochs=E,
 predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE; on failure a non-zero exit,
@@ -53,6 +63,11 @@ end
 -- A warning that leaves the job unchanged.
 function T.warn(msg)
     T.say("tula: warning: " .. msg .. "; job submitted unchanged")
+end
+
+-- Under `strict`: an error that refuses the submission.
+function T.refuse(msg)
+    T.say("tula: error: " .. msg .. "; job not submitted (the site runs Tula in strict mode)")
 end
 
 -- The string as one single-quoted shell word: safe for any content without NUL.
@@ -89,14 +104,103 @@ function T.spank_option(options, name)
     return v
 end
 
--- The mode of this submission: --tula, else $TULA_MODE, else "off".
--- Returns mode, or nil and a message.
+-- The mode of this submission: --tula, else $TULA_MODE, else "auto" when --tula-deadline or
+-- --tula-budget was given as an option, else "off". Returns mode, or nil and a message.
 function T.mode_of(options)
     local v = T.spank_option(options, "tula")
     if v ~= nil then return T.canonical_mode(v, "--tula") end
     local e = os.getenv("TULA_MODE")
     if e ~= nil and e ~= "" then return T.canonical_mode(e, "TULA_MODE") end
+    local d, b = T.spank_option(options, "tula-deadline"), T.spank_option(options, "tula-budget")
+    if (d ~= nil and d ~= "") or (b ~= nil and b ~= "") then return "auto" end
     return "off"
+end
+
+-- True if `d` is a deadline HH:MM:SS (hours 0..99999, minutes and seconds 00..59, not zero).
+function T.valid_deadline(d)
+    if type(d) ~= "string" or #d > 16 then return false end
+    local h, m, s = string.match(d, "^(%d%d?%d?%d?%d?):(%d%d):(%d%d)$")
+    if not h then return false end
+    h, m, s = tonumber(h), tonumber(m), tonumber(s)
+    return m < 60 and s < 60 and (h * 3600 + m * 60 + s) > 0
+end
+
+-- True if `b` is a budget: a positive decimal number (cost units, as price_per_node_hour).
+function T.valid_budget(b)
+    if type(b) ~= "string" or #b > 24 then return false end
+    if not (string.match(b, "^%d+%.?%d*$") or string.match(b, "^%.%d+$")) then return false end
+    local v = tonumber(b)
+    return v ~= nil and v > 0 and v < 1e15
+end
+
+-- The --policy value for `tula plan`: deadline=HH:MM:SS or budget=X when one was given (option,
+-- else $TULA_DEADLINE / $TULA_BUDGET), else the mode (dry-run plans as auto).
+-- Returns the policy, or nil and a message.
+function T.policy_of(options, mode)
+    local function pick(opt, env)
+        local v = T.spank_option(options, opt)
+        if v ~= nil and v ~= "" then return v, "--" .. opt end
+        v = os.getenv(env)
+        if v ~= nil and v ~= "" then return v, env end
+        return nil
+    end
+    local d, dsrc = pick("tula-deadline", "TULA_DEADLINE")
+    local b, bsrc = pick("tula-budget", "TULA_BUDGET")
+    if d and b then
+        return nil, "both a deadline (" .. dsrc .. ") and a budget (" .. bsrc .. ") given; give one of them"
+    end
+    if d then
+        if not T.valid_deadline(d) then
+            return nil, "invalid " .. dsrc .. " value '" .. T.one_line(string.sub(d, 1, 64)) ..
+                "'; give a duration HH:MM:SS, e.g. 02:00:00"
+        end
+        return "deadline=" .. d
+    end
+    if b then
+        if not T.valid_budget(b) then
+            return nil, "invalid " .. bsrc .. " value '" .. T.one_line(string.sub(b, 1, 64)) ..
+                "'; give a positive number in the site's cost unit, e.g. 2.5"
+        end
+        return "budget=" .. b
+    end
+    return (mode == "dry-run") and "auto" or mode
+end
+
+-- Site settings from the plugstack line (see the header): a table with conf, db, margin
+-- (strings or nil) and strict (boolean). Bounded: over-long or malformed values are ignored.
+function T.site()
+    local function path(name)
+        local v = os.getenv(name)
+        if type(v) ~= "string" or v == "" or #v > 1023 or string.sub(v, 1, 1) ~= "/" or
+            string.find(v, "%c") then return nil end
+        return v
+    end
+    local m = os.getenv("TULA_PLUGSTACK_MARGIN")
+    if type(m) ~= "string" or #m > 32 or not string.match(m, "^%d*%.?%d*$") or tonumber(m) == nil then
+        m = nil
+    end
+    return { conf = path("TULA_PLUGSTACK_CONF"), db = path("TULA_PLUGSTACK_DB"), margin = m,
+             strict = os.getenv("TULA_PLUGSTACK_STRICT") == "1" }
+end
+
+-- A temporary copy of tula.conf `conf` (missing = empty) with the keys of `over` (a table
+-- key -> value) set: its name, or nil. tula.conf allows each key once, so the original lines
+-- of those keys are dropped.
+function T.conf_with(conf, over)
+    local lines = {}
+    local f = io.open(conf, "r")
+    if f then
+        local text = f:read(T.MAX_OUTPUT) or ""
+        f:close()
+        for line in string.gmatch(text, "[^\n]*") do
+            local k = string.match(line, "^%s*([%w_]+)%s*=")
+            if not (k and over[k]) then lines[#lines + 1] = line end
+        end
+    end
+    for _, k in ipairs({ "system_db", "time_margin" }) do
+        if over[k] then lines[#lines + 1] = k .. " = " .. over[k] end
+    end
+    return T.write_temp(table.concat(lines, "\n") .. "\n")
 end
 
 -- True if `w` is MODEL@DATASET over letters, digits, _ . - (shorter than 128 bytes).
@@ -151,9 +255,10 @@ function T.minutes_of(t)
 end
 
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
-function T.plan_command(policy, workload, script, max_nodes)
+-- conf (optional) overrides T.TULA_CONF.
+function T.plan_command(policy, workload, script, max_nodes, conf)
     local c = { "timeout -k 1", tostring(T.PLAN_TIMEOUT), T.shell_quote(T.TULA_BIN), "plan",
-                "--conf", T.shell_quote(T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
+                "--conf", T.shell_quote(conf or T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
     -- Both when both are known: the workload from --tula-workload, the epochs from the script.
     if workload then c[#c + 1] = "--workload " .. T.shell_quote(workload) end
     if script then c[#c + 1] = "--script " .. T.shell_quote(script) end
@@ -181,7 +286,7 @@ function T.run(cmd)
 end
 
 -- The plan from `tula plan`'s key=value output, or nil and a message.
-function T.evaluate(kv, max_nodes)
+function T.evaluate(kv, max_nodes, policy)
     local code = tonumber(kv.__tula_exit)
     if kv.status == "ok" and code == 0 then
         local nodes = string.match(kv.nodes or "", "^%d+$") and tonumber(kv.nodes)
@@ -201,6 +306,10 @@ function T.evaluate(kv, max_nodes)
         return { nodes = nodes, time_limit = limit, summary = summary }
     end
     if kv.message and T.one_line(kv.message) ~= "" then return nil, T.one_line(kv.message) end
+    if code == 2 and policy and string.find(policy, "=", 1, true) then
+        return nil, "this tula does not accept --policy " .. T.one_line(policy) ..
+            " (tula plan exit status 2; is the installed Tula older than the plugin?)"
+    end
     if code == 124 or code == 137 then
         return nil, "tula plan did not answer within " .. T.PLAN_TIMEOUT .. " s"
     elseif code == 126 or code == 127 then
@@ -267,24 +376,41 @@ function T.job_source(options)
     return nil, tmp, tmp
 end
 
--- The work of slurm_cli_pre_submit (may raise; the caller catches).
+-- The work of slurm_cli_pre_submit (may raise; the caller catches). Returns nil when the job
+-- goes on (changed or not), or a message when a strict site refuses it.
 function T.pre_submit(options, offset)
     if options.type ~= "sbatch" then return end
     if offset ~= nil and tonumber(offset) ~= 0 then return end   -- het job: first component only
+    local site = T.site()
+    local function problem(msg)
+        if site.strict then return msg end
+        T.warn(msg)
+    end
     local mode, err = T.mode_of(options)
-    if not mode then T.warn(err); return end
+    if not mode then return problem(err) end
     if mode == "off" then return end
-    local policy = (mode == "dry-run") and "auto" or mode
+    local policy, perr = T.policy_of(options, mode)
+    if not policy then return problem(perr) end
 
     local workload, script, tmp, why = T.job_source(options)
-    if why then T.warn(why); return end
+    if why then return problem(why) end
 
+    local conf, conf_tmp = site.conf, nil
+    if site.margin or site.db then
+        conf_tmp = T.conf_with(conf or T.TULA_CONF, { time_margin = site.margin, system_db = site.db })
+        if not conf_tmp then
+            if tmp then os.remove(tmp) end
+            return problem("cannot write a temporary tula.conf for the plugstack's db=/margin=")
+        end
+        conf = conf_tmp
+    end
     local nodes_before = options.nodes
     local bound = T.node_bound(nodes_before)
-    local out = T.run(T.plan_command(policy, workload, script, bound))
+    local out = T.run(T.plan_command(policy, workload, script, bound, conf))
     if tmp then os.remove(tmp) end
-    local plan, msg = T.evaluate(T.parse_kv(out), bound)
-    if not plan then T.warn(msg); return end
+    if conf_tmp then os.remove(conf_tmp) end
+    local plan, msg = T.evaluate(T.parse_kv(out), bound, policy)
+    if not plan then return problem(msg) end
 
     local nodes_from = bound and T.one_line(nodes_before) or "default"
     local user_minutes = T.minutes_of(options.time)
@@ -315,6 +441,9 @@ function slurm_cli_pre_submit(options, pack_offset)
     local ok, err = pcall(T.pre_submit, options, pack_offset)
     if not ok then
         pcall(T.warn, "internal error in cli_filter.lua (" .. T.one_line(tostring(err)) .. ")")
+    elseif err ~= nil then
+        pcall(T.refuse, err)
+        return slurm.ERROR
     end
     return slurm.SUCCESS
 end

@@ -3,9 +3,13 @@
  *
  * Contexts and what happens in each (Slurm 22.05):
  *   allocator (sbatch, salloc)
- *     slurm_spank_init       parses the plugstack arguments, registers --tula[=MODE] and
- *                            --tula-workload=NAME with spank_option_register (sbatch ignores a
- *                            static spank_options table).
+ *     slurm_spank_init       parses the plugstack arguments, registers --tula[=MODE],
+ *                            --tula-workload=NAME, --tula-deadline=HH:MM:SS and --tula-budget=X
+ *                            with spank_option_register (sbatch ignores a static spank_options
+ *                            table), and hands the site settings (conf=, db=, margin=, strict)
+ *                            to cli_filter.lua through sbatch's own environment
+ *                            (TULA_PLUGSTACK_CONF, _DB, _MARGIN, _STRICT; the hook runs in the
+ *                            same process after this and cannot see plugstack.conf).
  *     option callbacks       validate and store the value (idempotent: Slurm may call them
  *                            for #SBATCH lines and again for the command line); an invalid
  *                            --tula value makes sbatch refuse the job with one message that
@@ -14,6 +18,10 @@
  *                            when the mode (option, else $TULA_MODE) is auto/time/cost/dry-run:
  *                            spank_job_control_setenv TULA_MODE and TULA_WORKLOAD, which reach
  *                            the job as SLURM_SPANK_TULA_MODE / SLURM_SPANK_TULA_WORKLOAD.
+ *                            and, with a deadline or budget, TULA_POLICY=deadline=HH:MM:SS or
+ *                            budget=X. Removes the TULA_PLUGSTACK_* variables again first,
+ *                            so that they never reach the job (sbatch takes the job's
+ *                            environment after this callback).
  *                            The node count and time limit are set by cli_filter.lua, not here
  *                            (no SPANK call can change them).
  *   remote (slurmstepd, root)
@@ -23,7 +31,11 @@
  *                            tula_plan_job and exports TULA_BATCH_SIZE, TULA_NODES,
  *                            TULA_EPOCHS, TULA_PREDICTED_SECONDS, TULA_WORKLOAD to the batch
  *                            script (other steps inherit them from it); on failure
- *                            TULA_WARNING with the reason.
+ *                            TULA_WARNING with the reason. Runs only with the job user's
+ *                            effective uid (checked): the batch script and the user's database
+ *                            are opened with the user's privileges; the plugin writes no file
+ *                            as root. Every string from the job's environment is read into a
+ *                            fixed buffer; longer ones are refused, not truncated.
  *   local (srun), slurmd, prolog/epilog: nothing.
  *
  * Failure policy: Tula never breaks a submission or a job; every problem is one "tula: ..."
@@ -36,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -53,8 +66,37 @@ static int g_disabled;                    /* 1: bad plugstack arguments, the plu
 static char g_cfg_err[TULA_MSG_MAX];      /* why it is disabled */
 static char g_opt_mode[16];               /* canonical --tula value; "" = option not given */
 static char g_opt_workload[TULA_NAME_MAX]; /* --tula-workload value; "" = not given */
+static char g_opt_deadline[16];           /* --tula-deadline value (HH:MM:SS); "" = not given */
+static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
 
-enum { OPT_TULA = 1, OPT_WORKLOAD = 2 };
+enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4 };
+
+/* The variables that carry the plugstack's site settings to cli_filter.lua inside sbatch. */
+static const char *const g_site_vars[] = {"TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB", "TULA_PLUGSTACK_MARGIN",
+                                          "TULA_PLUGSTACK_STRICT"};
+
+static void site_env_clear(void)
+{
+    size_t i;
+    for (i = 0; i < sizeof g_site_vars / sizeof g_site_vars[0]; i++)
+        unsetenv(g_site_vars[i]);
+}
+
+/* sbatch only: the site settings for cli_filter.lua (any value the user had set is dropped). */
+static void site_env_export(void)
+{
+    site_env_clear();
+    if (g_disabled)
+        return;
+    if (g_cfg.conf[0])
+        setenv("TULA_PLUGSTACK_CONF", g_cfg.conf, 1);
+    if (g_cfg.db[0])
+        setenv("TULA_PLUGSTACK_DB", g_cfg.db, 1);
+    if (g_cfg.margin[0])
+        setenv("TULA_PLUGSTACK_MARGIN", g_cfg.margin, 1);
+    if (g_cfg.strict)
+        setenv("TULA_PLUGSTACK_STRICT", "1", 1);
+}
 
 /* --tula[=MODE]: bare --tula (optarg NULL or "") means auto. */
 static int opt_mode_cb(int val, const char *optarg, int remote)
@@ -88,6 +130,38 @@ static int opt_workload_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
+/* --tula-deadline=HH:MM:SS */
+static int opt_deadline_cb(int val, const char *optarg, int remote)
+{
+    char err[TULA_MSG_MAX];
+    (void)val;
+    if (tula_plugin_check_deadline(optarg, err, sizeof err) < 0) {
+        if (!remote)
+            slurm_error("%s", err);
+        else
+            slurm_info("%s", err);
+        return -1;
+    }
+    snprintf(g_opt_deadline, sizeof g_opt_deadline, "%s", optarg);
+    return 0;
+}
+
+/* --tula-budget=X */
+static int opt_budget_cb(int val, const char *optarg, int remote)
+{
+    char err[TULA_MSG_MAX];
+    (void)val;
+    if (tula_plugin_check_budget(optarg, err, sizeof err) != 0) {
+        if (!remote)
+            slurm_error("%s", err);
+        else
+            slurm_info("%s", err);
+        return -1;
+    }
+    snprintf(g_opt_budget, sizeof g_opt_budget, "%s", optarg);
+    return 0;
+}
+
 static struct spank_option g_options[] = {
     {"tula", "auto|time|cost|off|dry-run",
      "Let Tula choose the node count, time limit and batch size of a training job "
@@ -98,6 +172,14 @@ static struct spank_option g_options[] = {
      "The workload Tula plans for (e.g. lenet5@fashion-mnist); default: read from the "
      "script's tula-train line.",
      1, OPT_WORKLOAD, opt_workload_cb},
+    {"tula-deadline", "HH:MM:SS",
+     "Let Tula choose the cheapest plan that finishes within this time (turns --tula on). "
+     "See spank-tula(8).",
+     1, OPT_DEADLINE, opt_deadline_cb},
+    {"tula-budget", "X",
+     "Let Tula choose the fastest plan that costs at most X (site cost unit; turns --tula on). "
+     "See spank-tula(8).",
+     1, OPT_BUDGET, opt_budget_cb},
     SPANK_OPTIONS_TABLE_END};
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -118,6 +200,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
         else
             slurm_verbose("%s; the Tula plugin is disabled", g_cfg_err);
     }
+
+    if (ctx == S_CTX_ALLOCATOR)
+        site_env_export();
 
     /* Registered even when disabled: sbatch must still accept --tula in scripts. */
     for (i = 0; g_options[i].name; i++) {
@@ -143,7 +228,8 @@ static int submission_mode(char *mode)
     }
     env = getenv("TULA_MODE");
     if (!env || env[0] == '\0') {
-        snprintf(mode, 16, "off");
+        /* a deadline or budget given as an option turns Tula on (as in cli_filter.lua) */
+        snprintf(mode, 16, "%s", (g_opt_deadline[0] || g_opt_budget[0]) ? "auto" : "off");
         return 0;
     }
     if (tula_parse_mode(env, mode, 16, err, sizeof err) != 0) {
@@ -159,11 +245,16 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     const char *workload = NULL;
     spank_err_t rc;
 
+    char policy[48];
+    const char *deadline = NULL, *budget = NULL;
+
     (void)ac;
     (void)av;
     /* spank_job_control_setenv crashes in prolog/epilog context: allocator only. */
     if (spank_context() != S_CTX_ALLOCATOR)
         return 0;
+    /* cli_filter.lua has run: the site settings must not reach the job's environment. */
+    site_env_clear();
     if (submission_mode(mode) != 0 || !tula_plugin_mode_active(mode))
         return 0;
     if (g_disabled) {
@@ -183,6 +274,27 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
             }
             workload = env;
         }
+    }
+
+    /* deadline / budget: option, else environment; invalid or both -> cli_filter.lua warns and
+     * leaves the job unchanged; the batch size is then planned with the mode alone. */
+    deadline = g_opt_deadline[0] ? g_opt_deadline : getenv("TULA_DEADLINE");
+    budget = g_opt_budget[0] ? g_opt_budget : getenv("TULA_BUDGET");
+    if (deadline && deadline[0] == '\0')
+        deadline = NULL;
+    if (budget && budget[0] == '\0')
+        budget = NULL;
+    policy[0] = '\0';
+    if (deadline && !budget && tula_plugin_check_deadline(deadline, err, sizeof err) > 0)
+        snprintf(policy, sizeof policy, "deadline=%s", deadline);
+    else if (budget && !deadline && tula_plugin_check_budget(budget, err, sizeof err) == 0)
+        snprintf(policy, sizeof policy, "budget=%s", budget);
+    if (policy[0]) {
+        rc = spank_job_control_setenv(sp, "TULA_POLICY", policy, 1);
+        if (rc != ESPANK_SUCCESS)
+            slurm_verbose("tula: cannot pass the policy to the job: %s", spank_strerror(rc));
+    } else {
+        spank_job_control_unsetenv(sp, "TULA_POLICY");
     }
 
     rc = spank_job_control_setenv(sp, "TULA_MODE", mode, 1);
@@ -232,11 +344,12 @@ static int plan_failed(spank_t sp, uint32_t jobid, const char *why)
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-    char raw_mode[32], mode[16], err[TULA_MSG_MAX];
+    char raw_mode[32], mode[16], err[TULA_MSG_MAX], policy[48];
+    uid_t job_uid = 0;
     char nodes_s[32], workload[TULA_NAME_MAX];
     char xdg[ENV_PATH_MAX], home[ENV_PATH_MAX];
     uint32_t stepid = 0, jobid = 0, nnodes = 0;
-    int argc = 0, nodes, i;
+    int argc = 0, nodes, i, prc;
     char **argv = NULL;
     tula_job_query q;
     tula_job_plan plan;
@@ -260,6 +373,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     }
     if (!tula_plugin_mode_plans(mode))
         return 0;
+
+    /* Files of the user are opened below: only with the user's privileges (Slurm drops them
+     * before user_init; if a Slurm ever did not, do nothing rather than read as root). */
+    if (spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS || geteuid() != job_uid)
+        return plan_failed(sp, jobid, "tula: not running with the job user's privileges; no batch size planned");
+    if (job_getenv(sp, "SLURM_SPANK_TULA_POLICY", policy, sizeof policy) != 1)
+        policy[0] = '\0';
 
     /* S_JOB_NNODES is 0 in the batch step: the allocation is in SLURM_JOB_NUM_NODES. */
     nodes = -1;
@@ -290,10 +410,16 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     q.home = home[0] ? home : NULL;
     q.workload = workload[0] ? workload : NULL;
     q.script_path = (argc > 0 && argv && argv[0] && argv[0][0]) ? argv[0] : NULL;
-    q.policy = mode;
+    q.policy = policy[0] ? policy : mode;
     q.nodes = nodes;
 
-    if (tula_plan_job(&q, &plan) != 0) {
+    prc = tula_plan_job(&q, &plan);
+    if (prc != 0 && policy[0]) {
+        /* a libtula without that policy, or no plan meets it on this allocation: the mode */
+        q.policy = mode;
+        prc = tula_plan_job(&q, &plan);
+    }
+    if (prc != 0) {
         plan.message[sizeof plan.message - 1] = '\0';
         return plan_failed(sp, jobid, plan.message[0] ? plan.message : "tula: planning failed");
     }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Writes one "tula: ..." line to err (if any). */
@@ -46,7 +47,51 @@ static int has_control_chars(const char *s)
     return 0;
 }
 
-#define VALID_ARGS "conf=PATH, db=PATH, strict"
+#define VALID_ARGS "conf=PATH, db=PATH, margin=FRACTION, strict"
+
+/* 1 if s is a plain decimal number: digits with an optional '.' and fraction, or '.' and
+ * digits; no sign, exponent or spaces. */
+static int plain_decimal(const char *s)
+{
+    size_t i, digits = 0, dots = 0;
+    for (i = 0; s[i]; i++) {
+        if (s[i] >= '0' && s[i] <= '9')
+            digits++;
+        else if (s[i] == '.' && dots == 0)
+            dots++;
+        else
+            return 0;
+    }
+    return digits > 0;
+}
+
+/* Stores margin=value into c. */
+static int set_margin(const char *value, struct tula_plugin_config *c, char *err, size_t err_len)
+{
+    char shown[72];
+    size_t len = strnlen(value, TULA_PLUGIN_MARGIN_MAX);
+    double v;
+    if (c->margin[0] != '\0') {
+        set_err(err, err_len, "plugstack argument margin= given twice; give it once");
+        return -1;
+    }
+    excerpt(value, shown);
+    if (len == 0 || len >= TULA_PLUGIN_MARGIN_MAX || !plain_decimal(value)) {
+        set_err(err, err_len,
+                "plugstack argument margin=%s is not a fraction like 0.25 (a plain decimal number, 0 to 100)",
+                shown);
+        return -1;
+    }
+    v = strtod(value, NULL);
+    if (!isfinite(v) || v < 0.0 || v > 100.0) {
+        set_err(err, err_len, "plugstack argument margin=%s is out of range (0 to 100, a fraction: 0.25 = +25 %%)",
+                shown);
+        return -1;
+    }
+    memcpy(c->margin, value, len + 1);
+    c->margin_value = v;
+    return 0;
+}
 
 /* Stores a path value for `key` into dst (TULA_PLUGIN_PATH_MAX bytes). */
 static int set_path(const char *key, const char *value, char *dst, char *err, size_t err_len)
@@ -133,6 +178,9 @@ int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const
         } else if (klen == 2 && strncmp(a, "db", 2) == 0) {
             if (set_path("db", eq + 1, c.db, err, err_len) != 0)
                 return -1;
+        } else if (klen == 6 && strncmp(a, "margin", 6) == 0) {
+            if (set_margin(eq + 1, &c, err, err_len) != 0)
+                return -1;
         } else if (klen == 6 && strncmp(a, "strict", 6) == 0) {
             set_err(err, err_len, "plugstack argument '%s': strict takes no value; write just strict", shown);
             return -1;
@@ -196,6 +244,75 @@ int tula_plugin_check_workload(const char *value, char *err, size_t err_len)
     if (ats != 1 || at == 0 || at == len - 1) {
         set_err(err, err_len,
                 "workload '%s' is not of the form MODEL@DATASET (letters, digits, _ . - and one @)", shown);
+        return -1;
+    }
+    return 0;
+}
+
+long tula_plugin_check_deadline(const char *value, char *err, size_t err_len)
+{
+    char shown[72];
+    size_t len, i, colon1 = 0, colon2 = 0, colons = 0;
+    long h = 0, m, s;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!value || value[0] == '\0') {
+        set_err(err, err_len, "empty deadline; give --tula-deadline=HH:MM:SS, e.g. 02:00:00");
+        return -1;
+    }
+    excerpt(value, shown);
+    len = strnlen(value, 16);
+    for (i = 0; i < len; i++) {
+        if (value[i] == ':') {
+            if (++colons == 1)
+                colon1 = i;
+            else
+                colon2 = i;
+        } else if (value[i] < '0' || value[i] > '9') {
+            colons = 99;
+            break;
+        }
+    }
+    if (len >= 16 || colons != 2 || colon1 < 1 || colon1 > 5 || colon2 != colon1 + 3 || len != colon2 + 3) {
+        set_err(err, err_len, "invalid deadline '%s'; give a duration HH:MM:SS, e.g. 02:00:00", shown);
+        return -1;
+    }
+    for (i = 0; i < colon1; i++)
+        h = h * 10 + (value[i] - '0');
+    m = (value[colon1 + 1] - '0') * 10 + (value[colon1 + 2] - '0');
+    s = (value[colon2 + 1] - '0') * 10 + (value[colon2 + 2] - '0');
+    if (m >= 60 || s >= 60) {
+        set_err(err, err_len, "invalid deadline '%s': minutes and seconds must be below 60", shown);
+        return -1;
+    }
+    if (h * 3600 + m * 60 + s <= 0) {
+        set_err(err, err_len, "invalid deadline '%s': it must be longer than zero", shown);
+        return -1;
+    }
+    return h * 3600 + m * 60 + s;
+}
+
+int tula_plugin_check_budget(const char *value, char *err, size_t err_len)
+{
+    char shown[72];
+    double v;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!value || value[0] == '\0') {
+        set_err(err, err_len, "empty budget; give --tula-budget=X, a positive number in the site's cost unit");
+        return -1;
+    }
+    excerpt(value, shown);
+    if (strnlen(value, 24) >= 24 || !plain_decimal(value)) {
+        set_err(err, err_len, "invalid budget '%s'; give a positive number in the site's cost unit, e.g. 2.5",
+                shown);
+        return -1;
+    }
+    v = strtod(value, NULL);
+    if (!isfinite(v) || v <= 0.0 || v >= 1e15) {
+        set_err(err, err_len, "invalid budget '%s': it must be above 0 and below 1e15", shown);
         return -1;
     }
     return 0;

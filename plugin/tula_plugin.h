@@ -20,20 +20,29 @@ extern "C" {
 /* Longest path accepted in a plugstack argument, bytes including the NUL. */
 #define TULA_PLUGIN_PATH_MAX 1024
 
+/* Longest margin= value, bytes including the NUL. */
+#define TULA_PLUGIN_MARGIN_MAX 32
+
 /* What the plugstack.conf line says:
- *     optional /usr/lib/x86_64-linux-gnu/slurm-wlm/tula.so conf=/etc/slurm/tula.conf db=/var/lib/tula/profiles.db strict
+ *     optional /usr/lib/x86_64-linux-gnu/slurm-wlm/tula.so conf=/etc/slurm/tula.conf db=/var/lib/tula/profiles.db margin=0.5 strict
  */
 struct tula_plugin_config {
     char conf[TULA_PLUGIN_PATH_MAX]; /* conf=PATH: tula.conf; "" = TULA_DEFAULT_CONF */
     char db[TULA_PLUGIN_PATH_MAX];   /* db=PATH: system profile database; "" = tula.conf's system_db */
+    char margin[TULA_PLUGIN_MARGIN_MAX]; /* margin=FRACTION as written; "" = tula.conf's time_margin */
+    double margin_value;             /* margin= as a number (fraction, 0.25 = +25 %); 0 when unset */
     int strict;                      /* `strict`: 1 = Tula problems in sbatch fail the submission */
 };
 
 /* Parses the plugstack arguments av[0..ac-1] into *cfg (reset to the defaults first).
  * Accepted: `conf=PATH`, `db=PATH` (absolute, non-empty, shorter than TULA_PLUGIN_PATH_MAX,
- * no control characters, each key at most once) and the bare word `strict`.
+ * no control characters), `margin=FRACTION` (safety margin on the predicted time for the
+ * time limit, overriding tula.conf's time_margin: plain decimal digits with an optional
+ * fraction, 0 .. 100, shorter than TULA_PLUGIN_MARGIN_MAX), each key at most once, and the
+ * bare word `strict`.
  * Errors (return -1, message in err): an unknown key, a word without '=' other than
- * `strict`, `strict=...`, an empty, relative, over-long or repeated value, a NULL argument.
+ * `strict`, `strict=...`, an empty, relative, over-long or repeated value, a margin that is
+ * not a plain decimal number in 0 .. 100 (signs, exponents, inf, nan), a NULL argument.
  * Returns 0 on success. On error *cfg holds the defaults, except that strict is 1 when the
  * bare word `strict` is among the arguments (a strict site fails closed). Pure. */
 int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const *av,
@@ -51,6 +60,17 @@ int tula_plugin_mode_plans(const char *mode);
  * made of letters, digits, '_', '.', '-', shorter than TULA_NAME_MAX in all.
  * Returns 0 when valid, -1 with a message in err otherwise (NULL, empty, bad form). Pure. */
 int tula_plugin_check_workload(const char *value, char *err, size_t err_len);
+
+/* Checks a --tula-deadline / TULA_DEADLINE value: a duration HH:MM:SS (hours 1 to 5 digits,
+ * minutes and seconds two digits each below 60, not all zero). Returns the duration in
+ * seconds (> 0), or -1 with a message in err (NULL, empty, bad form, zero). Pure. */
+long tula_plugin_check_deadline(const char *value, char *err, size_t err_len);
+
+/* Checks a --tula-budget / TULA_BUDGET value: a positive plain decimal number (digits with an
+ * optional fraction; the unit is the site's cost unit, that of price_per_node_hour in
+ * tula.conf(5)), shorter than 24 bytes, below 1e15. Returns 0 when valid, -1 with a message
+ * in err otherwise (NULL, empty, signs, exponents, zero, junk). Pure. */
+int tula_plugin_check_budget(const char *value, char *err, size_t err_len);
 
 /* Parses a node count as Slurm writes it in SLURM_JOB_NUM_NODES: decimal digits only,
  * 1 .. 1000000. Returns the count, or -1 for NULL, empty, signs, spaces, junk or out of

@@ -12,7 +12,14 @@
 #     $TULA_MODE is reported with the valid values;
 #   - user-supplied paths and workloads reach the CLI intact (single-quote escaping, no shell
 #     injection); --wrap and a script on standard input (a regular file) are planned from a
-#     temporary copy that is removed; a pipe on standard input gets the --tula-workload hint.
+#     temporary copy that is removed; a pipe on standard input gets the --tula-workload hint;
+#   - --tula-deadline / --tula-budget (and $TULA_DEADLINE / $TULA_BUDGET) become --policy
+#     deadline=HH:MM:SS / budget=X, turn Tula on by themselves, are validated, not both; a CLI
+#     that rejects such a policy (usage error, exit 2) means one warning, job unchanged;
+#   - the plugstack's site settings (TULA_PLUGSTACK_CONF/DB/MARGIN/STRICT, set by tula.so in
+#     the sbatch process): --conf, a temporary tula.conf carrying db= and margin= as its only
+#     system_db and time_margin lines (removed afterwards), and strict refusing the job with one
+#     error line.
 # Prints PASS/FAIL per case; exits non-zero on any failure. No cluster needed.
 . "$(dirname "$0")/lib.sh"
 command -v lua5.1 >/dev/null || fail "lua5.1 is not installed (apt-get install lua5.1)"
@@ -34,6 +41,7 @@ prev="" max=""
 for a in "$@"; do
     [ "$prev" = --script ] && cat -- "$a" > "$log.script" 2>/dev/null
     [ "$prev" = --max-nodes ] && max=$a
+    [ "$prev" = --conf ] && { cat -- "$a" > "$log.conf" 2>/dev/null || echo MISSING > "$log.conf"; }
     prev=$a
 done
 n=${FAKE_NODES:-2}
@@ -48,6 +56,8 @@ case ${FAKE_MODE:-ok} in
            exit 1 ;;
     hang) exec sleep 30 ;;
     garbage) echo "Segmentation fault? no, just noise"; exit 0 ;;
+    usage) echo "--policy: deadline=02:00:00 not in {auto,time,cost}" >&2
+           echo "Run with --help for more information." >&2; exit 2 ;;
     toomany) printf '%s\n' status=ok nodes=99 time_limit=5 summary=x; exit 0 ;;
 esac
 EOF
@@ -74,7 +84,9 @@ local function make_options(f)
                 if f.raise then error("boom from the options object") end
                 return f.type or "sbatch"
             elseif k == "argv" then return f.argv or {}
-            elseif k == "spank" then return { tula = { tula = f.tula, ["tula-workload"] = f.workload } }
+            elseif k == "spank" then
+                return { tula = { tula = f.tula, ["tula-workload"] = f.workload,
+                                  ["tula-deadline"] = f.deadline, ["tula-budget"] = f.budget } }
             end
             return state[k]
         end,
@@ -103,6 +115,13 @@ local cases = {
     wrap       = { tula = "auto", wrap = "mpirun tula-train --model lenet5 --data fashion-mnist" },
     stdin      = { tula = "auto" },
     raise      = { tula = "auto", raise = true },
+    deadline   = { tula = "auto", deadline = "02:00:00", argv = { script } },
+    dl_only    = { deadline = "00:30:00", argv = { script } },
+    dl_off     = { tula = "off", deadline = "00:30:00", argv = { script } },
+    budget     = { tula = "time", budget = "2.5", argv = { script } },
+    both       = { tula = "auto", deadline = "02:00:00", budget = "3", argv = { script } },
+    bad_dl     = { tula = "auto", deadline = "2h'; touch INJECTED", argv = { script } },
+    bad_budget = { tula = "auto", budget = "-1", argv = { script } },
 }
 local c = cases[s] or error("unknown scenario " .. tostring(s))
 local o, sets, state = make_options(c)
@@ -266,6 +285,58 @@ check bad-workload "malformed workload: unchanged, one warning, CLI not run" eva
 scenario raise
 check lua-error "an error inside the hook: SUCCESS, unchanged, one warning" \
     eval 'unchanged_one_warning && get said | grep -qF "internal error"'
+
+# ---- deadline and budget ---------------------------------------------------------------------
+scenario deadline
+check deadline "--tula-deadline reaches tula plan as --policy deadline=HH:MM:SS" \
+    eval 'has_arg_pair --policy deadline=02:00:00 && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario dl_only
+check dl-only "--tula-deadline alone turns Tula on" eval 'has_arg_pair --policy deadline=00:30:00 && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario dl_off
+check dl-off "--tula=off wins over --tula-deadline" silent_noop
+scenario budget
+check budget "--tula-budget reaches tula plan as --policy budget=X (over --tula=time)" \
+    eval 'has_arg_pair --policy budget=2.5 && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario auto TULA_DEADLINE=01:00:00
+check env-deadline "TULA_DEADLINE is the fallback" has_arg_pair --policy deadline=01:00:00
+scenario auto TULA_BUDGET=7
+check env-budget "TULA_BUDGET is the fallback" has_arg_pair --policy budget=7
+scenario none TULA_DEADLINE=01:00:00
+check env-deadline-off "TULA_DEADLINE alone does not turn Tula on" silent_noop
+scenario both
+check both "deadline and budget together: unchanged, one warning, CLI not run" \
+    eval 'unchanged_one_warning && get said | grep -qF "give one of them" && not_run'
+scenario bad_dl
+check bad-deadline "malformed deadline: unchanged, one warning naming HH:MM:SS, CLI not run" \
+    eval 'unchanged_one_warning && get said | grep -qF "HH:MM:SS" && not_run && test ! -e "$T_WORK/INJECTED"'
+scenario bad_budget
+check bad-budget "negative budget: unchanged, one warning, CLI not run" eval 'unchanged_one_warning && not_run'
+scenario deadline FAKE_MODE=usage
+check policy-rejected "a CLI without the deadline policy (exit 2): unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "does not accept --policy deadline=02:00:00"'
+
+# ---- site settings from the plugstack line ---------------------------------------------------
+printf 'max_nodes = 4\ntime_margin = 0.25\ntime_overhead = 120\n' > "$T_WORK/site.conf"
+scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf"
+check site-conf "conf= of the plugstack line reaches tula plan" has_arg_pair --conf "$T_WORK/site.conf"
+scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf" TULA_PLUGSTACK_DB="$T_WORK/site.db"
+check site-db "db= becomes the only system_db of a temporary tula.conf (no --db: the user's database stays)" \
+    eval 'grep -qx "system_db = $T_WORK/site.db" "$T_WORK/fake.log.conf" && [ "$(grep -c system_db "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "max_nodes = 4" "$T_WORK/fake.log.conf" && no_arg --db'
+scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf" TULA_PLUGSTACK_MARGIN=0.5
+check site-margin "margin= replaces time_margin in a temporary copy of tula.conf" \
+    eval 'grep -qx "time_margin = 0.5" "$T_WORK/fake.log.conf" && [ "$(grep -c time_margin "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "time_overhead = 120" "$T_WORK/fake.log.conf"'
+check site-margin "the temporary tula.conf is removed" \
+    eval 'f=$(grep -A1 -xF -- --conf "$T_WORK/fake.log" | tail -n 1); [ "$f" != "$T_WORK/site.conf" ] && [ ! -e "$f" ]'
+scenario auto TULA_PLUGSTACK_MARGIN="1; touch INJECTED"
+check site-margin-bad "a malformed margin is ignored (default conf used)" \
+    eval 'has_arg_pair --conf "$T_WORK/etc/tula.conf" && test ! -e "$T_WORK/INJECTED"'
+scenario auto TULA_PLUGSTACK_DB=relative.db
+check site-db-relative "a relative db path is ignored" has_arg_pair --conf "$T_WORK/etc/tula.conf"
+scenario auto FAKE_MODE=error TULA_PLUGSTACK_STRICT=1
+check strict "strict: a planning error refuses the job with one error line" \
+    eval '[ "$(get rc)" = -1 ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: error: .*no profile.*job not submitted" && [ "$(get sets)" = "" ]'
+scenario auto TULA_PLUGSTACK_STRICT=1
+check strict-ok "strict: a good plan is applied as usual" eval '[ "$(get rc)" = 0 ] && [ "$(get sets)" = "nodes=2,time=5" ]'
 
 if [ "$nfail" -gt 0 ]; then
     echo "FAIL $T_NAME: $nfail check(s) failed"

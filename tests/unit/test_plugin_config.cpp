@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class PluginConfigTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_env);
     CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
     CPPUNIT_TEST(test_one_line);
+    CPPUNIT_TEST(test_margin);
+    CPPUNIT_TEST(test_deadline);
+    CPPUNIT_TEST(test_budget);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -111,7 +115,7 @@ public:
     void test_unknown_key_rejected() {
         tula_plugin_config c;
         std::string err;
-        for (const char* bad : {"margin=0.1", "Conf=/x", "confx=/x", "config=/etc/slurm/tula.conf", "verbose",
+        for (const char* bad : {"margins=0.1", "timeout=5", "Conf=/x", "confx=/x", "config=/etc/slurm/tula.conf", "verbose",
                                 "=/x", "conf"}) {
             CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, parse({"conf=/ok", bad}, c, err));
             CPPUNIT_ASSERT_MESSAGE(bad, defaults(c));  // nothing half-applied
@@ -140,12 +144,12 @@ public:
         // A strict site fails closed: strict holds even when another argument is wrong,
         // and nothing else is applied.
         for (const std::vector<std::string>& args :
-             {std::vector<std::string>{"conf=/a", "margin=3", "strict"}, {"strict", "db="}, {"bogus", "strict"}}) {
+             {std::vector<std::string>{"conf=/a", "margin=300", "strict"}, {"strict", "db="}, {"bogus", "strict"}}) {
             CPPUNIT_ASSERT_EQUAL(-1, parse(args, c, err));
             CPPUNIT_ASSERT_EQUAL(1, c.strict);
             CPPUNIT_ASSERT(c.conf[0] == '\0' && c.db[0] == '\0');
         }
-        CPPUNIT_ASSERT_EQUAL(-1, parse({"conf=/a", "margin=3"}, c, err));
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"conf=/a", "margin=-3"}, c, err));
         CPPUNIT_ASSERT_EQUAL(0, c.strict);
     }
 
@@ -331,6 +335,81 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string(), std::string(out));
         tula_plugin_one_line("abc", out, 1);
         CPPUNIT_ASSERT_EQUAL(std::string(), std::string(out));
+    }
+
+    // margin=: accepted values read back as strtod does; everything else rejected with a
+    // message naming margin and leaving the defaults.
+    void test_margin() {
+        for (const char* v : {"0", "0.25", "1", "100", ".5", "3.", "99.999"}) {
+            tula_plugin_config cfg;
+            std::string err;
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, parse({std::string("margin=") + v, "strict"}, cfg, err));
+            CPPUNIT_ASSERT_EQUAL(std::string(v), std::string(cfg.margin));
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::strtod(v, nullptr), cfg.margin_value, 0.0);
+            CPPUNIT_ASSERT_EQUAL(1, cfg.strict);
+        }
+        for (const char* v : {"", "-0.1", "+1", "1e-1", "inf", "nan", "0x1", "100.5", "1,5", " 1", "1 ", "..",
+                              ".", "abc", "123456789012345678901234567890123"}) {
+            tula_plugin_config cfg;
+            std::string err;
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, -1, parse({std::string("margin=") + v}, cfg, err));
+            CPPUNIT_ASSERT_MESSAGE(err, err.rfind("tula: ", 0) == 0 && err.find("margin") != std::string::npos);
+            CPPUNIT_ASSERT(defaults(cfg) && cfg.margin[0] == '\0');
+        }
+        tula_plugin_config cfg;
+        std::string err;
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"margin=0.1", "margin=0.2"}, cfg, err));
+        CPPUNIT_ASSERT(err.find("twice") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"margins=0.1"}, cfg, err));
+        CPPUNIT_ASSERT(err.find("unknown") != std::string::npos && err.find("margin=FRACTION") != std::string::npos);
+    }
+
+    // Deadlines against a std::regex reference: H{1,5}:MM:SS, MM and SS < 60, not zero; the
+    // value returned is the seconds computed independently.
+    void test_deadline() {
+        const std::regex form("^([0-9]{1,5}):([0-9]{2}):([0-9]{2})$");
+        for (const char* v : {"02:00:00", "0:00:01", "1:59:59", "99999:59:59", "00:30:00", "12:00", "2h",
+                              "00:00:00", "1:60:00", "1:00:60", "-1:00:00", "123456:00:00", "1:2:3",
+                              " 01:00:00", "01:00:00 ", "01:00:00:00", "1-00:00:00", "", "01:0a:00",
+                              "::", "1::00", "a1:00:00"}) {
+            const std::string s(v);
+            long expect = -1;
+            std::smatch m;
+            if (std::regex_match(s, m, form)) {
+                const long h = std::stol(m[1]), mi = std::stol(m[2]), se = std::stol(m[3]);
+                if (mi < 60 && se < 60 && h * 3600 + mi * 60 + se > 0) expect = h * 3600 + mi * 60 + se;
+            }
+            char err[TULA_MSG_MAX];
+            const long got = tula_plugin_check_deadline(v, err, sizeof err);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(s, expect, got);
+            if (expect < 0) CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0 &&
+                                                            std::string(err).find("deadline") != std::string::npos);
+            else CPPUNIT_ASSERT_EQUAL(std::string(), std::string(err));
+        }
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(-1L, tula_plugin_check_deadline(nullptr, err, sizeof err));
+    }
+
+    // Budgets against a reference: std::regex for the form, strtod for the range.
+    void test_budget() {
+        const std::regex form("^([0-9]+\\.?[0-9]*|\\.[0-9]+)$");
+        for (const char* v : {"2.5", "1", "0.01", ".5", "7.", "100000000000000", "999999999999999", "0", "0.0",
+                              "-1", "+1", "1e3", "inf", "nan", "", "1 ", "1,5", "abc", "1000000000000000",
+                              "12345678901234567890123"}) {
+            const std::string s(v);
+            bool expect = std::regex_match(s, form) && s.size() < 24;
+            if (expect) {
+                const double d = std::strtod(v, nullptr);
+                expect = d > 0 && d < 1e15;
+            }
+            char err[TULA_MSG_MAX];
+            const int rc = tula_plugin_check_budget(v, err, sizeof err);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(s, expect ? 0 : -1, rc);
+            if (!expect) CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0 &&
+                                                         std::string(err).find("budget") != std::string::npos);
+        }
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_check_budget(nullptr, err, sizeof err));
     }
 };
 
