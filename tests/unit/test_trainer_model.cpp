@@ -64,6 +64,10 @@ class TrainerModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(TrainerModelTest);
     CPPUNIT_TEST(test_lenet5_parameter_count);
     CPPUNIT_TEST(test_fmnist_cnn_parameter_count);
+    CPPUNIT_TEST(test_zoo_parameter_counts_match_torchvision);
+    CPPUNIT_TEST(test_zoo_rejects_bad_shapes);
+    CPPUNIT_TEST(test_resnet18_gradient_along_gradient);
+    CPPUNIT_TEST(test_mobilenetv3_gradient_along_gradient);
     CPPUNIT_TEST(test_unknown_model_lists_valid_names);
     CPPUNIT_TEST(test_fused_buffer_layout);
     CPPUNIT_TEST(test_lenet5_gradient_finite_differences);
@@ -174,6 +178,93 @@ public:
                              std::to_string(norm));
         }
     }
+    // Reference counts computed with Debian's python3-torch 1.13.1 / python3-torchvision
+    // 0.14.1 (sum of p.numel() over model.parameters()), the small-image stems swapped in:
+    //   resnet18(num_classes=K), conv1 = Conv2d(C, 64, 3, 1, 1, bias=False), maxpool = Identity
+    //   vgg11_bn(num_classes=K), features[0] = Conv2d(C, 64, 3, padding=1)
+    //   alexnet(num_classes=K), features[0] = Conv2d(C, 64, 3, 1, 1)
+    //   mobilenet_v3_small(num_classes=K), features[0][0] = Conv2d(C, 16, 3, 1, 1, bias=False)
+    // (the script is in the comment of tests/golden/make_golden.py's count_params()).
+    // The count does not depend on H and W for these (adaptive pooling before the fc).
+    void test_zoo_parameter_counts_match_torchvision() {
+        struct Ref { const char* name; int c, k; size_t want; };
+        const Ref refs[] = {
+            {"resnet18", 3, 10, 11173962},  {"resnet18", 1, 10, 11172810},  {"resnet18", 3, 100, 11220132},
+            {"vgg11", 3, 10, 128812810},    {"vgg11", 1, 10, 128811658},    {"vgg11", 3, 100, 129181540},
+            {"alexnet", 3, 10, 57023306},   {"alexnet", 1, 10, 57022154},   {"alexnet", 3, 100, 57392036},
+            {"mobilenetv3-small", 3, 10, 1528106}, {"mobilenetv3-small", 1, 10, 1527818},
+            {"mobilenetv3-small", 3, 100, 1620356}};
+        for (const Ref& r : refs)
+            for (int hw : {28, 32}) {
+                const size_t got = count_model_params(r.name, Shape{r.c, hw, hw}, r.k);
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(r.name) + " C=" + std::to_string(r.c) + " K=" +
+                                                 std::to_string(r.k) + " " + std::to_string(hw),
+                                             r.want, got);
+            }
+        // the two small models: counts of the brief for 1x28x28, and the built model agrees
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(61706), count_model_params("lenet5", Shape{1, 28, 28}, 10));
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(870826), count_model_params("fmnist-cnn", Shape{1, 28, 28}, 10));
+        CPPUNIT_ASSERT_EQUAL(build_model("mobilenetv3-small", Shape{3, 32, 32}, 10)->num_params(),
+                             count_model_params("mobilenetv3-small", Shape{3, 32, 32}, 10));
+        // lenet5 on 3x32x32: conv 3->6 (5x5), conv 6->16, fc 16*6*6 -> 120 -> 84 -> K
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(conv_params(3, 6, 5, true) + conv_params(6, 16, 5, true) +
+                                                 fc_params(576, 120) + fc_params(120, 84) + fc_params(84, 10)),
+                             count_model_params("lenet5", Shape{3, 32, 32}, 10));
+    }
+
+    void test_zoo_rejects_bad_shapes() {
+        CPPUNIT_ASSERT_THROW(build_model("lenet5", Shape{1, 8, 8}, 10), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(build_model("resnet18", Shape{3, 32, 32}, 1), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(build_model("resnet18", Shape{0, 32, 32}, 10), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(build_model("nope", Shape{3, 32, 32}, 10), std::invalid_argument);
+    }
+
+    // Whole-model check for the block-structured models: the directional derivative of the
+    // loss along the computed gradient g equals |g| (central differences, best of 3 steps).
+    void check_along_gradient(const std::string& name, const Shape& in, int K, double h, double rtol) {
+        auto m = build_model(name, in, K);
+        m->init(7);
+        const int n = 4;
+        Rng rng(8);
+        Tensor x(n, in.c, in.h, in.w);
+        for (float& v : x.data) v = static_cast<float>(rng.normal());
+        int labels[n] = {0, 1, 2, 3};
+        SoftmaxCrossEntropy ce;
+        m->zero_grad();
+        // Training mode redraws dropout masks on every forward, so mobilenetv3-small (which
+        // has dropout) is checked in evaluation mode (BN with running statistics); resnet18
+        // has no dropout and is checked in training mode (BN batch statistics).
+        const bool train = name == "resnet18";
+        ce.forward(m->forward(x, train), labels, n, nullptr);
+        m->backward(ce.backward());
+        const std::vector<float> g(m->grads(), m->grads() + m->num_params());
+        const std::vector<float> w0(m->params(), m->params() + m->num_params());
+        const std::vector<float> st(m->state(), m->state() + m->state_size());
+        double n2 = 0;
+        for (float v : g) n2 += static_cast<double>(v) * v;
+        const double norm = std::sqrt(n2);
+        CPPUNIT_ASSERT(norm > 0);
+        auto loss_at = [&](double t) {
+            for (size_t i = 0; i < g.size(); ++i) m->params()[i] = static_cast<float>(w0[i] + t * g[i] / norm);
+            std::copy(st.begin(), st.end(), m->state());
+            const double l = ce.forward(m->forward(x, train), labels, n, nullptr);
+            std::copy(w0.begin(), w0.end(), m->params());
+            return l;
+        };
+        std::string seen;
+        bool ok = false;
+        for (double step : {h, h / 3, h / 10}) {
+            const double fd = (loss_at(step) - loss_at(-step)) / (2 * step);
+            ok = ok || std::fabs(fd - norm) <= rtol * norm;
+            seen += " " + std::to_string(fd);
+        }
+        if (!ok) CPPUNIT_FAIL(name + ": finite differences along the gradient" + seen + ", |g| " + std::to_string(norm));
+    }
+    void test_resnet18_gradient_along_gradient() { check_along_gradient("resnet18", Shape{3, 16, 16}, 4, 1e-3, 3e-2); }
+    void test_mobilenetv3_gradient_along_gradient() {
+        check_along_gradient("mobilenetv3-small", Shape{3, 16, 16}, 4, 1e-2, 3e-2);
+    }
+
     void test_lenet5_gradient_finite_differences() { check_model_gradients("lenet5", 1e-3, 3e-2); }
     void test_fmnist_cnn_gradient_finite_differences() { check_model_gradients("fmnist-cnn", 1e-3, 3e-2); }
 

@@ -1,5 +1,6 @@
 // tula-train: IDX reader and dataset. See data.hpp.
 #include "data.hpp"
+#include "rng.hpp"
 
 #include <zlib.h>
 
@@ -143,8 +144,8 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, int64_t limit) {
 }
 
 void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean, float std_) {
-    x.resize(n, 1, d.rows, d.cols);
-    const size_t px = static_cast<size_t>(d.rows) * d.cols;
+    x.resize(n, d.channels, d.rows, d.cols);
+    const size_t px = static_cast<size_t>(d.channels) * d.rows * d.cols;
     // (v/255 - mean)/std = v*a + b
     const float a = 1.0f / (255.0f * std_), b = -mean / std_;
     for (int i = 0; i < n; ++i) {
@@ -153,6 +154,44 @@ void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* label
         for (size_t j = 0; j < px; ++j) dst[j] = src[j] * a + b;
         labels[i] = d.labels[idx[i]];
     }
+}
+
+bool is_synthetic(const std::string& name) { return name.rfind("synthetic:", 0) == 0; }
+
+SyntheticSpec parse_synthetic(const std::string& name) {
+    const std::string form = " (expected synthetic:CxHxW:K, e.g. synthetic:3x32x32:10)";
+    if (!is_synthetic(name)) throw DataError("'" + name + "' is not a synthetic data source" + form);
+    const std::string rest = name.substr(10);
+    int c = 0, h = 0, w = 0, k = 0, used = 0;
+    if (std::sscanf(rest.c_str(), "%dx%dx%d:%d%n", &c, &h, &w, &k, &used) != 4 ||
+        used != static_cast<int>(rest.size()))
+        throw DataError("cannot parse data source '" + name + "'" + form);
+    if (c < 1 || c > 64 || h < 1 || h > 4096 || w < 1 || w > 4096)
+        throw DataError("image shape " + std::to_string(c) + "x" + std::to_string(h) + "x" +
+                        std::to_string(w) + " in '" + name + "' is out of range (C 1..64, H and W 1..4096)");
+    if (k < 2 || k > 256)
+        throw DataError("class count " + std::to_string(k) + " in '" + name + "' is out of range (2..256)");
+    return SyntheticSpec{Shape{c, h, w}, k};
+}
+
+Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed) {
+    if (count < 0) throw DataError("negative synthetic example count");
+    const size_t px = spec.shape.size();
+    if (static_cast<double>(px) * count > 8.0 * (1ull << 30))
+        throw DataError("synthetic data set of " + std::to_string(count) + " images of " +
+                        spec.shape.str() + " would exceed 8 GiB; use --limit-train / --limit-test");
+    Dataset d;
+    d.count = count;
+    d.channels = spec.shape.c;
+    d.rows = spec.shape.h;
+    d.cols = spec.shape.w;
+    d.classes = spec.classes;
+    d.images.resize(px * count);
+    d.labels.resize(count);
+    Rng rng(seed);
+    for (auto& v : d.images) v = static_cast<uint8_t>(rng.uniform() * 256.0);
+    for (int i = 0; i < count; ++i) d.labels[i] = static_cast<uint8_t>(i % spec.classes);
+    return d;
 }
 
 }  // namespace train

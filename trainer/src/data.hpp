@@ -48,7 +48,8 @@ struct Dataset {
     int rows = 0;      ///< image height, pixels
     int cols = 0;      ///< image width, pixels
     int classes = 10;  ///< labels are in [0, classes)
-    std::vector<uint8_t> images;  ///< (count, rows, cols), pixel values 0..255
+    int channels = 1;  ///< colour planes per image
+    std::vector<uint8_t> images;  ///< (count, channels, rows, cols), pixel values 0..255
     std::vector<uint8_t> labels;  ///< (count,)
 };
 
@@ -68,7 +69,25 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, int64_t limit = 0
 constexpr float kFashionMean = 0.2860f;
 constexpr float kFashionStd = 0.3530f;
 
-/// x (n, 1, rows, cols) <- (pixel/255 - mean)/std of examples idx[0..n), and
+/// A parsed `synthetic:CxHxW:K` data-source name.
+struct SyntheticSpec {
+    Shape shape;      ///< C x H x W of one image
+    int classes = 0;  ///< K
+};
+
+/// True when `name` starts with "synthetic:" (then parse_synthetic() applies).
+bool is_synthetic(const std::string& name);
+
+/// Parses "synthetic:CxHxW:K" (e.g. "synthetic:3x32x32:10"): C in [1, 64], H and W in
+/// [1, 4096], K in [2, 256] (labels are bytes). Errors: DataError saying what is wrong and showing the form.
+SyntheticSpec parse_synthetic(const std::string& name);
+
+/// `count` random images of spec.shape (pixels uniform in 0..255) with labels i mod K,
+/// from a generator seeded with `seed` (same seed, same data). For profiling: the values
+/// carry no signal. Errors: DataError when count < 0 or the set would exceed 8 GiB.
+Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed);
+
+/// x (n, channels, rows, cols) <- (pixel/255 - mean)/std of examples idx[0..n), and
 /// labels[i] <- label of idx[i]. Reuses x's allocation.
 void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean = kFashionMean,
                   float std_ = kFashionStd);

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -92,7 +93,12 @@ protected:
 ///   dW += dY_n col(x_n)^T,  db += rowsum(dY_n),  dx_n = col2im(W^T dY_n).
 /// Init: He (Kaiming) normal, std = sqrt(2 / (Cin*k*k)) (He et al. 2015, eq. 10);
 /// bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch's default.
-std::unique_ptr<Layer> make_conv2d(Backend b, int cin, int cout, int k, int stride, int pad, bool bias);
+/// groups > 1: grouped convolution (Krizhevsky et al. 2012); groups = cin = cout is the
+/// depthwise convolution of MobileNets (Howard et al. 2017). Weight (Cout, Cin/groups, k, k),
+/// He init with fan_in (Cin/groups)*k*k. Errors: std::invalid_argument when groups does not
+/// divide cin and cout, or a size is not positive.
+std::unique_ptr<Layer> make_conv2d(Backend b, int cin, int cout, int k, int stride, int pad, bool bias,
+                                   int groups = 1);
 
 /// Batch normalization over (N, H, W) per channel (Ioffe & Szegedy 2015, Algorithm 1),
 /// eps 1e-5. Training: normalizes with the batch mean and biased variance and updates the
@@ -107,7 +113,52 @@ std::unique_ptr<Layer> make_relu(Backend b);
 
 /// Max pooling with a k x k window and stride k (k = 2 in the models); output floor(H/k)
 /// x floor(W/k). Backward routes dy to the (first) maximal input of each window.
-std::unique_ptr<Layer> make_maxpool2d(Backend b, int k);
+/// stride > 0 and != k: window k, that stride, no padding, output floor((H-k)/stride)+1
+/// (PyTorch's MaxPool2d(k, stride)); e.g. AlexNet's 3/2 overlapping pooling.
+std::unique_ptr<Layer> make_maxpool2d(Backend b, int k, int stride = 0);
+/// The strided max pooling behind make_maxpool2d(b, k, stride) (layers_cpu2.cpp).
+std::unique_ptr<Layer> make_maxpool2d_strided(Backend b, int k, int stride);
+
+/// Average pooling, k x k window, stride k, no padding: output floor(H/k) x floor(W/k),
+/// y = mean of the window; dx = dy / k^2 spread over the window.
+std::unique_ptr<Layer> make_avgpool2d(Backend b, int k);
+
+/// Adaptive average pooling to oh x ow (PyTorch's AdaptiveAvgPool2d): output cell (i, j)
+/// averages input rows [floor(i*H/oh), ceil((i+1)*H/oh)) and likewise columns; oh = ow = 1
+/// is global average pooling (its output (C, 1, 1) feeds a linear layer). Smaller inputs are
+/// replicated (H = 1, oh = 7 copies the value), as PyTorch does.
+std::unique_ptr<Layer> make_adaptive_avgpool2d(Backend b, int oh, int ow);
+/// Global average pooling, (C, H, W) -> (C, 1, 1); make_adaptive_avgpool2d(b, 1, 1).
+std::unique_ptr<Layer> make_global_avgpool(Backend b);
+
+/// Dropout (Srivastava et al. 2014), inverted: in training y = x * m / (1 - p) with
+/// m ~ Bernoulli(1 - p) per value (the layer's own generator, seeded from init()'s Rng);
+/// in evaluation y = x. dx = dy * m / (1 - p). Errors: std::invalid_argument unless 0 <= p < 1.
+std::unique_ptr<Layer> make_dropout(Backend b, double p);
+
+/// Hard sigmoid (Howard et al. 2019, MobileNetV3, eq. 1 ingredients; PyTorch's Hardsigmoid):
+/// y = relu6(x + 3) / 6; dy/dx = 1/6 on (-3, 3), else 0.
+std::unique_ptr<Layer> make_hardsigmoid(Backend b);
+/// Hard swish (Howard et al. 2019, MobileNetV3): y = x * relu6(x + 3) / 6;
+/// dy/dx = 0 for x < -3, (2x + 3)/6 for -3 <= x <= 3, 1 for x > 3 (PyTorch's convention).
+std::unique_ptr<Layer> make_hardswish(Backend b);
+
+/// An ordered chain of layers used as one layer (a block of a model): its parameters and
+/// state are its children's, concatenated in order. Errors: std::invalid_argument when
+/// empty or when a child does not fit its predecessor's output.
+std::unique_ptr<Layer> make_sequential(std::vector<std::unique_ptr<Layer>> layers, std::string name = "seq");
+
+/// Residual connection (He et al. 2016, eq. 1-2): y = body(x) + shortcut(x), with the
+/// identity when `shortcut` is null (then body must keep the shape). Both must produce the
+/// same shape. dx = dbody/dx^T dy + dshortcut/dx^T dy. No activation after the sum (add a
+/// ReLU after the block for ResNet's basic block).
+std::unique_ptr<Layer> make_residual(std::unique_ptr<Layer> body, std::unique_ptr<Layer> shortcut);
+
+/// Squeeze-and-excitation (Hu et al. 2018, eq. 2-4) as in torchvision's MobileNetV3:
+/// s = hardsigmoid(W2 relu(W1 gap(x) + b1) + b2) (per example, C values), y = x * s
+/// (broadcast over H, W). W1 (squeeze, C) + b1 and W2 (C, squeeze) + b2: torchvision's
+/// 1x1 convolutions with bias, same parameter count.
+std::unique_ptr<Layer> make_squeeze_excitation(Backend b, int channels, int squeeze);
 
 /// Fully connected layer on the flattened example: x (N, F) with F = C*H*W of the input,
 /// y (N, out) = x W^T + b; weight (out, F), bias (out,), PyTorch's layout.
@@ -127,8 +178,18 @@ public:
     double forward(const Tensor& logits, const int* labels, int n, int64_t* correct);
     /// dL/dz of the last forward(), shape (N, K, 1, 1).
     const Tensor& backward();
+    /// Label smoothing (Szegedy et al. 2016, sec. 7; PyTorch's label_smoothing): the target
+    /// becomes q = (1 - eps) onehot(y) + eps/K, L = -(1/N) sum_i sum_j q_ij log p_ij,
+    /// dL/dz_i = (p_i - q_i)/N. eps = 0 (the default) is plain cross-entropy.
+    /// Errors: std::invalid_argument unless 0 <= eps < 1.
+    void set_label_smoothing(float eps) {
+        if (!(eps >= 0.0f && eps < 1.0f)) throw std::invalid_argument("label smoothing must be in [0, 1)");
+        smoothing_ = eps;
+    }
+    float label_smoothing() const { return smoothing_; }
 
 private:
+    float smoothing_ = 0.0f;
     Tensor prob_, dz_;
     std::vector<int> labels_;
 };

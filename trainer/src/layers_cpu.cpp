@@ -274,6 +274,115 @@ private:
     std::vector<float> col_, dcol_, ybuf_;
 };
 
+// Grouped convolution (groups > 1, incl. depthwise: groups = Cin). Weight (Cout, Cin/g, k, k)
+// as PyTorch's. Per image: col = im2col(x_n) (Cin*k*k, P); the rows of group g are the
+// contiguous block [g*Kg, (g+1)*Kg), Kg = (Cin/g)*k*k, and
+//   Y_g (Cout/g, P) = W_g (Cout/g, Kg) col_g,  dW_g += dY_g col_g^T,  dcol_g = W_g^T dY_g.
+class GroupedConv2dCpu final : public Layer {
+public:
+    GroupedConv2dCpu(int cin, int cout, int k, int s, int p, bool bias, int groups)
+        : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), g_(groups), bias_(bias) {
+        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0 || groups <= 0)
+            throw std::invalid_argument("conv2d: channels, kernel, stride and groups must be positive, padding >= 0");
+        if (cin % groups != 0 || cout % groups != 0)
+            throw std::invalid_argument("conv2d: groups (" + std::to_string(groups) + ") must divide the input (" +
+                                        std::to_string(cin) + ") and output (" + std::to_string(cout) + ") channels");
+        kg_ = static_cast<size_t>(cin / groups) * k * k;
+        n_params_ = kg_ * cout + (bias ? cout : 0);
+    }
+    std::string describe() const override {
+        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
+                        std::to_string(cout_);
+        if (s_ != 1) d += ", stride " + std::to_string(s_);
+        if (p_ != 0) d += ", pad " + std::to_string(p_);
+        d += (g_ == cin_ ? ", depthwise" : ", groups " + std::to_string(g_));
+        if (!bias_) d += ", no bias";
+        return d + ")";
+    }
+    Shape configure(const Shape& in) override {
+        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
+        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_)
+            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        in_ = in;
+        out_ = Shape{cout_, (in.h + 2 * p_ - k_) / s_ + 1, (in.w + 2 * p_ - k_) / s_ + 1};
+        return out_;
+    }
+    std::vector<ParamInfo> param_info() const override {
+        std::vector<ParamInfo> v{{"weight", kg_ * cout_, true}};
+        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
+        return v;
+    }
+    void bind(float* params, float* grads, float*) override {
+        params_ = params;
+        grads_ = grads;
+    }
+    // He normal with fan_in = (Cin/g)*k*k (PyTorch's fan_in for grouped weights).
+    void init(Rng& rng) override {
+        const double std_ = std::sqrt(2.0 / static_cast<double>(kg_));
+        for (size_t i = 0; i < kg_ * cout_; ++i) params_[i] = static_cast<float>(std_ * rng.normal());
+        if (bias_) {
+            const double bound = 1.0 / std::sqrt(static_cast<double>(kg_));
+            for (int i = 0; i < cout_; ++i) params_[kg_ * cout_ + i] = static_cast<float>(rng.uniform(-bound, bound));
+        }
+    }
+    const Tensor& forward(const Tensor& x, bool) override {
+        check_input(x, in_, "conv2d");
+        x_ = &x;
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        const int cog = cout_ / g_;
+        y_.resize(x.n, out_);
+        col_.resize(kg_ * g_ * P);
+        const float* bias = bias_ ? params_ + kg_ * cout_ : nullptr;
+        for (int n = 0; n < x.n; ++n) {
+            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            float* y = y_.sample(n);
+            for (int g = 0; g < g_; ++g)
+                gemm(false, false, cog, P, kg_, params_ + g * cog * kg_, col_.data() + g * kg_ * P, y + g * cog * P,
+                     false);
+            if (bias) MapRM(y, cout_, P).colwise() += CMapVec(bias, cout_);
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        const Tensor& x = *x_;
+        if (dy.n != x.n || dy.shape() != out_) throw std::invalid_argument("conv2d backward: dy " + dy.str());
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        const int cog = cout_ / g_;
+        if (need_input_grad_) {
+            dx_.resize_like(x);
+            std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+            dcol_.resize(kg_ * g_ * P);
+        } else {
+            dx_.resize(0, 0, 0, 0);
+        }
+        col_.resize(kg_ * g_ * P);
+        for (int n = 0; n < x.n; ++n) {
+            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            const float* gp = dy.sample(n);
+            for (int g = 0; g < g_; ++g) {
+                gemm(false, true, cog, kg_, P, gp + g * cog * P, col_.data() + g * kg_ * P, grads_ + g * cog * kg_,
+                     true);
+                if (need_input_grad_)
+                    gemm(true, false, kg_, P, cog, params_ + g * cog * kg_, gp + g * cog * P,
+                         dcol_.data() + g * kg_ * P, false);
+            }
+            if (bias_) MapVec(grads_ + kg_ * cout_, cout_) += CMapRM(gp, cout_, P).rowwise().sum();
+            if (need_input_grad_)
+                col2im_add(dcol_.data(), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, P, dx_.sample(n));
+        }
+        return dx_;
+    }
+
+private:
+    int cin_, cout_, k_, s_, p_, g_;
+    bool bias_;
+    size_t kg_;
+    Shape in_, out_;
+    const Tensor* x_ = nullptr;
+    Tensor y_, dx_;
+    std::vector<float> col_, dcol_;
+};
+
 // ---- batch normalization ---------------------------------------------------------------
 
 class BatchNorm2dCpu final : public Layer {
@@ -592,14 +701,18 @@ private:
 
 // ---- factories (the backend seam) -----------------------------------------------------
 
-std::unique_ptr<Layer> make_conv2d(Backend, int cin, int cout, int k, int stride, int pad, bool bias) {
+std::unique_ptr<Layer> make_conv2d(Backend, int cin, int cout, int k, int stride, int pad, bool bias, int groups) {
+    if (groups != 1) return std::make_unique<GroupedConv2dCpu>(cin, cout, k, stride, pad, bias, groups);
     return std::make_unique<Conv2dCpu>(cin, cout, k, stride, pad, bias);
 }
 std::unique_ptr<Layer> make_batchnorm2d(Backend, int channels, float momentum, float eps) {
     return std::make_unique<BatchNorm2dCpu>(channels, momentum, eps);
 }
 std::unique_ptr<Layer> make_relu(Backend) { return std::make_unique<ReluCpu>(); }
-std::unique_ptr<Layer> make_maxpool2d(Backend, int k) { return std::make_unique<MaxPool2dCpu>(k); }
+std::unique_ptr<Layer> make_maxpool2d(Backend b, int k, int stride) {
+    if (stride > 0 && stride != k) return make_maxpool2d_strided(b, k, stride);
+    return std::make_unique<MaxPool2dCpu>(k);
+}
 std::unique_ptr<Layer> make_linear(Backend, int in_features, int out_features) {
     return std::make_unique<LinearCpu>(in_features, out_features);
 }
@@ -632,7 +745,14 @@ double SoftmaxCrossEntropy::forward(const Tensor& logits, const int* labels, int
         }
         const float inv = static_cast<float>(1.0 / s);
         for (int j = 0; j < k; ++j) p[j] *= inv;
-        loss += std::log(s) - (z[y] - zmax);  // -log softmax(z)[y]
+        const double lse = std::log(s);
+        double nll = lse - (z[y] - zmax);  // -log softmax(z)[y]
+        if (smoothing_ > 0) {               // -sum_j q_j log p_j with q = (1-eps) onehot + eps/K
+            double all = 0;
+            for (int j = 0; j < k; ++j) all += lse - (z[j] - zmax);
+            nll = (1.0 - smoothing_) * nll + smoothing_ / k * all;
+        }
+        loss += nll;
         if (arg == y) ++right;
     }
     if (correct) *correct += right;
@@ -646,8 +766,9 @@ const Tensor& SoftmaxCrossEntropy::backward() {
     for (int i = 0; i < n; ++i) {
         const float* p = prob_.sample(i);
         float* d = dz_.sample(i);
-        for (int j = 0; j < k; ++j) d[j] = p[j] * inv_n;
-        d[labels_[i]] -= inv_n;
+        const float u = smoothing_ / k;  // dL/dz = (p - q) / N
+        for (int j = 0; j < k; ++j) d[j] = (p[j] - u) * inv_n;
+        d[labels_[i]] -= (1.0f - smoothing_) * inv_n;
     }
     return dz_;
 }

@@ -109,7 +109,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                  "tula-train"};
     app.set_help_flag("-h,--help", "print this help and exit");
     app.add_option("--model", o.model, "network: " + join_models());
-    app.add_option("--data", o.data, "data set: fashion-mnist")->capture_default_str();
+    app.add_option("--data", o.data, "data set: fashion-mnist, or synthetic:CxHxW:K (random images, for profiling)")
+        ->capture_default_str();
     app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
     app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
     app.add_option("--batch-size", o.batch,
@@ -148,6 +149,15 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         if (root) std::fprintf(stderr, "%s\n", msg(m).c_str());
         return 2;
     };
+    if (o.data != "fashion-mnist") {
+        if (!is_synthetic(o.data))
+            return bad("unknown data set '" + o.data + "'; valid data sets: fashion-mnist, synthetic:CxHxW:K");
+        try {
+            parse_synthetic(o.data);
+        } catch (const std::exception& e) {
+            return bad(e.what());
+        }
+    }
     if (o.list_models) return -1;
     const bool need_model = !o.profile_allreduce;
     if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
@@ -156,7 +166,6 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         for (const auto& n : model_names()) known = known || n == o.model;
         if (!known) return bad("unknown model '" + o.model + "'; valid models: " + join_models());
     }
-    if (o.data != "fashion-mnist") return bad("unknown data set '" + o.data + "'; valid data sets: fashion-mnist");
     if (o.epochs < 1 || o.epochs > 100000) return bad("--epochs must be between 1 and 100000 (got " + std::to_string(o.epochs) + ")");
     if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
     if (o.lr_base_batch < 1) return bad("--lr-base-batch must be a positive number of examples");
@@ -211,7 +220,7 @@ tula::ProfileDb open_db(const Options& o) {
 // The workload's row: the data set's full sizes (from the IDX headers), even when this run
 // used --limit-train / --limit-test, since the planner computes epochs from them.
 tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, int64_t test_n) {
-    if (o.limit_train > 0 || o.limit_test > 0) {
+    if ((o.limit_train > 0 || o.limit_test > 0) && !is_synthetic(o.data)) {
         train_n = fashion_mnist_count(o.data_dir, true);
         test_n = fashion_mnist_count(o.data_dir, false);
     }
@@ -225,13 +234,30 @@ tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, in
     return w;
 }
 
+// Example shape and class count of --data (Fashion-MNIST: 1x28x28, 10 classes).
+SyntheticSpec input_of(const Options& o) {
+    if (is_synthetic(o.data)) return parse_synthetic(o.data);
+    return SyntheticSpec{Shape{1, 28, 28}, 10};
+}
+
+// The training (train = true) or test set of --data; a synthetic set has --limit-train
+// (default 10,000) / --limit-test (default 1,000) random images. Errors: DataError.
+Dataset load_set(const Options& o, bool train) {
+    if (is_synthetic(o.data)) {
+        const int64_t lim = train ? o.limit_train : o.limit_test;
+        const int n = lim > 0 ? static_cast<int>(std::min<int64_t>(lim, 1 << 30)) : (train ? 10000 : 1000);
+        return make_synthetic(parse_synthetic(o.data), n, o.seed + (train ? 1 : 2));
+    }
+    return load_fashion_mnist(o.data_dir, train, train ? o.limit_train : o.limit_test);
+}
+
 // Loads both data sets on every rank. On failure anywhere, every rank learns it (one
 // allreduce) and the caller exits 2 on all ranks; the failing ranks print why.
 bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te) {
     std::string err;
     try {
-        tr = load_fashion_mnist(o.data_dir, true, o.limit_train);
-        te = load_fashion_mnist(o.data_dir, false, o.limit_test);
+        tr = load_set(o, true);
+        te = load_set(o, false);
     } catch (const std::exception& e) {
         err = e.what();
     }
@@ -247,10 +273,16 @@ bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te) {
     return false;
 }
 
-int list_models() {
+// Name and parameter count of every model for the example shape and classes of --data.
+int list_models(const Options& o) {
+    const SyntheticSpec in = input_of(o);
+    std::printf("models for %s input, %d classes:\n", in.shape.str().c_str(), in.classes);
     for (const auto& n : model_names()) {
-        auto m = build_model(n);
-        std::printf("%-12s %zu parameters\n", n.c_str(), m->num_params());
+        try {
+            std::printf("%-18s %zu parameters\n", n.c_str(), count_model_params(n, in.shape, in.classes));
+        } catch (const std::exception& e) {
+            std::printf("%-18s (does not fit: %s)\n", n.c_str(), e.what());
+        }
     }
     return 0;
 }
@@ -262,15 +294,15 @@ int profile_compute(const Options& o, Comm& comm) {
     if (root) {
         Dataset tr, te;
         try {
-            tr = load_fashion_mnist(o.data_dir, true, o.limit_train);
-            te = load_fashion_mnist(o.data_dir, false, o.limit_test);
+            tr = load_set(o, true);
+            te = load_set(o, false);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
             rc = 2;
         }
         std::vector<tula::ComputeSample> samples;
         if (rc == 0) {
-            auto model = build_model(o.model);
+            auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
             model->init(o.seed);
             if (comm.size() > 1) say(root, "tula-train: --profile-compute runs on rank 0 only; the other ranks wait");
             say(root, "profile " + wl + ": 1 thread, matrix kernels " + gemm_isa_name(gemm_isa()) + ", host " +
@@ -314,7 +346,7 @@ int profile_allreduce(const Options& o, Comm& comm) {
         return 0;
     }
     std::vector<int64_t> sizes = o.sizes;
-    if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(build_model(o.model)->num_params()));
+    if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(count_model_params(o.model, input_of(o).shape, input_of(o).classes)));
     std::vector<tula::AllreduceSample> samples;
     for (int64_t bytes : sizes) {
         const double s = time_allreduce(comm, bytes, 3, 20);
@@ -365,7 +397,7 @@ int run_training(const Options& o, Comm& comm) {
                              .c_str());
         return 2;
     }
-    auto model = build_model(o.model);
+    auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
     const std::string wl = tula::workload_name(o.model, o.data);
 
@@ -471,7 +503,7 @@ int main(int argc, char** argv) {
         Options o;
         rc = parse_args(argc, argv, o, root);
         if (rc < 0) {
-            if (o.list_models) rc = root ? list_models() : 0;
+            if (o.list_models) rc = root ? list_models(o) : 0;
             else if (o.profile_compute) rc = profile_compute(o, comm);
             else if (o.profile_allreduce) rc = profile_allreduce(o, comm);
             else rc = run_training(o, comm);

@@ -80,5 +80,34 @@ std::vector<std::string> model_names();
 /// Errors: std::invalid_argument for an unknown name (the message lists model_names()).
 std::unique_ptr<Model> build_model(const std::string& name, Backend backend = Backend::Cpu);
 
+/// Builds model `name` for examples of shape `input` (C x H x W) and `classes` outputs.
+/// lenet5 and fmnist-cnn adapt their first layer to C and their first fc to the flattened
+/// size. The larger models follow torchvision's definitions (same layers, widths and hence
+/// parameter counts for the same C and classes), with the small-image stems of the brief:
+///   resnet18:  CIFAR style (He et al. 2016, sec. 4.2 stem): conv3x3(C->64, no bias)-BN-ReLU,
+///              no stem pool; 4 stages x 2 basic blocks (64, 128, 256, 512; stride 1,2,2,2;
+///              1x1-conv+BN projection shortcut where the shape changes); global avg pool,
+///              fc 512->K.
+///   vgg11:     torchvision vgg11_bn (Simonyan & Zisserman 2015, config A, with BN): 8
+///              conv3x3-BN-ReLU (64,M,128,M,256,256,M,512,512,M,512,512,M; a pool is skipped
+///              when the map is already 1 pixel), adaptive avg pool 7x7, fc 25088->4096-ReLU-
+///              dropout, 4096->4096-ReLU-dropout, 4096->K.
+///   alexnet:   torchvision alexnet (Krizhevsky et al. 2012) with a small-input stem
+///              conv3x3(C->64, stride 1, pad 1) instead of conv11x11/4; maxpool 3/2 after
+///              conv1, conv2 and conv5 (skipped on maps smaller than 3); adaptive avg pool
+///              6x6; dropout-fc 9216->4096-ReLU, dropout-fc 4096->4096-ReLU, fc 4096->K.
+///   mobilenetv3-small: torchvision mobilenet_v3_small (Howard et al. 2019, Table 2) with a
+///              stride-1 stem (C->16); BN eps 0.001, momentum 0.01; SE squeeze width
+///              make_divisible(exp/4, 8); head conv1x1 96->576, fc 576->1024-hardswish-
+///              dropout(0.2), 1024->K.
+/// Errors: std::invalid_argument for an unknown name, classes < 2, or an input too small
+/// for the network (the message names the layer).
+std::unique_ptr<Model> build_model(const std::string& name, const Shape& input, int classes,
+                                   Backend backend = Backend::Cpu);
+
+/// The number of trainable parameters of build_model(name, input, classes) without
+/// allocating the model's buffers (vgg11 has ~129 million). Errors: as build_model.
+size_t count_model_params(const std::string& name, const Shape& input, int classes);
+
 }  // namespace train
 }  // namespace tula
