@@ -1,6 +1,7 @@
 // tula CLI: `tula plan` -- predicts every (nodes, global batch) candidate for a workload and
 // shows the choice (tula(1), "tula plan"). The `--format kv` output is the contract read by
 // etc/cli_filter.lua at submission time; keep its keys stable.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -41,15 +42,18 @@ void print_table(const PlanReport& r) {
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
                 format_number("%g", r.price_per_node_hour).c_str());
     Table t;
-    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "training (s)", "node-hours",
-                "cost", "pareto"};
-    t.right = {false, true, true, true, true, true, true, true, true, false};
+    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "training (s)", "upper (s)",
+                "node-hours", "cost", "accuracy", "pareto"};
+    t.right = {false, true, true, true, true, true, true, true, true, true, true, false};
     for (size_t i = 0; i < p.candidates.size(); ++i) {
         const Candidate& c = p.candidates[i];
         t.rows.push_back({i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
                           std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
                           format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.total_seconds),
-                          format_number("%.4f", c.node_hours), format_number("%.4f", c.cost), c.pareto ? "*" : ""});
+                          format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours),
+                          format_number("%.4f", c.cost),
+                          std::isfinite(c.expected_accuracy) ? format_number("%.1f%%", c.expected_accuracy * 100) : "-",
+                          c.pareto ? "*" : ""});
     }
     const std::vector<std::string> lines = render_table_lines(t);
     std::printf("%s\n", lines[0].c_str());
@@ -59,7 +63,9 @@ void print_table(const PlanReport& r) {
         else if (!p.candidates[i].pareto) std::printf("%s\n", dim(l, colour).c_str());
         else std::printf("%s\n", l.c_str());
     }
-    std::printf("  (> chosen, * on the time/cost Pareto front; training = %d epochs, without evaluation)\n", r.epochs);
+    std::printf("  (> chosen, * on the time/cost Pareto front; training = %d epochs, without evaluation; upper = 95 %% "
+                "prediction bound; accuracy from the run history, - when there is none)\n", r.epochs);
+    if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     const Candidate& c = p.choice();
     std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours, cost %s\n",
                 bold("chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
@@ -128,7 +134,13 @@ int run_plan(const PlanOptions& o) {
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
         }
         const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
-        const Policy policy = parse_policy(o.policy);
+        PolicySpec spec;
+        try {
+            spec = parse_policy_spec(o.policy);
+        } catch (const Error& e) {
+            throw UsageError(std::string("--policy: ") + bare_message(e.what()));
+        }
+        const Policy policy = spec.policy;
 
         PlanReport r;
         r.workload = workload;
@@ -138,7 +150,7 @@ int run_plan(const PlanOptions& o) {
         r.time_margin = lc.config.time_margin;
         r.time_overhead = lc.config.time_overhead;
         r.fixed_nodes = o.nodes;
-        r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, policy, &warnings);
+        r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings);
         r.warnings = warnings;
 
         if (format == "kv") {
@@ -180,8 +192,11 @@ void add_plan_command(CLI::App& app, Action* action) {
     sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));
-    sub->add_option("--policy", o->policy, "auto (knee of the time/cost Pareto front), time (fastest), cost (cheapest)")
-        ->check(CLI::IsMember({"auto", "time", "cost"}))
+    // Validated by parse_policy_spec (one clear message for a bad deadline or budget).
+    sub->add_option("--policy", o->policy,
+                    "auto (knee of the time/cost Pareto front), time (fastest), cost (cheapest), deadline=HH:MM:SS "
+                    "(cheapest that meets it), budget=X (fastest within it)")
+        ->type_name("POLICY")
         ->capture_default_str();
     auto* fmt = sub->add_option("--format", o->format, "output: table, kv or json")
                     ->check(CLI::IsMember({"table", "kv", "json"}))

@@ -123,7 +123,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     } catch (const tula::Error&) {
         // no HOME: the system database alone
     }
-    const tula::Policy policy = q->policy ? tula::parse_policy(q->policy) : tula::Policy::Auto;
+    const tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
     std::vector<std::string> warnings;
     const tula::Plan plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings);
     const tula::Candidate& c = plan.choice();

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -18,7 +20,8 @@ namespace tula {
 namespace {
 
 constexpr const char* kValidKeys =
-    "system_db, price_per_node_hour, max_nodes, global_batches, time_margin, time_overhead, default_epochs";
+    "system_db, price_per_node_hour, max_nodes, global_batches, time_margin, time_overhead, default_epochs, "
+    "device_memory_bytes, noise_scale";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
@@ -65,7 +68,7 @@ Config parse_named(const std::string& text, const std::string& source) {
         if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
         static const std::set<std::string> kKeys = {"system_db",   "price_per_node_hour", "max_nodes",
                                                     "global_batches", "time_margin",     "time_overhead",
-                                                    "default_epochs"};
+                                                    "default_epochs", "device_memory_bytes",  "noise_scale"};
         if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         // Strict: a repeated key is almost always an editing mistake.
         if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
@@ -116,6 +119,28 @@ Config parse_named(const std::string& text, const std::string& source) {
             cfg.time_overhead = number(0.0, 1e7, "seconds");
         } else if (key == "default_epochs") {
             cfg.default_epochs = integer(1, 1000000, "epochs");
+        } else if (key == "device_memory_bytes") {
+            // An integer with an optional K, M, G or T suffix (powers of 1024), e.g. 16G.
+            std::string digits = value;
+            double mult = 1;
+            if (!digits.empty()) {
+                const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+                const char* units = "KMGT";
+                if (const char* q = std::strchr(units, u); q && u != '\0') {
+                    mult = std::pow(1024.0, static_cast<double>(q - units + 1));
+                    digits.pop_back();
+                }
+            }
+            int64_t v = 0;
+            if (!detail::parse_int64(digits, &v) || v < 0 || v > (int64_t(1) << 50))
+                throw fail("device_memory_bytes = '" + value +
+                           "' is not a byte count in [0, 2^50] (write e.g. 17179869184 or 16G; 0 = no limit)");
+            cfg.device_memory_bytes = static_cast<double>(v) * mult;
+            if (cfg.device_memory_bytes > std::pow(2.0, 50))
+                throw fail("device_memory_bytes = " + value + " is more than 2^50 bytes");
+        } else if (key == "noise_scale") {
+            cfg.noise_scale = number(1e-3, 1e12, "examples");
+            if (!(cfg.noise_scale > 0)) throw fail("noise_scale must be > 0 (examples)");
         } else {
             throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         }

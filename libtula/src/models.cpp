@@ -2,6 +2,12 @@
 #include "tula/models.hpp"
 
 #include <Eigen/Dense>
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit_nlinear.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -65,11 +71,52 @@ double rmse_of(const Eigen::MatrixXd& A, const Eigen::VectorXd& x, const Eigen::
 
 }  // namespace
 
+namespace {
+
+// Sum of squared residuals and (X'X)^-1 of the linear design [1, b] over `rows` of the samples.
+struct LinearFit {
+    double t0 = 0, t1 = 0, sse = 0;
+    double xtx_inv[3] = {0, 0, 0};
+};
+
+LinearFit fit_linear(const std::vector<ComputeSample>& s, const std::vector<size_t>& rows) {
+    const Eigen::Index n = static_cast<Eigen::Index>(rows.size());
+    Eigen::MatrixXd A(n, 2);
+    Eigen::VectorXd y(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+        A(i, 0) = 1.0;
+        A(i, 1) = s[rows[static_cast<size_t>(i)]].local_batch;
+        y(i) = s[rows[static_cast<size_t>(i)]].seconds_per_iter;
+    }
+    const Eigen::VectorXd x = nnls_small(A, y);
+    LinearFit f;
+    f.t0 = x(0);
+    f.t1 = x(1);
+    f.sse = (A * x - y).squaredNorm();
+    const Eigen::Matrix2d xtx = A.transpose() * A;
+    if (std::fabs(xtx.determinant()) > 0) {
+        const Eigen::Matrix2d inv = xtx.inverse();
+        f.xtx_inv[0] = inv(0, 0);
+        f.xtx_inv[1] = inv(0, 1);
+        f.xtx_inv[2] = inv(1, 1);
+    }
+    return f;
+}
+
+// AIC = n ln(SSE/n) + 2k, with SSE floored so that an exact fit stays finite.
+double aic(double sse, double n, int k, double scale) {
+    const double floor = 1e-24 * scale * scale;
+    return n * std::log(std::max(sse / n, floor)) + 2.0 * k;
+}
+
+}  // namespace
+
 ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
     const std::string who = samples.empty() ? std::string("the workload") : samples.front().workload;
     const std::string todo = "; run `tula profile compute --workload " + who + "` with at least 2 batch sizes";
     if (samples.empty()) throw Error("no compute profile for " + who + todo);
     std::set<int> batches;
+    double mean_t = 0;
     for (const auto& s : samples) {
         if (s.local_batch < 1)
             throw Error("compute profile of " + who + " has a sample with local batch " + std::to_string(s.local_batch) +
@@ -78,26 +125,83 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
             throw Error("compute profile of " + who + " has a sample with a non-positive or non-finite time at local batch " +
                         std::to_string(s.local_batch) + todo);
         batches.insert(s.local_batch);
+        mean_t += s.seconds_per_iter / static_cast<double>(samples.size());
     }
     if (batches.size() < 2)
         throw Error("compute profile of " + who + " has " + std::to_string(batches.size()) +
                     " distinct local batch size; need at least 2" + todo);
-    const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
-    Eigen::MatrixXd A(n, 2);
-    Eigen::VectorXd y(n);
-    for (Eigen::Index i = 0; i < n; ++i) {
-        A(i, 0) = 1.0;
-        A(i, 1) = samples[static_cast<size_t>(i)].local_batch;
-        y(i) = samples[static_cast<size_t>(i)].seconds_per_iter;
-    }
-    const Eigen::VectorXd x = nnls_small(A, y);
+    const size_t n = samples.size();
+    std::vector<size_t> all(n);
+    for (size_t i = 0; i < n; ++i) all[i] = i;
+    const LinearFit lin = fit_linear(samples, all);
+
     ComputeModel m;
-    m.t0 = x(0);
-    m.t1 = x(1);
     m.min_batch = *batches.begin();
     m.max_batch = *batches.rbegin();
-    m.rmse = rmse_of(A, x, y);
+    m.t0 = lin.t0;
+    m.t1 = lin.t1;
+    m.aic_linear = aic(lin.sse, static_cast<double>(n), 2, mean_t);
+    m.aic_flat = std::numeric_limits<double>::infinity();
+    double sse = lin.sse;
+    int k = 2;
+    std::copy(lin.xtx_inv, lin.xtx_inv + 3, m.xtx_inv);
+
+    // Segmented (flat-then-linear) candidate: every split of the sorted distinct batches.
+    const std::vector<int> d(batches.begin(), batches.end());
+    if (d.size() >= 4 && n >= 5) {
+        double best_sse = std::numeric_limits<double>::infinity();
+        LinearFit best_tail;
+        double best_tmin = 0;
+        for (size_t split = 1; split + 2 <= d.size(); ++split) {
+            std::vector<size_t> head, tail;
+            double tmin = 0;
+            for (size_t i = 0; i < n; ++i) {
+                if (samples[i].local_batch < d[split]) {
+                    head.push_back(i);
+                    tmin += samples[i].seconds_per_iter;
+                } else {
+                    tail.push_back(i);
+                }
+            }
+            tmin /= static_cast<double>(head.size());
+            const LinearFit f = fit_linear(samples, tail);
+            if (!(tmin > f.t0 + f.t1 * d.front())) continue;  // the floor must be active
+            double e = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const double p = std::max(tmin, f.t0 + f.t1 * samples[i].local_batch);
+                e += (p - samples[i].seconds_per_iter) * (p - samples[i].seconds_per_iter);
+            }
+            if (e < best_sse) {
+                best_sse = e;
+                best_tail = f;
+                best_tmin = tmin;
+            }
+        }
+        if (std::isfinite(best_sse)) {
+            m.aic_flat = aic(best_sse, static_cast<double>(n), 4, mean_t);
+            if (m.aic_flat < m.aic_linear - 2.0) {
+                m.flat = true;
+                m.t0 = best_tail.t0;
+                m.t1 = best_tail.t1;
+                m.t_min = best_tmin;
+                sse = best_sse;
+                k = 4;
+                std::copy(best_tail.xtx_inv, best_tail.xtx_inv + 3, m.xtx_inv);
+            }
+        }
+    }
+    m.rmse = std::sqrt(sse / static_cast<double>(n));
+    m.dof = static_cast<int>(n) - k;
+    m.sigma = m.dof > 0 ? std::sqrt(sse / m.dof) : 0.0;
     return m;
+}
+
+double ComputeModel::interval(double b, double level) const {
+    if (dof < 1 || !(sigma > 0) || !(level > 0 && level < 1)) return 0.0;
+    const double q = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, dof);
+    const double lever = xtx_inv[0] + 2.0 * b * xtx_inv[1] + b * b * xtx_inv[2];
+    const double h = q * sigma * std::sqrt(1.0 + std::max(0.0, lever));
+    return std::isfinite(h) ? h : 0.0;
 }
 
 AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) {
@@ -117,26 +221,202 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
         throw Error("allreduce profile has only 1 distinct (nodes, bytes) point; need at least 2" + todo +
                     " with 2 node counts or 2 message sizes");
     const Eigen::Index n = static_cast<Eigen::Index>(use.size());
-    Eigen::MatrixXd A(n, 2);
-    Eigen::VectorXd y(n);
-    for (Eigen::Index i = 0; i < n; ++i) {
-        const double K = use[static_cast<size_t>(i)]->nodes;
-        A(i, 0) = 2.0 * (K - 1.0);
-        A(i, 1) = 2.0 * (K - 1.0) / K * static_cast<double>(use[static_cast<size_t>(i)]->bytes);
-        y(i) = use[static_cast<size_t>(i)]->seconds;
-    }
-    const Eigen::VectorXd x = nnls_small(A, y);
-    AllreduceModel m;
-    m.alpha = x(0);
-    m.beta = x(1);
-    m.rmse = rmse_of(A, x, y);
-    return m;
+    std::set<int> node_counts;
+    for (const auto* s : use) node_counts.insert(s->nodes);
+    auto fit_alg = [&](Algorithm alg) {
+        Eigen::MatrixXd A(n, 2);
+        Eigen::VectorXd y(n);
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const double K = use[static_cast<size_t>(i)]->nodes;
+            A(i, 0) = alg == Algorithm::Ring ? 2.0 * (K - 1.0) : 2.0 * std::ceil(std::log2(K) - 1e-12);
+            A(i, 1) = 2.0 * (K - 1.0) / K * static_cast<double>(use[static_cast<size_t>(i)]->bytes);
+            y(i) = use[static_cast<size_t>(i)]->seconds;
+        }
+        const Eigen::VectorXd x = nnls_small(A, y);
+        AllreduceModel m;
+        m.alpha = x(0);
+        m.beta = x(1);
+        m.rmse = rmse_of(A, x, y);
+        m.algorithm = alg;
+        return m;
+    };
+    const AllreduceModel ring = fit_alg(Algorithm::Ring);
+    if (node_counts.size() < 3) return ring;
+    const AllreduceModel rab = fit_alg(Algorithm::Rabenseifner);
+    return rab.rmse < ring.rmse ? rab : ring;
 }
 
 double AllreduceModel::seconds(int nodes, double bytes) const {
     if (nodes <= 1) return 0.0;
     const double K = nodes;
-    return 2.0 * (K - 1.0) * alpha + 2.0 * (K - 1.0) / K * bytes * beta;
+    const double steps = algorithm == Algorithm::Ring ? 2.0 * (K - 1.0) : 2.0 * std::ceil(std::log2(K) - 1e-12);
+    return steps * alpha + 2.0 * (K - 1.0) / K * bytes * beta;
+}
+
+// ---- overlap (Pollux) -------------------------------------------------------------------
+namespace {
+
+double gamma_of(double u) { return 1.0 + 9.0 / (1.0 + std::exp(-u)); }
+
+// (a^g + b^g)^(1/g) computed as M (1 + (m/M)^g)^(1/g) to avoid overflow.
+double pnorm(double a, double b, double g) {
+    const double M = std::max(a, b), m = std::min(a, b);
+    if (!(M > 0)) return 0.0;
+    return M * std::pow(1.0 + std::pow(m / M, g), 1.0 / g);
+}
+
+struct OverlapData {
+    const std::vector<IterationSample>* s;
+};
+
+int overlap_f(const gsl_vector* x, void* params, gsl_vector* f) {
+    const auto* d = static_cast<const OverlapData*>(params);
+    const double g = gamma_of(gsl_vector_get(x, 0));
+    for (size_t i = 0; i < d->s->size(); ++i) {
+        const IterationSample& q = (*d->s)[i];
+        gsl_vector_set(f, i, (pnorm(q.compute_seconds, q.comm_seconds, g) - q.measured_seconds) / q.measured_seconds);
+    }
+    return GSL_SUCCESS;
+}
+
+}  // namespace
+
+OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
+    gsl_set_error_handler_off();
+    std::vector<IterationSample> use;
+    for (const auto& q : samples) {
+        if (!std::isfinite(q.compute_seconds) || !std::isfinite(q.comm_seconds) || !std::isfinite(q.measured_seconds) ||
+            q.compute_seconds < 0 || q.comm_seconds < 0 || q.measured_seconds < 0)
+            throw Error("iteration sample with a negative or non-finite time; check the run history in the profile database");
+        if (q.comm_seconds > 0 && q.compute_seconds > 0 && q.measured_seconds > 0) use.push_back(q);
+    }
+    OverlapModel m;
+    if (use.empty()) return m;
+    OverlapData data{&use};
+    gsl_multifit_nlinear_fdf fdf;
+    fdf.f = overlap_f;
+    fdf.df = nullptr;  // finite-difference Jacobian
+    fdf.fvv = nullptr;
+    fdf.n = use.size();
+    fdf.p = 1;
+    fdf.params = &data;
+    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
+    double best_cost = std::numeric_limits<double>::infinity(), best_u = -50;  // gamma = 1
+    // The cost is flat where the sigmoid saturates: start from several points, keep the best.
+    for (double u0 : {-4.0, -1.5, 0.0, 1.5, 4.0}) {
+        gsl_multifit_nlinear_workspace* w =
+            gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, use.size(), 1);
+        if (!w) throw Error("out of memory in the overlap fit");
+        gsl_vector* x = gsl_vector_alloc(1);
+        gsl_vector_set(x, 0, u0);
+        int info = 0;
+        int st = gsl_multifit_nlinear_init(x, &fdf, w);
+        if (st == GSL_SUCCESS) st = gsl_multifit_nlinear_driver(200, 1e-10, 1e-10, 1e-12, nullptr, nullptr, &info, w);
+        if (st == GSL_SUCCESS || st == GSL_EMAXITER) {
+            const double u = gsl_vector_get(gsl_multifit_nlinear_position(w), 0);
+            gsl_vector* f = gsl_multifit_nlinear_residual(w);
+            double cost = 0;
+            gsl_blas_ddot(f, f, &cost);
+            if (std::isfinite(cost) && std::isfinite(u) && cost < best_cost) {
+                best_cost = cost;
+                best_u = u;
+            }
+        }
+        gsl_vector_free(x);
+        gsl_multifit_nlinear_free(w);
+    }
+    if (!std::isfinite(best_cost)) throw Error("the overlap (gamma) fit failed to converge; planning with gamma = 1");
+    m.gamma = gamma_of(best_u);
+    m.samples = static_cast<int>(use.size());
+    m.rmse_rel = std::sqrt(best_cost / static_cast<double>(use.size()));
+    return m;
+}
+
+double OverlapModel::combine(double compute_seconds, double comm_seconds) const {
+    if (gamma <= 1.0) return compute_seconds + comm_seconds;
+    return pnorm(compute_seconds, comm_seconds, gamma);
+}
+
+// ---- memory, convergence, accuracy ------------------------------------------------------
+MemoryModel MemoryModel::from_workload(const Workload& w) {
+    const int64_t act = activation_floats_per_example(w.model);
+    if (act <= 0 || w.params <= 0)
+        throw Error("no memory model for " + w.name + ": its activation size is not known");
+    MemoryModel m;
+    m.static_bytes = 4.0 * 4.0 * static_cast<double>(w.params);
+    m.per_example_bytes = 2.0 * 4.0 * static_cast<double>(act);
+    return m;
+}
+
+MemoryModel MemoryModel::fit(const std::vector<std::pair<int, double>>& samples) {
+    std::set<int> batches;
+    for (const auto& [b, bytes] : samples) {
+        if (b < 1 || !std::isfinite(bytes) || bytes < 0)
+            throw Error("memory sample with local batch " + std::to_string(b) + " and a negative or non-finite size");
+        batches.insert(b);
+    }
+    if (batches.size() < 2) throw Error("memory samples cover fewer than 2 distinct local batches; need at least 2");
+    const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
+    Eigen::MatrixXd A(n, 2);
+    Eigen::VectorXd y(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+        A(i, 0) = 1.0;
+        A(i, 1) = samples[static_cast<size_t>(i)].first;
+        y(i) = samples[static_cast<size_t>(i)].second;
+    }
+    const Eigen::VectorXd x = nnls_small(A, y);
+    MemoryModel m;
+    m.static_bytes = x(0);
+    m.per_example_bytes = x(1);
+    return m;
+}
+
+int MemoryModel::max_local_batch(double device_bytes) const {
+    constexpr int kMax = std::numeric_limits<int>::max();
+    if (!(device_bytes > 0)) return kMax;
+    if (static_bytes + per_example_bytes > device_bytes) return 0;
+    if (!(per_example_bytes > 0)) return kMax;
+    const double b = std::floor((device_bytes - static_bytes) / per_example_bytes);
+    return b >= kMax ? kMax : static_cast<int>(b);
+}
+
+double ConvergenceModel::epochs_for(double B, double epochs_ref, double B_ref) const {
+    const double bn = noise_scale > 0 ? noise_scale : kDefaultNoiseScale;
+    return epochs_ref * (1.0 + B / bn) / (1.0 + B_ref / bn);
+}
+
+AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs) {
+    AccuracyModel m;
+    std::vector<std::pair<double, double>> pts;
+    std::set<int> batches;
+    for (const auto& r : runs) {
+        if (r.global_batch < 1 || !(r.test_accuracy > 0 && r.test_accuracy <= 1)) continue;
+        pts.push_back({std::log2(static_cast<double>(r.global_batch)), r.test_accuracy});
+        batches.insert(r.global_batch);
+    }
+    if (pts.empty()) return m;
+    m.runs = static_cast<int>(pts.size());
+    if (batches.size() < 2) {
+        for (const auto& p : pts) m.a += p.second / static_cast<double>(pts.size());
+        return m;
+    }
+    Eigen::MatrixXd A(static_cast<Eigen::Index>(pts.size()), 2);
+    Eigen::VectorXd y(static_cast<Eigen::Index>(pts.size()));
+    for (size_t i = 0; i < pts.size(); ++i) {
+        A(static_cast<Eigen::Index>(i), 0) = 1.0;
+        A(static_cast<Eigen::Index>(i), 1) = pts[i].first;
+        y(static_cast<Eigen::Index>(i)) = pts[i].second;
+    }
+    const Eigen::VectorXd x = lstsq(A, y);
+    m.a = x(0);
+    m.c = x(1);
+    return m;
+}
+
+double AccuracyModel::at(double B) const {
+    if (!known()) return std::numeric_limits<double>::quiet_NaN();
+    const double v = a + c * std::log2(std::max(1.0, B));
+    return std::min(1.0, std::max(0.0, v));
 }
 
 }  // namespace tula

@@ -14,8 +14,11 @@
 #include <cstdio>
 #include <numeric>
 
+#include <unistd.h>
+
 #include "tula/db.hpp"
 #include "tula/error.hpp"
+#include "util.hpp"
 
 namespace tula {
 namespace {
@@ -63,21 +66,83 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
 
 }  // namespace
 
-Policy parse_policy(const std::string& s) {
-    if (s == "auto") return Policy::Auto;
-    if (s == "time") return Policy::Time;
-    if (s == "cost") return Policy::Cost;
+namespace {
+
+// "HH:MM:SS", "MM:SS", "D-HH:MM:SS" (Slurm's time formats) to seconds; -1 when malformed.
+double parse_hms(const std::string& v) {
+    std::string rest = v;
+    double days = 0;
+    const size_t dash = rest.find('-');
+    if (dash != std::string::npos) {
+        int64_t d = 0;
+        if (!detail::parse_int64(rest.substr(0, dash), &d) || d < 0 || d > 3650) return -1;
+        days = static_cast<double>(d);
+        rest = rest.substr(dash + 1);
+    }
+    std::vector<int64_t> parts;
+    size_t p = 0;
+    while (p <= rest.size()) {
+        size_t c = rest.find(':', p);
+        if (c == std::string::npos) c = rest.size();
+        const std::string item = rest.substr(p, c - p);
+        int64_t x = 0;
+        if (item.empty() || item[0] == '-' || item[0] == '+' || !detail::parse_int64(item, &x) || x < 0 || x > 1000000)
+            return -1;
+        parts.push_back(x);
+        p = c + 1;
+    }
+    if (parts.size() < 2 || parts.size() > 3) return -1;
+    // The leading field is unbounded (90:00 is 90 minutes); the others are below 60.
+    if (parts.back() > 59 || (parts.size() == 3 && parts[1] > 59)) return -1;
+    if (parts.size() == 2) parts.insert(parts.begin(), 0);
+    return days * 86400.0 + static_cast<double>(parts[0]) * 3600.0 + static_cast<double>(parts[1]) * 60.0 +
+           static_cast<double>(parts[2]);
+}
+
+}  // namespace
+
+PolicySpec parse_policy_spec(const std::string& s) {
+    PolicySpec p;
+    if (s == "auto") return p;
+    if (s == "time") {
+        p.policy = Policy::Time;
+        return p;
+    }
+    if (s == "cost") {
+        p.policy = Policy::Cost;
+        return p;
+    }
     std::string shown = s.substr(0, 64);
     for (char& c : shown)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-    throw Error("unknown policy '" + shown + "'; valid values: auto, time, cost");
+    if (s.rfind("deadline=", 0) == 0) {
+        const double sec = parse_hms(s.substr(9));
+        if (!(sec > 0))
+            throw Error("policy '" + shown + "': the deadline must be a positive duration HH:MM:SS (or MM:SS, D-HH:MM:SS), e.g. deadline=01:30:00");
+        p.policy = Policy::Deadline;
+        p.deadline_seconds = sec;
+        return p;
+    }
+    if (s.rfind("budget=", 0) == 0) {
+        double v = 0;
+        if (!detail::parse_finite_double(detail::trim(s.substr(7)), &v) || !(v > 0) || v > 1e15)
+            throw Error("policy '" + shown + "': the budget must be a number > 0 in the price unit of tula.conf, e.g. budget=2.5");
+        p.policy = Policy::Budget;
+        p.budget = v;
+        return p;
+    }
+    throw Error("unknown policy '" + shown + "'; valid values: auto, time, cost, deadline=HH:MM:SS, budget=X");
 }
+
+Policy parse_policy(const std::string& s) { return parse_policy_spec(s).policy; }
 
 const char* policy_name(Policy p) {
     switch (p) {
         case Policy::Auto: return "auto";
         case Policy::Time: return "time";
         case Policy::Cost: return "cost";
+        case Policy::Deadline: return "deadline";
+        case Policy::Budget: return "budget";
     }
     return "auto";
 }
@@ -173,6 +238,23 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
 
     const double bytes = 4.0 * static_cast<double>(w.params);
     Plan plan;
+    plan.gamma = req.overlap.gamma;
+    const bool mem_bound = req.memory && req.device_memory_bytes > 0;
+    const int max_b = mem_bound ? req.memory->max_local_batch(req.device_memory_bytes) : 0;
+    plan.max_local_batch = mem_bound ? max_b : 0;
+    int too_big = 0, smallest_too_big = 0;
+    const double B_ref = batches.empty() ? 1.0 : batches.front();
+    // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
+    // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
+    const double q_level = req.interval_level;
+    const int n_nodes = max_nodes - req.min_nodes + 1;
+    plan.candidates.reserve(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0) * batches.size() / 4 + 16);
+    std::vector<double> comm(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0), 0.0);
+    for (int K = req.min_nodes; K <= max_nodes; ++K)
+        comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
+    const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
+                                                                      std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
+                                                                : 0.0;  // t quantile * sigma
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         for (int B : batches) {
             if (B % K != 0) continue;
@@ -181,18 +263,39 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             if (compute.max_batch > 0 &&
                 (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
                 continue;
+            if (mem_bound && b > max_b) {
+                if (!too_big || b < smallest_too_big) smallest_too_big = b;
+                ++too_big;
+                continue;
+            }
             Candidate c;
             c.nodes = K;
             c.global_batch = B;
             c.local_batch = b;
-            c.iter_seconds = compute.seconds_per_iter(b) + (K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0);
+            const double tc = compute.seconds_per_iter(b);
+            const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
+            c.iter_seconds = req.overlap.combine(tc, tm);
+            const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
+            const double half = sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
+            const double iter_upper = req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds;
             c.node_hours = K * c.total_seconds / 3600.0;
             c.cost = c.node_hours * req.price_per_node_hour;
+            c.total_seconds_upper = req.epochs * iters * iter_upper;
+            c.cost_upper = K * c.total_seconds_upper / 3600.0 * req.price_per_node_hour;
+            c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
+            c.expected_accuracy = req.accuracy.at(B);
+            c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
             plan.candidates.push_back(c);
         }
+    }
+    if (plan.candidates.empty() && too_big > 0) {
+        throw Error("no candidate for " + w.name + " fits device memory: local batch " + std::to_string(smallest_too_big) +
+                    " needs " + fmt("%.3g", req.memory->bytes(smallest_too_big) / 1073741824.0) + " GiB per rank but device_memory_bytes is " +
+                    fmt("%.3g", req.device_memory_bytes / 1073741824.0) + " GiB; the largest local batch that fits is " +
+                    std::to_string(max_b) + "; use more nodes (--max-nodes) or smaller global_batches in tula.conf");
     }
     if (plan.candidates.empty()) {
         std::string list;
@@ -233,6 +336,44 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                 reason += ", also the fastest";
             else reason += "; the fastest (" + config_str(cs[fastest]) + ") is " + tradeoff(cs[fastest], cs[cheapest], "it");
             break;
+        case Policy::Deadline: {
+            // Cheapest whose upper bound of training time meets the deadline; ties: faster.
+            size_t best = cs.size();
+            for (size_t i = 0; i < cs.size(); ++i) {
+                if (!(cs[i].total_seconds_upper <= req.deadline_seconds)) continue;
+                if (best == cs.size() || cs[i].cost < cs[best].cost ||
+                    (cs[i].cost == cs[best].cost && cs[i].total_seconds < cs[best].total_seconds))
+                    best = i;
+            }
+            if (best == cs.size())
+                throw Error("no candidate for " + w.name + " meets the deadline " + duration(req.deadline_seconds) +
+                            ": the fastest (" + config_str(cs[fastest]) + ") is predicted " + duration(cs[fastest].total_seconds) +
+                            ", up to " + duration(cs[fastest].total_seconds_upper) +
+                            "; allow more time, more nodes (--max-nodes) or fewer epochs");
+            plan.chosen = best;
+            reason = "cheapest of " + n_cand + " that meets the deadline " + duration(req.deadline_seconds) +
+                     " (upper bound " + duration(cs[best].total_seconds_upper) + "): " + config_str(cs[best]);
+            break;
+        }
+        case Policy::Budget: {
+            // Fastest whose upper bound of cost stays within the budget; ties: cheaper.
+            size_t best = cs.size();
+            for (size_t i = 0; i < cs.size(); ++i) {
+                if (!(cs[i].cost_upper <= req.budget)) continue;
+                if (best == cs.size() || cs[i].total_seconds < cs[best].total_seconds ||
+                    (cs[i].total_seconds == cs[best].total_seconds && cs[i].cost < cs[best].cost))
+                    best = i;
+            }
+            if (best == cs.size())
+                throw Error("no candidate for " + w.name + " stays within the budget " + fmt("%g", req.budget) +
+                            ": the cheapest (" + config_str(cs[cheapest]) + ") is predicted to cost " +
+                            fmt("%.4g", cs[cheapest].cost) + ", up to " + fmt("%.4g", cs[cheapest].cost_upper) +
+                            "; raise the budget or train fewer epochs");
+            plan.chosen = best;
+            reason = "fastest of " + n_cand + " within the budget " + fmt("%g", req.budget) + " (cost up to " +
+                     fmt("%.4g", cs[best].cost_upper) + "): " + config_str(cs[best]);
+            break;
+        }
         case Policy::Auto: {
             // Knee of cost (y) against time (x): along the front, sorted by increasing time,
             // the cost decreases, the orientation Kneedle's decreasing convex case expects.
@@ -268,7 +409,9 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     plan.reason = reason;
-    plan.time_limit_minutes = limit_minutes(ch.total_seconds, req.time_margin, req.time_overhead);
+    if (plan.gamma > 1.0) reason += fmt("; overlap gamma %.2f", plan.gamma);
+    plan.time_limit_minutes =
+        limit_minutes(std::max(ch.total_seconds, ch.total_seconds_upper), req.time_margin, req.time_overhead);
     return plan;
 }
 
@@ -283,11 +426,28 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.time_margin = cfg.time_margin;
     r.time_overhead = cfg.time_overhead;
     r.policy = policy;
+    r.device_memory_bytes = cfg.device_memory_bytes;
+    r.convergence.noise_scale = cfg.noise_scale;
+    try {
+        r.memory = MemoryModel::from_workload(w);
+    } catch (const Error&) {
+        r.memory.reset();  // activation size unknown: memory is not modelled
+    }
     return r;
 }
 
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
                    int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings) {
+    PolicySpec spec;
+    spec.policy = policy;
+    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings);
+}
+
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
+                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings) {
+    if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
+        (policy.policy == Policy::Budget && !(policy.budget > 0)))
+        throw Error("the deadline or budget of the policy must be > 0");
     std::vector<std::string> local;
     std::vector<std::string>* warn = warnings ? warnings : &local;
     const ProfileSet set = load_profiles(db_paths, warn);
@@ -305,7 +465,40 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
             warn->push_back(allreduce_error + "; planning for 1 node only");
         }
     }
-    PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy);
+    PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy.policy);
+    req.deadline_seconds = policy.deadline_seconds;
+    req.budget = policy.budget;
+    // The run history (finished runs written by tula-train): overlap exponent and accuracy.
+    std::vector<RunRecord> runs;
+    for (const auto& path : db_paths) {
+        try {
+            if (::access(path.c_str(), R_OK) != 0) continue;
+            const ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadOnly);
+            for (auto& r : db.runs(workload)) runs.push_back(std::move(r));
+        } catch (const std::exception&) {
+            // load_profiles already reported an unreadable database
+        }
+    }
+    req.accuracy = AccuracyModel::fit(runs);
+    if (allreduce) {
+        std::vector<IterationSample> iters;
+        const double grad_bytes = 4.0 * static_cast<double>(w->params);
+        for (const auto& r : runs) {
+            if (r.nodes < 2 || r.global_batch < r.nodes || r.epochs < 1 || !(r.measured_seconds > 0)) continue;
+            const double n_iter = std::floor(static_cast<double>(w->train_examples) / r.global_batch) * r.epochs;
+            if (!(n_iter > 0)) continue;
+            IterationSample q;
+            q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r.global_batch) / r.nodes);
+            q.comm_seconds = allreduce->seconds(r.nodes, grad_bytes);
+            q.measured_seconds = r.measured_seconds / n_iter;
+            iters.push_back(q);
+        }
+        try {
+            req.overlap = OverlapModel::fit(iters);
+        } catch (const Error& e) {
+            warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
+        }
+    }
     if (fixed_nodes > 0) {
         if (fixed_nodes > 1 && !allreduce)
             throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +

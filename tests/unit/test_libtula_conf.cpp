@@ -36,6 +36,7 @@ class LibtulaConfTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_syntax_errors);
     CPPUNIT_TEST(test_load_config);
     CPPUNIT_TEST(test_user_db_path);
+    CPPUNIT_TEST(test_device_memory_and_noise_scale);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -152,6 +153,25 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("/x/tula/profiles.db"), tula::user_db_path("/x", nullptr));
         const std::string e = error_of([] { tula::user_db_path(nullptr, ""); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "HOME"));
+    }
+
+    void test_device_memory_and_noise_scale() {
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::parse_config("").device_memory_bytes);
+        CPPUNIT_ASSERT_EQUAL(17179869184.0, tula::parse_config("device_memory_bytes = 16G\n").device_memory_bytes);
+        CPPUNIT_ASSERT_EQUAL(1000.0, tula::parse_config("device_memory_bytes = 1000").device_memory_bytes);
+        CPPUNIT_ASSERT_EQUAL(3.0 * 1024 * 1024, tula::parse_config("device_memory_bytes = 3m").device_memory_bytes);
+        CPPUNIT_ASSERT_EQUAL(500.0, tula::parse_config("noise_scale = 500").noise_scale);
+        for (const char* bad : {"device_memory_bytes = -1", "device_memory_bytes = 16X", "device_memory_bytes = G",
+                                "device_memory_bytes = 1.5G", "device_memory_bytes = 2000T", "device_memory_bytes =",
+                                "noise_scale = 0", "noise_scale = -3", "noise_scale = nan"}) {
+            std::string e;
+            try {
+                tula::parse_config(bad);
+            } catch (const tula::Error& x) {
+                e = x.what();
+            }
+            CPPUNIT_ASSERT_MESSAGE(bad, contains(e, "line 1"));
+        }
     }
 };
 

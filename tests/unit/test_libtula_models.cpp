@@ -2,6 +2,7 @@
 // synthetic noisy data, agreement with closed-form least squares, non-negativity, errors.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -85,6 +86,13 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_allreduce_non_negative);
     CPPUNIT_TEST(test_allreduce_formula);
     CPPUNIT_TEST(test_allreduce_errors);
+    CPPUNIT_TEST(test_compute_flat_then_linear);
+    CPPUNIT_TEST(test_compute_interval);
+    CPPUNIT_TEST(test_allreduce_rabenseifner);
+    CPPUNIT_TEST(test_overlap_gamma);
+    CPPUNIT_TEST(test_memory);
+    CPPUNIT_TEST(test_convergence);
+    CPPUNIT_TEST(test_accuracy);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -254,6 +262,179 @@ public:
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, 1000, NAN)}); }));
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, -5, 1e-4)}); }));
         CPPUNIT_ASSERT(!throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, 1000, 2e-4)}); }));
+    }
+
+    void test_compute_flat_then_linear() {
+        // Known floor 20 ms up to the join, then 1 ms + 0.1 ms per example; 1 % noise.
+        const double tmin = 0.02, t0 = 0.001, t1 = 1e-4;
+        std::mt19937 rng(5);
+        std::normal_distribution<double> noise(0.0, 0.01);
+        std::vector<tula::ComputeSample> s;
+        for (int rep = 0; rep < 3; ++rep)
+            for (int b : {4, 8, 16, 32, 64, 128, 256, 512, 1024})
+                s.push_back(cs(b, std::max(tmin, t0 + t1 * b) * (1 + noise(rng))));
+        const auto m = tula::ComputeModel::fit(s);
+        CPPUNIT_ASSERT(m.flat);
+        CPPUNIT_ASSERT(m.aic_flat < m.aic_linear - 2);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(tmin, m.t_min, 0.02 * tmin);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t1, m.t1, 0.03 * t1);
+        for (int b : {4, 100, 700})
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::max(tmin, t0 + t1 * b), m.seconds_per_iter(b), 0.03 * std::max(tmin, t0 + t1 * b));
+        // The same batches on a straight line: the linear form wins (fewer parameters).
+        std::vector<tula::ComputeSample> l;
+        for (int rep = 0; rep < 3; ++rep)
+            for (int b : {4, 8, 16, 32, 64, 128, 256, 512, 1024}) l.push_back(cs(b, (t0 + t1 * b) * (1 + noise(rng))));
+        const auto ml = tula::ComputeModel::fit(l);
+        CPPUNIT_ASSERT(!ml.flat);
+        CPPUNIT_ASSERT_EQUAL(std::string("linear"), std::string(ml.form()));
+    }
+
+    void test_compute_interval() {
+        // Independent reference: the textbook interval from the normal equations, and the
+        // coverage of fresh draws (95 % nominal) over many synthetic data sets.
+        const double t0 = 0.01, t1 = 2e-4, sd = 0.002;
+        std::mt19937 rng(11);
+        std::normal_distribution<double> noise(0.0, sd);
+        int inside = 0;
+        const int trials = 400;
+        for (int trial = 0; trial < trials; ++trial) {
+            std::vector<tula::ComputeSample> s;
+            std::vector<double> x, y;
+            for (int b : {16, 32, 64, 128, 256, 16, 64, 256}) {
+                const double t = t0 + t1 * b + noise(rng);
+                s.push_back(cs(b, t));
+                x.push_back(b);
+                y.push_back(t);
+            }
+            const auto m = tula::ComputeModel::fit(s);
+            if (trial == 0) {
+                double a = 0, bb = 0;
+                ols_line(x, y, &a, &bb);
+                double sse = 0, mx = 0, sxx = 0;
+                for (size_t i = 0; i < x.size(); ++i) {
+                    sse += std::pow(a + bb * x[i] - y[i], 2);
+                    mx += x[i] / x.size();
+                }
+                for (double v : x) sxx += (v - mx) * (v - mx);
+                const double n = x.size(), se = std::sqrt(sse / (n - 2));
+                const double x0 = 100;
+                const double want = 2.446911851 * se * std::sqrt(1 + 1 / n + (x0 - mx) * (x0 - mx) / sxx);  // t_{0.975,6}
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(want, m.interval(x0), 1e-6 * want);
+            }
+            const double b0 = 100, fresh = t0 + t1 * b0 + noise(rng);
+            if (std::fabs(fresh - m.seconds_per_iter(b0)) <= m.interval(b0)) ++inside;
+        }
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(inside), inside > 0.91 * trials && inside < 0.99 * trials);
+    }
+
+    void test_allreduce_rabenseifner() {
+        const double alpha = 50e-6, beta = 1e-9;
+        std::mt19937 rng(3);
+        std::normal_distribution<double> noise(0.0, 0.01);
+        std::vector<tula::AllreduceSample> s;
+        for (int k : {2, 4, 8, 16, 32, 64})
+            for (int64_t n : {int64_t(1024), int64_t(1) << 16, int64_t(1) << 20}) {
+                const double truth = 2.0 * std::ceil(std::log2(k)) * alpha + 2.0 * (k - 1) / k * n * beta;
+                s.push_back(as(k, n, truth * (1 + noise(rng))));
+            }
+        const auto m = tula::AllreduceModel::fit(s);
+        CPPUNIT_ASSERT(m.algorithm == tula::AllreduceModel::Algorithm::Rabenseifner);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(alpha, m.alpha, 0.05 * alpha);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(beta, m.beta, 0.05 * beta);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * 7 * m.alpha + 2.0 * 99 / 100 * 1e6 * m.beta, m.seconds(100, 1e6), 1e-15);
+        // Two node counts only: ring is kept.
+        const auto r = tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(4, 1000, 3e-4), as(4, 100000, 5e-4)});
+        CPPUNIT_ASSERT(r.algorithm == tula::AllreduceModel::Algorithm::Ring);
+    }
+
+    void test_overlap_gamma() {
+        CPPUNIT_ASSERT_EQUAL(1.0, tula::OverlapModel::fit({}).gamma);
+        CPPUNIT_ASSERT_EQUAL(0, tula::OverlapModel::fit({}).samples);
+        for (double gamma : {1.5, 3.0, 6.0}) {
+            std::mt19937 rng(static_cast<unsigned>(gamma * 10));
+            std::uniform_real_distribution<double> u(0.01, 0.1);
+            std::normal_distribution<double> noise(0.0, 0.002);
+            std::vector<tula::IterationSample> s;
+            for (int i = 0; i < 30; ++i) {
+                tula::IterationSample q;
+                q.compute_seconds = u(rng);
+                q.comm_seconds = u(rng);
+                q.measured_seconds = std::pow(std::pow(q.compute_seconds, gamma) + std::pow(q.comm_seconds, gamma), 1 / gamma) *
+                                     (1 + noise(rng));
+                s.push_back(q);
+            }
+            const auto m = tula::OverlapModel::fit(s);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(gamma, m.gamma, 0.05 * gamma);
+            CPPUNIT_ASSERT_EQUAL(30, m.samples);
+            const double want = std::pow(std::pow(0.03, m.gamma) + std::pow(0.05, m.gamma), 1 / m.gamma);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, m.combine(0.03, 0.05), 1e-12);
+        }
+        // Measured = sum (no overlap): gamma at its lower bound 1.
+        std::vector<tula::IterationSample> s;
+        for (int i = 1; i <= 5; ++i) s.push_back({0.01 * i, 0.02, 0.01 * i + 0.02});
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, tula::OverlapModel::fit(s).gamma, 0.01);
+        CPPUNIT_ASSERT(throws([] { tula::OverlapModel::fit({{0.01, NAN, 0.02}}); }));
+        CPPUNIT_ASSERT(throws([] { tula::OverlapModel::fit({{-0.01, 0.01, 0.02}}); }));
+    }
+
+    void test_memory() {
+        tula::Workload w;
+        w.name = "lenet5@fashion-mnist";
+        w.model = "lenet5";
+        w.params = 61706;
+        const auto m = tula::MemoryModel::from_workload(w);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(16.0 * 61706, m.static_bytes, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(8.0 * 15386, m.per_example_bytes, 1e-9);
+        w.model = "unknown";
+        CPPUNIT_ASSERT(throws([&] { tula::MemoryModel::from_workload(w); }));
+        // Fit recovers known parameters.
+        std::vector<std::pair<int, double>> s;
+        for (int b : {8, 32, 128, 512}) s.push_back({b, 5e8 + 3e6 * b});
+        const auto f = tula::MemoryModel::fit(s);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(5e8, f.static_bytes, 1.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3e6, f.per_example_bytes, 1e-6);
+        CPPUNIT_ASSERT(throws([] { tula::MemoryModel::fit({{8, 1e6}}); }));
+        CPPUNIT_ASSERT(throws([] { tula::MemoryModel::fit({{8, 1e6}, {16, NAN}}); }));
+        // Largest batch: against a naive scan.
+        for (double dev : {5e8 + 3e6 * 1000 + 1, 8e8, 5.01e8, 1e8}) {
+            int naive = 0;
+            for (int b = 1; b < 100000; ++b)
+                if (f.bytes(b) <= dev) naive = b;
+            CPPUNIT_ASSERT_EQUAL(naive, f.max_local_batch(dev));
+        }
+        CPPUNIT_ASSERT(f.max_local_batch(0) > 1000000);
+    }
+
+    void test_convergence() {
+        // McCandlish et al. 2018 eq. 2.11: (S/S_min - 1)(E/E_min - 1) = 1 with S = E / B.
+        tula::ConvergenceModel c;
+        c.noise_scale = 700;
+        const double emin = 3.0;  // epochs as B -> 0
+        for (double B : {16.0, 256.0, 4096.0}) {
+            const double E = c.epochs_for(B, emin, 0.0);
+            const double S = E / B, smin = emin / c.noise_scale;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, (S / smin - 1) * (E / emin - 1), 1e-9);
+        }
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(10.0, c.epochs_for(128, 10.0, 128), 1e-12);
+    }
+
+    void test_accuracy() {
+        CPPUNIT_ASSERT(!tula::AccuracyModel::fit({}).known());
+        CPPUNIT_ASSERT(std::isnan(tula::AccuracyModel::fit({}).at(64)));
+        std::vector<tula::RunRecord> runs;
+        for (int B : {32, 64, 256, 1024}) {
+            tula::RunRecord r;
+            r.global_batch = B;
+            r.test_accuracy = 0.95 - 0.01 * std::log2(B);
+            runs.push_back(r);
+        }
+        tula::RunRecord bad;
+        bad.global_batch = 64;
+        bad.test_accuracy = 0;  // no accuracy recorded: ignored
+        runs.push_back(bad);
+        const auto a = tula::AccuracyModel::fit(runs);
+        CPPUNIT_ASSERT_EQUAL(4, a.runs);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 9, a.at(512), 1e-9);
     }
 };
 

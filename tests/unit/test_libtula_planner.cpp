@@ -86,6 +86,10 @@ double hand_total(int K, int B, int epochs, int64_t train, int64_t params, doubl
 class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaPlannerTest);
     CPPUNIT_TEST(test_parse_policy);
+    CPPUNIT_TEST(test_policy_spec);
+    CPPUNIT_TEST(test_deadline_budget_vs_naive);
+    CPPUNIT_TEST(test_memory_bound);
+    CPPUNIT_TEST(test_overlap_and_interval);
     CPPUNIT_TEST(test_pareto_front_vs_naive);
     CPPUNIT_TEST(test_knee_of_inverse_curve);
     CPPUNIT_TEST(test_knee_of_corner);
@@ -456,6 +460,150 @@ public:
         p = tula::plan_workload(cfg, {d / "bad.db", db_path}, "lenet5@fashion-mnist", 4, 2, 0, tula::Policy::Cost, &warn);
         CPPUNIT_ASSERT_EQUAL(size_t(1), warn.size());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT(c.nodes <= 2);
+    }
+
+    void test_policy_spec() {
+        auto d = tula::parse_policy_spec("deadline=01:30:00");
+        CPPUNIT_ASSERT(d.policy == tula::Policy::Deadline);
+        CPPUNIT_ASSERT_EQUAL(5400.0, d.deadline_seconds);
+        CPPUNIT_ASSERT_EQUAL(5400.0, tula::parse_policy_spec("deadline=90:00").deadline_seconds);
+        CPPUNIT_ASSERT_EQUAL(86400.0 + 61.0, tula::parse_policy_spec("deadline=1-00:01:01").deadline_seconds);
+        auto b = tula::parse_policy_spec("budget=2.5");
+        CPPUNIT_ASSERT(b.policy == tula::Policy::Budget);
+        CPPUNIT_ASSERT_EQUAL(2.5, b.budget);
+        CPPUNIT_ASSERT(tula::parse_policy("budget=3") == tula::Policy::Budget);
+        for (const char* bad : {"deadline=", "deadline=1:60:00", "deadline=-1:00", "deadline=00:00:00", "deadline=1",
+                                "deadline=a:b:c", "budget=0", "budget=-1", "budget=abc", "budget=nan", "budget=",
+                                "deadline", "budget"}) {
+            const std::string e = error_of([&] { tula::parse_policy_spec(bad); });
+            CPPUNIT_ASSERT_MESSAGE(bad, !e.empty());
+        }
+        CPPUNIT_ASSERT(contains(error_of([] { tula::parse_policy_spec("deadline=1:99:00"); }), "HH:MM:SS"));
+        CPPUNIT_ASSERT(contains(error_of([] { tula::parse_policy_spec("budget=x"); }), "budget"));
+    }
+
+    static tula::ComputeModel noisy_compute() {
+        tula::ComputeModel m;
+        m.t0 = 2e-3;
+        m.t1 = 1e-4;
+        m.sigma = 5e-4;
+        m.dof = 6;
+        m.xtx_inv[0] = 0.5;
+        m.xtx_inv[1] = -2e-3;
+        m.xtx_inv[2] = 2e-5;
+        return m;
+    }
+
+    void test_deadline_budget_vs_naive() {
+        tula::AllreduceModel ar;
+        ar.alpha = 1e-4;
+        ar.beta = 1e-9;
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 5;
+        r.min_nodes = 1;
+        r.max_nodes = 8;
+        r.global_batches = {32, 64, 128, 256, 512, 1024};
+        r.price_per_node_hour = 3;
+        const auto m = noisy_compute();
+        r.policy = tula::Policy::Time;
+        const auto all = tula::make_plan(r, m, &ar).candidates;
+        std::vector<double> times;
+        for (const auto& c : all) {
+            CPPUNIT_ASSERT(c.total_seconds_upper > c.total_seconds);
+            times.push_back(c.total_seconds_upper);
+        }
+        std::sort(times.begin(), times.end());
+        for (double deadline : {times[0], times[times.size() / 3], times[times.size() / 2], times.back() * 2}) {
+            r.policy = tula::Policy::Deadline;
+            r.deadline_seconds = deadline;
+            const auto p = tula::make_plan(r, m, &ar);
+            double naive = INFINITY;
+            for (const auto& c : all)
+                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost);
+            CPPUNIT_ASSERT(p.choice().total_seconds_upper <= deadline);
+            CPPUNIT_ASSERT_EQUAL(naive, p.choice().cost);
+            // The time limit covers the upper bound plus the margins.
+            CPPUNIT_ASSERT(p.time_limit_minutes * 60.0 >= p.choice().total_seconds_upper * (1 + r.time_margin) + r.time_overhead);
+        }
+        r.deadline_seconds = times[0] * 0.5;
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "deadline"));
+        std::vector<double> costs;
+        for (const auto& c : all) costs.push_back(c.cost_upper);
+        std::sort(costs.begin(), costs.end());
+        r.policy = tula::Policy::Budget;
+        for (double budget : {costs[0], costs[costs.size() / 2], costs.back()}) {
+            r.budget = budget;
+            const auto p = tula::make_plan(r, m, &ar);
+            double naive = INFINITY;
+            for (const auto& c : all)
+                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds);
+            CPPUNIT_ASSERT(p.choice().cost_upper <= budget);
+            CPPUNIT_ASSERT_EQUAL(naive, p.choice().total_seconds);
+        }
+        r.budget = costs[0] * 0.5;
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "budget"));
+    }
+
+    void test_memory_bound() {
+        tula::AllreduceModel ar;
+        ar.alpha = 1e-4;
+        ar.beta = 1e-9;
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 2;
+        r.min_nodes = 1;
+        r.max_nodes = 4;
+        r.global_batches = {32, 64, 128, 256, 512};
+        tula::ComputeModel m;
+        m.t0 = 1e-3;
+        m.t1 = 1e-4;
+        const auto free = tula::make_plan(r, m, &ar).candidates;
+        tula::MemoryModel mem;
+        mem.static_bytes = 1e6;
+        mem.per_example_bytes = 1e4;
+        r.memory = mem;
+        r.device_memory_bytes = 1e6 + 1e4 * 100;  // local batch <= 100
+        const auto p = tula::make_plan(r, m, &ar);
+        CPPUNIT_ASSERT_EQUAL(100, p.max_local_batch);
+        size_t want = 0;
+        for (const auto& c : free) want += c.local_batch <= 100;
+        CPPUNIT_ASSERT_EQUAL(want, p.candidates.size());
+        for (const auto& c : p.candidates) {
+            CPPUNIT_ASSERT(c.local_batch <= 100);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1e6 + 1e4 * c.local_batch, c.memory_bytes, 1e-6);
+        }
+        r.device_memory_bytes = 1e6 + 1e4 * 7;  // nothing fits (smallest local batch is 8)
+        const std::string e = error_of([&] { tula::make_plan(r, m, &ar); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "largest local batch that fits is 7") && contains(e, "device_memory_bytes"));
+    }
+
+    void test_overlap_and_interval() {
+        tula::AllreduceModel ar;
+        ar.alpha = 1e-3;
+        ar.beta = 1e-8;
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 3;
+        r.min_nodes = 1;
+        r.max_nodes = 4;
+        r.global_batches = {64, 256};
+        r.overlap.gamma = 3.0;
+        const auto m = noisy_compute();
+        const auto p = tula::make_plan(r, m, &ar);
+        for (const auto& c : p.candidates) {
+            const double b = c.local_batch;
+            const double tc = m.t0 + m.t1 * b;
+            const double tm = c.nodes > 1 ? 2.0 * (c.nodes - 1) * ar.alpha + 2.0 * (c.nodes - 1) / c.nodes * 4.0 * 61706 * ar.beta : 0;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::cbrt(tc * tc * tc + tm * tm * tm), c.iter_seconds, 1e-12);
+            // Upper bound: compute time raised by the prediction interval's half-width.
+            const double tu = tc + m.interval(b);
+            const double iters = std::floor(60000.0 / c.global_batch) * 3;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::cbrt(tu * tu * tu + tm * tm * tm) * iters, c.total_seconds_upper,
+                                         1e-9 * c.total_seconds_upper);
+            // Convergence column: (1 + B/Bn) / (1 + 64/Bn) times the epochs.
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(3.0 * (1 + c.global_batch / 1024.0) / (1 + 64 / 1024.0), c.epochs_to_target, 1e-12);
+        }
     }
 };
 

@@ -21,11 +21,18 @@ struct Config {
     double time_overhead = 120.0;
     /// Epochs assumed when the batch script does not say (--epochs).
     int default_epochs = 12;
+    /// Memory of one device (one rank), bytes; 0 = not limited. Bounds the local batch
+    /// through the memory model M(b) = M_static + M_act * b.
+    double device_memory_bytes = 0;
+    /// Gradient noise scale B_noise (examples) of the convergence model when the profile
+    /// database has none; McCandlish et al. 2018.
+    double noise_scale = 1024;
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
 /// Keys: system_db, price_per_node_hour, max_nodes, global_batches (comma list),
-/// time_margin, time_overhead, default_epochs.
+/// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
+/// for powers of 1024 allowed), noise_scale (examples).
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
 /// unknown key, a missing '=', or a value that is not a valid number / out of range.
 Config parse_config(const std::string& text);

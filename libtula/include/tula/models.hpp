@@ -1,46 +1,162 @@
 // libtula: performance models fitted from profiles.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "tula/db.hpp"
 
 namespace tula {
 
-/// Compute time of one training iteration vs local batch b (examples per rank):
-///   t(b) = t0 + t1 * b        [seconds]
-/// t0 is the per-iteration overhead (kernel launches, optimizer step), t1 the
-/// per-example cost; fitted by ordinary least squares (Eigen, QR) over the samples.
-/// The form follows Scavenger (Tyagi & Sharma 2023), tau = compute(b) + sync(K).
+/// Compute time of one training iteration vs local batch b (examples per rank), one of two
+/// forms chosen from the data:
+///   linear:             t(b) = t0 + t1 * b                   [seconds]
+///   flat-then-linear:   t(b) = max(t_min, t0 + t1 * b)       [seconds]
+/// t0 is the per-iteration overhead (kernel launches, optimizer step), t1 the per-example
+/// cost, t_min the floor at small batches where the device is not yet saturated. The linear
+/// form follows Scavenger (Tyagi & Sharma 2023), tau = compute(b) + sync(K). The linear part
+/// is fitted by least squares with t0, t1 >= 0 (Eigen QR); the flat-then-linear form is a
+/// segmented regression (Hudson 1966, "Fitting segmented curves whose join points have to be
+/// estimated", JASA 61): every split of the sorted distinct batches into a flat head (its mean
+/// is t_min) and a linear tail (at least 2 batches) is fitted and the smallest residual sum
+/// of squares kept. The form with the smaller Akaike information criterion
+/// AIC = n ln(SSE/n) + 2k (k = 2 linear, 4 flat-then-linear: t_min, t0, t1 and the join)
+/// wins; the flat form is only considered with >= 4 distinct batches and >= 5 samples, and
+/// must beat the linear AIC by more than 2 (ties go to the simpler linear form).
 struct ComputeModel {
     double t0 = 0;       ///< seconds per iteration
     double t1 = 0;       ///< seconds per example
+    double t_min = 0;    ///< floor, seconds per iteration; 0 = linear form
+    bool flat = false;   ///< true when the flat-then-linear form was chosen
     int min_batch = 0;   ///< smallest profiled local batch
     int max_batch = 0;   ///< largest profiled local batch
-    double rmse = 0;     ///< root-mean-square residual of the fit, seconds
+    double rmse = 0;     ///< root-mean-square residual of the chosen fit, seconds
+    double aic_linear = 0;  ///< AIC of the linear form
+    double aic_flat = 0;    ///< AIC of the flat-then-linear form (+inf when not considered)
+    // Prediction interval of the linear part (ordinary least-squares theory, e.g. Montgomery,
+    // Peck & Vining, "Introduction to Linear Regression Analysis", eq. 2.45):
+    //   t(b) +- t_{1-a/2, dof} * s * sqrt(1 + x' (X'X)^-1 x),  x = (1, b)
+    double sigma = 0;    ///< residual standard error s = sqrt(SSE / dof), seconds
+    int dof = 0;         ///< residual degrees of freedom n - k (0: no interval, sigma used as is)
+    double xtx_inv[3] = {0, 0, 0};  ///< (X'X)^-1 of the linear part: [0,0], [0,1], [1,1]
 
-    /// Least-squares fit. Errors: tula::Error when there are fewer than 2 distinct
-    /// local batches, or a sample has a non-positive or non-finite time.
+    /// Fit. Errors: tula::Error when there are fewer than 2 distinct local batches, or a
+    /// sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
 
     /// Predicted seconds per iteration at local batch `b` (> 0).
-    double seconds_per_iter(double b) const { return t0 + t1 * b; }
+    double seconds_per_iter(double b) const {
+        const double lin = t0 + t1 * b;
+        return flat && t_min > lin ? t_min : lin;
+    }
+
+    /// Half-width of the two-sided prediction interval of one new measurement at local
+    /// batch `b`, seconds, at confidence `level` in (0, 1) (Student-t quantile from GSL,
+    /// gsl_cdf_tdist_Pinv). 0 when the fit had no residual degrees of freedom.
+    double interval(double b, double level = 0.95) const;
+
+    /// "linear" or "flat-then-linear".
+    const char* form() const { return flat ? "flat-then-linear" : "linear"; }
 };
 
-/// Ring-allreduce alpha-beta model (Thakur, Rabenseifner & Gropp 2005, eq. for ring
-/// reduce-scatter + allgather):
-///   T(K, n) = 2 (K-1) alpha + 2 (K-1)/K * n * beta      [seconds], T(1, n) = 0
-/// with n the message size in bytes. Fitted by non-negative least squares over the samples
-/// (Eigen); both coefficients are clamped at 0.
+/// Allreduce alpha-beta model of `nodes` ranks reducing a message of n bytes, in one of two
+/// algorithms (Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication
+/// operations in MPICH", IJHPCA 19(1), sec. 4.5):
+///   ring (reduce-scatter + allgather):   T(K, n) = 2 (K-1) alpha + 2 (K-1)/K n beta
+///   Rabenseifner (recursive halving +    T(K, n) = 2 ceil(log2 K) alpha + 2 (K-1)/K n beta
+///     doubling; the tree/hierarchical variant whose latency term grows as log K, the one
+///     MPI libraries switch to for many nodes)
+/// [seconds], T(1, n) = 0. Both are fitted by non-negative least squares (Eigen) over the
+/// samples; the one with the smaller residual is kept when the samples cover >= 3 node
+/// counts (with 2 node counts both features are proportional and ring is kept).
 struct AllreduceModel {
+    enum class Algorithm { Ring, Rabenseifner };
     double alpha = 0;    ///< latency per step, seconds
     double beta = 0;     ///< seconds per byte
     double rmse = 0;     ///< residual, seconds
+    Algorithm algorithm = Algorithm::Ring;
 
     /// Errors: tula::Error when there are no samples with nodes >= 2, or fewer than 2
-    /// distinct (nodes, bytes) points.
+    /// distinct (nodes, bytes) points, or a sample is negative / non-finite.
     static AllreduceModel fit(const std::vector<AllreduceSample>& samples);
 
+    /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks.
     double seconds(int nodes, double bytes) const;
+    /// "ring" or "rabenseifner".
+    const char* algorithm_name() const { return algorithm == Algorithm::Ring ? "ring" : "rabenseifner"; }
+};
+
+/// One measured iteration with its two modelled parts, the data of the overlap fit.
+struct IterationSample {
+    double compute_seconds = 0;   ///< T_comp, model prediction at the run's local batch
+    double comm_seconds = 0;      ///< T_comm, model prediction at the run's node count
+    double measured_seconds = 0;  ///< measured seconds per iteration
+};
+
+/// Overlap of computation and communication as in Pollux (Qiao et al., OSDI 2021, eq. 9):
+///   T_iter = (T_comp^gamma + T_comm^gamma)^(1/gamma),  gamma in [1, 10]
+/// gamma = 1 is no overlap (the sum), large gamma approaches max(T_comp, T_comm). Fitted by
+/// nonlinear least squares on relative residuals (T_iter(gamma) - T)/T with GSL
+/// gsl_multifit_nlinear (trust region, Levenberg-Marquardt), gamma = 1 + 9 / (1 + e^-u) so the
+/// bound holds. Default (no samples with T_comm > 0): gamma = 1.
+struct OverlapModel {
+    double gamma = 1.0;
+    int samples = 0;        ///< samples used in the fit (0: the default)
+    double rmse_rel = 0;    ///< root-mean-square relative residual of the fit
+
+    /// Errors: tula::Error when a sample is negative or non-finite, or GSL fails.
+    static OverlapModel fit(const std::vector<IterationSample>& samples);
+    /// Seconds per iteration from the two parts (both >= 0).
+    double combine(double compute_seconds, double comm_seconds) const;
+};
+
+/// Peak device memory of one rank vs local batch b: M(b) = M_static + M_act * b [bytes].
+/// Without measured samples (the profile database has no place for them) it is computed
+/// from the workload: M_static = 4 bytes x params x 4 (weights, gradients, momentum,
+/// allreduce buffer, float32); M_act = 2 x 4 bytes x activation floats per example (forward
+/// activations kept for backward, plus their gradients), activation floats from
+/// activation_floats_per_example() (workload.hpp).
+struct MemoryModel {
+    double static_bytes = 0;   ///< bytes
+    double per_example_bytes = 0;  ///< bytes per example of local batch
+
+    /// From the workload. Errors: tula::Error when the model's activation size is unknown
+    /// (then memory is not modelled; callers treat that as "no limit").
+    static MemoryModel from_workload(const Workload& w);
+    /// Least-squares fit of (local batch, peak bytes) pairs (Eigen, both coefficients >= 0).
+    /// Errors: tula::Error with fewer than 2 distinct batches or a non-finite / negative value.
+    static MemoryModel fit(const std::vector<std::pair<int, double>>& samples);
+    double bytes(double b) const { return static_bytes + per_example_bytes * b; }
+    /// Largest local batch with bytes(b) <= device_bytes; 0 when not even b = 1 fits.
+    /// device_bytes <= 0 means no limit (INT_MAX).
+    int max_local_batch(double device_bytes) const;
+};
+
+/// Convergence vs global batch B from the gradient noise scale (McCandlish, Kaplan, Amodei
+/// et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11:
+/// (S/S_min - 1)(E/E_min - 1) = 1, with B_noise = E_min/S_min):
+///   E(B) = E_min (1 + B / B_noise)      examples (or epochs) to reach a given loss.
+struct ConvergenceModel {
+    /// Default noise scale when nothing is known, examples. The value is an assumption of
+    /// this project (order of magnitude of small image-classification tasks); tula.conf
+    /// key noise_scale overrides it.
+    static constexpr double kDefaultNoiseScale = 1024.0;
+    double noise_scale = kDefaultNoiseScale;  ///< B_noise, examples
+
+    /// Epochs needed at global batch `B` to reach what `epochs_ref` epochs reach at
+    /// global batch `B_ref`: epochs_ref (1 + B/B_noise) / (1 + B_ref/B_noise).
+    double epochs_for(double B, double epochs_ref, double B_ref) const;
+};
+
+/// Test accuracy vs global batch from the run history: acc(B) = a + c log2(B), least squares
+/// (Eigen) over finished runs with a test accuracy in (0, 1]; with runs at a single batch
+/// size the mean accuracy is used for every B. Empty history: known() is false.
+struct AccuracyModel {
+    double a = 0, c = 0;
+    int runs = 0;
+    bool known() const { return runs > 0; }
+    static AccuracyModel fit(const std::vector<RunRecord>& runs);
+    /// Expected accuracy (fraction, clamped to [0, 1]); NaN when !known().
+    double at(double B) const;
 };
 
 }  // namespace tula

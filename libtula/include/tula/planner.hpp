@@ -16,9 +16,22 @@ enum class Policy {
     Auto,  ///< knee point of the time/cost front (Kneedle, Satopaa et al. 2011)
     Time,  ///< smallest predicted time
     Cost,  ///< smallest predicted cost
+    Deadline,  ///< cheapest whose predicted upper bound of time meets a deadline
+    Budget,    ///< fastest whose predicted upper bound of cost stays within a budget
 };
 
-/// Parses "auto" | "time" | "cost". Errors: tula::Error listing the valid values.
+/// A policy with its argument.
+struct PolicySpec {
+    Policy policy = Policy::Auto;
+    double deadline_seconds = 0;  ///< Deadline: wall-clock seconds of training allowed
+    double budget = 0;            ///< Budget: currency units (same unit as price_per_node_hour)
+};
+
+/// Parses "auto" | "time" | "cost" | "deadline=HH:MM:SS" (also MM:SS, or D-HH:MM:SS) |
+/// "budget=X" (X a finite number > 0). Errors: tula::Error naming the bad value and listing
+/// the valid forms.
+PolicySpec parse_policy_spec(const std::string& s);
+/// parse_policy_spec(s).policy. Errors: as parse_policy_spec.
 Policy parse_policy(const std::string& s);
 const char* policy_name(Policy p);
 
@@ -27,12 +40,18 @@ struct Candidate {
     int nodes = 0;
     int global_batch = 0;         ///< examples per step over all ranks
     int local_batch = 0;          ///< global_batch / nodes
-    double iter_seconds = 0;      ///< compute(local batch) + allreduce(nodes, gradient bytes), seconds
+    double iter_seconds = 0;      ///< overlap(compute(local batch), allreduce(nodes, gradient bytes)), seconds
     double epoch_seconds = 0;     ///< ceil(train_examples / global_batch) * iter_seconds
     double total_seconds = 0;     ///< epochs * epoch_seconds (training only, no evaluation)
     double node_hours = 0;        ///< nodes * total_seconds / 3600
     double cost = 0;              ///< node_hours * price per node-hour
     bool pareto = false;          ///< on the time/cost Pareto front
+    double total_seconds_upper = 0;  ///< upper end of the 95 % prediction interval of total_seconds
+    double cost_upper = 0;        ///< cost at total_seconds_upper
+    double epochs_to_target = 0;  ///< epochs this global batch needs to reach what `epochs` reach at the
+                                  ///< smallest global batch (ConvergenceModel); informational
+    double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
+    double memory_bytes = 0;      ///< predicted peak bytes per rank (MemoryModel), 0 when not modelled
 };
 
 /// Everything the planner needs. Build it with make_plan_request().
@@ -46,6 +65,14 @@ struct PlanRequest {
     double time_margin = 0.25;    ///< fraction
     double time_overhead = 120;   ///< seconds
     Policy policy = Policy::Auto;
+    double deadline_seconds = 0;  ///< Policy::Deadline
+    double budget = 0;            ///< Policy::Budget
+    double device_memory_bytes = 0;     ///< per-rank device memory, bytes; 0 = no limit
+    std::optional<MemoryModel> memory;  ///< when set with device_memory_bytes, bounds the local batch
+    OverlapModel overlap;               ///< Pollux gamma (default 1: no overlap)
+    ConvergenceModel convergence;
+    AccuracyModel accuracy;
+    double interval_level = 0.95;       ///< of the prediction intervals
 };
 
 /// The planner's answer.
@@ -53,7 +80,9 @@ struct Plan {
     std::vector<Candidate> candidates;  ///< all feasible candidates, sorted by (nodes, global_batch)
     size_t chosen = 0;                  ///< index into candidates
     std::string reason;                 ///< one line: why this candidate
-    int time_limit_minutes = 0;         ///< ceil((total*(1+margin) + overhead)/60), at least 1
+    int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
+    int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
+    double gamma = 1.0;                 ///< overlap exponent used
     const Candidate& choice() const { return candidates.at(chosen); }
 };
 
@@ -70,9 +99,11 @@ std::vector<size_t> pareto_front(const std::vector<Candidate>& c);
 size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 
 /// Predicts every feasible candidate and picks one by policy.
-/// A candidate is feasible when global_batch % nodes == 0 and nodes is in
-/// [min_nodes, max_nodes]; allreduce is 0 for 1 node. `allreduce` may be null, then only
-/// 1 node is considered. Errors: tula::Error when no candidate is feasible.
+/// A candidate is feasible when global_batch % nodes == 0, nodes is in [min_nodes,
+/// max_nodes] and the local batch fits device memory; allreduce is 0 for 1 node.
+/// `allreduce` may be null, then only 1 node is considered. Errors: tula::Error when no
+/// candidate is feasible (the message names the memory bound when that excluded them),
+/// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
 Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
 
 /// Builds the request from the site config, the workload's profile and the job's limits.
@@ -87,8 +118,14 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
 /// the node count is known). Errors: tula::Error for an unknown workload ("run tula
 /// profile"), too few profile points, or no feasible candidate; database warnings are
 /// appended to `warnings`.
+/// Besides the profiles it reads the run history of `workload` from every database
+/// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model.
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
                    Policy policy, std::vector<std::string>* warnings);
+/// The same with a policy argument (deadline, budget).
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
+                   const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
+                   const PolicySpec& policy, std::vector<std::string>* warnings);
 
 }  // namespace tula

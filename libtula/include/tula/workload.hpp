@@ -19,6 +19,12 @@ struct Workload {
 /// "<model>@<dataset>". Pure.
 std::string workload_name(const std::string& model, const std::string& dataset);
 
+/// Floats of activations one training example produces in the forward pass of `model`
+/// (every layer's output, including ReLU / batch-norm outputs, plus the input), counted
+/// from the layer shapes in the design brief (1x28x28 input): lenet5 15,386, fmnist-cnn
+/// 236,506. 0 for a model whose shapes are not known here. Pure.
+int64_t activation_floats_per_example(const std::string& model);
+
 /// What a batch script's tula-train command line says.
 struct TrainCommand {
     bool found = false;     ///< a `tula-train` invocation with --model was seen
