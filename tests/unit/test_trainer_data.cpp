@@ -83,6 +83,8 @@ class TrainerDataTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_trailing_data);
     CPPUNIT_TEST(test_count_mismatch_and_bad_label);
     CPPUNIT_TEST(test_gather_normalizes);
+    CPPUNIT_TEST(test_synthetic_spec_parsing);
+    CPPUNIT_TEST(test_synthetic_data_set);
     CPPUNIT_TEST_SUITE_END();
 
     std::string dir_;
@@ -223,6 +225,40 @@ public:
                 CPPUNIT_ASSERT_DOUBLES_EQUAL((v / 255.0 - 0.2860) / 0.3530, x.sample(i)[j], 1e-5);
             }
         }
+    }
+
+    void test_synthetic_spec_parsing() {
+        const SyntheticSpec sp = parse_synthetic("synthetic:3x32x30:100");
+        CPPUNIT_ASSERT(sp.shape == (Shape{3, 32, 30}));
+        CPPUNIT_ASSERT_EQUAL(100, sp.classes);
+        CPPUNIT_ASSERT(is_synthetic("synthetic:1x2x2:2"));
+        CPPUNIT_ASSERT(!is_synthetic("fashion-mnist"));
+        for (const char* bad : {"synthetic:", "synthetic:3x32x32", "synthetic:3x32x32:10x", "synthetic:0x32x32:10",
+                                "synthetic:3x32x32:1", "synthetic:3x32x32:257", "synthetic:3x-1x32:10",
+                                "synthetic:3x32:10", "cifar"})
+            CPPUNIT_ASSERT_THROW_MESSAGE(bad, parse_synthetic(bad), DataError);
+    }
+
+    void test_synthetic_data_set() {
+        const SyntheticSpec sp = parse_synthetic("synthetic:3x4x5:7");
+        const Dataset a = make_synthetic(sp, 20, 9), b = make_synthetic(sp, 20, 9), c = make_synthetic(sp, 20, 10);
+        CPPUNIT_ASSERT_EQUAL(20, a.count);
+        CPPUNIT_ASSERT_EQUAL(3, a.channels);
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(20 * 60), a.images.size());
+        CPPUNIT_ASSERT(a.images == b.images);  // same seed, same data
+        CPPUNIT_ASSERT(a.images != c.images);
+        for (int i = 0; i < 20; ++i) CPPUNIT_ASSERT_EQUAL(i % 7, static_cast<int>(a.labels[i]));
+        // gather_batch keeps all channels: x (2, 3, 4, 5) = (pixel/255 - mean)/std
+        const int idx[2] = {4, 11};
+        int labels[2];
+        Tensor x;
+        gather_batch(a, idx, 2, x, labels, 0.5f, 0.25f);
+        CPPUNIT_ASSERT_EQUAL(std::string("(2, 3, 4, 5)"), x.str());
+        for (int n = 0; n < 2; ++n)
+            for (int j = 0; j < 60; ++j)
+                CPPUNIT_ASSERT_DOUBLES_EQUAL((a.images[idx[n] * 60 + j] / 255.0 - 0.5) / 0.25, x.sample(n)[j], 1e-5);
+        CPPUNIT_ASSERT_EQUAL(4 % 7, labels[0]);
+        CPPUNIT_ASSERT_THROW(make_synthetic(sp, -1, 1), DataError);
     }
 };
 
