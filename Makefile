@@ -10,6 +10,9 @@ bindir      ?= $(prefix)/bin
 libdir      ?= $(prefix)/lib
 includedir  ?= $(prefix)/include
 mandir      ?= $(prefix)/share/man
+pkgconfigdir ?= $(libdir)/pkgconfig
+# version in tula.pc: the one `tula --version` prints (cli/main.cpp)
+TULA_PC_VERSION := $(shell sed -n 's/^\#define TULA_VERSION "\(.*\)"/\1/p' cli/main.cpp)
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
 USE_MPI     ?= auto
@@ -198,6 +201,9 @@ install: all
 	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
 	for s in 1 5 8; do for f in man/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
+	install -d $(DESTDIR)$(pkgconfigdir)
+	sed -e 's|@PREFIX@|$(prefix)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@INCLUDEDIR@|$(includedir)|g' \
+	  -e 's|@VERSION@|$(TULA_PC_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc
 
 clean:
 	rm -rf $(B)

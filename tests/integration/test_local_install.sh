@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# make install with a custom prefix into a temporary DESTDIR: the installed tree is complete and
+# usable: binaries run, libtula.so.0 has its soname, headers and tula.pc let a C program
+# compile and link against the installed libtula, tula.so exports only the symbols Slurm
+# looks up, the plugstack snippet and cli_filter.lua carry the installed paths, man pages render.
+. "$(dirname "$0")/lib.sh"
+need_bin "$TULA"
+BUILD=$(cd "$(dirname "$TULA")/.." && pwd)
+make_workdir
+D=$T_WORK/destdir
+P=/opt/tula-test-prefix
+SYSCONF=$P/etc/slurm
+PLUGDIR=$P/lib/slurm
+note "make install B=$BUILD prefix=$P DESTDIR=$D"
+expect_ok "make install" make -s -C "$REPO" B="$BUILD" install prefix="$P" DESTDIR="$D" sysconfdir="$SYSCONF" \
+    slurmplugindir="$PLUGDIR"
+R=$D$P
+
+# Binaries run (from the installed tree, with the installed library path).
+for b in tula tula-train; do
+    [ -x "$R/bin/$b" ] || fail "missing $R/bin/$b"
+done
+expect_ok "installed tula --version" "$R/bin/tula" --version
+assert_match "$T_OUT" '^tula [0-9]+\.[0-9]+' "tula --version output"
+expect_ok "installed tula-train --help" "$R/bin/tula-train" --help
+
+# Library and soname.
+[ -f "$R/lib/libtula.so.0" ] || fail "missing $R/lib/libtula.so.0"
+[ -L "$R/lib/libtula.so" ] || fail "$R/lib/libtula.so is not a symbolic link"
+assert_eq "libtula.so.0" "$(readlink "$R/lib/libtula.so")" "libtula.so points at libtula.so.0"
+soname=$(readelf -d "$R/lib/libtula.so.0" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+assert_eq "libtula.so.0" "$soname" "soname of libtula.so.0"
+[ -f "$R/lib/libtula.a" ] || fail "missing $R/lib/libtula.a"
+
+# Headers.
+for h in tula.h db.hpp planner.hpp; do [ -f "$R/include/tula/$h" ] || fail "missing header $R/include/tula/$h"; done
+
+# pkg-config: the installed tula.pc, and a C program built with it against the installed library.
+PC=$R/lib/pkgconfig/tula.pc
+[ -f "$PC" ] || fail "missing $PC"
+assert_contains "$(cat "$PC")" "prefix=$P" "tula.pc prefix"
+assert_contains "$(cat "$PC")" "Version: $(sed 's/^tula //' <<<"$("$R/bin/tula" --version)")" "tula.pc version = tula --version"
+# pkg-config knows nothing of DESTDIR: point its sysroot at it.
+export PKG_CONFIG_PATH=$R/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D
+expect_ok "pkg-config --cflags --libs tula" pkg-config --cflags --libs tula
+flags=$T_OUT
+assert_contains "$flags" "-I$R/include" "pkg-config --cflags"
+assert_contains "$flags" "-L$R/lib" "pkg-config --libs"
+assert_contains "$flags" "-ltula" "pkg-config --libs"
+cat >prog.c <<'C'
+#include <stdio.h>
+#include <tula/tula.h>
+int main(void) {
+    char mode[32], err[256];
+    int rc = tula_parse_mode("off", mode, sizeof mode, err, sizeof err);
+    printf("%d %s\n", rc, mode);
+    return 0;
+}
+C
+# shellcheck disable=SC2086
+expect_ok "compile and link a C program with pkg-config tula" cc -o prog prog.c $flags
+readelf -d prog | grep -q 'NEEDED.*\[libtula.so.0\]' || fail "prog does not link libtula.so.0" "$(readelf -d prog | grep NEEDED)"
+expect_ok "run the C program" env LD_LIBRARY_PATH="$R/lib" ./prog
+ldd_out=$(LD_LIBRARY_PATH="$R/lib" ldd ./prog)
+assert_contains "$ldd_out" "$R/lib/libtula.so.0" "prog loads the installed libtula"
+assert_match "$T_OUT" '^0 off$' "tula_parse_mode(\"off\") through the installed library"
+
+# SPANK plugin: present, exporting only what Slurm looks up.
+SO=$D$PLUGDIR/tula.so
+[ -f "$SO" ] || fail "missing $SO"
+syms=$(nm -D --defined-only "$SO" | awk '$2 != "A" { print $3 }')
+assert_contains "$syms" "slurm_spank_init" "tula.so exports slurm_spank_init"
+assert_contains "$syms" "plugin_name" "tula.so exports plugin_name"
+other=$(grep -vE '^(plugin_(name|type|version)|slurm_spank_[a-z_]+|spank_plugin_version|spank_options)$' <<<"$syms" || true)
+assert_eq "" "$other" "tula.so exports only plugin_*, slurm_spank_*, spank_plugin_version/spank_options"
+
+# Plugstack snippet and cli_filter.lua with the installed paths.
+snippet=$D$SYSCONF/plugstack.conf.d/tula.conf
+[ -f "$snippet" ] || fail "missing $snippet"
+assert_match "$(cat "$snippet")" "^optional $PLUGDIR/tula.so conf=$SYSCONF/tula.conf" "plugstack snippet paths"
+assert_not_contains "$(cat "$snippet")" "@" "plugstack snippet: no placeholder left"
+lua=$D$SYSCONF/cli_filter.lua
+[ -f "$lua" ] || fail "missing $lua"
+assert_contains "$(cat "$lua")" "T.TULA_BIN = \"$P/bin/tula\"" "cli_filter.lua: @TULA_BIN@ substituted"
+assert_not_contains "$(grep -v '^ *--' "$lua")" "@TULA_BIN@" "cli_filter.lua: no @TULA_BIN@ left in code"
+[ -f "$D$SYSCONF/tula.conf" ] || fail "missing $D$SYSCONF/tula.conf"
+
+# Man pages render without warnings.
+for m in man1/tula.1 man1/tula-train.1 man5/tula.conf.5 man8/spank-tula.8; do
+    f=$R/share/man/$m
+    [ -f "$f" ] || fail "missing man page $f"
+    out=$(MANWIDTH=80 man -l "$f" 2>&1 >/dev/null)
+    [ -z "$out" ] || fail "man -l $m warns" "$out"
+    [ "$(MANWIDTH=80 man -l "$f" 2>/dev/null | wc -l)" -gt 20 ] || fail "man -l $m renders almost nothing"
+done
+note "ok"
