@@ -184,7 +184,7 @@ public:
     //   vgg11_bn(num_classes=K), features[0] = Conv2d(C, 64, 3, padding=1)
     //   alexnet(num_classes=K), features[0] = Conv2d(C, 64, 3, 1, 1)
     //   mobilenet_v3_small(num_classes=K), features[0][0] = Conv2d(C, 16, 3, 1, 1, bias=False)
-    // (the script is in the comment of tests/golden/make_golden.py's count_params()).
+    // (`/usr/bin/python3 tests/golden/make_golden.py --counts` prints them).
     // The count does not depend on H and W for these (adaptive pooling before the fc).
     void test_zoo_parameter_counts_match_torchvision() {
         struct Ref { const char* name; int c, k; size_t want; };
