@@ -194,7 +194,9 @@ function T.conf_with(conf, over)
         f:close()
         for line in string.gmatch(text, "[^\n]*") do
             local k = string.match(line, "^%s*([%w_]+)%s*=")
-            if not (k and over[k]) then lines[#lines + 1] = line end
+            -- a comment in place of an overridden line keeps the line numbers of messages
+            if k and over[k] then line = "# " .. k .. " set by the plugstack line" end
+            lines[#lines + 1] = line
         end
     end
     for _, k in ipairs({ "system_db", "time_margin" }) do
@@ -305,7 +307,11 @@ function T.evaluate(kv, max_nodes, policy)
         end
         return { nodes = nodes, time_limit = limit, summary = summary }
     end
-    if kv.message and T.one_line(kv.message) ~= "" then return nil, T.one_line(kv.message) end
+    if kv.message and T.one_line(kv.message) ~= "" then
+        -- the first warning often says why (e.g. a database that was skipped)
+        local w = kv.warning and T.one_line(kv.warning) or ""
+        return nil, T.one_line(kv.message .. (w ~= "" and (" (" .. w .. ")") or ""))
+    end
     if code == 2 and policy and string.find(policy, "=", 1, true) then
         return nil, "this tula does not accept --policy " .. T.one_line(policy) ..
             " (tula plan exit status 2; is the installed Tula older than the plugin?)"
@@ -410,7 +416,13 @@ function T.pre_submit(options, offset)
     if tmp then os.remove(tmp) end
     if conf_tmp then os.remove(conf_tmp) end
     local plan, msg = T.evaluate(T.parse_kv(out), bound, policy)
-    if not plan then return problem(msg) end
+    if not plan then
+        -- name the site's tula.conf, not the temporary copy
+        if conf_tmp then
+            msg = string.gsub(msg, string.gsub(conf_tmp, "%p", "%%%0"), (string.gsub(site.conf or T.TULA_CONF, "%%", "%%%%")))
+        end
+        return problem(msg)
+    end
 
     local nodes_from = bound and T.one_line(nodes_before) or "default"
     local user_minutes = T.minutes_of(options.time)

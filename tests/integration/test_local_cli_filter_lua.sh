@@ -321,10 +321,10 @@ scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf"
 check site-conf "conf= of the plugstack line reaches tula plan" has_arg_pair --conf "$T_WORK/site.conf"
 scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf" TULA_PLUGSTACK_DB="$T_WORK/site.db"
 check site-db "db= becomes the only system_db of a temporary tula.conf (no --db: the user's database stays)" \
-    eval 'grep -qx "system_db = $T_WORK/site.db" "$T_WORK/fake.log.conf" && [ "$(grep -c system_db "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "max_nodes = 4" "$T_WORK/fake.log.conf" && no_arg --db'
+    eval 'grep -qx "system_db = $T_WORK/site.db" "$T_WORK/fake.log.conf" && [ "$(grep -c "^system_db" "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "max_nodes = 4" "$T_WORK/fake.log.conf" && no_arg --db'
 scenario auto TULA_PLUGSTACK_CONF="$T_WORK/site.conf" TULA_PLUGSTACK_MARGIN=0.5
 check site-margin "margin= replaces time_margin in a temporary copy of tula.conf" \
-    eval 'grep -qx "time_margin = 0.5" "$T_WORK/fake.log.conf" && [ "$(grep -c time_margin "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "time_overhead = 120" "$T_WORK/fake.log.conf"'
+    eval 'grep -qx "time_margin = 0.5" "$T_WORK/fake.log.conf" && [ "$(grep -c "^time_margin" "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "time_overhead = 120" "$T_WORK/fake.log.conf"'
 check site-margin "the temporary tula.conf is removed" \
     eval 'f=$(grep -A1 -xF -- --conf "$T_WORK/fake.log" | tail -n 1); [ "$f" != "$T_WORK/site.conf" ] && [ ! -e "$f" ]'
 scenario auto TULA_PLUGSTACK_MARGIN="1; touch INJECTED"
