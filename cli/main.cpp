@@ -9,6 +9,10 @@
 #include "common.hpp"
 #include "format.hpp"
 
+namespace tula::cli {
+void add_validate_command(CLI::App& app, Action* action);  // cli/validate.cpp
+}
+
 #ifndef TULA_VERSION
 #define TULA_VERSION "0.1.0"
 #endif
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     add_db_command(app, &action);
     add_explain_command(app, &action);
     add_plot_command(app, &action);
+    add_validate_command(app, &action);
 
     try {
         app.parse(argc, argv);
