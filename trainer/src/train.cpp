@@ -15,24 +15,85 @@ double now_seconds() {
 }
 }  // namespace
 
-Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
-    : m_(model), comm_(comm), sgd_(model, momentum, weight_decay) {}
+namespace {
+OptimConfig sgd_config(double momentum, double weight_decay) {
+    OptimConfig c;
+    c.momentum = momentum;
+    c.weight_decay = weight_decay;
+    return c;
+}
+double sq_norm(const float* g, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
+    return s;
+}
+}  // namespace
 
-double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct) {
-    labels_.resize(n);
-    gather_batch(d, idx, n, x_, labels_.data());
-    m_.zero_grad();
-    const Tensor& z = m_.forward(x_, true);
-    const double loss = ce_.forward(z, labels_.data(), n, correct);
-    m_.backward(ce_.backward());
-    if (sync && comm_.size() > 1) {
+Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
+    : Trainer(model, comm, sgd_config(momentum, weight_decay)) {}
+
+Trainer::Trainer(Model& model, Comm& comm, const OptimConfig& oc)
+    : m_(model), comm_(comm), opt_(model.segments(), model.num_params(), oc) {}
+
+double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
+                     StepStats* stats, bool measure_noise) {
+    const size_t np = m_.num_params();
+    const bool many = sync && comm_.size() > 1;
+    const bool split = stats && measure_noise && !many && n >= 2;
+    double loss = 0, local_g2 = 0;
+    if (split) {
+        // two micro-batches: g = (h g1 + (n-h) g2) / n, both gradients being means
+        const int h = n / 2;
+        double g2s = 0;
+        for (int part = 0; part < 2; ++part) {
+            const int lo = part == 0 ? 0 : h, cnt = part == 0 ? h : n - h;
+            labels_.resize(cnt);
+            gather_batch(d, idx + lo, cnt, x_, labels_.data());
+            m_.zero_grad();
+            const Tensor& z = m_.forward(x_, true);
+            loss += ce_.forward(z, labels_.data(), cnt, correct) * cnt / n;
+            m_.backward(ce_.backward());
+            g2s += 0.5 * sq_norm(m_.grads(), np);
+            const float wgt = static_cast<float>(cnt) / static_cast<float>(n);
+            float* g = m_.grads();
+            if (part == 0) {
+                gacc_.resize(np);
+                for (size_t i = 0; i < np; ++i) gacc_[i] = wgt * g[i];
+            } else {
+                for (size_t i = 0; i < np; ++i) g[i] = gacc_[i] + wgt * g[i];
+            }
+        }
+        stats->noise = true;
+        stats->b_small = 0.5 * n;
+        stats->g2_small = g2s;
+        stats->b_big = n;
+    } else {
+        labels_.resize(n);
+        gather_batch(d, idx, n, x_, labels_.data());
+        m_.zero_grad();
+        const Tensor& z = m_.forward(x_, true);
+        loss = ce_.forward(z, labels_.data(), n, correct);
+        m_.backward(ce_.backward());
+        if (stats && measure_noise && many) local_g2 = sq_norm(m_.grads(), np);
+    }
+    if (many) {
         float* g = m_.grads();
-        const size_t np = m_.num_params();
         comm_.allreduce_sum(g, np);
         const float inv = 1.0f / static_cast<float>(comm_.size());
         for (size_t i = 0; i < np; ++i) g[i] *= inv;
+        if (stats && measure_noise) {
+            comm_.allreduce_sum(&local_g2, 1);
+            stats->noise = true;
+            stats->b_small = n;
+            stats->g2_small = local_g2 / comm_.size();
+            stats->b_big = static_cast<double>(n) * comm_.size();
+        }
     }
-    sgd_.step(lr);
+    if (stats) {
+        stats->grad_norm2 = sq_norm(m_.grads(), np);
+        if (stats->noise) stats->g2_big = stats->grad_norm2;
+    }
+    opt_.step(m_.params(), m_.grads(), lr);
     return loss;
 }
 
@@ -83,7 +144,15 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     comm.broadcast(model.params(), model.num_params(), 0);
     if (model.state_size() > 0) comm.broadcast(model.state(), model.state_size(), 0);
 
-    Trainer tr(model, comm, cfg.momentum, cfg.weight_decay);
+    OptimConfig oc = cfg.optim;
+    oc.momentum = cfg.momentum;
+    oc.weight_decay = cfg.weight_decay;
+    Trainer tr(model, comm, oc);
+    NoiseScale noise(cfg.noise_beta);
+    const bool adaptive = cfg.warmup_threshold > 0;
+    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, 1,
+                    std::llround(sched.warmup_epochs * static_cast<double>(steps)));
+    double lr_now = 0;
     std::vector<int> perm(train_set.count);
     std::iota(perm.begin(), perm.end(), 0);
     Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
@@ -96,7 +165,13 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         const double t0 = now_seconds();
         for (int64_t s = 0; s < steps; ++s, ++t) {
             const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * b;
-            loss_sum += tr.step(train_set, idx, b, sched.at(t), true, &correct) * b;
+            const bool measure = cfg.noise_every > 0 && t % cfg.noise_every == 0;
+            lr_now = adaptive ? sched.at_adaptive(t, warm.end_step()) : sched.at(t);
+            StepStats st;
+            loss_sum += tr.step(train_set, idx, b, lr_now, true, &correct, &st, measure) * b;
+            if (adaptive) warm.update(st.grad_norm2);
+            if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready())
+                sched.noise_scale = noise.value();
         }
         double secs = now_seconds() - t0;
         comm.allreduce_max(&secs, 1);
@@ -109,6 +184,9 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.train_accuracy = sums[1] / seen;
         r.seconds = secs;
         r.images_per_second = secs > 0 ? seen / secs : 0;
+        r.noise_scale = noise.value();
+        r.lr = lr_now;
+        r.warmup_end = adaptive ? warm.end_step() : -1;
         if (!std::isfinite(r.train_loss))
             throw TrainError("training diverged in epoch " + std::to_string(e) + " (loss " + std::to_string(r.train_loss) +
                              "); lower --lr or raise --warmup-epochs");
