@@ -54,8 +54,9 @@ ifneq ($(USE_CUDA),no)
 endif
 # The CUDA backend (trainer/cuda/*.cu, nvcc, sm_90 + PTX) and its test program
 # tula-gpu-tests (tests/gpu/*.cpp), which checks each GPU layer against the CPU layers
-# (linked as objects) and prints SKIP lines when no device is present. tula-train itself
-# stays CPU-only and does not link the CUDA libraries.
+# (linked as objects) and prints SKIP lines when no device is present. With it, tula-train
+# also links the backend (--device cuda; main.cpp is compiled with TULA_HAVE_CUDA=1) and the
+# CUDA libraries, found at run time through an rpath to $(CUDA_HOME)/lib64.
 NVCC        ?= $(CUDA_HOME)/bin/nvcc
 NVCCFLAGS   ?= -O2
 CUDA_ARCH   := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
@@ -137,9 +138,14 @@ $(LIBTULA_SO): $(LIB_OBJ)
 $(TULA): $(CLI_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(CLI_OBJ) $(LIBTULA_LIBS)
-$(TULA_TRAIN): $(TRAIN_OBJ) $(LIBTULA_A)
+ifeq ($(HAVE_CUDA),yes)
+TRAIN_GPU_OBJ  = $(CUDA_OBJ)
+TRAIN_GPU_LIBS = $(CUDA_LIBS)
+$(TRAIN_MAIN): ALL_CXXFLAGS += -DTULA_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include -Itrainer/cuda
+endif
+$(TULA_TRAIN): $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) -o $@ $(TRAIN_OBJ) $(LIBTULA_LIBS) -lz -lpthread
+	$(TRAIN_CXX) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_LIBS) $(TRAIN_GPU_LIBS) -lz -lpthread
 # The SPANK plugin: no -lslurm (symbols come from the host process); only plugin_* and
 # slurm_spank_* are exported (plugin/tula.map).
 $(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map

@@ -1,5 +1,7 @@
-// tula-gpu-tests: every GPU layer, the loss, SGD, the squared norms and whole training
-// steps of lenet5 and fmnist-cnn, checked against the CPU path (trainer/src, the oracle)
+// tula-gpu-tests: every GPU layer, the loss, SGD, the squared norms, whole training steps
+// of lenet5, fmnist-cnn and resnet18, evaluation-mode logits of mobilenetv3-small and
+// vgg11, and GpuTrainer (tula-train --device cuda) against the CPU Trainer, checked
+// against the CPU path (trainer/src, the oracle)
 // on the same random inputs and weights: |gpu - cpu| <= abs_tol + rel_tol * |cpu| for
 // every value.
 //
@@ -19,6 +21,9 @@
 
 #include "check.hpp"
 #include "gpu.hpp"
+#include "gpu_train.hpp"
+#include "data.hpp"
+#include "train.hpp"
 #include "layers.hpp"
 #include "model.hpp"
 #include "optim.hpp"
@@ -59,6 +64,29 @@ void expect_close(const std::string& what, const Tensor& a, const Tensor& ref, d
     if (a.n != ref.n || a.shape() != ref.shape())
         throw Failure(what + ": gpu shape " + a.str() + " vs cpu " + ref.str());
     expect_close(what, a.data, ref.data, abs_tol, rel_tol);
+}
+
+// Per-tensor check for deep networks, where single gradient values that are sums of many
+// cancelling terms carry large relative rounding errors: for each segment,
+// |a - ref|_2 <= rel_tol * |ref|_2 (plus a tiny floor for all-zero tensors).
+void expect_close_per_tensor(const std::string& what, const std::vector<float>& a, const std::vector<float>& ref,
+                             const std::vector<ParamSegment>& segs, double rel_tol) {
+    if (a.size() != ref.size())
+        throw Failure(what + ": gpu has " + std::to_string(a.size()) + " values, cpu " + std::to_string(ref.size()));
+    for (const ParamSegment& s : segs) {
+        double d2 = 0, r2 = 0;
+        for (size_t i = s.offset; i < s.offset + s.size; ++i) {
+            const double d = static_cast<double>(a[i]) - ref[i];
+            d2 += d * d;
+            r2 += static_cast<double>(ref[i]) * ref[i];
+        }
+        const double err = std::sqrt(d2), bound = rel_tol * std::sqrt(r2) + 1e-12;
+        if (!(err <= bound))  // also catches NaN
+            throw Failure(what + " " + s.name + ": |gpu - cpu|_2 " + std::to_string(err) + " > " +
+                          std::to_string(rel_tol) + " * |cpu|_2 = " + std::to_string(bound));
+        const double rel = err / (std::sqrt(r2) + 1e-30);
+        if (rel > g_max_err) g_max_err = rel;
+    }
 }
 
 void fill_normal(Rng& r, float* p, size_t n, double scale = 1.0) {
@@ -161,9 +189,13 @@ void conv_case(GpuContext& c, int cin, int cout, int k, int s, int pad, bool bia
 // A full training step (forward, loss, backward, SGD) of a model on both backends from
 // the same initial weights; compares logits, loss, gradients, BN state and the updated
 // weights, for `steps` steps.
-void model_steps(GpuContext& ctx, const std::string& name, int n, int steps) {
-    auto cpu = build_model(name);
-    auto gpu = build_gpu_model(ctx, name);
+// resync: every step starts the GPU model from the CPU model's weights and BN state, so
+// each step is compared on its own (for deep networks, where small-batch BN amplifies the
+// fp32 rounding differences of earlier steps).
+void model_steps(GpuContext& ctx, const std::string& name, int n, int steps, const Shape& in = Shape{1, 28, 28},
+                 int classes = 10, Tol tol = Tol{1e-3, 1e-2}, bool resync = false) {
+    auto cpu = build_model(name, in, classes);
+    auto gpu = build_gpu_model(ctx, name, in, classes);
     if (cpu->num_params() != gpu->num_params() || cpu->state_size() != gpu->state_size())
         throw Failure("buffer sizes differ between the CPU and GPU models");
     for (size_t i = 0; i < cpu->segments().size(); ++i)
@@ -177,14 +209,14 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps) {
     SoftmaxCrossEntropy loss;
     GpuSoftmaxCrossEntropy gloss(ctx);
     Rng rng(3);
-    const Tol tol{1e-3, 1e-2};
     for (int step = 0; step < steps; ++step) {
         const std::string r = " (step " + std::to_string(step + 1) + ")";
         const Tensor x = random_tensor(rng, n, cpu->input_shape());
         std::vector<int> labels(n);
-        for (int& l : labels) l = static_cast<int>(rng.below(10));
+        for (int& l : labels) l = static_cast<int>(rng.below(classes));
         DevTensor dx;
         dx.upload(x);
+        if (resync && step > 0) gpu->upload(cpu->params(), cpu->num_params(), cpu->state(), cpu->state_size());
         cpu->zero_grad();
         gpu->zero_grad();
         const Tensor& z = cpu->forward(x, true);
@@ -201,16 +233,78 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps) {
         gpu->backward(gloss.backward());
         std::vector<float> gp, gg, gs;
         gpu->download(nullptr, &gg, &gs);
-        expect_close("grads" + r, gg, std::vector<float>(cpu->grads(), cpu->grads() + cpu->num_params()), tol.abs_tol,
-                     tol.rel_tol);
+        const std::vector<float> cg(cpu->grads(), cpu->grads() + cpu->num_params());
+        if (resync) expect_close_per_tensor("grads" + r, gg, cg, cpu->segments(), tol.rel_tol);
+        else expect_close("grads" + r, gg, cg, tol.abs_tol, tol.rel_tol);
         expect_close("bn state" + r, gs, std::vector<float>(cpu->state(), cpu->state() + cpu->state_size()),
                      tol.abs_tol, tol.rel_tol);
         sgd.step(0.05);
         gsgd.step(0.05);
         gpu->download(&gp, nullptr, nullptr);
-        expect_close("params" + r, gp, std::vector<float>(cpu->params(), cpu->params() + cpu->num_params()),
-                     tol.abs_tol, tol.rel_tol);
+        const std::vector<float> cp(cpu->params(), cpu->params() + cpu->num_params());
+        if (resync) expect_close_per_tensor("params" + r, gp, cp, cpu->segments(), tol.rel_tol);
+        else expect_close("params" + r, gp, cp, tol.abs_tol, tol.rel_tol);
     }
+}
+
+// Evaluation-mode logits of a model on both backends from the same weights (for the models
+// whose training step has dropout, whose masks differ between the backends by design).
+void model_eval(GpuContext& ctx, const std::string& name, int n, const Shape& in, int classes, Tol tol) {
+    auto cpu = build_model(name, in, classes);
+    auto gpu = build_gpu_model(ctx, name, in, classes);
+    if (cpu->num_params() != gpu->num_params() || cpu->state_size() != gpu->state_size())
+        throw Failure("buffer sizes differ between the CPU and GPU models");
+    cpu->init(9);
+    gpu->upload(cpu->params(), cpu->num_params(), cpu->state(), cpu->state_size());
+    Rng rng(4);
+    const Tensor x = random_tensor(rng, n, in);
+    DevTensor dx;
+    dx.upload(x);
+    Tensor z_gpu;
+    gpu->forward(dx, false).download(z_gpu);
+    expect_close("logits", z_gpu, cpu->forward(x, false), tol.abs_tol, tol.rel_tol);
+}
+
+// GpuTrainer (the StepEngine of tula-train --device cuda) against the CPU Trainer: same
+// model, weights, examples and optimizer; losses and final weights after `steps` steps.
+void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind kind, int steps) {
+    const SyntheticSpec spec = parse_synthetic("synthetic:1x28x28:10");
+    const Dataset d = make_synthetic(spec, 64, 5);
+    auto cpu = build_model(name);
+    auto host = build_model(name);
+    cpu->init(3);
+    host->init(3);
+    OptimConfig oc;
+    oc.kind = kind;
+    oc.eta_trust = 0.2;
+    Comm serial;
+    Trainer ct(*cpu, serial, oc);
+    GpuTrainer gt(ctx, *host, serial, oc);
+    gt.begin();
+    const int n = 16;
+    for (int step = 0; step < steps; ++step) {
+        std::vector<int> idx(n);
+        for (int i = 0; i < n; ++i) idx[i] = (step * n + 3 * i) % d.count;
+        StepStats cs, gs;
+        const bool noise = step % 2 == 0;  // the micro-batch noise-scale observation on even steps
+        const float l = static_cast<float>(ct.step(d, idx.data(), n, 0.05, true, nullptr, &cs, noise));
+        const float gl = static_cast<float>(gt.step(d, idx.data(), n, 0.05, true, nullptr, &gs, noise));
+        const std::string r = " (step " + std::to_string(step + 1) + ")";
+        expect_close("loss" + r, &gl, &l, 1, 1e-4, 1e-3);
+        const float g2 = static_cast<float>(cs.grad_norm2), gg2 = static_cast<float>(gs.grad_norm2);
+        expect_close("|g|^2" + r, &gg2, &g2, 1, 1e-5, 1e-3);
+        if (cs.noise != gs.noise || cs.b_small != gs.b_small || cs.b_big != gs.b_big)
+            throw Failure("noise observation" + r + ": gpu B_small " + std::to_string(gs.b_small) + ", cpu " +
+                          std::to_string(cs.b_small));
+        const float s2 = static_cast<float>(cs.g2_small), gs2 = static_cast<float>(gs.g2_small);
+        expect_close("micro-batch |g|^2" + r, &gs2, &s2, 1, 1e-5, 1e-3);
+    }
+    gt.end();
+    expect_close("params", std::vector<float>(host->params(), host->params() + host->num_params()),
+                 std::vector<float>(cpu->params(), cpu->params() + cpu->num_params()), 1e-4, 1e-3);
+    const EvalResult ce = ct.evaluate(d, 20), ge = gt.evaluate(d, 20);
+    const float a = static_cast<float>(ce.loss), b = static_cast<float>(ge.loss);
+    expect_close("eval loss", &b, &a, 1, 1e-4, 1e-3);
 }
 
 std::vector<Test> tests() {
@@ -337,8 +431,130 @@ std::vector<Test> tests() {
                              throw Failure(s.name + ": gpu " + std::to_string(got[j]) + " vs cpu " + std::to_string(ref));
                      }
                  }});
+    t.push_back({"conv_grouped", true, [](GpuContext* c) {
+                     auto cpu = make_conv2d(Backend::Cpu, 4, 6, 3, 1, 1, true, 2);
+                     auto gpu = make_gpu_conv2d(*c, 4, 6, 3, 1, 1, true, 2);
+                     check_layer(*c, *cpu, *gpu, Shape{4, 9, 8}, 3, true, true, kLayerTol, 12);
+                 }});
+    t.push_back({"conv_depthwise_stride2", true, [](GpuContext* c) {
+                     auto cpu = make_conv2d(Backend::Cpu, 8, 8, 5, 2, 2, false, 8);
+                     auto gpu = make_gpu_conv2d(*c, 8, 8, 5, 2, 2, false, 8);
+                     check_layer(*c, *cpu, *gpu, Shape{8, 11, 10}, 3, true, true, kLayerTol, 13);
+                 }});
+    t.push_back({"maxpool3_stride2", true, [](GpuContext* c) {
+                     auto cpu = make_maxpool2d(Backend::Cpu, 3, 2);
+                     auto gpu = make_gpu_maxpool2d(*c, 3, 2);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 9, 8}, 3, true, true, kLayerTol, 43);
+                 }});
+    t.push_back({"hardswish", true, [](GpuContext* c) {
+                     auto cpu = make_hardswish(Backend::Cpu);
+                     auto gpu = make_gpu_hardswish(*c);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 32);
+                 }});
+    t.push_back({"hardsigmoid", true, [](GpuContext* c) {
+                     auto cpu = make_hardsigmoid(Backend::Cpu);
+                     auto gpu = make_gpu_hardsigmoid(*c);
+                     check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 33);
+                 }});
+    t.push_back({"adaptive_avgpool_7x7_from_3x5", true, [](GpuContext* c) {
+                     auto cpu = make_adaptive_avgpool2d(Backend::Cpu, 7, 7);
+                     auto gpu = make_gpu_adaptive_avgpool2d(*c, 7, 7);
+                     check_layer(*c, *cpu, *gpu, Shape{4, 3, 5}, 3, true, true, kLayerTol, 44);
+                 }});
+    t.push_back({"adaptive_avgpool_2x3_from_7x9", true, [](GpuContext* c) {
+                     auto cpu = make_adaptive_avgpool2d(Backend::Cpu, 2, 3);
+                     auto gpu = make_gpu_adaptive_avgpool2d(*c, 2, 3);
+                     check_layer(*c, *cpu, *gpu, Shape{4, 7, 9}, 3, true, true, kLayerTol, 45);
+                 }});
+    t.push_back({"global_avgpool", true, [](GpuContext* c) {
+                     auto cpu = make_global_avgpool(Backend::Cpu);
+                     auto gpu = make_gpu_adaptive_avgpool2d(*c, 1, 1);
+                     check_layer(*c, *cpu, *gpu, Shape{6, 4, 4}, 5, true, true, kLayerTol, 46);
+                 }});
+    t.push_back({"residual_projection", true, [](GpuContext* c) {
+                     // ResNet's downsampling block: body conv-BN-ReLU-conv-BN, shortcut 1x1 conv-BN
+                     std::vector<std::unique_ptr<Layer>> cb, cs;
+                     cb.push_back(make_conv2d(Backend::Cpu, 4, 8, 3, 2, 1, false));
+                     cb.push_back(make_batchnorm2d(Backend::Cpu, 8));
+                     cb.push_back(make_relu(Backend::Cpu));
+                     cb.push_back(make_conv2d(Backend::Cpu, 8, 8, 3, 1, 1, false));
+                     cs.push_back(make_conv2d(Backend::Cpu, 4, 8, 1, 2, 0, false));
+                     cs.push_back(make_batchnorm2d(Backend::Cpu, 8));
+                     auto cpu = make_residual(make_sequential(std::move(cb), "body"), make_sequential(std::move(cs), "sc"));
+                     std::vector<std::unique_ptr<GpuLayer>> gb, gs;
+                     gb.push_back(make_gpu_conv2d(*c, 4, 8, 3, 2, 1, false));
+                     gb.push_back(make_gpu_batchnorm2d(*c, 8));
+                     gb.push_back(make_gpu_relu(*c));
+                     gb.push_back(make_gpu_conv2d(*c, 8, 8, 3, 1, 1, false));
+                     gs.push_back(make_gpu_conv2d(*c, 4, 8, 1, 2, 0, false));
+                     gs.push_back(make_gpu_batchnorm2d(*c, 8));
+                     auto gpu = make_gpu_residual(*c, make_gpu_sequential(std::move(gb), "body"),
+                                                  make_gpu_sequential(std::move(gs), "sc"));
+                     check_layer(*c, *cpu, *gpu, Shape{4, 8, 7}, 3, true, true, kLayerTol, 71);
+                 }});
+    t.push_back({"residual_identity", true, [](GpuContext* c) {
+                     std::vector<std::unique_ptr<Layer>> cb;
+                     cb.push_back(make_conv2d(Backend::Cpu, 5, 5, 3, 1, 1, true));
+                     cb.push_back(make_hardswish(Backend::Cpu));
+                     auto cpu = make_residual(make_sequential(std::move(cb), "body"), nullptr);
+                     std::vector<std::unique_ptr<GpuLayer>> gb;
+                     gb.push_back(make_gpu_conv2d(*c, 5, 5, 3, 1, 1, true));
+                     gb.push_back(make_gpu_hardswish(*c));
+                     auto gpu = make_gpu_residual(*c, make_gpu_sequential(std::move(gb), "body"), nullptr);
+                     check_layer(*c, *cpu, *gpu, Shape{5, 6, 6}, 3, true, true, kLayerTol, 72);
+                 }});
+    t.push_back({"squeeze_excitation", true, [](GpuContext* c) {
+                     auto cpu = make_squeeze_excitation(Backend::Cpu, 16, 8);
+                     auto gpu = make_gpu_squeeze_excitation(*c, 16, 8);
+                     check_layer(*c, *cpu, *gpu, Shape{16, 5, 4}, 3, true, true, kLayerTol, 73);
+                 }});
+    t.push_back({"dropout_statistics", true, [](GpuContext* c) {
+                     // masks differ from the CPU layer's by design: check the law instead. Kept
+                     // values are x/(1-p), the dropped fraction is p (4 sigma), backward applies
+                     // the forward's mask, evaluation is the identity, and two calls differ.
+                     const double p = 0.3;
+                     const int n = 8;
+                     const Shape in{16, 32, 32};
+                     auto gpu = make_gpu_dropout(*c, p, 99);
+                     gpu->configure(in);
+                     Rng rng(74);
+                     Tensor x = random_tensor(rng, n, in), y, y2, dx, ye;
+                     for (size_t i = 0; i < x.size(); ++i) x.data[i] = 1.0f + std::fabs(x.data[i]);  // nonzero
+                     DevTensor dxin, ddy;
+                     dxin.upload(x);
+                     gpu->forward(dxin, true).download(y);
+                     ddy.upload(x);  // dy = x: then dx = y
+                     gpu->backward(ddy).download(dx);
+                     size_t dropped = 0;
+                     for (size_t i = 0; i < y.size(); ++i) {
+                         const float kept = static_cast<float>(x.data[i] / (1.0 - p));
+                         if (y.data[i] == 0.0f) ++dropped;
+                         else expect_close("kept value", &y.data[i], &kept, 1, 1e-6, 1e-6);
+                         expect_close("dx", &dx.data[i], &y.data[i], 1, 0, 0);
+                     }
+                     const double total = static_cast<double>(y.size());
+                     const double frac = dropped / total, sd = std::sqrt(p * (1 - p) / total);
+                     if (std::fabs(frac - p) > 4 * sd)
+                         throw Failure("dropped fraction " + std::to_string(frac) + " vs p " + std::to_string(p));
+                     gpu->forward(dxin, true).download(y2);
+                     size_t same = 0;
+                     for (size_t i = 0; i < y.size(); ++i) same += (y.data[i] == 0.0f) == (y2.data[i] == 0.0f);
+                     if (same == y.size()) throw Failure("two training calls drew the same mask");
+                     gpu->forward(dxin, false).download(ye);
+                     expect_close("eval identity", ye, x, 0, 0);
+                 }});
     t.push_back({"lenet5_train_steps", true, [](GpuContext* c) { model_steps(*c, "lenet5", 16, 3); }});
     t.push_back({"fmnist_cnn_train_steps", true, [](GpuContext* c) { model_steps(*c, "fmnist-cnn", 8, 3); }});
+    t.push_back({"resnet18_train_steps", true,
+                 [](GpuContext* c) { model_steps(*c, "resnet18", 16, 3, Shape{3, 32, 32}, 10, Tol{2e-3, 2e-2}, true); }});
+    t.push_back({"mobilenetv3_small_eval", true,
+                 [](GpuContext* c) { model_eval(*c, "mobilenetv3-small", 3, Shape{3, 32, 32}, 10, Tol{1e-3, 1e-2}); }});
+    t.push_back({"vgg11_eval", true,
+                 [](GpuContext* c) { model_eval(*c, "vgg11", 2, Shape{3, 32, 32}, 10, Tol{1e-3, 1e-2}); }});
+    t.push_back({"gpu_trainer_sgd_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "fmnist-cnn", OptimKind::Sgd, 3); }});
+    t.push_back({"gpu_trainer_ags_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Ags, 3); }});
     return t;
 }
 

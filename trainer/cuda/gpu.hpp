@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers.hpp"
@@ -88,11 +89,15 @@ struct DevTensor {
 
 /// The per-process GPU state: device, one stream, the cuDNN and cuBLAS handles bound to
 /// it, and the ONE workspace shared by every cuDNN call (grown only when a layer needs
-/// more, never shrunk). Errors: std::runtime_error if the device or a handle cannot be
-/// created (e.g. no device: call device_count() first).
+/// more, never shrunk). `tf32`: convolutions created on this context may use TF32 tensor
+/// cores (cuDNN's CUDNN_DEFAULT_MATH; PyTorch's default, torch.backends.cudnn.allow_tf32 =
+/// True); false keeps them strict fp32 (CUDNN_FMA_MATH), as the tests against the CPU
+/// oracle need. cuBLAS GEMMs stay strict fp32 either way (PyTorch's default for matmul).
+/// Errors: std::runtime_error if the device or a handle cannot be created (e.g. no device:
+/// call device_count() first).
 class GpuContext {
 public:
-    explicit GpuContext(int device = 0);
+    explicit GpuContext(int device = 0, bool tf32 = false);
     ~GpuContext();
     GpuContext(const GpuContext&) = delete;
     GpuContext& operator=(const GpuContext&) = delete;
@@ -105,9 +110,12 @@ public:
     size_t workspace_bytes() const { return ws_.capacity(); }
     /// Waits for all queued work.
     void sync() const;
+    /// Whether convolutions may use TF32 tensor cores (see the class comment).
+    bool tf32() const { return tf32_; }
 
 private:
     int device_;
+    bool tf32_;
     cudnnHandle_t dnn_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     cudaStream_t stream_ = nullptr;
@@ -148,23 +156,48 @@ protected:
     size_t n_params_ = 0;
 };
 
-/// Convolution, as make_conv2d (layers.hpp): weight (Cout, Cin, k, k), bias (Cout,).
+/// Convolution, as make_conv2d (layers.hpp): weight (Cout, Cin/groups, k, k), bias (Cout,);
+/// groups > 1 through cudnnSetConvolutionGroupCount (depthwise when groups = Cin = Cout).
 /// cuDNN cross-correlation (CUDNN_CROSS_CORRELATION, which is what PyTorch and the CPU
 /// path compute); algorithms for forward, backward data and backward filter are found once
 /// per batch size (cudnnFind*Algorithm, fastest successful one; cudnnGet*_v7 if Find fails)
 /// and their workspace comes from the context's shared workspace.
-std::unique_ptr<GpuLayer> make_gpu_conv2d(GpuContext& ctx, int cin, int cout, int k, int stride, int pad, bool bias);
+std::unique_ptr<GpuLayer> make_gpu_conv2d(GpuContext& ctx, int cin, int cout, int k, int stride, int pad, bool bias,
+                                          int groups = 1);
 /// Batch norm, as make_batchnorm2d: cudnnBatchNormalization* in CUDNN_BATCHNORM_SPATIAL
-/// mode, which keeps the unbiased variance in the running estimate as PyTorch does. eps
+/// mode (training: CUDNN_BATCHNORM_SPATIAL_PERSISTENT unless the environment has
+/// TULA_BN_PERSISTENT=0), which keeps the unbiased variance in the running estimate as
+/// PyTorch does. eps
 /// must be >= CUDNN_BN_MIN_EPSILON (1e-5). backward() after an evaluation-mode forward
 /// throws std::logic_error (cuDNN's backward is the training-mode one).
 std::unique_ptr<GpuLayer> make_gpu_batchnorm2d(GpuContext& ctx, int channels, float momentum = 0.1f,
                                                float eps = 1e-5f);
 /// ReLU (hand-written kernels): y = max(x, 0), dx = dy where y > 0.
 std::unique_ptr<GpuLayer> make_gpu_relu(GpuContext& ctx);
-/// Max pooling k x k, stride k, no padding (cuDNN, CUDNN_POOLING_MAX_DETERMINISTIC);
-/// output floor(H/k) x floor(W/k).
-std::unique_ptr<GpuLayer> make_gpu_maxpool2d(GpuContext& ctx, int k);
+/// Max pooling k x k, stride `stride` (0: k), no padding (cuDNN,
+/// CUDNN_POOLING_MAX_DETERMINISTIC); output floor((H - k)/stride) + 1, likewise W.
+std::unique_ptr<GpuLayer> make_gpu_maxpool2d(GpuContext& ctx, int k, int stride = 0);
+/// Hard swish / hard sigmoid (hand-written kernels), as make_hardswish / make_hardsigmoid.
+std::unique_ptr<GpuLayer> make_gpu_hardswish(GpuContext& ctx);
+std::unique_ptr<GpuLayer> make_gpu_hardsigmoid(GpuContext& ctx);
+/// Inverted dropout, as make_dropout: in training y = x * m / (1 - p), m ~ Bernoulli(1 - p)
+/// drawn by a counter-based hash of (seed, step, index) (SplitMix64 finalizer, Steele et
+/// al. 2014), so masks differ from the CPU layer's; identity in evaluation.
+/// Errors: std::invalid_argument unless 0 <= p < 1.
+std::unique_ptr<GpuLayer> make_gpu_dropout(GpuContext& ctx, double p, uint64_t seed);
+/// Adaptive average pooling to oh x ow with PyTorch's windows, as make_adaptive_avgpool2d
+/// (hand-written kernels; backward gathers per input value, so it is deterministic).
+std::unique_ptr<GpuLayer> make_gpu_adaptive_avgpool2d(GpuContext& ctx, int oh, int ow);
+/// A chain of GPU layers used as one layer, as make_sequential (parameters and state are
+/// the children's, concatenated in order). Errors: std::invalid_argument when empty.
+std::unique_ptr<GpuLayer> make_gpu_sequential(std::vector<std::unique_ptr<GpuLayer>> layers, std::string name);
+/// y = body(x) + shortcut(x) (identity when shortcut is null), as make_residual (He et al.
+/// 2016, eq. 1-2). Errors: std::invalid_argument when the shapes differ.
+std::unique_ptr<GpuLayer> make_gpu_residual(GpuContext& ctx, std::unique_ptr<GpuLayer> body,
+                                            std::unique_ptr<GpuLayer> shortcut);
+/// Squeeze-and-excitation, as make_squeeze_excitation (Hu et al. 2018, eq. 2-4):
+/// s = hardsigmoid(W2 relu(W1 gap(x) + b1) + b2), y = x * s per channel.
+std::unique_ptr<GpuLayer> make_gpu_squeeze_excitation(GpuContext& ctx, int channels, int squeeze);
 /// Fully connected, as make_linear: weight (out, F), bias (out,), row-major; cuBLAS SGEMM
 /// on the column-major views (Y^T = W X^T, dW^T += X^T G, dX^T = W^T G^T).
 std::unique_ptr<GpuLayer> make_gpu_linear(GpuContext& ctx, int in_features, int out_features);
@@ -194,6 +227,9 @@ private:
 class GpuModel {
 public:
     GpuModel(GpuContext& ctx, std::string name, const Shape& input, std::vector<std::unique_ptr<GpuLayer>> layers);
+    ~GpuModel();
+    GpuModel(const GpuModel&) = delete;
+    GpuModel& operator=(const GpuModel&) = delete;
 
     const std::string& name() const { return name_; }
     GpuContext& context() const { return ctx_; }
@@ -213,8 +249,18 @@ public:
     void zero_grad();
     const DevTensor& forward(const DevTensor& x, bool train);
     void backward(const DevTensor& dlogits);
+    /// Per-layer timing (for finding slow layers): when on, forward() and backward() record
+    /// CUDA events around every top-level layer and add the elapsed milliseconds to
+    /// layer_ms() (forward, backward) after waiting for them. Off by default (no events).
+    void set_layer_timing(bool on);
+    /// Accumulated (forward ms, backward ms) per top-level layer since timing was turned on.
+    const std::vector<std::pair<double, double>>& layer_ms() const { return layer_ms_; }
 
 private:
+    void time_layers(bool backward);
+    bool timing_ = false;
+    std::vector<cudaEvent_t> events_;
+    std::vector<std::pair<double, double>> layer_ms_;
     GpuContext& ctx_;
     std::string name_;
     std::vector<std::unique_ptr<GpuLayer>> layers_;
@@ -223,8 +269,13 @@ private:
     DevMem params_, grads_, state_;
 };
 
-/// The GPU twin of build_model() (model.hpp): the same layer sequence for "lenet5" and
-/// "fmnist-cnn". Errors: std::invalid_argument for another name.
+/// The GPU twin of build_model() (model.hpp): model `name` of the zoo for examples of shape
+/// `input` (C, H, W) and `classes` outputs, built from the same description (model_zoo.hpp),
+/// so its fused buffers have the CPU Model's layout. `seed` seeds the dropout masks.
+/// Errors: std::invalid_argument as build_model().
+std::unique_ptr<GpuModel> build_gpu_model(GpuContext& ctx, const std::string& name, const Shape& input, int classes,
+                                          uint64_t seed = 1);
+/// build_gpu_model for Fashion-MNIST examples (1, 28, 28) and 10 classes.
 std::unique_ptr<GpuModel> build_gpu_model(GpuContext& ctx, const std::string& name);
 
 /// SGD with momentum and weight decay over a GpuModel, the same rule as Sgd (optim.hpp,
@@ -268,6 +319,29 @@ void sgd_momentum_update(cudaStream_t s, float* w, const float* g, float* v, siz
 /// per segment.
 void segment_sq_norms(cudaStream_t s, const float* x, const size_t* offsets, const size_t* sizes, int nseg,
                       double* out);
+/// y[i] = a[i] + b[i], i < n (residual sums and their gradients).
+void add_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_t n);
+/// Hard swish (swish = true) or hard sigmoid forward, y = x relu6(x + 3)/6 or relu6(x + 3)/6.
+void hard_act_forward(cudaStream_t s, const float* x, float* y, size_t n, bool swish);
+/// Their backward from the input x: dx = dy * (swish ? 0 | (2x + 3)/6 | 1 : 1/6 on (-3, 3)).
+void hard_act_backward(cudaStream_t s, const float* x, const float* dy, float* dx, size_t n, bool swish);
+/// Adaptive average pooling of planes (N*C planes of H x W) to oh x ow, PyTorch's windows
+/// [floor(i H/oh), ceil((i+1) H/oh)); backward gathers dy/|window| over the windows holding
+/// each input value.
+void adaptive_avgpool_forward(cudaStream_t s, const float* x, float* y, int planes, int h, int w, int oh, int ow);
+void adaptive_avgpool_backward(cudaStream_t s, const float* dy, float* dx, int planes, int h, int w, int oh, int ow);
+/// Dropout: mask[i] = (hash(seed, i) >= p ? 1/(1-p) : 0), y = x * mask; backward dx = dy * mask.
+void dropout_forward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float p, uint64_t seed);
+void mul_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_t n);
+/// y[i] = a * x[i] + b * y[i], i < n (combining micro-batch gradients).
+void axpby(cudaStream_t s, const float* x, float a, float* y, float b, size_t n);
+/// Per-channel scaling: y[p][i] = x[p][i] * scale[p] over `planes` planes of `hw` values.
+void channel_scale_forward(cudaStream_t s, const float* x, const float* scale, float* y, int planes, int hw);
+/// out[p] = sum_i dy[p][i] * x[p][i] (one warp per plane, float accumulation in a fixed order).
+void channel_dot(cudaStream_t s, const float* dy, const float* x, float* out, int planes, int hw);
+/// dx[p][i] = dy[p][i] * scale[p] + g[p][i].
+void channel_scale_backward(cudaStream_t s, const float* dy, const float* scale, const float* g, float* dx,
+                            int planes, int hw);
 /// Host wrapper: squared norm of each ParamSegment of the device buffer x; waits.
 std::vector<double> sq_norms(GpuContext& ctx, const float* x, const std::vector<ParamSegment>& segs);
 

@@ -2,6 +2,7 @@
 // Elementwise kernels use grid-stride loops with 256-thread blocks; reductions accumulate
 // in double through shared memory.
 #include <cfloat>
+#include <cstdint>
 
 #include "check.hpp"
 #include "gpu.hpp"
@@ -111,6 +112,124 @@ __global__ void k_seg_sq_norms(const float* __restrict__ x, const size_t* __rest
     if (threadIdx.x == 0) out[blockIdx.x] = part[0];
 }
 
+#define TULA_GRID_STRIDE(i, n)                                                          \
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
+         i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+__global__ void k_add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, size_t n) {
+    TULA_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ void k_axpby(const float* __restrict__ x, float a, float* __restrict__ y, float b, size_t n) {
+    TULA_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
+}
+
+__global__ void k_mul(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, size_t n) {
+    TULA_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+
+__global__ void k_hard_fwd(const float* __restrict__ x, float* __restrict__ y, size_t n, bool swish) {
+    TULA_GRID_STRIDE(i, n) {
+        const float v = x[i];
+        const float r6 = fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+        y[i] = swish ? v * r6 : r6;
+    }
+}
+
+__global__ void k_hard_bwd(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx, size_t n,
+                           bool swish) {
+    TULA_GRID_STRIDE(i, n) {
+        const float v = x[i];
+        float d;
+        if (swish) d = v < -3.0f ? 0.0f : (v <= 3.0f ? (2.0f * v + 3.0f) / 6.0f : 1.0f);
+        else d = (v > -3.0f && v < 3.0f) ? 1.0f / 6.0f : 0.0f;
+        dx[i] = dy[i] * d;
+    }
+}
+
+// PyTorch's adaptive window of output cell i of `o` over an input of `n`: [lo, hi).
+__device__ __forceinline__ int win_lo(int i, int n, int o) { return (i * n) / o; }
+__device__ __forceinline__ int win_hi(int i, int n, int o) { return ((i + 1) * n + o - 1) / o; }
+
+__global__ void k_aavg_fwd(const float* __restrict__ x, float* __restrict__ y, int planes, int h, int w, int oh,
+                           int ow) {
+    const size_t total = static_cast<size_t>(planes) * oh * ow;
+    TULA_GRID_STRIDE(t, total) {
+        const int j = static_cast<int>(t % ow), i = static_cast<int>((t / ow) % oh);
+        const size_t p = t / (static_cast<size_t>(oh) * ow);
+        const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh), c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
+        const float* xp = x + p * h * w;
+        float s = 0.0f;
+        for (int r = r0; r < r1; ++r)
+            for (int c = c0; c < c1; ++c) s += xp[r * w + c];
+        y[t] = s / static_cast<float>((r1 - r0) * (c1 - c0));
+    }
+}
+
+__global__ void k_aavg_bwd(const float* __restrict__ dy, float* __restrict__ dx, int planes, int h, int w, int oh,
+                           int ow) {
+    const size_t total = static_cast<size_t>(planes) * h * w;
+    TULA_GRID_STRIDE(t, total) {
+        const int c = static_cast<int>(t % w), r = static_cast<int>((t / w) % h);
+        const size_t p = t / (static_cast<size_t>(h) * w);
+        const float* g = dy + p * oh * ow;
+        float s = 0.0f;
+        for (int i = 0; i < oh; ++i) {
+            const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh);
+            if (r < r0 || r >= r1) continue;
+            for (int j = 0; j < ow; ++j) {
+                const int c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
+                if (c < c0 || c >= c1) continue;
+                s += g[i * ow + j] / static_cast<float>((r1 - r0) * (c1 - c0));
+            }
+        }
+        dx[t] = s;
+    }
+}
+
+// SplitMix64's finalizer (Steele, Lea & Flood 2014) as a counter-based generator.
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+__global__ void k_dropout_fwd(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask, size_t n,
+                              float p, uint64_t seed) {
+    const float keep = 1.0f / (1.0f - p);
+    TULA_GRID_STRIDE(i, n) {
+        const double u = static_cast<double>(mix64(seed + 0x9e3779b97f4a7c15ULL * (i + 1)) >> 11) * 0x1.0p-53;
+        const float m = u >= p ? keep : 0.0f;
+        mask[i] = m;
+        y[i] = x[i] * m;
+    }
+}
+
+__global__ void k_chan_scale(const float* __restrict__ x, const float* __restrict__ sc, float* __restrict__ y,
+                             int planes, int hw) {
+    const size_t total = static_cast<size_t>(planes) * hw;
+    TULA_GRID_STRIDE(t, total) y[t] = x[t] * sc[t / hw];
+}
+
+// One warp per plane; lanes stride the plane, then a fixed shuffle tree (deterministic).
+__global__ void k_chan_dot(const float* __restrict__ dy, const float* __restrict__ x, float* __restrict__ out,
+                           int planes, int hw) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (warp >= planes) return;
+    const float* a = dy + static_cast<size_t>(warp) * hw;
+    const float* b = x + static_cast<size_t>(warp) * hw;
+    float s = 0.0f;
+    for (int i = lane; i < hw; i += 32) s += a[i] * b[i];
+    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) out[warp] = s;
+}
+
+__global__ void k_chan_scale_bwd(const float* __restrict__ dy, const float* __restrict__ sc,
+                                 const float* __restrict__ g, float* __restrict__ dx, int planes, int hw) {
+    const size_t total = static_cast<size_t>(planes) * hw;
+    TULA_GRID_STRIDE(t, total) dx[t] = dy[t] * sc[t / hw] + g[t];
+}
+
 }  // namespace
 
 void relu_forward(cudaStream_t s, const float* x, float* y, size_t n) {
@@ -163,6 +282,78 @@ void segment_sq_norms(cudaStream_t s, const float* x, const size_t* offsets, con
                       double* out) {
     if (nseg <= 0) return;
     k_seg_sq_norms<<<nseg, kThreads, 0, s>>>(x, offsets, sizes, out);
+    CUDA_CHECK_LAUNCH();
+}
+
+void add_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_t n) {
+    if (n == 0) return;
+    k_add<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void axpby(cudaStream_t s, const float* x, float a, float* y, float b, size_t n) {
+    if (n == 0) return;
+    k_axpby<<<blocks_for(n), kThreads, 0, s>>>(x, a, y, b, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void mul_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_t n) {
+    if (n == 0) return;
+    k_mul<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void hard_act_forward(cudaStream_t s, const float* x, float* y, size_t n, bool swish) {
+    if (n == 0) return;
+    k_hard_fwd<<<blocks_for(n), kThreads, 0, s>>>(x, y, n, swish);
+    CUDA_CHECK_LAUNCH();
+}
+
+void hard_act_backward(cudaStream_t s, const float* x, const float* dy, float* dx, size_t n, bool swish) {
+    if (n == 0) return;
+    k_hard_bwd<<<blocks_for(n), kThreads, 0, s>>>(x, dy, dx, n, swish);
+    CUDA_CHECK_LAUNCH();
+}
+
+void adaptive_avgpool_forward(cudaStream_t s, const float* x, float* y, int planes, int h, int w, int oh, int ow) {
+    const size_t n = static_cast<size_t>(planes) * oh * ow;
+    if (n == 0) return;
+    k_aavg_fwd<<<blocks_for(n), kThreads, 0, s>>>(x, y, planes, h, w, oh, ow);
+    CUDA_CHECK_LAUNCH();
+}
+
+void adaptive_avgpool_backward(cudaStream_t s, const float* dy, float* dx, int planes, int h, int w, int oh, int ow) {
+    const size_t n = static_cast<size_t>(planes) * h * w;
+    if (n == 0) return;
+    k_aavg_bwd<<<blocks_for(n), kThreads, 0, s>>>(dy, dx, planes, h, w, oh, ow);
+    CUDA_CHECK_LAUNCH();
+}
+
+void dropout_forward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float p, uint64_t seed) {
+    if (n == 0) return;
+    k_dropout_fwd<<<blocks_for(n), kThreads, 0, s>>>(x, y, mask, n, p, seed);
+    CUDA_CHECK_LAUNCH();
+}
+
+void channel_scale_forward(cudaStream_t s, const float* x, const float* scale, float* y, int planes, int hw) {
+    const size_t n = static_cast<size_t>(planes) * hw;
+    if (n == 0) return;
+    k_chan_scale<<<blocks_for(n), kThreads, 0, s>>>(x, scale, y, planes, hw);
+    CUDA_CHECK_LAUNCH();
+}
+
+void channel_dot(cudaStream_t s, const float* dy, const float* x, float* out, int planes, int hw) {
+    if (planes <= 0) return;
+    const int per_block = kThreads / 32;
+    k_chan_dot<<<(planes + per_block - 1) / per_block, kThreads, 0, s>>>(dy, x, out, planes, hw);
+    CUDA_CHECK_LAUNCH();
+}
+
+void channel_scale_backward(cudaStream_t s, const float* dy, const float* scale, const float* g, float* dx,
+                            int planes, int hw) {
+    const size_t n = static_cast<size_t>(planes) * hw;
+    if (n == 0) return;
+    k_chan_scale_bwd<<<blocks_for(n), kThreads, 0, s>>>(dy, scale, g, dx, planes, hw);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/workload.hpp"
+#ifdef TULA_HAVE_CUDA
+#include "gpu_train.hpp"
+#endif
 
 namespace {
 
@@ -72,6 +76,8 @@ struct Options {
     int iters = 20;
     std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
     std::string batch_source;   // where the global batch came from, for the header line
+    std::string device = "cpu"; // cpu | cuda
+    bool no_tf32 = false;       // cuda: strict fp32 convolutions
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -108,6 +114,23 @@ std::string host_name() {
     return h;
 }
 
+#ifdef TULA_HAVE_CUDA
+// The GPU of this rank: the node-local rank (Open MPI's or Slurm's) modulo the number of
+// devices. Throws std::runtime_error when no device can be used.
+std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o) {
+    std::string why;
+    const int n = cuda::device_count(&why);
+    if (n <= 0) throw std::runtime_error("--device cuda: no usable CUDA device (" + why + "); use --device cpu");
+    int local = 0;
+    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+        if (const char* e = std::getenv(v); e && *e) {
+            local = std::atoi(e);
+            break;
+        }
+    return std::make_unique<cuda::GpuContext>(local % n, !o.no_tf32);
+}
+#endif
+
 // Parses the command line into `o`. Returns -1 to go on, or the exit status. Only rank 0
 // prints (every rank parses the same arguments and reaches the same verdict).
 int parse_args(int argc, char** argv, Options& o, bool root) {
@@ -139,6 +162,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--noise-scale-every", o.noise_every, "estimate the gradient noise scale every K steps (0: never); default 10 with ags, else 0");
     app.add_option("--warmup-threshold", o.warmup_threshold,
                    "end warmup once the relative change of the EMA of |g|^2 is at most this (0: fixed warmup); default 0.05 with ags, else 0");
+    app.add_option("--device", o.device, "cpu, or cuda (the GPU backend: cuDNN / cuBLAS; one GPU per rank)")
+        ->capture_default_str();
+    app.add_flag("--no-tf32", o.no_tf32, "cuda: keep convolutions in strict fp32 (default: TF32 tensor cores, as PyTorch)");
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -218,6 +244,13 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     for (int64_t s : o.sizes)
         if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
     if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
+    if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+#ifndef TULA_HAVE_CUDA
+    if (o.device == "cuda")
+        return bad("--device cuda: this tula-train was built without the CUDA backend (USE_CUDA=no, or no nvcc and "
+                   "cuDNN under CUDA_HOME at build time); rebuild with USE_CUDA=yes or use --device cpu");
+#endif
+
     if (!o.db.empty() && o.no_db) return bad("--db and --no-db contradict each other");
 
     // Global batch: --batch-size, else $TULA_BATCH_SIZE (set by the Tula SPANK plugin), else 64.
@@ -339,10 +372,27 @@ int profile_compute(const Options& o, Comm& comm) {
             auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
             model->init(o.seed);
             if (comm.size() > 1) say(root, "tula-train: --profile-compute runs on rank 0 only; the other ranks wait");
-            say(root, "profile " + wl + ": 1 thread, matrix kernels " + gemm_isa_name(gemm_isa()) + ", host " +
-                          host_name());
+#ifdef TULA_HAVE_CUDA
+            std::unique_ptr<cuda::GpuContext> gpu;
+            try {
+                if (o.device == "cuda") gpu = open_gpu(o);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+                double r = 2;
+                comm.allreduce_max(&r, 1);
+                return 2;
+            }
+#endif
+            say(root, "profile " + wl + ": " +
+                          (o.device == "cuda" ? std::string("GPU (cuda)") : "1 thread, matrix kernels " + std::string(gemm_isa_name(gemm_isa()))) +
+                          ", host " + host_name());
             for (int b : o.batch_sizes) {
+#ifdef TULA_HAVE_CUDA
+                const double s = gpu ? cuda::time_compute_step_gpu(*gpu, *model, tr, b, 3, o.iters)
+                                     : time_compute_step(*model, tr, b, 3, o.iters);
+#else
                 const double s = time_compute_step(*model, tr, b, 3, o.iters);
+#endif
                 say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) +
                               " ms/iter (" + std::to_string(o.iters) + " iters)");
                 tula::ComputeSample c;
@@ -478,6 +528,25 @@ int run_training(const Options& o, Comm& comm) {
                       (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + "/step" : "") +
                       (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : ""));
 
+    std::unique_ptr<StepEngine> engine;
+#ifdef TULA_HAVE_CUDA
+    std::unique_ptr<cuda::GpuContext> gpu;
+    if (o.device == "cuda") {
+        try {
+            gpu = open_gpu(o);
+            OptimConfig oc = cfg.optim;
+            oc.momentum = cfg.momentum;
+            oc.weight_decay = cfg.weight_decay;
+            engine = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+            comm.abort(2);
+        }
+        if (!o.quiet)
+            say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
+                          (o.no_tf32 ? "strict fp32" : "TF32 tensor cores"));
+    }
+#endif
     std::vector<EpochResult> res;
     try {
         res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
@@ -492,7 +561,7 @@ int run_training(const Options& o, Comm& comm) {
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
-        });
+        }, engine.get());
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
         return 1;

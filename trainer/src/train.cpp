@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 namespace tula {
@@ -125,7 +126,8 @@ EvalResult Trainer::evaluate(const Dataset& d, int batch) {
 }
 
 std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
-                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch) {
+                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch,
+                               StepEngine* engine) {
     const int K = comm.size(), B = cfg.global_batch;
     if (B <= 0 || B % K != 0)
         throw TrainError("global batch " + std::to_string(B) + " is not a positive multiple of the " +
@@ -147,7 +149,10 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     OptimConfig oc = cfg.optim;
     oc.momentum = cfg.momentum;
     oc.weight_decay = cfg.weight_decay;
-    Trainer tr(model, comm, oc);
+    std::unique_ptr<Trainer> cpu;
+    if (!engine) cpu = std::make_unique<Trainer>(model, comm, oc);
+    StepEngine& tr = engine ? *engine : *cpu;
+    tr.begin();
     NoiseScale noise(cfg.noise_beta);
     const bool adaptive = cfg.warmup_threshold > 0;
     NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, 1,
@@ -196,6 +201,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         out.push_back(r);
         if (on_epoch) on_epoch(r);
     }
+    tr.end();
     return out;
 }
 

@@ -72,9 +72,28 @@ struct EvalResult {
     int64_t count = 0;
 };
 
+/// The per-step work of train(), behind which the backends differ: Trainer (below) runs
+/// on the CPU with the host Model; cuda::GpuTrainer (trainer/cuda/gpu_train.hpp) runs the
+/// same step on a GPU. train() calls begin() once after the start weights are agreed on
+/// (broadcast into the host Model), step() per step, evaluate() per epoch, and end() at the
+/// end (after which the host Model holds the final weights).
+class StepEngine {
+public:
+    virtual ~StepEngine() = default;
+    /// Takes the host Model's current parameters and state (no-op on the CPU).
+    virtual void begin() {}
+    /// See Trainer::step.
+    virtual double step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
+                        StepStats* stats = nullptr, bool measure_noise = false) = 0;
+    /// See Trainer::evaluate.
+    virtual EvalResult evaluate(const Dataset& d, int batch) = 0;
+    /// Leaves the final parameters and state in the host Model (no-op on the CPU).
+    virtual void end() {}
+};
+
 /// Holds what one training step needs besides the model: optimizer state, loss, batch
 /// buffers. One per rank.
-class Trainer {
+class Trainer : public StepEngine {
 public:
     Trainer(Model& model, Comm& comm, double momentum, double weight_decay);
     /// With the update rule of `oc`. Errors: std::invalid_argument as Optimizer.
@@ -94,12 +113,12 @@ public:
     /// the mean of the two micro-batches' |g|^2. Collective: every rank must pass the same
     /// measure_noise.
     double step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
-                StepStats* stats = nullptr, bool measure_noise = false);
+                StepStats* stats = nullptr, bool measure_noise = false) override;
     /// Evaluation-mode loss and accuracy on all of `d`, sharded: rank r evaluates the
     /// contiguous slice [r*N/K, (r+1)*N/K) and the sums are allreduced, so every rank gets
     /// the result for the whole set. First broadcasts rank 0's BN running statistics (like
     /// PyTorch DDP's broadcast_buffers), so that all ranks evaluate the same network.
-    EvalResult evaluate(const Dataset& d, int batch);
+    EvalResult evaluate(const Dataset& d, int batch) override;
     Model& model() { return m_; }
     Optimizer& optimizer() { return opt_; }
 
@@ -124,10 +143,13 @@ private:
 /// cfg.warmup_threshold > 0, LrSchedule::at_adaptive with a NormWarmup fed the global |g|^2
 /// of every step; every cfg.noise_every steps a NoiseScale observation is taken
 /// (Trainer::step) and, with LrScaling::Noise, its B_simple becomes the schedule's B_noise.
+/// `engine`: the step engine to use (e.g. a cuda::GpuTrainer over `model`); null: a CPU
+/// Trainer built from cfg.optim.
 /// Errors: TrainError if the training set is smaller than one global batch, B is not
 /// divisible by K, or the loss becomes non-finite (diverged: lower --lr).
 std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
-                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch);
+                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch,
+                               StepEngine* engine = nullptr);
 
 /// Mean seconds of one full training step (forward, backward, SGD update, no allreduce)
 /// at local batch `batch` on this process: `warmup` untimed steps, then `iters` timed

@@ -1,0 +1,88 @@
+// tula-train CUDA backend: the training step on a GPU (cuda::GpuTrainer, a StepEngine of
+// train(), train.hpp) and the compute-step timer for profiling GPU nodes.
+//
+// Only code built with the CUDA backend includes this header (tula-train's main.cpp under
+// TULA_HAVE_CUDA, tests/gpu). Errors of CUDA, cuDNN and cuBLAS surface as
+// std::runtime_error with file and line (check.hpp).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gpu.hpp"
+#include "train.hpp"
+
+namespace tula {
+namespace train {
+namespace cuda {
+
+/// One rank's training step on its GPU, equivalent to the CPU Trainer's (train.hpp):
+///  - the model is the GPU twin of the host Model (build_gpu_model with the same name,
+///    input shape and classes, so the fused buffers have the same layout); begin() uploads
+///    the host parameters and BN state, end() downloads them again;
+///  - the data set's bytes are uploaded once per Dataset (uint8, (count, C, H, W)) and each
+///    batch is gathered and normalized on the GPU ((v/255 - mean)/std, as gather_batch);
+///  - gradients are averaged over ranks by a host-staged MPI allreduce of the ONE fused
+///    gradient buffer (device -> host, Comm::allreduce_sum, host -> device); NCCL is not
+///    used yet;
+///  - SGD with momentum and weight decay runs on the GPU (GpuSgd); AGS, LARS and LAMB run
+///    the CPU Optimizer (optim.hpp) on host copies of parameters and gradients (correct,
+///    but each step moves the parameters across PCIe twice);
+///  - |g|^2 for StepStats comes from the per-segment norm kernel; noise-scale observations
+///    (measure_noise) are taken as Trainer::step takes them (McCandlish et al. 2018, App.
+///    A.1): across ranks, or with one rank from two micro-batches combined on the GPU.
+/// Errors: std::invalid_argument for an optimizer config the Optimizer rejects;
+/// std::runtime_error from CUDA.
+class GpuTrainer : public StepEngine {
+public:
+    GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const OptimConfig& oc, uint64_t seed = 1);
+    ~GpuTrainer() override;
+    GpuTrainer(const GpuTrainer&) = delete;
+    GpuTrainer& operator=(const GpuTrainer&) = delete;
+    void begin() override;
+    double step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
+                StepStats* stats = nullptr, bool measure_noise = false) override;
+    EvalResult evaluate(const Dataset& d, int batch) override;
+    void end() override;
+    GpuModel& gpu_model() { return *g_; }
+
+private:
+    void gather(const Dataset& d, const int* idx, int n);  // x_ (n, C, H, W), labels_ (n,) on the host
+    double grad_norm2();
+
+    GpuContext& ctx_;
+    Model& host_;
+    Comm& comm_;
+    OptimConfig oc_;
+    std::unique_ptr<GpuModel> g_;
+    std::unique_ptr<GpuSgd> sgd_;         // SGD on the device
+    std::unique_ptr<Optimizer> host_opt_; // other rules, on host copies
+    GpuSoftmaxCrossEntropy ce_;
+    const Dataset* cached_ = nullptr;     // whose bytes are in images_
+    DevMem images_, idx_dev_, seg_meta_, seg_out_;
+    DevMem gacc_;                         // first micro-batch's weighted gradient (noise, 1 rank)
+    DevTensor x_;
+    std::vector<int> labels_, idx_;
+    int* idx_pinned_ = nullptr;           // pinned host staging of a batch's indices
+    size_t idx_pinned_n_ = 0;
+    std::vector<float> hp_, hg_;          // host staging (parameters, gradients)
+    std::vector<double> norms_;
+};
+
+/// Mean seconds of one full training step (forward, loss, backward, SGD update, no
+/// allreduce) of `model`'s GPU twin at local batch `batch` on device `ctx`, like
+/// time_compute_step (train.hpp): `warmup` untimed steps (they also run cuDNN's algorithm
+/// search), then `iters` timed ones, each ending when the device is idle. With the
+/// environment variable TULA_GPU_LAYER_TIMES=1 it also prints, to stderr, the mean forward
+/// and backward milliseconds of every top-level layer (CUDA events). Errors: TrainError
+/// for an empty batch or data set; std::runtime_error from CUDA (e.g. out of memory).
+double time_compute_step_gpu(GpuContext& ctx, Model& model, const Dataset& d, int batch, int warmup, int iters);
+
+/// y (n, C, H, W) = (images[idx[i]] / 255 - mean) / std for i < n; images (count, C, H, W)
+/// bytes and idx (n,) in device memory.
+void gather_normalize(cudaStream_t s, const uint8_t* images, const int* idx, int n, size_t px, float mean, float std_,
+                      float* y);
+
+}  // namespace cuda
+}  // namespace train
+}  // namespace tula
