@@ -521,7 +521,7 @@ int run_training(const Options& o, Comm& comm) {
                       fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
                       (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
-                      std::to_string(o.seed) + "; matrix kernels " + gemm_isa_name(gemm_isa()) + "; optimizer " +
+                      std::to_string(o.seed) + (o.device == "cuda" ? std::string("; device cuda") : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa()))) + "; optimizer " +
                       o.optimizer + ", lr scaling " + o.lr_scaling +
                       (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
                       (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
