@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "check.hpp"
+#include "composite.hpp"
 #include "gpu.hpp"
 #include "model_zoo.hpp"
 
@@ -136,68 +137,8 @@ private:
 
 // ---- composites --------------------------------------------------------------------------
 
-// Children's parameters and state concatenated in order (the CPU Composite's layout).
-class CompositeGpu : public GpuLayer {
-public:
-    std::vector<ParamInfo> param_info() const override {
-        std::vector<ParamInfo> v;
-        for (size_t i = 0; i < kids_.size(); ++i)
-            for (ParamInfo p : kids_[i]->param_info()) {
-                p.name = std::to_string(i) + "." + kids_[i]->describe() + "." + p.name;
-                v.push_back(p);
-            }
-        return v;
-    }
-    size_t state_size() const override {
-        size_t s = 0;
-        for (auto& k : kids_) s += k->state_size();
-        return s;
-    }
-    void bind(float* params, float* grads, float* state) override {
-        params_ = params;
-        grads_ = grads;
-        n_params_ = 0;
-        size_t so = 0;
-        for (auto& k : kids_) {
-            size_t lp = 0;
-            for (const ParamInfo& p : k->param_info()) lp += p.size;
-            k->bind(params + n_params_, grads + n_params_, state ? state + so : nullptr);
-            n_params_ += lp;
-            so += k->state_size();
-        }
-    }
-
-protected:
-    std::vector<std::unique_ptr<GpuLayer>> kids_;
-};
-
-class SequentialGpu final : public CompositeGpu {
-public:
-    SequentialGpu(std::vector<std::unique_ptr<GpuLayer>> layers, std::string name) : name_(std::move(name)) {
-        if (layers.empty()) throw std::invalid_argument(name_ + ": no layers");
-        kids_ = std::move(layers);
-    }
-    std::string describe() const override { return name_; }
-    Shape configure(const Shape& in) override {
-        Shape s = in;
-        for (auto& k : kids_) s = k->configure(s);
-        return s;
-    }
-    const DevTensor& forward(const DevTensor& x, bool train) override {
-        kids_.front()->set_need_input_grad(need_input_grad_);
-        const DevTensor* t = &x;
-        for (auto& k : kids_) t = &k->forward(*t, train);
-        return *t;
-    }
-    const DevTensor& backward(const DevTensor& dy) override {
-        const DevTensor* g = &dy;
-        for (size_t i = kids_.size(); i-- > 0;) g = &kids_[i]->backward(*g);
-        return *g;
-    }
-
-private:
-    std::string name_;
-};
+using CompositeGpu = CompositeOf<GpuLayer>;  // composite.hpp: the CPU composites' layout
+using SequentialGpu = SequentialOf<GpuLayer, DevTensor>;
 
 class ResidualGpu final : public CompositeGpu {
 public:

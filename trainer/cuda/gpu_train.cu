@@ -191,28 +191,10 @@ EvalResult GpuTrainer::evaluate(const Dataset& d, int batch) {
         comm_.broadcast(st.data(), st.size(), 0);
         CUDA_CHECK(cudaMemcpy(g_->state(), st.data(), sizeof(float) * st.size(), cudaMemcpyHostToDevice));
     }
-    const int64_t k = comm_.size(), r = comm_.rank();
-    const int lo = static_cast<int>(r * d.count / k), hi = static_cast<int>((r + 1) * d.count / k);
-    batch = std::max(1, batch);
-    double sums[3] = {0, 0, 0};  // loss sum, correct, count
-    for (int s = lo; s < hi; s += batch) {
-        const int n = std::min(batch, hi - s);
-        idx_.resize(n);
-        std::iota(idx_.begin(), idx_.end(), s);
-        gather(d, idx_.data(), n);
-        int64_t right = 0;
-        sums[0] += ce_.forward(g_->forward(x_, false), labels_.data(), n, &right) * n;
-        sums[1] += static_cast<double>(right);
-        sums[2] += n;
-    }
-    comm_.allreduce_sum(sums, 3);
-    EvalResult e;
-    e.count = static_cast<int64_t>(sums[2]);
-    if (sums[2] > 0) {
-        e.loss = sums[0] / sums[2];
-        e.accuracy = sums[1] / sums[2];
-    }
-    return e;
+    return evaluate_sharded(d, batch, comm_, [&](const int* idx, int n, int64_t* right) {
+        gather(d, idx, n);
+        return ce_.forward(g_->forward(x_, false), labels_.data(), n, right);
+    });
 }
 
 double time_compute_step_gpu(GpuContext& ctx, Model& model, const Dataset& d, int batch, int warmup, int iters) {

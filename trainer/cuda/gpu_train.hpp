@@ -62,7 +62,7 @@ private:
     DevMem images_, idx_dev_, seg_meta_, seg_out_;
     DevMem gacc_;                         // first micro-batch's weighted gradient (noise, 1 rank)
     DevTensor x_;
-    std::vector<int> labels_, idx_;
+    std::vector<int> labels_;
     int* idx_pinned_ = nullptr;           // pinned host staging of a batch's indices
     size_t idx_pinned_n_ = 0;
     std::vector<float> hp_, hg_;          // host staging (parameters, gradients)

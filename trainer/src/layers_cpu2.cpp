@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "composite.hpp"
 #include "layers.hpp"
 
 namespace tula {
@@ -244,70 +245,21 @@ private:
 
 // ---- composites ------------------------------------------------------------------------
 
-// Children's parameters and state concatenated in order.
-class Composite : public Layer {
+// Children's parameters and state concatenated in order (composite.hpp), initialized in order.
+class Composite : public CompositeOf<Layer> {
 public:
-    std::vector<ParamInfo> param_info() const override {
-        std::vector<ParamInfo> v;
-        for (size_t i = 0; i < kids_.size(); ++i)
-            for (ParamInfo p : kids_[i]->param_info()) {
-                p.name = std::to_string(i) + "." + kids_[i]->describe() + "." + p.name;
-                v.push_back(p);
-            }
-        return v;
-    }
-    size_t state_size() const override {
-        size_t s = 0;
-        for (auto& k : kids_) s += k->state_size();
-        return s;
-    }
-    void bind(float* params, float* grads, float* state) override {
-        params_ = params;
-        grads_ = grads;
-        n_params_ = 0;
-        size_t so = 0;
-        for (auto& k : kids_) {
-            size_t lp = 0;
-            for (const ParamInfo& p : k->param_info()) lp += p.size;
-            k->bind(params + n_params_, grads + n_params_, state ? state + so : nullptr);
-            n_params_ += lp;
-            so += k->state_size();
-        }
-    }
     void init(Rng& rng) override {
         for (auto& k : kids_) k->init(rng);
     }
-
-protected:
-    std::vector<std::unique_ptr<Layer>> kids_;
 };
 
-class SequentialLayer final : public Composite {
+// The CPU sequential block also initializes its children in order.
+class SequentialLayer final : public SequentialOf<Layer, Tensor> {
 public:
-    SequentialLayer(std::vector<std::unique_ptr<Layer>> layers, std::string name) : name_(std::move(name)) {
-        if (layers.empty()) throw std::invalid_argument(name_ + ": no layers");
-        kids_ = std::move(layers);
+    using SequentialOf<Layer, Tensor>::SequentialOf;
+    void init(Rng& rng) override {
+        for (auto& k : kids_) k->init(rng);
     }
-    std::string describe() const override { return name_; }
-    Shape configure(const Shape& in) override {
-        Shape s = in;
-        for (auto& k : kids_) s = k->configure(s);
-        return s;
-    }
-    const Tensor& forward(const Tensor& x, bool train) override {
-        kids_.front()->set_need_input_grad(need_input_grad_);
-        const Tensor* t = &x;
-        for (auto& k : kids_) t = &k->forward(*t, train);
-        return *t;
-    }
-    const Tensor& backward(const Tensor& dy) override {
-        const Tensor* g = &dy;
-        for (size_t i = kids_.size(); i-- > 0;) g = &kids_[i]->backward(*g);
-        return *g;
-    }
-
-private:
-    std::string name_;
 };
 
 class ResidualLayer final : public Composite {

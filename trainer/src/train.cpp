@@ -98,24 +98,23 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
     return loss;
 }
 
-EvalResult Trainer::evaluate(const Dataset& d, int batch) {
-    if (comm_.size() > 1 && m_.state_size() > 0) comm_.broadcast(m_.state(), m_.state_size(), 0);
-    const int64_t k = comm_.size(), r = comm_.rank();
+EvalResult evaluate_sharded(const Dataset& d, int batch, Comm& comm,
+                            const std::function<double(const int* idx, int n, int64_t* correct)>& eval_batch) {
+    const int64_t k = comm.size(), r = comm.rank();
     const int lo = static_cast<int>(r * d.count / k), hi = static_cast<int>((r + 1) * d.count / k);
     batch = std::max(1, batch);
+    std::vector<int> idx;
     double sums[3] = {0, 0, 0};  // loss sum, correct, count
     for (int s = lo; s < hi; s += batch) {
         const int n = std::min(batch, hi - s);
-        idx_.resize(n);
-        std::iota(idx_.begin(), idx_.end(), s);
-        labels_.resize(n);
-        gather_batch(d, idx_.data(), n, x_, labels_.data());
+        idx.resize(n);
+        std::iota(idx.begin(), idx.end(), s);
         int64_t right = 0;
-        sums[0] += ce_.forward(m_.forward(x_, false), labels_.data(), n, &right) * n;
+        sums[0] += eval_batch(idx.data(), n, &right) * n;
         sums[1] += static_cast<double>(right);
         sums[2] += n;
     }
-    comm_.allreduce_sum(sums, 3);
+    comm.allreduce_sum(sums, 3);
     EvalResult e;
     e.count = static_cast<int64_t>(sums[2]);
     if (sums[2] > 0) {
@@ -123,6 +122,15 @@ EvalResult Trainer::evaluate(const Dataset& d, int batch) {
         e.accuracy = sums[1] / sums[2];
     }
     return e;
+}
+
+EvalResult Trainer::evaluate(const Dataset& d, int batch) {
+    if (comm_.size() > 1 && m_.state_size() > 0) comm_.broadcast(m_.state(), m_.state_size(), 0);
+    return evaluate_sharded(d, batch, comm_, [&](const int* idx, int n, int64_t* right) {
+        labels_.resize(n);
+        gather_batch(d, idx, n, x_, labels_.data());
+        return ce_.forward(m_.forward(x_, false), labels_.data(), n, right);
+    });
 }
 
 std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,

@@ -91,6 +91,14 @@ public:
     virtual void end() {}
 };
 
+/// Mean loss and accuracy of `d` evaluated in shards: rank r of comm's K ranks evaluates the
+/// contiguous slice [r*N/K, (r+1)*N/K) in batches of at most `batch` examples, calling
+/// eval_batch(idx, n, &correct) for each (it returns the batch's mean loss and adds the
+/// number classified right), and the sums are allreduced, so every rank gets the result for
+/// the whole set. Collective. Errors: whatever eval_batch throws.
+EvalResult evaluate_sharded(const Dataset& d, int batch, Comm& comm,
+                            const std::function<double(const int* idx, int n, int64_t* correct)>& eval_batch);
+
 /// Holds what one training step needs besides the model: optimizer state, loss, batch
 /// buffers. One per rank.
 class Trainer : public StepEngine {
@@ -130,7 +138,6 @@ private:
     SoftmaxCrossEntropy ce_;
     Tensor x_;
     std::vector<int> labels_;
-    std::vector<int> idx_;
 };
 
 /// Trains `model` (already initialized, identical on all ranks) on `train_set` for
