@@ -555,6 +555,10 @@ std::vector<Test> tests() {
                  [](GpuContext* c) { trainer_steps(*c, "fmnist-cnn", OptimKind::Sgd, 3); }});
     t.push_back({"gpu_trainer_ags_steps", true,
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Ags, 3); }});
+    t.push_back({"gpu_trainer_lars_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "fmnist-cnn", OptimKind::Lars, 3); }});
+    t.push_back({"gpu_trainer_lamb_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Lamb, 3); }});
     return t;
 }
 

@@ -333,6 +333,13 @@ void adaptive_avgpool_backward(cudaStream_t s, const float* dy, float* dx, int p
 /// Dropout: mask[i] = (hash(seed, i) >= p ? 1/(1-p) : 0), y = x * mask; backward dx = dy * mask.
 void dropout_forward(cudaStream_t s, const float* x, float* y, float* mask, size_t n, float p, uint64_t seed);
 void mul_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_t n);
+/// The trust-ratio momentum update of AGS and LARS (optim.hpp), all segments in ONE launch:
+/// for element i of segment k, v = momentum v + seg_scale[k] (g + seg_wd[k] w), w -= lr v.
+/// Block j updates [block_begin[j], block_end[j]) of segment block_seg[j]; all arrays are
+/// device arrays (nblocks entries; seg_scale and seg_wd one per segment).
+void scaled_momentum_update(cudaStream_t s, float* w, const float* g, float* v, const int* block_seg,
+                            const size_t* block_begin, const size_t* block_end, int nblocks, const float* seg_scale,
+                            const float* seg_wd, float lr, float momentum);
 /// y[i] = a * x[i] + b * y[i], i < n (combining micro-batch gradients).
 void axpby(cudaStream_t s, const float* x, float a, float* y, float b, size_t n);
 /// Per-channel scaling: y[p][i] = x[p][i] * scale[p] over `planes` planes of `hw` values.

@@ -124,6 +124,21 @@ __global__ void k_axpby(const float* __restrict__ x, float a, float* __restrict_
     TULA_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
 }
 
+// One block per chunk of one segment (block_seg/begin/end), so a single launch updates
+// every segment with its own factor and weight decay.
+__global__ void k_scaled_momentum(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v,
+                                  const int* __restrict__ bseg, const size_t* __restrict__ bbeg,
+                                  const size_t* __restrict__ bend, const float* __restrict__ scale,
+                                  const float* __restrict__ wd, float lr, float mom) {
+    const int k = bseg[blockIdx.x];
+    const float s = scale[k], d = wd[k];
+    for (size_t i = bbeg[blockIdx.x] + threadIdx.x; i < bend[blockIdx.x]; i += blockDim.x) {
+        const float vi = mom * v[i] + s * (g[i] + d * w[i]);
+        v[i] = vi;
+        w[i] -= lr * vi;
+    }
+}
+
 __global__ void k_mul(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, size_t n) {
     TULA_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
 }
@@ -294,6 +309,15 @@ void add_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_
 void axpby(cudaStream_t s, const float* x, float a, float* y, float b, size_t n) {
     if (n == 0) return;
     k_axpby<<<blocks_for(n), kThreads, 0, s>>>(x, a, y, b, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void scaled_momentum_update(cudaStream_t s, float* w, const float* g, float* v, const int* block_seg,
+                            const size_t* block_begin, const size_t* block_end, int nblocks, const float* seg_scale,
+                            const float* seg_wd, float lr, float momentum) {
+    if (nblocks <= 0) return;
+    k_scaled_momentum<<<nblocks, kThreads, 0, s>>>(w, g, v, block_seg, block_begin, block_end, seg_scale, seg_wd, lr,
+                                                   momentum);
     CUDA_CHECK_LAUNCH();
 }
 

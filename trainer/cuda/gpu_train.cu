@@ -53,10 +53,44 @@ GpuTrainer::GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const Opt
                                std::to_string(host_model.num_params()));
     if (oc.kind == OptimKind::Sgd)
         sgd_ = std::make_unique<GpuSgd>(*g_, oc.momentum, oc.weight_decay);
-    else
+    else if (oc.kind == OptimKind::Lamb)
         host_opt_ = std::make_unique<Optimizer>(host_model.segments(), host_model.num_params(), oc);
+    else
+        Optimizer(std::vector<ParamSegment>{}, 0, oc);  // validates the configuration as the CPU path does
+    trust_ = oc.kind == OptimKind::Ags || oc.kind == OptimKind::Lars;
     const auto& segs = g_->segments();
     const int ns = static_cast<int>(segs.size());
+    if (trust_) {  // the block table of the fused update: chunks of <= 16 x 256 values of one segment
+        std::vector<int> bs;
+        std::vector<size_t> bb, be;
+        std::vector<float> wd(ns);
+        for (int k = 0; k < ns; ++k) {
+            wd[k] = segs[k].decay ? static_cast<float>(oc.weight_decay) : 0.0f;
+            for (size_t o = 0; o < segs[k].size; o += 4096) {
+                bs.push_back(k);
+                bb.push_back(segs[k].offset + o);
+                be.push_back(segs[k].offset + std::min(segs[k].size, o + 4096));
+            }
+        }
+        nblocks_ = static_cast<int>(bs.size());
+        const size_t np = g_->num_params();
+        vel_.reserve(sizeof(float) * std::max<size_t>(1, np));
+        CUDA_CHECK(cudaMemset(vel_.get(), 0, sizeof(float) * np));
+        blk_seg_.reserve(sizeof(int) * std::max(1, nblocks_));
+        blk_beg_.reserve(sizeof(size_t) * std::max(1, nblocks_));
+        blk_end_.reserve(sizeof(size_t) * std::max(1, nblocks_));
+        seg_scale_.reserve(sizeof(float) * std::max(1, ns));
+        seg_wd_.reserve(sizeof(float) * std::max(1, ns));
+        wnorm_out_.reserve(sizeof(double) * std::max(1, ns));
+        if (nblocks_) {
+            CUDA_CHECK(cudaMemcpy(blk_seg_.get(), bs.data(), sizeof(int) * nblocks_, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy(blk_beg_.get(), bb.data(), sizeof(size_t) * nblocks_, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy(blk_end_.get(), be.data(), sizeof(size_t) * nblocks_, cudaMemcpyHostToDevice));
+        }
+        if (ns) CUDA_CHECK(cudaMemcpy(seg_wd_.get(), wd.data(), sizeof(float) * ns, cudaMemcpyHostToDevice));
+        wnorms_.resize(ns);
+        scale_.resize(ns);
+    }
     std::vector<size_t> meta(2 * ns);
     for (int i = 0; i < ns; ++i) {
         meta[i] = segs[i].offset;
@@ -176,12 +210,41 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
     }
     if (sgd_) {
         sgd_->step(lr);
-    } else {  // AGS / LARS / LAMB: the CPU rule on host copies
+    } else if (trust_) {
+        trust_ratio_step(lr);
+    } else {  // LAMB: the CPU rule on host copies
         g_->download(&hp_, &hg_, nullptr);
         host_opt_->step(hp_.data(), hg_.data(), lr);
         CUDA_CHECK(cudaMemcpy(g_->params(), hp_.data(), sizeof(float) * np, cudaMemcpyHostToDevice));
     }
     return loss;
+}
+
+void GpuTrainer::trust_ratio_step(double lr) {
+    const int ns = static_cast<int>(norms_.size());
+    if (ns == 0) return;
+    const size_t* m = static_cast<const size_t*>(seg_meta_.get());
+    segment_sq_norms(ctx_.stream(), g_->params(), m, m + ns, ns, static_cast<double*>(wnorm_out_.get()));
+    segment_sq_norms(ctx_.stream(), g_->grads(), m, m + ns, ns, static_cast<double*>(seg_out_.get()));
+    CUDA_CHECK(cudaMemcpyAsync(wnorms_.data(), wnorm_out_.get(), sizeof(double) * ns, cudaMemcpyDeviceToHost,
+                               ctx_.stream()));
+    CUDA_CHECK(cudaMemcpyAsync(norms_.data(), seg_out_.get(), sizeof(double) * ns, cudaMemcpyDeviceToHost,
+                               ctx_.stream()));
+    ctx_.sync();
+    const auto& segs = g_->segments();
+    for (int k = 0; k < ns; ++k) {  // the CPU rule's factors (optim.hpp), one per segment
+        const double wn = std::sqrt(wnorms_[k]), gn = std::sqrt(norms_[k]);
+        const double wd = segs[k].decay ? oc_.weight_decay : 0.0;
+        scale_[k] = static_cast<float>(oc_.kind == OptimKind::Ags
+                                           ? ags_factor(wn, gn, oc_.eta_trust, oc_.ags_lambda, oc_.s_min, oc_.s_max)
+                                           : lars_factor(wn, gn, oc_.eta_trust, wd));
+    }
+    CUDA_CHECK(cudaMemcpy(seg_scale_.get(), scale_.data(), sizeof(float) * ns, cudaMemcpyHostToDevice));
+    scaled_momentum_update(ctx_.stream(), g_->params(), g_->grads(), static_cast<float*>(vel_.get()),
+                           static_cast<const int*>(blk_seg_.get()), static_cast<const size_t*>(blk_beg_.get()),
+                           static_cast<const size_t*>(blk_end_.get()), nblocks_,
+                           static_cast<const float*>(seg_scale_.get()), static_cast<const float*>(seg_wd_.get()),
+                           static_cast<float>(lr), static_cast<float>(oc_.momentum));
 }
 
 EvalResult GpuTrainer::evaluate(const Dataset& d, int batch) {

@@ -25,9 +25,12 @@ namespace cuda {
 ///  - gradients are averaged over ranks by a host-staged MPI allreduce of the ONE fused
 ///    gradient buffer (device -> host, Comm::allreduce_sum, host -> device); NCCL is not
 ///    used yet;
-///  - SGD with momentum and weight decay runs on the GPU (GpuSgd); AGS, LARS and LAMB run
-///    the CPU Optimizer (optim.hpp) on host copies of parameters and gradients (correct,
-///    but each step moves the parameters across PCIe twice);
+///  - SGD with momentum and weight decay runs on the GPU (GpuSgd). AGS and LARS run on the
+///    GPU too: the per-segment |w| and |g| come from the norm kernel, the factors s_p from
+///    the CPU rule's own ags_factor / lars_factor (optim.hpp, one value per segment), and one
+///    fused kernel launch applies v = mu v + s_p (g + wd w), w -= lr v to every segment.
+///    LAMB runs the CPU Optimizer on host copies of parameters and gradients (correct, but
+///    each step moves the parameters across PCIe twice);
 ///  - |g|^2 for StepStats comes from the per-segment norm kernel; noise-scale observations
 ///    (measure_noise) are taken as Trainer::step takes them (McCandlish et al. 2018, App.
 ///    A.1): across ranks, or with one rank from two micro-batches combined on the GPU.
@@ -49,6 +52,7 @@ public:
 private:
     void gather(const Dataset& d, const int* idx, int n);  // x_ (n, C, H, W), labels_ (n,) on the host
     double grad_norm2();
+    void trust_ratio_step(double lr);  // AGS / LARS on the device
 
     GpuContext& ctx_;
     Model& host_;
@@ -56,7 +60,12 @@ private:
     OptimConfig oc_;
     std::unique_ptr<GpuModel> g_;
     std::unique_ptr<GpuSgd> sgd_;         // SGD on the device
-    std::unique_ptr<Optimizer> host_opt_; // other rules, on host copies
+    std::unique_ptr<Optimizer> host_opt_; // LAMB, on host copies
+    bool trust_ = false;                  // AGS / LARS on the device
+    DevMem vel_, blk_seg_, blk_beg_, blk_end_, seg_scale_, seg_wd_, wnorm_out_;
+    int nblocks_ = 0;
+    std::vector<double> wnorms_;
+    std::vector<float> scale_;
     GpuSoftmaxCrossEntropy ce_;
     const Dataset* cached_ = nullptr;     // whose bytes are in images_
     DevMem images_, idx_dev_, seg_meta_, seg_out_;
