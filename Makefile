@@ -67,6 +67,13 @@ GPU_TEST_OBJ := $(GPU_TEST_SRC:%.cpp=$(B)/obj/%.o)
 # the CPU oracle: every trainer object but main.o (as the unit-test runner links them)
 GPU_ORACLE   = $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ))
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
+# NCCL (GPU allreduce) when its header is there; else the backend allreduces through MPI.
+HAVE_NCCL   := no
+ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h)$(wildcard /usr/include/nccl.h),)
+  HAVE_NCCL := yes
+  CUDA_LIBS += -lnccl
+  NCCL_DEFS := -DTULA_HAVE_NCCL=1
+endif
 GPU_TESTS   :=
 ifeq ($(HAVE_CUDA),yes)
   GPU_TESTS := $(B)/bin/tula-gpu-tests
@@ -168,8 +175,8 @@ ifeq ($(HAVE_CUDA),yes)
 $(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
-	  -Itrainer/src -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
-$(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda
+	  $(NCCL_DEFS) -Itrainer/src -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+$(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda $(NCCL_DEFS)
 $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread

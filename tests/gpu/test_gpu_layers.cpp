@@ -267,7 +267,8 @@ void model_eval(GpuContext& ctx, const std::string& name, int n, const Shape& in
 
 // GpuTrainer (the StepEngine of tula-train --device cuda) against the CPU Trainer: same
 // model, weights, examples and optimizer; losses and final weights after `steps` steps.
-void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind kind, int steps) {
+void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind kind, int steps,
+                   const std::vector<std::string>& allreduce = {}) {
     const SyntheticSpec spec = parse_synthetic("synthetic:1x28x28:10");
     const Dataset d = make_synthetic(spec, 64, 5);
     auto cpu = build_model(name);
@@ -279,7 +280,12 @@ void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind kind, int
     oc.eta_trust = 0.2;
     Comm serial;
     Trainer ct(*cpu, serial, oc);
-    GpuTrainer gt(ctx, *host, serial, oc);
+    // with a method list: allreduce over the one rank anyway (the mean of one rank is itself)
+    GpuTrainer gt(ctx, *host, serial, oc, 1, allreduce.empty() ? std::vector<std::string>{"nccl", "mpi"} : allreduce,
+                  !allreduce.empty());
+    if (!allreduce.empty() && gt.allreduce_method() != allreduce.front())
+        throw Failure("allreduce method " + gt.allreduce_method() + " instead of " + allreduce.front() + ": " +
+                      gt.allreduce_fallback_reason());
     gt.begin();
     const int n = 16;
     for (int step = 0; step < steps; ++step) {
@@ -557,6 +563,12 @@ std::vector<Test> tests() {
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Ags, 3); }});
     t.push_back({"gpu_trainer_lars_steps", true,
                  [](GpuContext* c) { trainer_steps(*c, "fmnist-cnn", OptimKind::Lars, 3); }});
+    t.push_back({"gpu_trainer_mpi_allreduce_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Sgd, 2, {"mpi"}); }});
+#ifdef TULA_HAVE_NCCL
+    t.push_back({"gpu_trainer_nccl_allreduce_steps", true,
+                 [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Sgd, 2, {"nccl", "mpi"}); }});
+#endif
     t.push_back({"gpu_trainer_lamb_steps", true,
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Lamb, 3); }});
     return t;

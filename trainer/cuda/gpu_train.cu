@@ -10,6 +10,9 @@
 #include <numeric>
 
 #include "check.hpp"
+#ifdef TULA_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 namespace tula {
 namespace train {
@@ -44,8 +47,9 @@ void gather_normalize(cudaStream_t s, const uint8_t* images, const int* idx, int
     CUDA_CHECK_LAUNCH();
 }
 
-GpuTrainer::GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const OptimConfig& oc, uint64_t seed)
-    : ctx_(ctx), host_(host_model), comm_(comm), oc_(oc), ce_(ctx) {
+GpuTrainer::GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const OptimConfig& oc, uint64_t seed,
+                       const std::vector<std::string>& allreduce, bool force_allreduce)
+    : ctx_(ctx), host_(host_model), comm_(comm), oc_(oc), ce_(ctx), force_allreduce_(force_allreduce) {
     g_ = build_gpu_model(ctx, host_model.name(), host_model.input_shape(), host_model.output_shape().c, seed);
     if (g_->num_params() != host_model.num_params() || g_->state_size() != host_model.state_size())
         throw std::logic_error("tula-train: the GPU twin of " + host_model.name() + " has " +
@@ -100,6 +104,65 @@ GpuTrainer::GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const Opt
     seg_out_.reserve(sizeof(double) * std::max(1, ns));
     if (ns) CUDA_CHECK(cudaMemcpy(seg_meta_.get(), meta.data(), sizeof(size_t) * 2 * ns, cudaMemcpyHostToDevice));
     norms_.resize(ns);
+    // The allreduce: the first method of the list that can be used. Every rank walks the same
+    // list and agrees on each step (the NCCL set-up's success is allreduced).
+    if (comm.size() > 1 || force_allreduce) {
+        for (const std::string& m : allreduce) {
+            if (m == "mpi") {
+                method_ = "mpi";
+                break;
+            }
+            if (m != "nccl")
+                throw std::invalid_argument("unknown GPU allreduce method '" + m + "'; valid: nccl, mpi");
+#ifdef TULA_HAVE_NCCL
+            ncclUniqueId id{};
+            double ok = 1;
+            if (comm.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
+            static_assert(sizeof(id) % sizeof(float) == 0, "ncclUniqueId is a whole number of floats");
+            comm.broadcast(reinterpret_cast<float*>(&id), sizeof(id) / sizeof(float), 0);  // the bytes, as floats
+            double all = ok;
+            comm.allreduce_sum(&all, 1);
+            ncclComm_t c = nullptr;
+            ncclResult_t r = ncclSuccess;
+            if (all == comm.size()) r = ncclCommInitRank(&c, comm.size(), id, comm.rank());
+            double good = (all == comm.size() && r == ncclSuccess) ? 1 : 0;
+            comm.allreduce_sum(&good, 1);
+            if (good == comm.size()) {
+                nccl_ = c;
+                method_ = "nccl";
+                break;
+            }
+            if (c) ncclCommDestroy(c);
+            fallback_why_ = std::string("NCCL could not be set up (") +
+                            (r != ncclSuccess ? ncclGetErrorString(r) : "on another rank") + ")";
+#else
+            fallback_why_ = "this build has no NCCL";
+#endif
+        }
+        if (method_ == "none")
+            throw std::invalid_argument("no usable GPU allreduce method in the list" +
+                                        (fallback_why_.empty() ? std::string() : ": " + fallback_why_));
+    }
+}
+
+void GpuTrainer::allreduce_grads() {
+    const size_t np = g_->num_params();
+#ifdef TULA_HAVE_NCCL
+    if (nccl_) {
+        const ncclResult_t r = ncclAllReduce(g_->grads(), g_->grads(), np, ncclFloat, ncclAvg,
+                                             static_cast<ncclComm_t>(nccl_), ctx_.stream());
+        if (r != ncclSuccess)
+            throw std::runtime_error(std::string("tula-train: ") + __FILE__ + ":" + std::to_string(__LINE__) +
+                                     ": ncclAllReduce failed: " + ncclGetErrorString(r));
+        return;
+    }
+#endif
+    // host-staged MPI
+    g_->download(nullptr, &hg_, nullptr);
+    comm_.allreduce_sum(hg_.data(), np);
+    const float inv = 1.0f / static_cast<float>(comm_.size());
+    for (float& v : hg_) v *= inv;
+    CUDA_CHECK(cudaMemcpy(g_->grads(), hg_.data(), sizeof(float) * np, cudaMemcpyHostToDevice));
 }
 
 void GpuTrainer::begin() {
@@ -142,6 +205,9 @@ void GpuTrainer::gather(const Dataset& d, const int* idx, int n) {
 
 GpuTrainer::~GpuTrainer() {
     if (idx_pinned_) cudaFreeHost(idx_pinned_);
+#ifdef TULA_HAVE_NCCL
+    if (nccl_) ncclCommDestroy(static_cast<ncclComm_t>(nccl_));
+#endif
 }
 
 double GpuTrainer::grad_norm2() {
@@ -190,12 +256,8 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
         g_->backward(ce_.backward());
         if (stats && measure_noise && many) local_g2 = grad_norm2();
     }
-    if (many) {  // host-staged allreduce of the fused gradient buffer
-        g_->download(nullptr, &hg_, nullptr);
-        comm_.allreduce_sum(hg_.data(), np);
-        const float inv = 1.0f / static_cast<float>(comm_.size());
-        for (float& v : hg_) v *= inv;
-        CUDA_CHECK(cudaMemcpy(g_->grads(), hg_.data(), sizeof(float) * np, cudaMemcpyHostToDevice));
+    if (many || (sync && force_allreduce_)) allreduce_grads();
+    if (many) {
         if (stats && measure_noise) {  // McCandlish et al. 2018, App. A.1: B_small = n, B_big = K n
             comm_.allreduce_sum(&local_g2, 1);
             stats->noise = true;

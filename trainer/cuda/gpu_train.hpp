@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gpu.hpp"
@@ -22,9 +23,12 @@ namespace cuda {
 ///    the host parameters and BN state, end() downloads them again;
 ///  - the data set's bytes are uploaded once per Dataset (uint8, (count, C, H, W)) and each
 ///    batch is gathered and normalized on the GPU ((v/255 - mean)/std, as gather_batch);
-///  - gradients are averaged over ranks by a host-staged MPI allreduce of the ONE fused
-///    gradient buffer (device -> host, Comm::allreduce_sum, host -> device); NCCL is not
-///    used yet;
+///  - gradients are averaged over ranks by ONE allreduce of the fused gradient buffer, with
+///    the first method of `allreduce` that works: "nccl" (ncclAllReduce with ncclAvg on the
+///    context's stream, GPU to GPU; needs a build with NCCL and an NCCL communicator, set up
+///    from a unique id that rank 0 broadcasts over MPI) or "mpi" (host-staged: device ->
+///    host, Comm::allreduce_sum, host -> device). With one rank nothing is reduced, unless
+///    `force_allreduce` (a test hook: reduce anyway, over the one rank);
 ///  - SGD with momentum and weight decay runs on the GPU (GpuSgd). AGS and LARS run on the
 ///    GPU too: the per-segment |w| and |g| come from the norm kernel, the factors s_p from
 ///    the CPU rule's own ags_factor / lars_factor (optim.hpp, one value per segment), and one
@@ -38,7 +42,12 @@ namespace cuda {
 /// std::runtime_error from CUDA.
 class GpuTrainer : public StepEngine {
 public:
-    GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const OptimConfig& oc, uint64_t seed = 1);
+    GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const OptimConfig& oc, uint64_t seed = 1,
+               const std::vector<std::string>& allreduce = {"nccl", "mpi"}, bool force_allreduce = false);
+    /// The allreduce method in use ("nccl", "mpi", or "none" for one rank) and, when a method
+    /// earlier in the list could not be used, why (else empty).
+    const std::string& allreduce_method() const { return method_; }
+    const std::string& allreduce_fallback_reason() const { return fallback_why_; }
     ~GpuTrainer() override;
     GpuTrainer(const GpuTrainer&) = delete;
     GpuTrainer& operator=(const GpuTrainer&) = delete;
@@ -53,6 +62,7 @@ private:
     void gather(const Dataset& d, const int* idx, int n);  // x_ (n, C, H, W), labels_ (n,) on the host
     double grad_norm2();
     void trust_ratio_step(double lr);  // AGS / LARS on the device
+    void allreduce_grads();             // the mean over ranks, by method_
 
     GpuContext& ctx_;
     Model& host_;
@@ -76,6 +86,9 @@ private:
     size_t idx_pinned_n_ = 0;
     std::vector<float> hp_, hg_;          // host staging (parameters, gradients)
     std::vector<double> norms_;
+    std::string method_ = "none", fallback_why_;
+    bool force_allreduce_ = false;
+    void* nccl_ = nullptr;                // ncclComm_t when method_ == "nccl"
 };
 
 /// Mean seconds of one full training step (forward, loss, backward, SGD update, no

@@ -78,6 +78,7 @@ struct Options {
     std::string batch_source;   // where the global batch came from, for the header line
     std::string device = "cpu"; // cpu | cuda
     bool no_tf32 = false;       // cuda: strict fp32 convolutions
+    std::vector<std::string> gpu_allreduce{"nccl", "mpi"};  // cuda: methods, first usable wins
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -165,6 +166,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--device", o.device, "cpu, or cuda (the GPU backend: cuDNN / cuBLAS; one GPU per rank)")
         ->capture_default_str();
     app.add_flag("--no-tf32", o.no_tf32, "cuda: keep convolutions in strict fp32 (default: TF32 tensor cores, as PyTorch)");
+    app.add_option("--gpu-allreduce", o.gpu_allreduce, "cuda: gradient allreduce methods in order of preference (nccl, mpi)")
+        ->delimiter(',')
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -245,6 +249,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
     if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
     if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+    for (const auto& m : o.gpu_allreduce)
+        if (m != "nccl" && m != "mpi") return bad("unknown --gpu-allreduce method '" + m + "'; valid: nccl, mpi");
+    if (o.gpu_allreduce.empty()) return bad("--gpu-allreduce: give at least one method (nccl, mpi)");
 #ifndef TULA_HAVE_CUDA
     if (o.device == "cuda")
         return bad("--device cuda: this tula-train was built without the CUDA backend (USE_CUDA=no, or no nvcc and "
@@ -531,20 +538,25 @@ int run_training(const Options& o, Comm& comm) {
     std::unique_ptr<StepEngine> engine;
 #ifdef TULA_HAVE_CUDA
     std::unique_ptr<cuda::GpuContext> gpu;
+    std::string gpu_allreduce;
     if (o.device == "cuda") {
         try {
             gpu = open_gpu(o);
             OptimConfig oc = cfg.optim;
             oc.momentum = cfg.momentum;
             oc.weight_decay = cfg.weight_decay;
-            engine = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed);
+            auto g = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed, o.gpu_allreduce);
+            if (root && !g->allreduce_fallback_reason().empty())
+                warn(g->allreduce_fallback_reason() + "; gradients are allreduced with " + g->allreduce_method());
+            gpu_allreduce = g->allreduce_method();
+            engine = std::move(g);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
             comm.abort(2);
         }
         if (!o.quiet)
             say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
-                          (o.no_tf32 ? "strict fp32" : "TF32 tensor cores"));
+                          (o.no_tf32 ? "strict fp32" : "TF32 tensor cores") + ", gradient allreduce " + gpu_allreduce);
     }
 #endif
     std::vector<EpochResult> res;
