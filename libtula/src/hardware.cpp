@@ -21,6 +21,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr size_t kMaxHardwareBytes = 1 << 20;
+constexpr double kMaxPairs = 1e8;  // (nodes, global batch) pairs plan_hardware enumerates at most
 
 std::string fmt_g(double v) {
     char b[64];
@@ -225,6 +226,13 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
     c.device_memory_bytes = m.node_memory_bytes;
     if (h.noise_scale > 0) c.noise_scale = h.noise_scale;
     PlanRequest req = make_plan_request(c, h.workload, epochs > 0 ? epochs : h.epochs, max_nodes, policy.policy);
+    // The planner visits every (node count, global batch) pair: refuse sizes that would take
+    // minutes rather than plan them (1,000,000 nodes x 25 batches is ~0.2 s).
+    const double pairs = static_cast<double>(fixed_nodes > 0 ? 1 : req.max_nodes) * req.global_batches.size();
+    if (pairs > kMaxPairs)
+        throw Error("the hardware file's cluster " + h.name + " gives " + fmt_g(pairs) +
+                    " (nodes, global batch) pairs to plan, more than " + fmt_g(kMaxPairs) +
+                    "; give fewer global_batches or use --max-nodes");
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
     req.memory = m.memory;

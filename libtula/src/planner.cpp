@@ -184,11 +184,13 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
     std::vector<size_t> order(x.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-    const auto [xmin_it, xmax_it] = std::minmax_element(x.begin(), x.end());
-    const auto [ymin_it, ymax_it] = std::minmax_element(y.begin(), y.end());
-    const double xr = *xmax_it - *xmin_it, yr = *ymax_it - *ymin_it;
-    auto xn = [&](size_t i) { return xr > 0 ? (x[i] - *xmin_it) / xr : 0.0; };
-    auto yn = [&](size_t i) { return yr > 0 ? (y[i] - *ymin_it) / yr : 0.0; };
+    // Plain variables, not structured bindings: C++17 does not let a lambda capture those.
+    const auto xmm = std::minmax_element(x.begin(), x.end());
+    const auto ymm = std::minmax_element(y.begin(), y.end());
+    const double xmin = *xmm.first, ymin = *ymm.first;
+    const double xr = *xmm.second - xmin, yr = *ymm.second - ymin;
+    auto xn = [&](size_t i) { return xr > 0 ? (x[i] - xmin) / xr : 0.0; };
+    auto yn = [&](size_t i) { return yr > 0 ? (y[i] - ymin) / yr : 0.0; };
     size_t best = order.front();
     if (x.size() < 3) {
         double bd = INFINITY;

@@ -7,6 +7,8 @@
 // checked by a naive O(n^2) dominance test).
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -32,6 +34,19 @@ std::string error_of(F f) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// etc/hardware-h100-512.json from the current directory (make check runs in the repository
+// root), else from the repository above the test binary (build/bin/tula-unit-tests).
+std::string example_file() {
+    const std::string rel = "etc/hardware-h100-512.json";
+    if (::access(rel.c_str(), R_OK) == 0) return rel;
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return rel;
+    std::string dir(buf, static_cast<size_t>(n));
+    for (int up = 0; up < 3; ++up) dir = dir.substr(0, dir.rfind('/'));
+    return dir + "/" + rel;
+}
 
 // A synthetic cluster: 256 nodes x 4 devices of 100 TFLOP/s, 40 GB, given network figures.
 Json cluster(double bandwidth, double latency) {
@@ -82,7 +97,7 @@ class LibtulaHardwareTest : public CppUnit::TestFixture {
 public:
     // The example shipped in etc/ parses and says what its comment says.
     void test_parse_example_file() {
-        const tula::HardwareSpec h = tula::load_hardware("etc/hardware-h100-512.json");
+        const tula::HardwareSpec h = tula::load_hardware(example_file());
         CPPUNIT_ASSERT_EQUAL(512, h.nodes);
         CPPUNIT_ASSERT_EQUAL(8, h.gpus_per_node);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(989e12, h.peak_flops, 0.0);

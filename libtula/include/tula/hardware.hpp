@@ -87,7 +87,8 @@ SimulatedModels derive_models(const HardwareSpec& h);
 /// time margin and overhead of `cfg`; `epochs` <= 0: the file's, else cfg.default_epochs;
 /// `fixed_nodes` > 0: exactly that many (global batches rounded down to a multiple).
 /// The prediction intervals are empty (nothing was measured): upper bound = prediction.
-/// Errors: tula::Error as make_plan, or when fixed_nodes exceeds the file's nodes.
+/// Errors: tula::Error as make_plan, when fixed_nodes exceeds the file's nodes, or when the
+/// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy);
 
