@@ -185,6 +185,9 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
     kv.emplace_back("simulated", r.simulated ? "1" : "0");
     if (r.simulated) kv.emplace_back("hardware", r.hardware);
+    std::string flagged;
+    for (const auto& f : r.plan.flagged_runs) flagged += (flagged.empty() ? "" : ",") + (f.job_id.empty() ? "-" : f.job_id);
+    kv.emplace_back("flagged_runs", flagged);
     for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
     return kv;
 }
@@ -249,9 +252,40 @@ Json plan_json(const PlanReport& r) {
     j["reason"] = r.plan.reason;
     j["time_limit_minutes"] = r.plan.time_limit_minutes;
     j["summary"] = plan_summary(r);
+    Json fl = Json::array();
+    for (const auto& f : r.plan.flagged_runs) fl.push_back(run_check_json(f));
+    j["flagged_runs"] = std::move(fl);
     Json w = Json::array();
     for (const auto& s : r.warnings) w.push_back(bare_message(s));
     j["warnings"] = std::move(w);
+    return j;
+}
+
+std::string run_check_line(const RunCheck& c) {
+    std::string s = "job " + (c.job_id.empty() ? std::string("(no job id)") : c.job_id) + " (" + nodes_phrase(c.nodes) +
+                    " x " + std::to_string(c.global_batch) + ", " + std::to_string(c.epochs) +
+                    (c.epochs == 1 ? " epoch" : " epochs") + "): measured " + format_number("%.1f s", c.measured_seconds);
+    if (!c.has_interval)
+        return s + ", predicted " + format_number("%.1f s", c.predicted_seconds) +
+               " by the refitted models (no prediction interval: too few compute samples)";
+    return s + (c.flagged ? ", outside" : ", inside") + " the 95 % prediction interval " +
+           format_number("%.1f", c.lower_seconds) + ".." + format_number("%.1f s", c.upper_seconds) +
+           " of the refitted models (predicted " + format_number("%.1f s", c.predicted_seconds) + ")";
+}
+
+Json run_check_json(const RunCheck& c) {
+    Json j;
+    j["job_id"] = c.job_id;
+    j["nodes"] = c.nodes;
+    j["global_batch"] = c.global_batch;
+    j["epochs"] = c.epochs;
+    j["created"] = c.created;
+    j["measured_seconds"] = c.measured_seconds;
+    j["predicted_seconds"] = c.predicted_seconds;
+    j["has_interval"] = c.has_interval;
+    j["lower_seconds"] = c.lower_seconds;
+    j["upper_seconds"] = c.upper_seconds;
+    j["flagged"] = c.flagged;
     return j;
 }
 
@@ -275,9 +309,9 @@ Json run_json(const RunRecord& r) {
     return j;
 }
 
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path) {
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
-    return {
+    KeyValues kv = {
         {"status", "ok"},
         {"job_id", r.job_id},
         {"workload", r.workload},
@@ -291,6 +325,15 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path) {
         {"test_accuracy", format_number("%.4f", r.test_accuracy)},
         {"database", db_path},
     };
+    if (!check) {
+        kv.emplace_back("flagged", "");
+        return kv;
+    }
+    kv.emplace_back("flagged", check->flagged ? "1" : "0");
+    kv.emplace_back("interval_lower", check->has_interval ? format_number("%.1f", check->lower_seconds) : "");
+    kv.emplace_back("interval_upper", check->has_interval ? format_number("%.1f", check->upper_seconds) : "");
+    kv.emplace_back("refit_predicted_seconds", format_number("%.1f", check->predicted_seconds));
+    return kv;
 }
 
 std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples) {

@@ -104,7 +104,8 @@ std::string plan_summary(const PlanReport& r);
 /// deadline_seconds / budget (with those policies), predicted_seconds_upper, cost_upper
 /// (95 % prediction bounds), iter_seconds, memory_bytes (per rank, 0 when not modelled),
 /// expected_accuracy (fraction, empty without run history), epochs_to_target, pareto (1/0),
-/// max_local_batch (0: no memory bound), gamma, simulated (1/0; hardware= when 1), then
+/// max_local_batch (0: no memory bound), gamma, simulated (1/0; hardware= when 1),
+/// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none), then
 /// one warning= per warning.
 KeyValues plan_kv(const PlanReport& r);
 
@@ -117,12 +118,21 @@ std::string render_kv(const KeyValues& kv);
 /// The whole plan as JSON: workload, epochs, policy (and policy_phrase, deadline_seconds,
 /// budget), simulated (and hardware), price and margins, max_local_batch, gamma, candidates
 /// (all fields of tula::Candidate plus "chosen"), chosen (index), choice, reason, time limit,
-/// summary, warnings.
+/// summary, flagged_runs (run_check_json each), warnings.
 Json plan_json(const PlanReport& r);
 
 /// One candidate as a JSON object (all fields of tula::Candidate; seconds, node-hours, cost,
 /// bytes; expected_accuracy is null when there is no run history).
 Json candidate_json(const Candidate& c);
+
+/// One line about a run checked against its prediction interval, e.g. "job 42 (2 nodes x
+/// 256, 5 epochs): measured 61.0 s, outside the 95 % prediction interval 40.1..48.3 s of
+/// the refitted models (predicted 44.2 s)"; "inside" when not flagged; "no interval" when the
+/// fit had none.
+std::string run_check_line(const RunCheck& c);
+
+/// A RunCheck as JSON (every field; seconds).
+Json run_check_json(const RunCheck& c);
 
 /// A finished run as JSON (all fields of tula::RunRecord, error_percent, per-epoch arrays).
 Json run_json(const RunRecord& r);
@@ -130,8 +140,10 @@ Json run_json(const RunRecord& r);
 /// `tula explain --format kv` lines for a run found in database `db_path`: status=ok,
 /// job_id, workload, nodes, global_batch, local_batch, epochs, measured_seconds (%.1f),
 /// predicted_seconds (%.1f), error_percent (%.1f, empty without a prediction),
-/// test_accuracy (fraction, %.4f), database.
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path);
+/// test_accuracy (fraction, %.4f), database; with `check`: flagged (1/0), interval_lower and
+/// interval_upper (%.1f seconds, empty without an interval), refit_predicted_seconds (%.1f);
+/// without: flagged= (empty: the run could not be checked).
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check = std::nullopt);
 
 /// What `tula profile compute` prints about the compute fit: line 0 names the form the AIC
 /// chose ("linear" or "flat-then-linear"), both AIC values and the formula with its

@@ -372,6 +372,7 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, std::stod(kv.at("gamma")), 1e-12);
             CPPUNIT_ASSERT_EQUAL(std::string("1"), kv.at("simulated"));
             CPPUNIT_ASSERT_EQUAL(r.hardware, kv.at("hardware"));
+            CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("flagged_runs"));
 
             const Json j = Json::parse(plan_json(r).dump());
             CPPUNIT_ASSERT_EQUAL(std::string("budget"), j.at("policy").get<std::string>());
@@ -403,6 +404,43 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("0"), kv.at("simulated"));
         CPPUNIT_ASSERT(kv.count("hardware") == 0);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(3600.0, plan_json(d).at("deadline_seconds").get<double>(), 0.0);
+        // Flagged runs: job ids in kv, every field in json.
+        tula::RunCheck f;
+        f.job_id = "42";
+        f.nodes = 2;
+        f.global_batch = 256;
+        f.epochs = 5;
+        f.measured_seconds = 61;
+        f.predicted_seconds = 44.2;
+        f.lower_seconds = 40.1;
+        f.upper_seconds = 48.3;
+        f.has_interval = f.flagged = true;
+        d.plan.flagged_runs = {f, f};
+        d.plan.flagged_runs[1].job_id = "";
+        CPPUNIT_ASSERT_EQUAL(std::string("42,-"), parse_kv(render_kv(plan_kv(d))).at("flagged_runs"));
+        const Json fj = plan_json(d).at("flagged_runs");
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, fj.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(40.1, fj[0].at("lower_seconds").get<double>(), 0.0);
+        CPPUNIT_ASSERT(fj[0].at("flagged").get<bool>());
+        const std::string line = run_check_line(f);
+        CPPUNIT_ASSERT_MESSAGE(line, line.find("job 42 (2 nodes x 256, 5 epochs): measured 61.0 s, outside the 95 % "
+                                               "prediction interval 40.1..48.3 s") == 0);
+        f.flagged = false;
+        CPPUNIT_ASSERT(run_check_line(f).find(", inside the 95 %") != std::string::npos);
+        // explain kv: flagged and the interval, or an empty flagged= when not checked.
+        tula::RunRecord run;
+        run.job_id = "42";
+        run.nodes = 2;
+        run.global_batch = 256;
+        run.epochs = 5;
+        run.measured_seconds = 61;
+        CPPUNIT_ASSERT_EQUAL(std::string(""), parse_kv(render_kv(explain_kv(run, "/db"))).at("flagged"));
+        f.flagged = true;
+        const auto ek = parse_kv(render_kv(explain_kv(run, "/db", f)));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), ek.at("flagged"));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(40.1, std::stod(ek.at("interval_lower")), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(48.3, std::stod(ek.at("interval_upper")), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(44.2, std::stod(ek.at("refit_predicted_seconds")), 1e-9);
     }
 
     // The fit summary names the chosen form and its residuals: read back, each residual is the
