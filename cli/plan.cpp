@@ -221,7 +221,8 @@ void add_plan_command(CLI::App& app, Action* action) {
     auto o = std::make_shared<PlanOptions>();
     CLI::App* sub = app.add_subcommand("plan", "predict time and cost of every (nodes, global batch) candidate and pick one");
     sub->footer(
-        "Give --workload, --script, or both (the workload from --workload, the epochs from the script). Output formats: table (people), kv (key=value lines, the "
+        "Give --workload, --script, or both (the workload from --workload, the epochs from the script), or --hardware FILE "
+        "to simulate a described cluster without profiles. Output formats: table (people), kv (key=value lines, the "
         "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
         "workload, too few profile points, unreadable file), 2 usage error. See tula(1).");
     add_common_options(sub, &o->common, false);
