@@ -1,5 +1,7 @@
 # Tula: plain GNU make. `make` builds everything into build/; `make check` runs the tests;
 # `make demo` runs the main job on a local Slurm cluster. See README.md.
+# `make fuzz` builds the libFuzzer targets (clang++) and runs each FUZZ_SECONDS seconds (default 30);
+# it is not part of `make check`.
 #
 #   USE_MPI=auto|yes|no    MPI data parallelism in tula-train (OpenMPI's mpicxx)
 #   USE_CUDA=auto|yes|no   CUDA/cuDNN backend of tula-train (CUDA_HOME, default /usr/local/cuda)
@@ -116,7 +118,7 @@ UNIT_TESTS  := $(B)/bin/tula-unit-tests
 BENCH_PLANNER := $(B)/bin/tula-bench-planner
 LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
 
-.PHONY: all deps-report check unit integration demo clean install bench
+.PHONY: all deps-report check unit integration demo clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -198,6 +200,34 @@ demo:
 bench: all
 	@B=$(B) bench/run
 
+# ---- fuzzing: libFuzzer targets of tests/fuzz/ (clang++ -fsanitize=fuzzer,address), libtula
+# rebuilt with ASan under $(B)/fuzz. Each target runs FUZZ_SECONDS seconds from its seed corpus
+# tests/fuzz/corpus/<target>/ (read only: new inputs go to $(B)/fuzz/corpus/<target>/, crashes to
+# $(B)/fuzz/<target>-crash-*). Not part of `make check`.
+FUZZ_CXX     ?= clang++
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := conf import hardware
+FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address \
+  -Ilibtula/include $(EIGEN_CFLAGS) -MMD -MP
+FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o)
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+.PRECIOUS: $(B)/fuzz/obj/%.o
+$(B)/fuzz/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
+$(B)/fuzz/fuzz_%: $(B)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CXX) -fsanitize=fuzzer,address -o $@ $^ -lsqlite3 $(GSL_LIBS)
+fuzz: $(FUZZ_BINS)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(B)/fuzz/corpus/$$t; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (seeds tests/fuzz/corpus/$$t, log $(B)/fuzz/$$t.log)"; \
+	  rc=0; $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+	    -artifact_prefix=$(B)/fuzz/$$t- $(B)/fuzz/corpus/$$t tests/fuzz/corpus/$$t >$(B)/fuzz/$$t.log 2>&1 || rc=$$?; \
+	  grep -E '^(stat::number_of_executed_units|stat::new_units_added|SUMMARY|Test unit written|==[0-9]+==ERROR)' \
+	    $(B)/fuzz/$$t.log || true; \
+	  if [ $$rc != 0 ]; then echo "fuzz: $$t FAILED (exit $$rc; see $(B)/fuzz/$$t.log and $(B)/fuzz/$$t-*)"; exit 1; fi; \
+	done; echo "fuzz: all targets ran $(FUZZ_SECONDS) s without a crash"
+
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \
 	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
@@ -221,4 +251,4 @@ install: all
 clean:
 	rm -rf $(B)
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/fuzz/obj -name '*.d' 2>/dev/null)

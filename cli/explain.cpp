@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "format.hpp"
 #include "tula/error.hpp"
+#include "tula/planner.hpp"
 
 namespace tula::cli {
 namespace {
@@ -23,7 +24,7 @@ std::string seconds_text(double s) {
     return t;
 }
 
-void print_run(const RunRecord& r, const std::string& db_path) {
+void print_run(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
     const bool colour = stdout_colour();
     std::printf("%s: %s on %s, global batch %d (local batch %d), %d epoch%s\n",
                 bold("job " + r.job_id, colour).c_str(), r.workload.c_str(), nodes_phrase(r.nodes).c_str(),
@@ -41,6 +42,8 @@ void print_run(const RunRecord& r, const std::string& db_path) {
     t.rows.push_back({"prediction error", e ? format_number("%+.1f %%", *e) + " ((measured - predicted) / measured)" : "-"});
     t.rows.push_back({"final test accuracy", format_number("%.2f %%", r.test_accuracy * 100)});
     t.rows.push_back({"node-hours (measured)", format_number("%.4f", r.nodes * r.measured_seconds / 3600.0)});
+    t.rows.push_back({"refitted prediction", check ? run_check_line(*check) + (check->flagged ? " [flagged]" : "")
+                                                   : "not checked (no profile or too few samples)"});
     const std::string when = format_time(r.created);
     if (!when.empty()) t.rows.push_back({"finished", when});
     t.rows.push_back({"database", db_path});
@@ -105,15 +108,19 @@ int run_explain(const ExplainOptions& o) {
                         " (tula-train records a run when the job finishes; is it finished, and did it write to one "
                         "of these databases? see --db)");
         }
+        std::vector<std::string> ignored;  // databases were reported above
+        const std::optional<RunCheck> check =
+            check_recorded_run(read_db_paths(o.common, lc.config, &ignored), *best, &ignored);
         if (o.format == "kv") {
-            std::fputs(render_kv(explain_kv(*best, best_db)).c_str(), stdout);
+            std::fputs(render_kv(explain_kv(*best, best_db, check)).c_str(), stdout);
         } else if (o.format == "json") {
             Json j = run_json(*best);
             j["status"] = "ok";
             j["database"] = best_db;
+            j["check"] = check ? run_check_json(*check) : Json(nullptr);
             std::printf("%s\n", j.dump(2).c_str());
         } else {
-            print_run(*best, best_db);
+            print_run(*best, best_db, check);
         }
         return kExitOk;
     } catch (const UsageError& e) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 namespace tula::cli {
 
@@ -110,13 +111,32 @@ std::optional<double> error_percent(double measured, double predicted) {
     return (measured - predicted) / measured * 100.0;
 }
 
-std::string policy_phrase(Policy p) {
+std::string format_hms(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e12) return "n/a";
+    const long long t = std::llround(seconds);
+    const long long d = t / 86400, h = (t % 86400) / 3600, m = (t % 3600) / 60, s = t % 60;
+    char buf[64];
+    if (d > 0) std::snprintf(buf, sizeof buf, "%lld-%02lld:%02lld:%02lld", d, h, m, s);
+    else std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", h, m, s);
+    return buf;
+}
+
+std::string policy_phrase(Policy p, double deadline_seconds, double budget, double price_per_node_hour) {
     switch (p) {
         case Policy::Auto: return "knee of the time/cost Pareto front";
         case Policy::Time: return "fastest";
         case Policy::Cost: return "cheapest";
+        case Policy::Deadline: return "cheapest meeting deadline " + format_hms(deadline_seconds);
+        case Policy::Budget: {
+            std::string s = "fastest within budget " + format_number("%g", budget);
+            if (price_per_node_hour == 1.0) return s + " node-hours";
+            if (price_per_node_hour > 0 && std::isfinite(price_per_node_hour))
+                s += " (= " + format_number("%.3g", budget / price_per_node_hour) + " node-hours at " +
+                     format_number("%g", price_per_node_hour) + " per node-hour)";
+            return s;
+        }
     }
-    return "?";
+    return "policy " + std::to_string(static_cast<int>(p));  // not reached: every Policy is named above
 }
 
 std::string plan_summary(const PlanReport& r) {
@@ -126,9 +146,9 @@ std::string plan_summary(const PlanReport& r) {
                     (r.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
                     " node-hours";
     if (r.price_per_node_hour != 1.0) s += ", cost " + format_number("%.4g", c.cost);
-    std::string why = policy_phrase(r.policy);
+    std::string why = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour);
     if (r.fixed_nodes > 0) why += " for " + nodes_phrase(r.fixed_nodes);
-    return s + " (" + why + ")";
+    return (r.simulated ? "simulated: " : "") + s + " (" + why + ")";
 }
 
 KeyValues plan_kv(const PlanReport& r) {
@@ -149,7 +169,25 @@ KeyValues plan_kv(const PlanReport& r) {
         {"policy", policy_name(r.policy)},
         {"reason", r.plan.reason},
         {"summary", plan_summary(r)},
+        {"policy_phrase", policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour)},
     };
+    if (r.policy == Policy::Deadline) kv.emplace_back("deadline_seconds", format_number("%.0f", r.deadline_seconds));
+    if (r.policy == Policy::Budget) kv.emplace_back("budget", format_number("%g", r.budget));
+    kv.emplace_back("predicted_seconds_upper", format_number("%.1f", c.total_seconds_upper));
+    kv.emplace_back("cost_upper", format_number("%.4f", c.cost_upper));
+    kv.emplace_back("iter_seconds", format_number("%.6g", c.iter_seconds));
+    kv.emplace_back("memory_bytes", format_number("%.0f", c.memory_bytes));
+    kv.emplace_back("expected_accuracy",
+                    std::isfinite(c.expected_accuracy) ? format_number("%.4f", c.expected_accuracy) : "");
+    kv.emplace_back("epochs_to_target", format_number("%.3f", c.epochs_to_target));
+    kv.emplace_back("pareto", c.pareto ? "1" : "0");
+    kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
+    kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
+    kv.emplace_back("simulated", r.simulated ? "1" : "0");
+    if (r.simulated) kv.emplace_back("hardware", r.hardware);
+    std::string flagged;
+    for (const auto& f : r.plan.flagged_runs) flagged += (flagged.empty() ? "" : ",") + (f.job_id.empty() ? "-" : f.job_id);
+    kv.emplace_back("flagged_runs", flagged);
     for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
     return kv;
 }
@@ -177,6 +215,11 @@ Json candidate_json(const Candidate& c) {
     j["node_hours"] = c.node_hours;
     j["cost"] = c.cost;
     j["pareto"] = c.pareto;
+    j["total_seconds_upper"] = c.total_seconds_upper;
+    j["cost_upper"] = c.cost_upper;
+    j["epochs_to_target"] = c.epochs_to_target;
+    j["expected_accuracy"] = std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr);
+    j["memory_bytes"] = c.memory_bytes;
     return j;
 }
 
@@ -186,10 +229,17 @@ Json plan_json(const PlanReport& r) {
     j["workload"] = r.workload;
     j["epochs"] = r.epochs;
     j["policy"] = policy_name(r.policy);
+    j["policy_phrase"] = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour);
+    if (r.policy == Policy::Deadline) j["deadline_seconds"] = r.deadline_seconds;
+    if (r.policy == Policy::Budget) j["budget"] = r.budget;
+    j["simulated"] = r.simulated;
+    if (r.simulated) j["hardware"] = r.hardware;
     if (r.fixed_nodes > 0) j["fixed_nodes"] = r.fixed_nodes;
     j["price_per_node_hour"] = r.price_per_node_hour;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;
+    j["max_local_batch"] = r.plan.max_local_batch;
+    j["gamma"] = r.plan.gamma;
     Json cands = Json::array();
     for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
         Json c = candidate_json(r.plan.candidates[i]);
@@ -202,9 +252,40 @@ Json plan_json(const PlanReport& r) {
     j["reason"] = r.plan.reason;
     j["time_limit_minutes"] = r.plan.time_limit_minutes;
     j["summary"] = plan_summary(r);
+    Json fl = Json::array();
+    for (const auto& f : r.plan.flagged_runs) fl.push_back(run_check_json(f));
+    j["flagged_runs"] = std::move(fl);
     Json w = Json::array();
     for (const auto& s : r.warnings) w.push_back(bare_message(s));
     j["warnings"] = std::move(w);
+    return j;
+}
+
+std::string run_check_line(const RunCheck& c) {
+    std::string s = "job " + (c.job_id.empty() ? std::string("(no job id)") : c.job_id) + " (" + nodes_phrase(c.nodes) +
+                    " x " + std::to_string(c.global_batch) + ", " + std::to_string(c.epochs) +
+                    (c.epochs == 1 ? " epoch" : " epochs") + "): measured " + format_number("%.1f s", c.measured_seconds);
+    if (!c.has_interval)
+        return s + ", predicted " + format_number("%.1f s", c.predicted_seconds) +
+               " by the refitted models (no prediction interval: too few compute samples)";
+    return s + (c.flagged ? ", outside" : ", inside") + " the 95 % prediction interval " +
+           format_number("%.1f", c.lower_seconds) + ".." + format_number("%.1f s", c.upper_seconds) +
+           " of the refitted models (predicted " + format_number("%.1f s", c.predicted_seconds) + ")";
+}
+
+Json run_check_json(const RunCheck& c) {
+    Json j;
+    j["job_id"] = c.job_id;
+    j["nodes"] = c.nodes;
+    j["global_batch"] = c.global_batch;
+    j["epochs"] = c.epochs;
+    j["created"] = c.created;
+    j["measured_seconds"] = c.measured_seconds;
+    j["predicted_seconds"] = c.predicted_seconds;
+    j["has_interval"] = c.has_interval;
+    j["lower_seconds"] = c.lower_seconds;
+    j["upper_seconds"] = c.upper_seconds;
+    j["flagged"] = c.flagged;
     return j;
 }
 
@@ -228,9 +309,9 @@ Json run_json(const RunRecord& r) {
     return j;
 }
 
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path) {
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
-    return {
+    KeyValues kv = {
         {"status", "ok"},
         {"job_id", r.job_id},
         {"workload", r.workload},
@@ -244,6 +325,45 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path) {
         {"test_accuracy", format_number("%.4f", r.test_accuracy)},
         {"database", db_path},
     };
+    if (!check) {
+        kv.emplace_back("flagged", "");
+        return kv;
+    }
+    kv.emplace_back("flagged", check->flagged ? "1" : "0");
+    kv.emplace_back("interval_lower", check->has_interval ? format_number("%.1f", check->lower_seconds) : "");
+    kv.emplace_back("interval_upper", check->has_interval ? format_number("%.1f", check->upper_seconds) : "");
+    kv.emplace_back("refit_predicted_seconds", format_number("%.1f", check->predicted_seconds));
+    return kv;
+}
+
+std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples) {
+    std::vector<std::string> out;
+    std::string head = "fit: " + std::string(m.form()) + " (AIC " + format_number("%.1f", m.aic_linear) + " linear, ";
+    head += std::isfinite(m.aic_flat) ? format_number("%.1f", m.aic_flat) + " flat-then-linear" : "flat-then-linear not considered";
+    head += "): t(b) = ";
+    const std::string lin = format_number("%.4g", m.t0 * 1e3) + " ms + " + format_number("%.4g", m.t1 * 1e3) + " ms x b";
+    head += m.flat ? "max(" + format_number("%.4g", m.t_min * 1e3) + " ms, " + lin + ")" : lin;
+    head += ", local batch " + std::to_string(m.min_batch) + ".." + std::to_string(m.max_batch) + ", rmse " +
+            format_number("%.4g", m.rmse * 1e3) + " ms";
+    out.push_back(head);
+    std::map<int, std::pair<double, int>> by_batch;  // local batch -> (sum of seconds, count)
+    for (const auto& s : samples) {
+        if (!(s.seconds_per_iter > 0) || !std::isfinite(s.seconds_per_iter) || s.local_batch < 1) continue;
+        auto& e = by_batch[s.local_batch];
+        e.first += s.seconds_per_iter;
+        e.second += 1;
+    }
+    Table t;
+    t.header = {"local batch", "samples", "measured (ms)", "predicted (ms)", "residual (ms)", "residual (%)"};
+    t.right = {true, true, true, true, true, true};
+    for (const auto& [b, e] : by_batch) {
+        const double meas = e.first / e.second, pred = m.seconds_per_iter(b);
+        t.rows.push_back({std::to_string(b), std::to_string(e.second), format_number("%.4g", meas * 1e3),
+                          format_number("%.4g", pred * 1e3), format_number("%+.3g", (meas - pred) * 1e3),
+                          format_number("%+.2f", (meas - pred) / meas * 100.0)});
+    }
+    for (auto& l : render_table_lines(t)) out.push_back(std::move(l));
+    return out;
 }
 
 std::vector<std::string> render_table_lines(const Table& t, const std::string& indent) {

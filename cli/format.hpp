@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tula/db.hpp"
+#include "tula/models.hpp"
 #include "tula/planner.hpp"
 
 namespace tula::cli {
@@ -63,9 +64,17 @@ std::string shell_quote(const std::string& s);
 /// (no prediction was recorded).
 std::optional<double> error_percent(double measured_seconds, double predicted_seconds);
 
+/// Seconds as Slurm's time format: "01:30:00" (HH:MM:SS, hours below 24), "1-02:00:00"
+/// (D-HH:MM:SS) from one day on; rounded to whole seconds; "n/a" for negative or non-finite.
+std::string format_hms(double seconds);
+
 /// Short phrase saying what a policy picks: "knee of the time/cost Pareto front",
-/// "fastest", "cheapest".
-std::string policy_phrase(Policy p);
+/// "fastest", "cheapest", "cheapest meeting deadline 01:30:00" (`deadline_seconds`, seconds),
+/// "fastest within budget 3.5 node-hours" (`budget` in the price unit of tula.conf; with a
+/// price per node-hour other than 1 the phrase says "3.5 (= 1.4 node-hours at 2.5 per
+/// node-hour)").
+std::string policy_phrase(Policy p, double deadline_seconds = 0, double budget = 0,
+                          double price_per_node_hour = 1.0);
 
 /// Everything `tula plan` prints, whatever the format.
 struct PlanReport {
@@ -76,6 +85,10 @@ struct PlanReport {
     double time_margin = 0.25;          ///< fraction, from tula.conf
     double time_overhead = 120;         ///< seconds, from tula.conf
     int fixed_nodes = 0;                ///< --nodes, 0 when not given
+    double deadline_seconds = 0;        ///< Policy::Deadline: seconds of training allowed
+    double budget = 0;                  ///< Policy::Budget: price unit of tula.conf
+    bool simulated = false;             ///< planned from a hardware file (tula plan --hardware), not profiles
+    std::string hardware;               ///< the hardware file's path and cluster name when simulated
     Plan plan;
     std::vector<std::string> warnings;  ///< one line each, without "tula: "
 };
@@ -87,7 +100,13 @@ std::string plan_summary(const PlanReport& r);
 /// The `tula plan --format kv` lines on success (the contract of tula(1) and
 /// etc/cli_filter.lua): status, workload, nodes, global_batch, local_batch, epochs,
 /// predicted_seconds (%.1f), epoch_seconds, cost, node_hours, time_limit (minutes),
-/// candidates, policy, reason, summary, then one warning= per warning.
+/// candidates, policy, reason, summary, then the choice's other fields: policy_phrase,
+/// deadline_seconds / budget (with those policies), predicted_seconds_upper, cost_upper
+/// (95 % prediction bounds), iter_seconds, memory_bytes (per rank, 0 when not modelled),
+/// expected_accuracy (fraction, empty without run history), epochs_to_target, pareto (1/0),
+/// max_local_batch (0: no memory bound), gamma, simulated (1/0; hardware= when 1),
+/// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none), then
+/// one warning= per warning.
 KeyValues plan_kv(const PlanReport& r);
 
 /// `--format kv` lines of a failure: status=error, message=..., then warning= lines.
@@ -96,13 +115,24 @@ KeyValues error_kv(const std::string& message, const std::vector<std::string>& w
 /// "key=value\n" per pair; every value passes through one_line().
 std::string render_kv(const KeyValues& kv);
 
-/// The whole plan as JSON: workload, epochs, policy, price and margins, candidates (all
-/// fields of tula::Candidate plus "chosen"), chosen (index), choice, reason, time limit,
-/// summary, warnings.
+/// The whole plan as JSON: workload, epochs, policy (and policy_phrase, deadline_seconds,
+/// budget), simulated (and hardware), price and margins, max_local_batch, gamma, candidates
+/// (all fields of tula::Candidate plus "chosen"), chosen (index), choice, reason, time limit,
+/// summary, flagged_runs (run_check_json each), warnings.
 Json plan_json(const PlanReport& r);
 
-/// One candidate as a JSON object (all fields of tula::Candidate; seconds, node-hours, cost).
+/// One candidate as a JSON object (all fields of tula::Candidate; seconds, node-hours, cost,
+/// bytes; expected_accuracy is null when there is no run history).
 Json candidate_json(const Candidate& c);
+
+/// One line about a run checked against its prediction interval, e.g. "job 42 (2 nodes x
+/// 256, 5 epochs): measured 61.0 s, outside the 95 % prediction interval 40.1..48.3 s of
+/// the refitted models (predicted 44.2 s)"; "inside" when not flagged; "no interval" when the
+/// fit had none.
+std::string run_check_line(const RunCheck& c);
+
+/// A RunCheck as JSON (every field; seconds).
+Json run_check_json(const RunCheck& c);
 
 /// A finished run as JSON (all fields of tula::RunRecord, error_percent, per-epoch arrays).
 Json run_json(const RunRecord& r);
@@ -110,8 +140,18 @@ Json run_json(const RunRecord& r);
 /// `tula explain --format kv` lines for a run found in database `db_path`: status=ok,
 /// job_id, workload, nodes, global_batch, local_batch, epochs, measured_seconds (%.1f),
 /// predicted_seconds (%.1f), error_percent (%.1f, empty without a prediction),
-/// test_accuracy (fraction, %.4f), database.
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path);
+/// test_accuracy (fraction, %.4f), database; with `check`: flagged (1/0), interval_lower and
+/// interval_upper (%.1f seconds, empty without an interval), refit_predicted_seconds (%.1f);
+/// without: flagged= (empty: the run could not be checked).
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check = std::nullopt);
+
+/// What `tula profile compute` prints about the compute fit: line 0 names the form the AIC
+/// chose ("linear" or "flat-then-linear"), both AIC values and the formula with its
+/// coefficients (ms, ms per example); then a table (render_table_lines, header first) with
+/// one row per distinct local batch of `samples`: local batch, samples, measured mean (ms),
+/// predicted (ms), residual measured - predicted (ms and % of measured). Samples with a
+/// non-positive or non-finite time are left out.
+std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples);
 
 /// A text table: a header row and data rows; columns right-aligned when `right[i]` is true
 /// (numbers), left-aligned otherwise. Every row has the header's column count (missing

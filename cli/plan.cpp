@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "format.hpp"
 #include "tula/error.hpp"
+#include "tula/hardware.hpp"
 #include "tula/planner.hpp"
 #include "tula/workload.hpp"
 
@@ -24,21 +25,41 @@ struct PlanOptions {
     int max_nodes = 0;  // 0: tula.conf's max_nodes
     int nodes = 0;      // 0: any node count up to max_nodes
     std::string policy = "auto";
+    std::string hardware;  // --hardware FILE: simulation mode
     std::string format = "table";
     bool json = false;
 };
 
 // The human-readable plan: candidates table, choice, reason, time limit.
-void print_table(const PlanReport& r) {
+void print_table(const PlanReport& r, const SimulatedModels* sim) {
     const bool colour = stdout_colour();
     const Plan& p = r.plan;
+    if (r.simulated) {
+        std::printf("%s %s: planned from published figures, not from profiles\n", bold("SIMULATED plan", colour).c_str(),
+                    r.hardware.c_str());
+        if (sim) {
+            std::printf("  compute: t(b) = %s ms + %s ms x b%s per node (roofline: FLOPs / (peak x efficiency))\n",
+                        format_number("%.4g", sim->compute.t0 * 1e3).c_str(),
+                        format_number("%.4g", sim->compute.t1 * 1e3).c_str(),
+                        sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "");
+            std::printf("  allreduce: %s, alpha %s us, beta %s ns/byte (alpha-beta model); intra-node %s ms per iteration\n",
+                        sim->allreduce.algorithm_name(), format_number("%.4g", sim->allreduce.alpha * 1e6).c_str(),
+                        format_number("%.4g", sim->allreduce.beta * 1e9).c_str(),
+                        format_number("%.4g", sim->intra_node_seconds * 1e3).c_str());
+            std::printf("  memory per node: %s GiB + %s MiB x b, of %s GiB\n",
+                        format_number("%.4g", sim->memory.static_bytes / 1073741824.0).c_str(),
+                        format_number("%.4g", sim->memory.per_example_bytes / 1048576.0).c_str(),
+                        format_number("%.4g", sim->node_memory_bytes / 1073741824.0).c_str());
+        }
+    }
     int lo = 0, hi = 0;
     for (const auto& c : p.candidates) {
         lo = lo == 0 ? c.nodes : std::min(lo, c.nodes);
         hi = std::max(hi, c.nodes);
     }
-    std::printf("%s: %d epoch%s, policy %s, %s, price %s per node-hour\n", bold(r.workload, colour).c_str(), r.epochs,
-                r.epochs == 1 ? "" : "s", policy_name(r.policy),
+    std::printf("%s: %d epoch%s, policy %s (%s), %s, price %s per node-hour\n", bold(r.workload, colour).c_str(),
+                r.epochs, r.epochs == 1 ? "" : "s", policy_name(r.policy),
+                policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour).c_str(),
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
                 format_number("%g", r.price_per_node_hour).c_str());
     Table t;
@@ -64,14 +85,16 @@ void print_table(const PlanReport& r) {
         else std::printf("%s\n", l.c_str());
     }
     std::printf("  (> chosen, * on the time/cost Pareto front; training = %d epochs, without evaluation; upper = 95 %% "
-                "prediction bound; accuracy from the run history, - when there is none)\n", r.epochs);
+                "prediction bound%s; accuracy from the run history, - when there is none)\n", r.epochs,
+                r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     const Candidate& c = p.choice();
     std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours, cost %s\n",
-                bold("chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
+                bold(r.simulated ? "chosen (simulated):" : "chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
+    for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());
 }
@@ -100,8 +123,8 @@ int run_plan(const PlanOptions& o) {
     const std::string format = o.json ? "json" : o.format;
     std::vector<std::string> warnings;
     try {
-        if (o.workload.empty() && o.script.empty())
-            throw UsageError("give --workload MODEL@DATASET or --script PATH (or both) (see tula plan --help)");
+        if (o.workload.empty() && o.script.empty() && o.hardware.empty())
+            throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
         if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
             throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
                              std::to_string(o.max_nodes));
@@ -109,6 +132,13 @@ int run_plan(const PlanOptions& o) {
             throw UsageError("--workload '" + one_line(o.workload, 80) +
                              "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
         const LoadedConfig lc = load_cli_config(o.common);
+        std::optional<HardwareSpec> hw;
+        if (!o.hardware.empty()) {
+            hw = load_hardware(o.hardware);
+            if (!o.workload.empty() && o.workload != hw->workload.name)
+                throw UsageError("--workload " + o.workload + " differs from the workload of --hardware " + o.hardware +
+                                 " (" + hw->workload.name + "); leave --workload out or change workload.name there");
+        }
 
         std::string workload = o.workload;
         int epochs = o.epochs;
@@ -122,6 +152,7 @@ int run_plan(const PlanOptions& o) {
                 if (workload.empty()) throw;
                 warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
             }
+            if (workload.empty() && hw) workload = hw->workload.name;
             if (workload.empty()) {
                 if (!tc.found)
                     throw Error("no `tula-train --model NAME` line in " + o.script +
@@ -133,7 +164,7 @@ int run_plan(const PlanOptions& o) {
             }
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
         }
-        const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
+        if (workload.empty() && hw) workload = hw->workload.name;
         PolicySpec spec;
         try {
             spec = parse_policy_spec(o.policy);
@@ -144,13 +175,28 @@ int run_plan(const PlanOptions& o) {
 
         PlanReport r;
         r.workload = workload;
+        if (epochs <= 0 && hw) epochs = hw->epochs;
         r.epochs = epochs > 0 ? epochs : lc.config.default_epochs;  // as make_plan_request does
         r.policy = policy;
+        r.deadline_seconds = spec.deadline_seconds;
+        r.budget = spec.budget;
         r.price_per_node_hour = lc.config.price_per_node_hour;
         r.time_margin = lc.config.time_margin;
         r.time_overhead = lc.config.time_overhead;
         r.fixed_nodes = o.nodes;
-        r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings);
+        std::optional<SimulatedModels> sim;
+        if (hw) {
+            // Simulation mode: no profile database is read.
+            r.simulated = true;
+            r.hardware = o.hardware + " (cluster " + hw->name + ", " + nodes_phrase(hw->nodes) + " x " +
+                         std::to_string(hw->gpus_per_node) + (hw->gpus_per_node == 1 ? " device" : " devices") + ")";
+            r.price_per_node_hour = hw->price_per_node_hour;
+            sim = derive_models(*hw);
+            r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
+        } else {
+            const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
+            r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings);
+        }
         r.warnings = warnings;
 
         if (format == "kv") {
@@ -159,7 +205,7 @@ int run_plan(const PlanOptions& o) {
             std::printf("%s\n", plan_json(r).dump(2).c_str());
         } else {
             for (const auto& w : warnings) print_warning(w);
-            print_table(r);
+            print_table(r, sim ? &*sim : nullptr);
         }
         return kExitOk;
     } catch (const UsageError& e) {
@@ -175,7 +221,8 @@ void add_plan_command(CLI::App& app, Action* action) {
     auto o = std::make_shared<PlanOptions>();
     CLI::App* sub = app.add_subcommand("plan", "predict time and cost of every (nodes, global batch) candidate and pick one");
     sub->footer(
-        "Give --workload, --script, or both (the workload from --workload, the epochs from the script). Output formats: table (people), kv (key=value lines, the "
+        "Give --workload, --script, or both (the workload from --workload, the epochs from the script), or --hardware FILE "
+        "to simulate a described cluster without profiles. Output formats: table (people), kv (key=value lines, the "
         "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
         "workload, too few profile points, unreadable file), 2 usage error. See tula(1).");
     add_common_options(sub, &o->common, false);
@@ -192,6 +239,10 @@ void add_plan_command(CLI::App& app, Action* action) {
     sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));
+    sub->add_option("--hardware", o->hardware,
+                    "simulation mode: plan the workload of this JSON hardware file on the cluster it describes, "
+                    "from published figures, without profiles (see tula(1), HARDWARE FILE)")
+        ->type_name("FILE");
     // Validated by parse_policy_spec (one clear message for a bad deadline or budget).
     sub->add_option("--policy", o->policy,
                     "auto (knee of the time/cost Pareto front), time (fastest), cost (cheapest), deadline=HH:MM:SS "

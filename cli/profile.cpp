@@ -132,9 +132,7 @@ int run_compute(const ComputeOptions& o) {
                 o.workload.c_str(), db.c_str(), all.size(), format_duration(secs).c_str());
     try {
         const ComputeModel m = ComputeModel::fit(all);
-        std::printf("profile compute: fit t(b) = %s ms + %s ms x b (local batch %d..%d, rmse %s ms)\n",
-                    format_number("%.3f", m.t0 * 1e3).c_str(), format_number("%.4f", m.t1 * 1e3).c_str(), m.min_batch,
-                    m.max_batch, format_number("%.3f", m.rmse * 1e3).c_str());
+        for (const auto& l : compute_fit_lines(m, all)) std::printf("profile compute: %s\n", l.c_str());
     } catch (const std::exception& e) {
         print_warning(std::string(e.what()) + "; tula plan needs at least 2 distinct local batch sizes");
     }
@@ -353,8 +351,8 @@ int run_allreduce(const AllreduceOptions& o) {
     std::printf("profile allreduce: %zu allreduce samples in %s\n", all.size(), db.c_str());
     try {
         const AllreduceModel m = AllreduceModel::fit(all);
-        std::printf("profile allreduce: fit alpha = %s us per step, beta = %s ns per byte (rmse %s ms)\n",
-                    format_number("%.2f", m.alpha * 1e6).c_str(), format_number("%.4f", m.beta * 1e9).c_str(),
+        std::printf("profile allreduce: fit (%s, the smaller residual) alpha = %s us per step, beta = %s ns per byte (rmse %s ms)\n",
+                    m.algorithm_name(), format_number("%.2f", m.alpha * 1e6).c_str(), format_number("%.4f", m.beta * 1e9).c_str(),
                     format_number("%.3f", m.rmse * 1e3).c_str());
     } catch (const std::exception& e) {
         print_warning(e.what());

@@ -64,6 +64,21 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
     return static_cast<int>(m);
 }
 
+// The finished runs of `workload` in every readable database of `paths`.
+std::vector<RunRecord> load_runs(const std::vector<std::string>& paths, const std::string& workload) {
+    std::vector<RunRecord> runs;
+    for (const auto& path : paths) {
+        try {
+            if (::access(path.c_str(), R_OK) != 0) continue;
+            const ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadOnly);
+            for (auto& r : db.runs(workload)) runs.push_back(std::move(r));
+        } catch (const std::exception&) {
+            // load_profiles reports an unreadable database
+        }
+    }
+    return runs;
+}
+
 }  // namespace
 
 namespace {
@@ -184,11 +199,13 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
     std::vector<size_t> order(x.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-    const auto [xmin_it, xmax_it] = std::minmax_element(x.begin(), x.end());
-    const auto [ymin_it, ymax_it] = std::minmax_element(y.begin(), y.end());
-    const double xr = *xmax_it - *xmin_it, yr = *ymax_it - *ymin_it;
-    auto xn = [&](size_t i) { return xr > 0 ? (x[i] - *xmin_it) / xr : 0.0; };
-    auto yn = [&](size_t i) { return yr > 0 ? (y[i] - *ymin_it) / yr : 0.0; };
+    // Plain variables, not structured bindings: C++17 does not let a lambda capture those.
+    const auto xmm = std::minmax_element(x.begin(), x.end());
+    const auto ymm = std::minmax_element(y.begin(), y.end());
+    const double xmin = *xmm.first, ymin = *ymm.first;
+    const double xr = *xmm.second - xmin, yr = *ymm.second - ymin;
+    auto xn = [&](size_t i) { return xr > 0 ? (x[i] - xmin) / xr : 0.0; };
+    auto yn = [&](size_t i) { return yr > 0 ? (y[i] - ymin) / yr : 0.0; };
     size_t best = order.front();
     if (x.size() < 3) {
         double bd = INFINITY;
@@ -469,16 +486,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
     // The run history (finished runs written by tula-train): overlap exponent and accuracy.
-    std::vector<RunRecord> runs;
-    for (const auto& path : db_paths) {
-        try {
-            if (::access(path.c_str(), R_OK) != 0) continue;
-            const ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadOnly);
-            for (auto& r : db.runs(workload)) runs.push_back(std::move(r));
-        } catch (const std::exception&) {
-            // load_profiles already reported an unreadable database
-        }
-    }
+    const std::vector<RunRecord> runs = load_runs(db_paths, workload);
     req.accuracy = AccuracyModel::fit(runs);
     if (allreduce) {
         std::vector<IterationSample> iters;
@@ -510,7 +518,33 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
         for (int& b : req.global_batches)
             if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
     }
-    return make_plan(req, compute, allreduce ? &*allreduce : nullptr);
+    Plan plan = make_plan(req, compute, allreduce ? &*allreduce : nullptr);
+    // Online refit: the newest runs checked against the interval of the models without them.
+    try {
+        for (auto& c : check_runs(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns, req.interval_level))
+            if (c.flagged) plan.flagged_runs.push_back(std::move(c));
+    } catch (const Error&) {
+        // the compute fit succeeded above; nothing else in check_runs throws
+    }
+    return plan;
+}
+
+std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
+                                           std::vector<std::string>* warnings) {
+    std::vector<std::string> local;
+    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local);
+    const std::optional<Workload> w = set.find(run.workload);
+    if (!w) return std::nullopt;
+    std::vector<RunRecord> runs = load_runs(db_paths, run.workload);
+    try {
+        // Only the run's own job id is checked; the newest such run is the one asked for
+        // unless `run` itself is older (then it is matched by its creation time).
+        for (auto& c : check_runs(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95, run.job_id))
+            if (c.created == run.created) return c;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    return std::nullopt;
 }
 
 }  // namespace tula

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "tula/error.hpp"
@@ -34,6 +35,39 @@ std::vector<T> extremes(const std::vector<T>& v, K key) {
     for (const auto& x : v)
         if (key(x) == *keys.begin() || key(x) == *keys.rbegin()) out.push_back(x);
     return out;
+}
+
+// Runs the models can predict: at least one node, one example per node, one epoch, a time.
+bool usable_run(const RunRecord& run) {
+    return run.nodes >= 1 && run.global_batch >= run.nodes && run.epochs >= 1 && run.measured_seconds > 0 &&
+           std::isfinite(run.measured_seconds);
+}
+
+// The modelled parts of one run's iteration and its measured seconds per iteration.
+IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const AllreduceModel* am, double D,
+                             double grad_bytes) {
+    IterationSample q;
+    q.compute_seconds = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes);
+    q.comm_seconds = run.nodes > 1 && am ? am->seconds(run.nodes, grad_bytes) : 0.0;
+    q.measured_seconds = run.measured_seconds / (std::floor(D / run.global_batch) * run.epochs);
+    return q;
+}
+
+// Gamma fitted on the multi-node runs of `good` except the one at `skip`; gamma = 1 when the
+// fit fails or there are none.
+OverlapModel overlap_without(const std::vector<const RunRecord*>& good, size_t skip, const ComputeModel& cm,
+                             const AllreduceModel* am, double D, double grad_bytes) {
+    std::vector<IterationSample> others;
+    for (size_t j = 0; j < good.size(); ++j) {
+        if (j == skip || good[j]->nodes < 2 || !am) continue;
+        const IterationSample q = iteration_of(*good[j], cm, am, D, grad_bytes);
+        if (std::isfinite(q.measured_seconds)) others.push_back(q);
+    }
+    try {
+        return OverlapModel::fit(others);
+    } catch (const Error&) {
+        return OverlapModel{};
+    }
 }
 
 }  // namespace
@@ -86,9 +120,7 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
     // Finished runs: predicted from the profiles, gamma fitted on the other runs.
     std::vector<const RunRecord*> good;
     for (const auto& run : runs)
-        if (run.nodes >= 1 && run.global_batch >= run.nodes && run.epochs >= 1 && run.measured_seconds > 0 &&
-            std::isfinite(run.measured_seconds))
-            good.push_back(&run);
+        if (usable_run(run)) good.push_back(&run);
     if (!good.empty()) {
         const ComputeModel cm = ComputeModel::fit(compute);
         std::optional<AllreduceModel> am;
@@ -97,36 +129,18 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
         } catch (const Error& e) {
             r.notes.push_back(std::string("allreduce: ") + e.what());
         }
-        auto parts = [&](const RunRecord& run, double* tc, double* tm) {
-            *tc = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes);
-            *tm = run.nodes > 1 && am ? am->seconds(run.nodes, grad_bytes) : 0.0;
-        };
+        const AllreduceModel* amp = am ? &*am : nullptr;
         for (size_t i = 0; i < good.size(); ++i) {
             const RunRecord& run = *good[i];
             if (run.nodes > 1 && !am) continue;
-            std::vector<IterationSample> others;
-            for (size_t j = 0; j < good.size(); ++j) {
-                if (j == i || good[j]->nodes < 2 || !am) continue;
-                IterationSample q;
-                parts(*good[j], &q.compute_seconds, &q.comm_seconds);
-                q.measured_seconds = good[j]->measured_seconds /
-                                     (std::floor(D / good[j]->global_batch) * good[j]->epochs);
-                if (std::isfinite(q.measured_seconds)) others.push_back(q);
-            }
-            OverlapModel ov;
-            try {
-                ov = OverlapModel::fit(others);
-            } catch (const Error&) {
-                ov = OverlapModel{};
-            }
-            double tc = 0, tm = 0;
-            parts(run, &tc, &tm);
+            const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
+            const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
-            p.predicted_epoch_seconds = std::floor(D / run.global_batch) * ov.combine(tc, tm);
+            p.predicted_epoch_seconds = std::floor(D / run.global_batch) * ov.combine(q.compute_seconds, q.comm_seconds);
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;
             r.points.push_back(p);
@@ -137,6 +151,58 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
     r.mape_epoch_time = mape(r.points, false);
     r.mape_cost = price > 0 ? mape(r.points, true) : r.mape_epoch_time;
     return r;
+}
+
+std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSample>& compute,
+                                 const std::vector<AllreduceSample>& allreduce_in, const std::vector<RunRecord>& runs,
+                                 size_t max_checked, double level, const std::string& job_id) {
+    std::vector<RunCheck> out;
+    if (w.train_examples < 1 || max_checked == 0) return out;
+    std::vector<const RunRecord*> good;
+    for (const auto& run : runs)
+        if (usable_run(run) && run.global_batch <= w.train_examples) good.push_back(&run);
+    if (good.empty()) return out;
+    const ComputeModel cm = ComputeModel::fit(compute);
+    std::vector<AllreduceSample> allreduce;
+    for (const auto& a : allreduce_in)
+        if (a.nodes >= 2) allreduce.push_back(a);
+    std::optional<AllreduceModel> am;
+    try {
+        if (!allreduce.empty()) am = AllreduceModel::fit(allreduce);
+    } catch (const Error&) {
+        am.reset();  // multi-node runs are then not checked
+    }
+    const AllreduceModel* amp = am ? &*am : nullptr;
+    const double D = static_cast<double>(w.train_examples);
+    const double grad_bytes = 4.0 * static_cast<double>(w.params);
+    // Newest first; ties keep the input order.
+    std::vector<size_t> order(good.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return good[a]->created > good[b]->created; });
+    for (size_t i : order) {
+        if (out.size() >= max_checked) break;
+        const RunRecord& run = *good[i];
+        if ((run.nodes > 1 && !am) || (!job_id.empty() && run.job_id != job_id)) continue;
+        const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
+        const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
+        const double b = static_cast<double>(run.global_batch) / run.nodes;
+        const double h = cm.interval(b, level);
+        const double n_it = std::floor(D / run.global_batch) * run.epochs;
+        RunCheck c;
+        c.job_id = run.job_id;
+        c.nodes = run.nodes;
+        c.global_batch = run.global_batch;
+        c.epochs = run.epochs;
+        c.created = run.created;
+        c.measured_seconds = run.measured_seconds;
+        c.predicted_seconds = n_it * ov.combine(q.compute_seconds, q.comm_seconds);
+        c.has_interval = h > 0 && std::isfinite(h);
+        c.lower_seconds = n_it * ov.combine(std::max(0.0, q.compute_seconds - (c.has_interval ? h : 0.0)), q.comm_seconds);
+        c.upper_seconds = n_it * ov.combine(q.compute_seconds + (c.has_interval ? h : 0.0), q.comm_seconds);
+        c.flagged = c.has_interval && (run.measured_seconds < c.lower_seconds || run.measured_seconds > c.upper_seconds);
+        out.push_back(c);
+    }
+    return out;
 }
 
 }  // namespace tula

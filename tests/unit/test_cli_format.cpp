@@ -75,11 +75,18 @@ tula::Plan synthetic_plan(size_t chosen) {
             c.node_hours = k * c.total_seconds / 3600;
             c.cost = 2.5 * c.node_hours;
             c.pareto = (b == 256);
+            c.total_seconds_upper = 1.1 * c.total_seconds;
+            c.cost_upper = 2.5 * k * c.total_seconds_upper / 3600;
+            c.memory_bytes = 5e6 + 1e6 * c.local_batch;
+            c.expected_accuracy = k == 1 ? 0.9 - 0.01 * std::log2(b) : std::nan("");
+            c.epochs_to_target = 7 * (1 + b / 1024.0) / (1 + 64 / 1024.0);
             p.candidates.push_back(c);
         }
     p.chosen = chosen;
     p.reason = "line one\nline two\twith a tab";
     p.time_limit_minutes = 4;
+    p.max_local_batch = 300;
+    p.gamma = 1.5;
     return p;
 }
 
@@ -99,6 +106,9 @@ class CliFormatTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_error_kv);
     CPPUNIT_TEST(test_plan_json);
     CPPUNIT_TEST(test_explain_kv);
+    CPPUNIT_TEST(test_policy_phrase);
+    CPPUNIT_TEST(test_plan_kv_json_carry_every_field);
+    CPPUNIT_TEST(test_compute_fit_lines);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -289,6 +299,195 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(size_t{1}, j.at("chosen").get<size_t>());
         CPPUNIT_ASSERT_EQUAL(r.plan.candidates[1].nodes, j.at("choice").at("nodes").get<int>());
+    }
+
+    // The deadline and budget policies are named with their argument; the deadline is read
+    // back as seconds, the budget as node-hours (budget / price).
+    void test_policy_phrase() {
+        CPPUNIT_ASSERT_EQUAL(std::string("cheapest meeting deadline 01:30:00"),
+                             policy_phrase(tula::Policy::Deadline, 5400, 0, 1.0));
+        CPPUNIT_ASSERT_EQUAL(std::string("cheapest meeting deadline 1-02:00:05"),
+                             policy_phrase(tula::Policy::Deadline, 86400 + 7205, 0, 1.0));
+        CPPUNIT_ASSERT_EQUAL(std::string("fastest within budget 3.5 node-hours"),
+                             policy_phrase(tula::Policy::Budget, 0, 3.5, 1.0));
+        const std::string b = policy_phrase(tula::Policy::Budget, 0, 5, 2.5);
+        CPPUNIT_ASSERT_MESSAGE(b, b.find("(= 2 node-hours at 2.5 per node-hour)") != std::string::npos);
+        for (auto p : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost, tula::Policy::Deadline, tula::Policy::Budget})
+            CPPUNIT_ASSERT(policy_phrase(p, 60, 1, 1).find('?') == std::string::npos);
+        // format_hms read back: h*3600 + m*60 + s (+ d*86400).
+        std::mt19937 rng(3);
+        for (int i = 0; i < 200; ++i) {
+            const double sec = static_cast<double>(rng() % 400000);
+            const std::string t = format_hms(sec);
+            long d = 0, h = 0, m = 0, s2 = 0;
+            if (t.find('-') != std::string::npos) CPPUNIT_ASSERT(std::sscanf(t.c_str(), "%ld-%ld:%ld:%ld", &d, &h, &m, &s2) == 4);
+            else CPPUNIT_ASSERT(std::sscanf(t.c_str(), "%ld:%ld:%ld", &h, &m, &s2) == 3);
+            CPPUNIT_ASSERT(h < 24 && m < 60 && s2 < 60);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(sec, d * 86400.0 + h * 3600.0 + m * 60.0 + s2, 0.0);
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("n/a"), format_hms(-1));
+        // The summary names the deadline.
+        PlanReport r;
+        r.workload = "w@d";
+        r.epochs = 3;
+        r.policy = tula::Policy::Deadline;
+        r.deadline_seconds = 5400;
+        r.plan = synthetic_plan(0);
+        CPPUNIT_ASSERT(plan_summary(r).find("(cheapest meeting deadline 01:30:00)") != std::string::npos);
+        CPPUNIT_ASSERT(plan_summary(r).rfind("simulated", 0) == std::string::npos);
+        r.simulated = true;
+        CPPUNIT_ASSERT(plan_summary(r).rfind("simulated: ", 0) == 0);
+    }
+
+    // Every candidate field of the table (bounds, memory, accuracy, Pareto flag) and the
+    // policy reach --format kv (the choice) and json (every candidate), read back.
+    void test_plan_kv_json_carry_every_field() {
+        for (size_t chosen : {size_t{1}, size_t{3}}) {
+            PlanReport r;
+            r.workload = "w@d";
+            r.epochs = 7;
+            r.policy = tula::Policy::Budget;
+            r.budget = 4.25;
+            r.price_per_node_hour = 2.5;
+            r.simulated = true;
+            r.hardware = "h.json (cluster x)";
+            r.plan = synthetic_plan(chosen);
+            const tula::Candidate& c = r.plan.candidates[chosen];
+            const auto kv = parse_kv(render_kv(plan_kv(r)));
+            CPPUNIT_ASSERT_EQUAL(std::string("budget"), kv.at("policy"));
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(4.25, std::stod(kv.at("budget")), 1e-12);
+            CPPUNIT_ASSERT(kv.at("policy_phrase").rfind("fastest within budget 4.25", 0) == 0);
+            CPPUNIT_ASSERT(kv.count("deadline_seconds") == 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.total_seconds_upper, std::stod(kv.at("predicted_seconds_upper")), 0.05 + 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.cost_upper, std::stod(kv.at("cost_upper")), 0.00005 + 1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.iter_seconds, std::stod(kv.at("iter_seconds")), c.iter_seconds * 1e-5);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.memory_bytes, std::stod(kv.at("memory_bytes")), 0.5);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_to_target, std::stod(kv.at("epochs_to_target")), 0.0005 + 1e-12);
+            if (std::isfinite(c.expected_accuracy))
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(c.expected_accuracy, std::stod(kv.at("expected_accuracy")), 0.00005 + 1e-12);
+            else
+                CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("expected_accuracy"));
+            CPPUNIT_ASSERT_EQUAL(std::string(c.pareto ? "1" : "0"), kv.at("pareto"));
+            CPPUNIT_ASSERT_EQUAL(300, std::stoi(kv.at("max_local_batch")));
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, std::stod(kv.at("gamma")), 1e-12);
+            CPPUNIT_ASSERT_EQUAL(std::string("1"), kv.at("simulated"));
+            CPPUNIT_ASSERT_EQUAL(r.hardware, kv.at("hardware"));
+            CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("flagged_runs"));
+
+            const Json j = Json::parse(plan_json(r).dump());
+            CPPUNIT_ASSERT_EQUAL(std::string("budget"), j.at("policy").get<std::string>());
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(4.25, j.at("budget").get<double>(), 0.0);
+            CPPUNIT_ASSERT_EQUAL(kv.at("policy_phrase"), j.at("policy_phrase").get<std::string>());
+            CPPUNIT_ASSERT(j.at("simulated").get<bool>());
+            CPPUNIT_ASSERT_EQUAL(300, j.at("max_local_batch").get<int>());
+            for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
+                const tula::Candidate& e = r.plan.candidates[i];
+                const Json& x = j.at("candidates")[i];
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(e.total_seconds_upper, x.at("total_seconds_upper").get<double>(), 0.0);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(e.cost_upper, x.at("cost_upper").get<double>(), 0.0);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(e.memory_bytes, x.at("memory_bytes").get<double>(), 0.0);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(e.epochs_to_target, x.at("epochs_to_target").get<double>(), 0.0);
+                CPPUNIT_ASSERT_EQUAL(e.pareto, x.at("pareto").get<bool>());
+                if (std::isfinite(e.expected_accuracy))
+                    CPPUNIT_ASSERT_DOUBLES_EQUAL(e.expected_accuracy, x.at("expected_accuracy").get<double>(), 0.0);
+                else
+                    CPPUNIT_ASSERT(x.at("expected_accuracy").is_null());
+            }
+        }
+        PlanReport d;
+        d.workload = "w@d";
+        d.policy = tula::Policy::Deadline;
+        d.deadline_seconds = 3600;
+        d.plan = synthetic_plan(0);
+        const auto kv = parse_kv(render_kv(plan_kv(d)));
+        CPPUNIT_ASSERT_EQUAL(3600, std::stoi(kv.at("deadline_seconds")));
+        CPPUNIT_ASSERT_EQUAL(std::string("0"), kv.at("simulated"));
+        CPPUNIT_ASSERT(kv.count("hardware") == 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3600.0, plan_json(d).at("deadline_seconds").get<double>(), 0.0);
+        // Flagged runs: job ids in kv, every field in json.
+        tula::RunCheck f;
+        f.job_id = "42";
+        f.nodes = 2;
+        f.global_batch = 256;
+        f.epochs = 5;
+        f.measured_seconds = 61;
+        f.predicted_seconds = 44.2;
+        f.lower_seconds = 40.1;
+        f.upper_seconds = 48.3;
+        f.has_interval = f.flagged = true;
+        d.plan.flagged_runs = {f, f};
+        d.plan.flagged_runs[1].job_id = "";
+        CPPUNIT_ASSERT_EQUAL(std::string("42,-"), parse_kv(render_kv(plan_kv(d))).at("flagged_runs"));
+        const Json fj = plan_json(d).at("flagged_runs");
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, fj.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(40.1, fj[0].at("lower_seconds").get<double>(), 0.0);
+        CPPUNIT_ASSERT(fj[0].at("flagged").get<bool>());
+        const std::string line = run_check_line(f);
+        CPPUNIT_ASSERT_MESSAGE(line, line.find("job 42 (2 nodes x 256, 5 epochs): measured 61.0 s, outside the 95 % "
+                                               "prediction interval 40.1..48.3 s") == 0);
+        f.flagged = false;
+        CPPUNIT_ASSERT(run_check_line(f).find(", inside the 95 %") != std::string::npos);
+        // explain kv: flagged and the interval, or an empty flagged= when not checked.
+        tula::RunRecord run;
+        run.job_id = "42";
+        run.nodes = 2;
+        run.global_batch = 256;
+        run.epochs = 5;
+        run.measured_seconds = 61;
+        CPPUNIT_ASSERT_EQUAL(std::string(""), parse_kv(render_kv(explain_kv(run, "/db"))).at("flagged"));
+        f.flagged = true;
+        const auto ek = parse_kv(render_kv(explain_kv(run, "/db", f)));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), ek.at("flagged"));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(40.1, std::stod(ek.at("interval_lower")), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(48.3, std::stod(ek.at("interval_upper")), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(44.2, std::stod(ek.at("refit_predicted_seconds")), 1e-9);
+    }
+
+    // The fit summary names the chosen form and its residuals: read back, each residual is the
+    // measured mean minus the model at that batch, computed here from the samples.
+    void test_compute_fit_lines() {
+        tula::ComputeModel m;
+        m.t0 = 0.002;
+        m.t1 = 0.0001;
+        m.t_min = 0.005;
+        m.flat = true;
+        m.min_batch = 8;
+        m.max_batch = 128;
+        m.aic_linear = -10;
+        m.aic_flat = -20;
+        std::vector<tula::ComputeSample> s;
+        for (int b : {8, 16, 64, 128})
+            for (int rep = 0; rep < 2; ++rep) {
+                tula::ComputeSample x;
+                x.local_batch = b;
+                x.seconds_per_iter = std::max(0.005, 0.002 + 0.0001 * b) * (1.0 + (rep ? 0.02 : -0.01));
+                s.push_back(x);
+            }
+        tula::ComputeSample bad;
+        bad.local_batch = 32;
+        bad.seconds_per_iter = std::nan("");
+        s.push_back(bad);
+        const auto lines = compute_fit_lines(m, s);
+        CPPUNIT_ASSERT(lines.at(0).rfind("fit: flat-then-linear (AIC -10.0 linear, -20.0 flat-then-linear)", 0) == 0);
+        CPPUNIT_ASSERT(lines.at(0).find("max(5 ms, 2 ms + 0.1 ms x b)") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(size_t{1 + 1 + 4}, lines.size());  // NaN sample (batch 32) left out
+        const int batches[] = {8, 16, 64, 128};
+        for (int i = 0; i < 4; ++i) {
+            std::istringstream in(lines[2 + i]);
+            double b, n, meas, pred, res, pct;
+            in >> b >> n >> meas >> pred >> res >> pct;
+            CPPUNIT_ASSERT_EQUAL(double(batches[i]), b);
+            CPPUNIT_ASSERT_EQUAL(2.0, n);
+            const double truth = std::max(0.005, 0.002 + 0.0001 * batches[i]);
+            const double mean = truth * (1.0 + (0.02 - 0.01) / 2);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(mean * 1e3, meas, mean * 1e3 * 1e-3);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(truth * 1e3, pred, truth * 1e3 * 1e-3);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL((mean - truth) * 1e3, res, std::fabs(mean - truth) * 1e3 * 1e-2);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, pct, 0.005);
+        }
+        m.flat = false;
+        m.aic_flat = INFINITY;
+        CPPUNIT_ASSERT(compute_fit_lines(m, s).at(0).rfind("fit: linear (AIC -10.0 linear, flat-then-linear not considered)", 0) == 0);
     }
 
     void test_explain_kv() {

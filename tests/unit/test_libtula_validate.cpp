@@ -2,6 +2,8 @@
 // error; a known perturbation gives the MAPE a naive computation gives.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@ class LibtulaValidateTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_exact_data);
     CPPUNIT_TEST(test_known_error);
     CPPUNIT_TEST(test_partial_and_errors);
+    CPPUNIT_TEST(test_check_runs_interval_vs_naive);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -98,6 +101,76 @@ public:
             threw = true;
         }
         CPPUNIT_ASSERT(threw);
+    }
+
+    // Online refit flagging: single-node runs against the interval of the linear compute fit,
+    // recomputed here with the textbook formulas (closed-form least squares, leverage
+    // 1/n + (b - mean)^2 / Sxx, Student t from GSL): a run at the model's time is inside, runs
+    // 50 % slower or faster are flagged; max_checked keeps the newest; job_id filters.
+    void test_check_runs_interval_vs_naive() {
+        std::vector<tula::ComputeSample> c;
+        const double noise[] = {0.01, -0.012, 0.004, -0.003, 0.009, -0.008, 0.0, 0.011, -0.01, 0.002};
+        int k = 0;
+        for (int b : {8, 16, 32, 64, 128})
+            for (int rep = 0; rep < 2; ++rep) c.push_back(cs(b, (1e-3 + 1e-4 * b) * (1 + noise[k++])));
+        // Naive OLS and prediction interval.
+        const double n = static_cast<double>(c.size());
+        double mx = 0, my = 0;
+        for (const auto& x : c) {
+            mx += x.local_batch / n;
+            my += x.seconds_per_iter / n;
+        }
+        double sxx = 0, sxy = 0;
+        for (const auto& x : c) {
+            sxx += (x.local_batch - mx) * (x.local_batch - mx);
+            sxy += (x.local_batch - mx) * (x.seconds_per_iter - my);
+        }
+        const double t1 = sxy / sxx, t0 = my - t1 * mx;
+        double sse = 0;
+        for (const auto& x : c) sse += std::pow(x.seconds_per_iter - t0 - t1 * x.local_batch, 2);
+        const double sd = std::sqrt(sse / (n - 2));
+        const double q = gsl_cdf_tdist_Pinv(0.975, n - 2);
+        auto run = [](const char* id, int B, double factor, double created) {
+            tula::RunRecord r;
+            r.job_id = id;
+            r.nodes = 1;
+            r.global_batch = B;
+            r.epochs = 2;
+            r.created = created;
+            r.measured_seconds = factor * 2 * std::floor(6000.0 / B) * (1e-3 + 1e-4 * B);
+            return r;
+        };
+        std::vector<tula::RunRecord> runs = {run("1", 64, 1.0, 100), run("2", 32, 1.5, 200), run("3", 100, 0.5, 300)};
+        tula::RunRecord multi = run("4", 64, 1.0, 400);
+        multi.nodes = 2;  // no allreduce profile: not checked
+        runs.push_back(multi);
+        const auto checks = tula::check_runs(wl(), c, {}, runs, 10);
+        CPPUNIT_ASSERT_EQUAL(size_t{3}, checks.size());
+        // Newest first.
+        CPPUNIT_ASSERT_EQUAL(std::string("3"), checks[0].job_id);
+        CPPUNIT_ASSERT_EQUAL(std::string("2"), checks[1].job_id);
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), checks[2].job_id);
+        for (const auto& ch : checks) {
+            const double b = ch.global_batch;
+            const double h = q * sd * std::sqrt(1 + 1 / n + (b - mx) * (b - mx) / sxx);
+            const double it = 2 * std::floor(6000.0 / b);
+            CPPUNIT_ASSERT(ch.has_interval);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b), ch.predicted_seconds, ch.predicted_seconds * 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b - h), ch.lower_seconds, ch.predicted_seconds * 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b + h), ch.upper_seconds, ch.predicted_seconds * 1e-9);
+            const bool outside = ch.measured_seconds < it * (t0 + t1 * b - h) || ch.measured_seconds > it * (t0 + t1 * b + h);
+            CPPUNIT_ASSERT_EQUAL(outside, ch.flagged);
+        }
+        CPPUNIT_ASSERT(!checks[2].flagged);  // at the model's time
+        CPPUNIT_ASSERT(checks[1].flagged);   // 50 % slower
+        CPPUNIT_ASSERT(checks[0].flagged);   // 50 % faster
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, tula::check_runs(wl(), c, {}, runs, 2).size());
+        const auto only = tula::check_runs(wl(), c, {}, runs, 10, 0.95, "2");
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, only.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("2"), only[0].job_id);
+        // Two compute samples at two batches: no residual degrees of freedom, no flag.
+        const auto none = tula::check_runs(wl(), {cs(16, 2.6e-3), cs(32, 4.2e-3)}, {}, runs, 10);
+        for (const auto& ch : none) CPPUNIT_ASSERT(!ch.has_interval && !ch.flagged);
     }
 };
 

@@ -7,6 +7,7 @@
 
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
+#include "tula/validate.hpp"
 #include "tula/workload.hpp"
 
 namespace tula {
@@ -83,6 +84,10 @@ struct Plan {
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
+    /// Finished runs of the workload (the newest kCheckedRuns) whose measured training time
+    /// lies outside the prediction interval of the models refitted without them
+    /// (check_runs, validate.hpp); set by plan_workload. They are in the refit all the same.
+    std::vector<RunCheck> flagged_runs;
     const Candidate& choice() const { return candidates.at(chosen); }
 };
 
@@ -112,6 +117,9 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
 PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, int max_nodes,
                               Policy policy);
 
+/// How many of the newest finished runs plan_workload checks against their prediction interval.
+constexpr size_t kCheckedRuns = 8;
+
 /// The whole planning path used by the CLI and the plugin: loads the profiles of
 /// `workload` from `db_paths` (see load_profiles), fits the models, plans.
 /// `fixed_nodes` > 0 restricts the plan to exactly that node count (used in the job, where
@@ -127,5 +135,13 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy, std::vector<std::string>* warnings);
+
+/// The run `run` (as read from a profile database) checked against the prediction interval
+/// of the models fitted from the profiles and the other runs in `db_paths` (check_runs).
+/// nullopt when it cannot be checked: no profile of its workload, too few compute samples,
+/// a multi-node run without an allreduce profile, or a run the models cannot predict.
+/// Never throws for a bad database (its reason goes to `warnings`).
+std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
+                                           std::vector<std::string>* warnings);
 
 }  // namespace tula

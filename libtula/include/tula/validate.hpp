@@ -43,4 +43,35 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
                                    const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
                                    bool partial, double price_per_node_hour);
 
+/// A finished run checked against the prediction interval of the models refitted without it
+/// (online refit: every other finished run is in the overlap fit, so the next prediction uses
+/// this one too).
+struct RunCheck {
+    std::string job_id;
+    int nodes = 0;
+    int global_batch = 0;
+    int epochs = 0;
+    double created = 0;             ///< Unix seconds, of the run
+    double measured_seconds = 0;    ///< training seconds the run recorded
+    double predicted_seconds = 0;   ///< epochs x floor(D/B) x overlap(compute(B/K), allreduce(K)), seconds
+    double lower_seconds = 0;       ///< lower end of the prediction interval, seconds
+    double upper_seconds = 0;       ///< upper end, seconds
+    bool has_interval = false;      ///< false when the compute fit has no residual degrees of freedom
+    bool flagged = false;           ///< has_interval and measured outside [lower, upper]
+};
+
+/// Checks the `max_checked` newest runs of `runs` (by `created`; runs with nodes < 1,
+/// global_batch < nodes, epochs < 1 or a non-positive time are skipped, as are multi-node
+/// runs when there is no allreduce fit). For each: the compute model from `compute` with its
+/// Student-t prediction half-width h at local batch b = B/K (ComputeModel::interval, `level`),
+/// the allreduce model from `allreduce` (nodes >= 2) and the Pollux gamma fitted on the other
+/// runs; the interval of the training time is
+///   [E n_it overlap(max(t_c - h, 0), t_m),  E n_it overlap(t_c + h, t_m)],  n_it = floor(D/B),
+/// the planner's upper bound (planner.hpp) and its mirror image. `job_id` non-empty: only
+/// runs with that job id are checked. Pure. Errors: tula::Error when the compute model cannot
+/// be fitted (fewer than 2 local batches).
+std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSample>& compute,
+                                 const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
+                                 size_t max_checked, double level = 0.95, const std::string& job_id = "");
+
 }  // namespace tula

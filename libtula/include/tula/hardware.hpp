@@ -1,0 +1,95 @@
+// libtula: simulation mode -- plan for a described cluster from published hardware figures,
+// without profiling it (`tula plan --hardware FILE`, tula(1) "HARDWARE FILE").
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tula/conf.hpp"
+#include "tula/models.hpp"
+#include "tula/planner.hpp"
+#include "tula/workload.hpp"
+
+namespace tula {
+
+/// A cluster and a workload described by published figures (the hardware file). Units in
+/// the comments; every value is finite. Keys of the JSON file in brackets.
+struct HardwareSpec {
+    std::string name;                 ///< [name] cluster name, for messages (default "cluster")
+    int nodes = 0;                    ///< [nodes] nodes in the partition, 1..1,000,000
+    int gpus_per_node = 1;            ///< [gpus_per_node] devices per node, 1..1024
+    double peak_flops = 0;            ///< [device.peak_flops] FLOP/s of one device (datasheet, at the training precision)
+    double efficiency = 0.4;          ///< [device.efficiency] fraction of peak reached, (0, 1]
+    double device_memory_bytes = 0;   ///< [device.memory_bytes] bytes of one device
+    int saturation_batch = 0;         ///< [device.saturation_batch] examples per device below which the
+                                      ///< time per iteration stops falling (0: linear model)
+    double network_bandwidth = 0;     ///< [network.bandwidth] bytes/s one node injects into the network
+    double network_latency = 0;       ///< [network.latency] seconds per message step (alpha)
+    double intra_node_bandwidth = 0;  ///< [network.intra_node_bandwidth] bytes/s between the devices of
+                                      ///< a node; 0: intra-node reduction not modelled
+    AllreduceModel::Algorithm algorithm = AllreduceModel::Algorithm::Rabenseifner;  ///< [network.allreduce]
+    double iteration_overhead = 0;    ///< [iteration_overhead_seconds] fixed seconds per iteration
+    double price_per_node_hour = 1;   ///< [price_per_node_hour] price unit per node-hour
+    Workload workload;                ///< [workload.name, .parameter_bytes, .train_examples]
+    double flops_per_example = 0;     ///< [workload.flops_per_example] FLOPs of forward + backward per example
+    double parameter_bytes = 0;       ///< [workload.parameter_bytes] gradient bytes each allreduce sums
+    double activation_bytes_per_example = 0;  ///< [workload.activation_bytes_per_example] bytes; 0: not modelled
+    int epochs = 0;                   ///< [workload.epochs] 0: --epochs or default_epochs of tula.conf
+    double noise_scale = 0;           ///< [workload.noise_scale] B_noise, examples; 0: tula.conf's
+    std::vector<int> global_batches;  ///< [global_batches] empty: default_global_batches()
+};
+
+/// Parses the JSON text of a hardware file (nlohmann-json). `source` names it in messages.
+/// Errors: tula::Error naming the key for malformed JSON, a missing required key (nodes,
+/// gpus_per_node, device.peak_flops, device.memory_bytes, network.bandwidth,
+/// network.latency, price_per_node_hour, workload.name, workload.flops_per_example,
+/// workload.parameter_bytes, workload.train_examples), an unknown key, a value of the wrong
+/// type, a non-finite or out-of-range value.
+HardwareSpec parse_hardware(const std::string& json_text, const std::string& source = "hardware file");
+
+/// Reads (at most 1 MiB) and parses `path`. Errors: tula::Error naming the path and
+/// strerror when it cannot be read, or as parse_hardware.
+HardwareSpec load_hardware(const std::string& path);
+
+/// Powers of two from 32 to 64 x nodes x gpus_per_node (64 examples per device on the whole
+/// partition), at most 2^24: the global batches planned when the file gives none.
+std::vector<int> default_global_batches(const HardwareSpec& h);
+
+/// The models of the planner derived from the figures. A planner rank is one node; its
+/// local batch b is split evenly over the node's g devices.
+struct SimulatedModels {
+    /// Roofline-style compute (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4),
+    /// compute-bound side): one device computes F FLOPs per example at peak P x efficiency e,
+    ///   t(b) = t_over + t_intra + b F / (g P e)                 seconds per iteration,
+    /// floor t_min = t_over + t_intra + s F / (P e) when a saturation batch s > 0 is given
+    /// (flat-then-linear form). t_intra is the intra-node ring reduction of the gradient
+    /// (n bytes) over the g devices, 2 (g-1)/g n / bw_intra (Thakur, Rabenseifner & Gropp
+    /// 2005, sec. 4.5, bandwidth term), 0 when g = 1 or bw_intra is not given.
+    ComputeModel compute;
+    /// Inter-node allreduce, alpha-beta: alpha = network.latency, beta = 1 / network.bandwidth;
+    /// ring T = 2 (K-1) alpha + 2 (K-1)/K n beta, Rabenseifner (recursive halving + doubling,
+    /// Thakur, Rabenseifner & Gropp 2005 sec. 4.5; Rabenseifner 2004) T = 2 log2 K alpha +
+    /// 2 (K-1)/K n beta. The two-level (hierarchical) scheme: after the intra-node
+    /// reduce-scatter the g devices of a node allreduce n/g bytes each through the node's
+    /// link, together n bytes at the node's bandwidth.
+    AllreduceModel allreduce;
+    /// Per node: g x 4 x parameter_bytes (weights, gradients, momentum, allreduce buffer on
+    /// every device, as MemoryModel::from_workload) + activation_bytes_per_example x b.
+    MemoryModel memory;
+    double node_memory_bytes = 0;   ///< g x device memory, bytes (the planner's per-rank bound)
+    double intra_node_seconds = 0;  ///< t_intra above, seconds per iteration
+};
+
+/// Derives the models (pure). Errors: none beyond those of a spec parse_hardware accepted.
+SimulatedModels derive_models(const HardwareSpec& h);
+
+/// Plans the hardware file's workload on its cluster: make_plan with the derived models,
+/// node range 1..min(nodes, max_nodes) (max_nodes <= 0: nodes), price of the file,
+/// time margin and overhead of `cfg`; `epochs` <= 0: the file's, else cfg.default_epochs;
+/// `fixed_nodes` > 0: exactly that many (global batches rounded down to a multiple).
+/// The prediction intervals are empty (nothing was measured): upper bound = prediction.
+/// Errors: tula::Error as make_plan, when fixed_nodes exceeds the file's nodes, or when the
+/// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
+Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
+                   const PolicySpec& policy);
+
+}  // namespace tula

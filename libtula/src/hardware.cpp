@@ -1,0 +1,247 @@
+// libtula: simulation mode (see hardware.hpp and tula(1), "HARDWARE FILE").
+#include "tula/hardware.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "tula/error.hpp"
+#include "util.hpp"
+
+namespace tula {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kMaxHardwareBytes = 1 << 20;
+constexpr double kMaxPairs = 1e8;  // (nodes, global batch) pairs plan_hardware enumerates at most
+
+std::string fmt_g(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+}
+
+// Reads the keys of one JSON object, checking for unknown ones; `where` is the object's
+// path in messages ("" for the top level, "device." ...).
+class Reader {
+public:
+    Reader(const Json& obj, std::string where, std::string source, std::set<std::string> keys)
+        : obj_(obj), where_(std::move(where)), source_(std::move(source)) {
+        if (!obj_.is_object()) fail(where_.empty() ? "the top level must be a JSON object {...}" :
+                                                     where_.substr(0, where_.size() - 1) + " must be a JSON object {...}");
+        for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+            if (!keys.count(it.key())) {
+                std::string list;
+                for (const auto& k : keys) list += (list.empty() ? "" : ", ") + where_ + k;
+                std::string shown = it.key().substr(0, 64);
+                for (char& c : shown)
+                    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+                fail("unknown key '" + where_ + shown + "'; valid keys here: " + list);
+            }
+        }
+    }
+    [[noreturn]] void fail(const std::string& what) const { throw Error(source_ + ": " + what + " (see tula(1), HARDWARE FILE)"); }
+    bool has(const char* k) const { return obj_.contains(k); }
+    const Json& at(const char* k) const { return obj_.at(k); }
+
+    // A number in [lo, hi]; `required` or else `def`.
+    double number(const char* k, double lo, double hi, bool required, double def, const char* unit) const {
+        if (!has(k)) {
+            if (required) fail("missing key '" + where_ + k + "' (" + unit + ")");
+            return def;
+        }
+        const Json& v = obj_.at(k);
+        if (!v.is_number()) fail("'" + where_ + k + "' must be a number (" + unit + ")");
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || d < lo || d > hi)
+            fail("'" + where_ + k + "' = " + fmt_g(d) + " is out of range [" + fmt_g(lo) + ", " + fmt_g(hi) + "] (" + unit + ")");
+        return d;
+    }
+    int integer(const char* k, int lo, int hi, bool required, int def, const char* unit) const {
+        const double d = number(k, lo, hi, required, def, unit);
+        if (d != std::floor(d)) fail("'" + where_ + k + "' = " + fmt_g(d) + " must be a whole number (" + unit + ")");
+        return static_cast<int>(d);
+    }
+    std::string string(const char* k, bool required, const std::string& def) const {
+        if (!has(k)) {
+            if (required) fail("missing key '" + where_ + k + "'");
+            return def;
+        }
+        const Json& v = obj_.at(k);
+        if (!v.is_string()) fail("'" + where_ + k + "' must be a string");
+        return v.get<std::string>();
+    }
+
+private:
+    const Json& obj_;
+    std::string where_, source_;
+};
+
+}  // namespace
+
+HardwareSpec parse_hardware(const std::string& text, const std::string& source) {
+    Json root;
+    try {
+        root = Json::parse(text);
+    } catch (const Json::exception& e) {
+        std::string m = e.what();
+        for (char& c : m)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+        throw Error(source + ": not valid JSON (" + m.substr(0, 200) + "); see tula(1), HARDWARE FILE");
+    }
+    HardwareSpec h;
+    const Reader top(root, "", source,
+                     {"name", "nodes", "gpus_per_node", "device", "network", "price_per_node_hour",
+                      "iteration_overhead_seconds", "workload", "global_batches", "comment"});
+    h.name = top.string("name", false, "cluster");
+    if (h.name.empty() || h.name.size() > 128) top.fail("'name' must be 1..128 characters");
+    for (char& c : h.name)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    top.string("comment", false, "");  // free text, ignored
+    h.nodes = top.integer("nodes", 1, 1000000, true, 0, "nodes");
+    h.gpus_per_node = top.integer("gpus_per_node", 1, 1024, true, 1, "devices per node");
+    h.price_per_node_hour = top.number("price_per_node_hour", 0, 1e9, true, 1, "price unit per node-hour");
+    h.iteration_overhead = top.number("iteration_overhead_seconds", 0, 3600, false, 0, "seconds per iteration");
+    if (!top.has("device")) top.fail("missing object 'device' (peak_flops, memory_bytes)");
+    if (!top.has("network")) top.fail("missing object 'network' (bandwidth, latency)");
+    if (!top.has("workload")) top.fail("missing object 'workload' (name, flops_per_example, parameter_bytes, train_examples)");
+
+    const Reader dev(top.at("device"), "device.", source, {"peak_flops", "efficiency", "memory_bytes", "saturation_batch"});
+    h.peak_flops = dev.number("peak_flops", 1e6, 1e21, true, 0, "FLOP/s of one device");
+    h.efficiency = dev.number("efficiency", 1e-4, 1.0, false, 0.4, "fraction of peak");
+    h.device_memory_bytes = dev.number("memory_bytes", 1e6, 1e15, true, 0, "bytes of one device");
+    h.saturation_batch = dev.integer("saturation_batch", 0, 1 << 20, false, 0, "examples per device");
+
+    const Reader net(top.at("network"), "network.", source, {"bandwidth", "latency", "intra_node_bandwidth", "allreduce"});
+    h.network_bandwidth = net.number("bandwidth", 1e3, 1e15, true, 0, "bytes/s per node");
+    h.network_latency = net.number("latency", 0, 1.0, true, 0, "seconds");
+    h.intra_node_bandwidth = net.number("intra_node_bandwidth", 0, 1e15, false, 0, "bytes/s");
+    const std::string alg = net.string("allreduce", false, "rabenseifner");
+    if (alg == "ring") h.algorithm = AllreduceModel::Algorithm::Ring;
+    else if (alg == "rabenseifner") h.algorithm = AllreduceModel::Algorithm::Rabenseifner;
+    else net.fail("'network.allreduce' must be \"ring\" or \"rabenseifner\"");
+
+    const Reader wl(top.at("workload"), "workload.", source,
+                    {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
+                     "activation_bytes_per_example", "epochs", "noise_scale"});
+    const std::string wname = wl.string("name", true, "");
+    const size_t at = wname.find('@');
+    if (wname.size() > 127 || at == std::string::npos || !detail::is_plain_name(wname.substr(0, at)) ||
+        !detail::is_plain_name(wname.substr(at + 1)))
+        wl.fail("'workload.name' must be MODEL@DATASET (letters, digits, _ . -), e.g. resnet50@imagenet");
+    h.workload.name = wname;
+    h.workload.model = wname.substr(0, at);
+    h.workload.dataset = wname.substr(at + 1);
+    h.flops_per_example = wl.number("flops_per_example", 1, 1e18, true, 0, "FLOPs per example, forward + backward");
+    h.parameter_bytes = wl.number("parameter_bytes", 4, 1e13, true, 0, "bytes");
+    h.workload.params = static_cast<int64_t>(std::ceil(h.parameter_bytes / 4.0));
+    h.workload.train_examples = static_cast<int64_t>(wl.number("train_examples", 1, 1e12, true, 0, "examples"));
+    h.workload.test_examples = static_cast<int64_t>(wl.number("test_examples", 0, 1e12, false, 0, "examples"));
+    h.activation_bytes_per_example = wl.number("activation_bytes_per_example", 0, 1e13, false, 0, "bytes per example");
+    h.epochs = wl.integer("epochs", 0, 1000000, false, 0, "epochs");
+    h.noise_scale = wl.number("noise_scale", 0, 1e12, false, 0, "examples");
+
+    if (top.has("global_batches")) {
+        const Json& gb = top.at("global_batches");
+        if (!gb.is_array() || gb.empty() || gb.size() > 4096)
+            top.fail("'global_batches' must be a list of 1..4096 whole numbers (examples per step)");
+        for (const Json& v : gb) {
+            if (!v.is_number()) top.fail("'global_batches' must hold numbers only");
+            const double d = v.get<double>();
+            if (!std::isfinite(d) || d < 1 || d > (1 << 30) || d != std::floor(d))
+                top.fail("'global_batches' value " + fmt_g(d) + " is not a whole number in [1, 2^30]");
+            h.global_batches.push_back(static_cast<int>(d));
+        }
+    }
+    return h;
+}
+
+HardwareSpec load_hardware(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot read the hardware file " + path + ": " + std::strerror(errno));
+    std::string text;
+    text.resize(kMaxHardwareBytes + 1);
+    in.read(&text[0], static_cast<std::streamsize>(text.size()));
+    if (in.bad()) throw Error("cannot read the hardware file " + path + ": read error");
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxHardwareBytes) throw Error("the hardware file " + path + " is larger than 1 MiB");
+    return parse_hardware(text, path);
+}
+
+std::vector<int> default_global_batches(const HardwareSpec& h) {
+    const double top = std::min(64.0 * h.nodes * h.gpus_per_node, double(1 << 24));
+    std::vector<int> v;
+    for (double b = 32; b <= top; b *= 2) v.push_back(static_cast<int>(b));
+    if (v.empty()) v.push_back(32);
+    return v;
+}
+
+SimulatedModels derive_models(const HardwareSpec& h) {
+    SimulatedModels m;
+    const double g = h.gpus_per_node;
+    const double per_device = h.peak_flops * h.efficiency;  // FLOP/s reached by one device
+    if (g > 1 && h.intra_node_bandwidth > 0)
+        m.intra_node_seconds = 2.0 * (g - 1.0) / g * h.parameter_bytes / h.intra_node_bandwidth;
+    ComputeModel& c = m.compute;
+    c.t0 = h.iteration_overhead + m.intra_node_seconds;
+    c.t1 = h.flops_per_example / (g * per_device);
+    if (h.saturation_batch > 0) {
+        c.flat = true;
+        c.t_min = c.t0 + h.saturation_batch * h.flops_per_example / per_device;
+    }
+    c.min_batch = c.max_batch = 0;  // no profiled range: the planner does not limit extrapolation
+    c.dof = 0;
+    c.sigma = 0;  // nothing measured: no prediction interval
+    AllreduceModel& a = m.allreduce;
+    a.alpha = h.network_latency;
+    a.beta = 1.0 / h.network_bandwidth;
+    a.algorithm = h.algorithm;
+    m.memory.static_bytes = g * 4.0 * h.parameter_bytes;
+    m.memory.per_example_bytes = h.activation_bytes_per_example;
+    m.node_memory_bytes = g * h.device_memory_bytes;
+    return m;
+}
+
+Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
+                   const PolicySpec& policy) {
+    if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
+        (policy.policy == Policy::Budget && !(policy.budget > 0)))
+        throw Error("the deadline or budget of the policy must be > 0");
+    if (fixed_nodes > h.nodes)
+        throw Error("--nodes " + std::to_string(fixed_nodes) + " is more than the " + std::to_string(h.nodes) +
+                    " nodes of the hardware file's cluster " + h.name);
+    const SimulatedModels m = derive_models(h);
+    Config c = cfg;
+    c.max_nodes = h.nodes;
+    c.price_per_node_hour = h.price_per_node_hour;
+    c.global_batches = h.global_batches.empty() ? default_global_batches(h) : h.global_batches;
+    c.device_memory_bytes = m.node_memory_bytes;
+    if (h.noise_scale > 0) c.noise_scale = h.noise_scale;
+    PlanRequest req = make_plan_request(c, h.workload, epochs > 0 ? epochs : h.epochs, max_nodes, policy.policy);
+    // The planner visits every (node count, global batch) pair: refuse sizes that would take
+    // minutes rather than plan them (1,000,000 nodes x 25 batches is ~0.2 s).
+    const double pairs = static_cast<double>(fixed_nodes > 0 ? 1 : req.max_nodes) * req.global_batches.size();
+    if (pairs > kMaxPairs)
+        throw Error("the hardware file's cluster " + h.name + " gives " + fmt_g(pairs) +
+                    " (nodes, global batch) pairs to plan, more than " + fmt_g(kMaxPairs) +
+                    "; give fewer global_batches or use --max-nodes");
+    req.deadline_seconds = policy.deadline_seconds;
+    req.budget = policy.budget;
+    req.memory = m.memory;
+    if (fixed_nodes > 0) {
+        req.min_nodes = req.max_nodes = fixed_nodes;
+        for (int& b : req.global_batches)
+            if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
+    }
+    return make_plan(req, m.compute, &m.allreduce);
+}
+
+}  // namespace tula
