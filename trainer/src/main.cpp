@@ -4,10 +4,12 @@
 //
 // Exit status: 0 success; 1 training failed (diverged, internal error; or a profiling
 // mode could not write its rows); 2 bad usage or bad input (unknown model, batch not
-// divisible by the ranks, missing / truncated dataset file).
+// divisible by the ranks, missing / truncated dataset file, unusable checkpoint); 3 stopped
+// by SIGTERM / SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,9 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "gemm.hpp"
+#include "metrics.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "train.hpp"
@@ -72,6 +76,11 @@ struct Options {
     int iters = 20;
     std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
     std::string batch_source;   // where the global batch came from, for the header line
+    std::string metrics;        // --metrics FILE ("": none)
+    int metrics_every = 1;
+    std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
+    bool resume = false;
+    double bucket_mb = 25;
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -142,6 +151,13 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
+    app.add_option("--metrics", o.metrics, "write a JSON-lines log of every step and epoch to FILE (rank 0)");
+    app.add_option("--metrics-every", o.metrics_every, "log every K-th step in --metrics")->capture_default_str();
+    app.add_option("--checkpoint", o.checkpoint,
+                   "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
+    app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
+    app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
+        ->capture_default_str();
     app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
     app.add_flag("--no-db", o.no_db, "do not write to the profile database");
     app.add_flag("--quiet", o.quiet, "print only the final line");
@@ -211,6 +227,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
     // the --lr-max cap is a guard for plain SGD; the trust-ratio optimizers bound the step themselves
     if (!app.count("--lr-max") && o.optimizer != "sgd") o.lr_max = 0;
+    if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
+    if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
+    if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
+        return bad("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
     if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
@@ -409,6 +429,62 @@ int profile_allreduce(const Options& o, Comm& comm) {
     return static_cast<int>(r);
 }
 
+// The options that determine the loss trajectory, as "key=value ..." (stored in checkpoints;
+// a checkpoint resumes only a run with the same string). The rank count is not in it.
+std::string run_config(const Options& o, const TrainConfig& c) {
+    auto num = [](double v) { return nlohmann::json(v).dump(); };  // shortest round-trip text
+    std::string s = "model=" + o.model + " data=" + o.data + " limit_train=" + std::to_string(o.limit_train) +
+                    " limit_test=" + std::to_string(o.limit_test) + " epochs=" + std::to_string(o.epochs) +
+                    " batch=" + std::to_string(o.batch) + " seed=" + std::to_string(o.seed) + " lr=" + num(o.lr) +
+                    " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
+                    " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
+                    " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
+                    " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
+                    " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
+                    " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
+                    " warmup_threshold=" + num(o.warmup_threshold);
+    return s;
+}
+
+// The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
+std::string first_difference(const std::string& now, const std::string& then) {
+    auto split = [](const std::string& s) {
+        std::vector<std::string> v;
+        size_t p = 0;
+        while (p < s.size()) {
+            size_t q = s.find(' ', p);
+            if (q == std::string::npos) q = s.size();
+            v.push_back(s.substr(p, q - p));
+            p = q + 1;
+        }
+        return v;
+    };
+    const auto a = split(now), b = split(then);
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (i < b.size() && a[i] == b[i]) continue;
+        const std::string key = a[i].substr(0, a[i].find('='));
+        std::string other = "(absent)";
+        for (const auto& x : b)
+            if (x.compare(0, key.size() + 1, key + "=") == 0) other = x.substr(key.size() + 1);
+        return key + " is " + a[i].substr(key.size() + 1) + " here but " + other + " in the checkpoint";
+    }
+    return "the configuration differs";
+}
+
+// The checkpoint file of this run: --checkpoint, else tula-train-$SLURM_JOB_ID.ckpt in the
+// working directory under Slurm, else "" (stop signals then end the process as usual).
+std::string checkpoint_path(const Options& o) {
+    if (!o.checkpoint.empty()) return o.checkpoint;
+    const char* job = std::getenv("SLURM_JOB_ID");
+    return job && *job ? std::string("tula-train-") + job + ".ckpt" : std::string();
+}
+
+// Whether Slurm restarted this job (requeue): SLURM_RESTART_COUNT > 0.
+bool requeued() {
+    const char* r = std::getenv("SLURM_RESTART_COUNT");
+    return r && std::atoi(r) > 0;
+}
+
 int run_training(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const int K = comm.size();
@@ -460,6 +536,90 @@ int run_training(const Options& o, Comm& comm) {
     cfg.optim.ags_lambda = o.ags_lambda;
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
+    cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
+
+    // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
+    // file system all ranks see) and all agree on the verdict.
+    TrainHooks hooks;
+    hooks.config = run_config(o, cfg);
+    hooks.checkpoint_path = checkpoint_path(o);
+    struct stat sb;
+    const bool ck_exists = !hooks.checkpoint_path.empty() && ::stat(hooks.checkpoint_path.c_str(), &sb) == 0;
+    const bool resume = o.resume || (requeued() && ck_exists);
+    Checkpoint ck;
+    if (resume) {
+        std::string err;
+        try {
+            ck = read_checkpoint(hooks.checkpoint_path);
+            if (ck.config != hooks.config)
+                err = hooks.checkpoint_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
+                      "); resume with the same options, or start afresh without --resume";
+        } catch (const CheckpointError& e) {
+            err = e.what();
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (!err.empty() && (root || K > 1))
+                std::fprintf(stderr, "%s\n", msg((K > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "") + err).c_str());
+            return 2;
+        }
+        hooks.resume = &ck;
+        if (ck.ranks != K && root)
+            warn("the checkpoint was written by " + std::to_string(ck.ranks) + " ranks, this run has " + std::to_string(K) +
+                 ": the loss trajectory will differ from an uninterrupted run's");
+    }
+    if (!hooks.checkpoint_path.empty()) install_stop_signals();
+
+    // --metrics (rank 0), progress bar (rank 0, on a terminal)
+    std::unique_ptr<MetricsLog> metrics;
+    {
+        std::string err;
+        if (root && !o.metrics.empty()) {
+            try {
+                metrics.reset(new MetricsLog(o.metrics, resume));
+            } catch (const std::exception& e) {
+                err = e.what();
+            }
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (root) std::fprintf(stderr, "%s\n", msg(err + "; choose a writable path for --metrics").c_str());
+            return 2;
+        }
+    }
+    auto metrics_failed = [&](const std::exception& e) {
+        warn(std::string(e.what()) + "; no more metrics are logged");
+        metrics.reset();
+    };
+    if (metrics) {
+        try {
+            metrics->write({{"type", "run"}, {"model", o.model}, {"data", o.data}, {"params", model->num_params()},
+                            {"train_examples", tr.count}, {"test_examples", te.count}, {"global_batch", o.batch},
+                            {"ranks", K}, {"epochs", o.epochs}, {"steps_per_epoch", tr.count / o.batch},
+                            {"seed", o.seed}, {"optimizer", o.optimizer}, {"peak_lr", cfg.lr.peak()},
+                            {"resumed", resume}, {"resumed_at_step", resume ? ck.global_step : 0},
+                            {"config_hash", fnv1a64(hooks.config)}});
+        } catch (const std::exception& e) {
+            metrics_failed(e);
+        }
+    }
+    ProgressBar bar(root && !o.quiet, o.epochs);
+    hooks.on_step = [&](const StepRecord& r) {
+        if (!root) return;
+        bar.step(r);
+        if (metrics && r.step % o.metrics_every == 0) {
+            try {
+                metrics->step(r);
+            } catch (const std::exception& e) {
+                metrics_failed(e);
+            }
+        }
+    };
+    if (resume) say(root && !o.quiet, "tula-train: resuming from " + hooks.checkpoint_path + " at epoch " + std::to_string(ck.epoch) +
+                                          ", step " + std::to_string(ck.step_in_epoch) + " of the epoch (" +
+                                          std::to_string(ck.global_step) + " steps done)");
 
     const int64_t steps = tr.count / o.batch;
     if (!o.quiet)
@@ -481,6 +641,14 @@ int run_training(const Options& o, Comm& comm) {
     std::vector<EpochResult> res;
     try {
         res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
+            bar.clear();
+            if (metrics) {
+                try {
+                    metrics->epoch(r);
+                } catch (const std::exception& e) {
+                    metrics_failed(e);
+                }
+            }
             if (o.quiet) return;
             char line[256];
             std::snprintf(line, sizeof line,
@@ -492,10 +660,18 @@ int run_training(const Options& o, Comm& comm) {
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
-        });
+        }, &hooks);
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
+        bar.clear();
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
         return 1;
+    }
+    if (hooks.stopped) {
+        bar.clear();
+        say(root, "tula-train: stopped by a signal after " + std::to_string(res.size()) +
+                      " finished epochs; checkpoint written to " + hooks.checkpoint_path +
+                      "; continue with --resume --checkpoint " + hooks.checkpoint_path);
+        return 3;
     }
     double train_seconds = 0;
     for (const auto& r : res) train_seconds += r.seconds;

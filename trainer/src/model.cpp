@@ -29,6 +29,7 @@ Model::Model(std::string name, const Shape& input, std::vector<std::unique_ptr<L
     state_.assign(ns, 0.0f);
     size_t po = 0, so = 0;
     for (auto& l : layers_) {
+        layer_offset_.push_back(po);
         size_t lp = 0;
         for (const ParamInfo& p : l->param_info()) lp += p.size;
         l->bind(params_.data() + po, grads_.data() + po, state_.data() + so);
@@ -54,6 +55,14 @@ const Tensor& Model::forward(const Tensor& x, bool train) {
 void Model::backward(const Tensor& dlogits) {
     const Tensor* g = &dlogits;
     for (size_t i = layers_.size(); i-- > 0;) g = &layers_[i]->backward(*g);
+}
+
+void Model::backward(const Tensor& dlogits, const std::function<void(size_t offset)>& done) {
+    const Tensor* g = &dlogits;
+    for (size_t i = layers_.size(); i-- > 0;) {
+        g = &layers_[i]->backward(*g);
+        if (done) done(layer_offset_[i]);
+    }
 }
 
 std::string Model::summary() const {
