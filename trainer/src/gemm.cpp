@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #define TULA_GEMM_FN gemm_generic
+#define TULA_GEMM_THREADS_FN gemm_threads_generic
 #include "gemm_impl.hpp"
 
 namespace tula {
@@ -18,8 +19,31 @@ namespace detail {
 #define TULA_HAVE_GEMM_AVX2 1
 // defined in gemm_avx2.cpp
 void gemm_avx2(bool ta, bool tb, long m, long n, long k, const float* a, const float* b, float* c, bool acc);
+void gemm_threads_avx2(int n);
 #endif
 }  // namespace detail
+
+namespace {
+int g_threads = 1;
+}
+// one thread until told otherwise (Eigen's default under OpenMP would be every core)
+static const bool g_threads_init = (set_gemm_threads(1), true);
+
+void set_gemm_threads(int n) {
+    g_threads = n < 1 ? 1 : n;
+    detail::gemm_threads_generic(g_threads);
+#ifdef TULA_HAVE_GEMM_AVX2
+    detail::gemm_threads_avx2(g_threads);
+#endif
+}
+
+int gemm_threads() {
+#ifdef _OPENMP
+    return g_threads;
+#else
+    return 1;
+#endif
+}
 
 bool gemm_isa_available(GemmIsa isa) {
     if (isa == GemmIsa::Generic) return true;

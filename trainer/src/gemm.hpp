@@ -34,6 +34,13 @@ bool gemm_isa_available(GemmIsa isa);
 /// The implementation gemm() uses: Avx2 when available, unless the environment variable
 /// TULA_TRAIN_ISA is "generic". Decided once per process.
 GemmIsa gemm_isa();
+/// Sets the threads every GEMM may use to n (>= 1; smaller values count as 1): Eigen's
+/// OpenMP-parallel product (Eigen::setNbThreads) in both compiled copies. The other layers
+/// run on one thread. Call before training, not concurrently with gemm().
+void set_gemm_threads(int n);
+/// The threads set_gemm_threads gave (1 by default, and always 1 in a build without OpenMP).
+int gemm_threads();
+
 /// "generic" or "avx2+fma", for messages.
 std::string gemm_isa_name(GemmIsa isa);
 

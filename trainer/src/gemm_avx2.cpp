@@ -56,6 +56,7 @@
 #pragma GCC diagnostic pop
 
 #define TULA_GEMM_FN gemm_avx2
+#define TULA_GEMM_THREADS_FN gemm_threads_avx2
 #include "gemm_impl.hpp"
 
 #pragma GCC pop_options

@@ -81,6 +81,8 @@ struct Options {
     std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
     bool resume = false;
     double bucket_mb = 25;
+    int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1
+    std::string threads_source = "default";
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -158,6 +160,7 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
     app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
         ->capture_default_str();
+    app.add_option("--threads", o.threads, "threads per rank for the matrix products; default $SLURM_CPUS_PER_TASK, else 1");
     app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
     app.add_flag("--no-db", o.no_db, "do not write to the profile database");
     app.add_flag("--quiet", o.quiet, "print only the final line");
@@ -227,6 +230,21 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
     // the --lr-max cap is a guard for plain SGD; the trust-ratio optimizers bound the step themselves
     if (!app.count("--lr-max") && o.optimizer != "sgd") o.lr_max = 0;
+    if (app.count("--threads")) {
+        if (o.threads < 1 || o.threads > 1024) return bad("--threads must be between 1 and 1024");
+        o.threads_source = "--threads";
+    } else if (const char* env = std::getenv("SLURM_CPUS_PER_TASK"); env && *env) {
+        const int v = std::atoi(env);
+        if (v >= 1 && v <= 1024) {
+            o.threads = v;
+            o.threads_source = "SLURM_CPUS_PER_TASK";
+        } else {
+            if (root) warn(std::string("ignoring SLURM_CPUS_PER_TASK='") + env + "'; using 1 thread");
+            o.threads = 1;
+        }
+    } else {
+        o.threads = 1;
+    }
     if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
     if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
     if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
@@ -359,7 +377,7 @@ int profile_compute(const Options& o, Comm& comm) {
             auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
             model->init(o.seed);
             if (comm.size() > 1) say(root, "tula-train: --profile-compute runs on rank 0 only; the other ranks wait");
-            say(root, "profile " + wl + ": 1 thread, matrix kernels " + gemm_isa_name(gemm_isa()) + ", host " +
+            say(root, "profile " + wl + ": " + std::to_string(gemm_threads()) + " thread(s), matrix kernels " + gemm_isa_name(gemm_isa()) + ", host " +
                           host_name());
             for (int b : o.batch_sizes) {
                 const double s = time_compute_step(*model, tr, b, 3, o.iters);
@@ -369,7 +387,7 @@ int profile_compute(const Options& o, Comm& comm) {
                 c.workload = wl;
                 c.host = host_name();
                 c.local_batch = b;
-                c.threads = 1;
+                c.threads = gemm_threads();
                 c.seconds_per_iter = s;
                 c.iters = o.iters;
                 samples.push_back(c);
@@ -631,7 +649,8 @@ int run_training(const Options& o, Comm& comm) {
                       fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
                       (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
-                      std::to_string(o.seed) + "; matrix kernels " + gemm_isa_name(gemm_isa()) + "; optimizer " +
+                      std::to_string(o.seed) + "; matrix kernels " + gemm_isa_name(gemm_isa()) + ", " + std::to_string(gemm_threads()) +
+                      " thread(s) per rank (" + o.threads_source + "); optimizer " +
                       o.optimizer + ", lr scaling " + o.lr_scaling +
                       (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
                       (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
@@ -730,6 +749,7 @@ int main(int argc, char** argv) {
     try {
         Options o;
         rc = parse_args(argc, argv, o, root);
+        if (rc < 0) set_gemm_threads(o.threads);
         if (rc < 0) {
             if (o.list_models) rc = root ? list_models(o) : 0;
             else if (o.profile_compute) rc = profile_compute(o, comm);
