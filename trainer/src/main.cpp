@@ -81,6 +81,7 @@ struct Options {
     std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
     bool resume = false;
     double bucket_mb = 25;
+    std::string augment;        // none | crop | flip | crop-flip; "": crop-flip for CIFAR, else none
     int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1
     std::string threads_source = "default";
 };
@@ -126,7 +127,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                  "tula-train"};
     app.set_help_flag("-h,--help", "print this help and exit");
     app.add_option("--model", o.model, "network: " + join_models());
-    app.add_option("--data", o.data, "data set: fashion-mnist, or synthetic:CxHxW:K (random images, for profiling)")
+    app.add_option("--data", o.data,
+                   "data set: fashion-mnist, cifar10:DIR, cifar100:DIR (binary version), or synthetic:CxHxW:K (random images, for profiling)")
         ->capture_default_str();
     app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
     app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
@@ -160,6 +162,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
     app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
         ->capture_default_str();
+    app.add_option("--augment", o.augment,
+                   "training augmentation: none, crop (pad 4, random 32x32-style crop), flip, crop-flip; default crop-flip for CIFAR, else none");
     app.add_option("--threads", o.threads, "threads per rank for the matrix products; default $SLURM_CPUS_PER_TASK, else 1");
     app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
     app.add_flag("--no-db", o.no_db, "do not write to the profile database");
@@ -184,14 +188,19 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return 2;
     };
     if (o.data != "fashion-mnist") {
-        if (!is_synthetic(o.data))
-            return bad("unknown data set '" + o.data + "'; valid data sets: fashion-mnist, synthetic:CxHxW:K");
+        if (!is_synthetic(o.data) && !is_cifar(o.data))
+            return bad("unknown data set '" + o.data +
+                       "'; valid data sets: fashion-mnist, cifar10:DIR, cifar100:DIR, synthetic:CxHxW:K");
         try {
-            parse_synthetic(o.data);
+            if (is_cifar(o.data)) parse_cifar(o.data);
+            else parse_synthetic(o.data);
         } catch (const std::exception& e) {
             return bad(e.what());
         }
     }
+    if (o.augment.empty()) o.augment = is_cifar(o.data) ? "crop-flip" : "none";
+    if (o.augment != "none" && o.augment != "crop" && o.augment != "flip" && o.augment != "crop-flip")
+        return bad("unknown --augment '" + o.augment + "'; valid: none, crop, flip, crop-flip");
     if (o.list_models) return -1;
     const bool need_model = !o.profile_allreduce;
     if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
@@ -289,17 +298,27 @@ tula::ProfileDb open_db(const Options& o) {
     return tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
 }
 
+// The data set's name in workload names: "cifar10" / "cifar100" without the directory,
+// else --data as given.
+std::string data_name(const Options& o) {
+    if (is_cifar(o.data)) return "cifar" + std::to_string(parse_cifar(o.data).classes);
+    return o.data;
+}
+
 // The workload's row: the data set's full sizes (from the IDX headers), even when this run
 // used --limit-train / --limit-test, since the planner computes epochs from them.
 tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, int64_t test_n) {
-    if ((o.limit_train > 0 || o.limit_test > 0) && !is_synthetic(o.data)) {
+    if ((o.limit_train > 0 || o.limit_test > 0) && is_cifar(o.data)) {
+        train_n = 50000;  // both CIFARs: 50,000 training and 10,000 test images
+        test_n = 10000;
+    } else if ((o.limit_train > 0 || o.limit_test > 0) && !is_synthetic(o.data)) {
         train_n = fashion_mnist_count(o.data_dir, true);
         test_n = fashion_mnist_count(o.data_dir, false);
     }
     tula::Workload w;
     w.model = o.model;
-    w.dataset = o.data;
-    w.name = tula::workload_name(o.model, o.data);
+    w.dataset = data_name(o);
+    w.name = tula::workload_name(o.model, data_name(o));
     w.params = static_cast<int64_t>(m.num_params());
     w.train_examples = train_n;
     w.test_examples = test_n;
@@ -309,6 +328,7 @@ tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, in
 // Example shape and class count of --data (Fashion-MNIST: 1x28x28, 10 classes).
 SyntheticSpec input_of(const Options& o) {
     if (is_synthetic(o.data)) return parse_synthetic(o.data);
+    if (is_cifar(o.data)) return SyntheticSpec{Shape{3, 32, 32}, parse_cifar(o.data).classes};
     return SyntheticSpec{Shape{1, 28, 28}, 10};
 }
 
@@ -320,6 +340,7 @@ Dataset load_set(const Options& o, bool train) {
         const int n = lim > 0 ? static_cast<int>(std::min<int64_t>(lim, 1 << 30)) : (train ? 10000 : 1000);
         return make_synthetic(parse_synthetic(o.data), n, o.seed + (train ? 1 : 2));
     }
+    if (is_cifar(o.data)) return load_cifar(parse_cifar(o.data), train, train ? o.limit_train : o.limit_test);
     return load_fashion_mnist(o.data_dir, train, train ? o.limit_train : o.limit_test);
 }
 
@@ -335,7 +356,16 @@ bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te) {
     }
     double fail[2] = {err.empty() ? 0.0 : 1.0, (!err.empty() && comm.rank() == 0) ? 1.0 : 0.0};
     comm.allreduce_sum(fail, 2);
-    if (fail[0] == 0) return true;
+    if (fail[0] == 0) {
+        if (is_cifar(o.data)) {  // normalize both sets with the training set's pixel statistics
+            double m = 0, sd = 1;
+            pixel_stats(tr, &m, &sd);
+            if (!(sd > 0)) sd = 1;
+            tr.mean = te.mean = static_cast<float>(m);
+            tr.std = te.std = static_cast<float>(sd);
+        }
+        return true;
+    }
     // rank 0's message suffices when it failed too; otherwise each failing rank speaks
     if (!err.empty() && (comm.rank() == 0 || fail[1] == 0)) {
         const std::string who = comm.size() > 1 && comm.rank() != 0 ? "rank " + std::to_string(comm.rank()) + ": " : "";
@@ -361,7 +391,7 @@ int list_models(const Options& o) {
 
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
-    const std::string wl = tula::workload_name(o.model, o.data);
+    const std::string wl = tula::workload_name(o.model, data_name(o));
     int rc = 0;
     if (root) {
         Dataset tr, te;
@@ -460,7 +490,7 @@ std::string run_config(const Options& o, const TrainConfig& c) {
                     " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
                     " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
                     " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
-                    " warmup_threshold=" + num(o.warmup_threshold);
+                    " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
     return s;
 }
 
@@ -527,7 +557,7 @@ int run_training(const Options& o, Comm& comm) {
     }
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
-    const std::string wl = tula::workload_name(o.model, o.data);
+    const std::string wl = tula::workload_name(o.model, data_name(o));
 
     TrainConfig cfg;
     cfg.epochs = o.epochs;
@@ -555,6 +585,8 @@ int run_training(const Options& o, Comm& comm) {
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
     cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
+    cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
+    cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
 
     // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
     // file system all ranks see) and all agree on the verdict.

@@ -37,8 +37,30 @@ Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
 Trainer::Trainer(Model& model, Comm& comm, const OptimConfig& oc)
     : m_(model), comm_(comm), opt_(model.segments(), model.num_params(), oc) {}
 
+namespace {
+// splitmix64 finalizer (Steele, Lea, Flood 2014): a well-mixed 64-bit value from x.
+uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+}  // namespace
+
+void Trainer::set_augment(const Augment& a, uint64_t seed, int64_t first_step) {
+    aug_ = a;
+    aug_seed_ = seed;
+    aug_step_ = first_step;
+}
+
+void Trainer::gather_train(const Dataset& d, const int* idx, int n, Rng& rng) {
+    gather_batch_augmented(d, idx, n, x_, labels_.data(), aug_, rng);
+}
+
 double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
                      StepStats* stats, bool measure_noise) {
+    Rng aug_rng(mix64(mix64(aug_seed_ ^ mix64(static_cast<uint64_t>(aug_step_))) + static_cast<uint64_t>(comm_.rank())));
+    ++aug_step_;
     const size_t np = m_.num_params();
     const bool many = sync && comm_.size() > 1;
     const bool split = stats && measure_noise && !many && n >= 2;
@@ -51,7 +73,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         for (int part = 0; part < 2; ++part) {
             const int lo = part == 0 ? 0 : h, cnt = part == 0 ? h : n - h;
             labels_.resize(cnt);
-            gather_batch(d, idx + lo, cnt, x_, labels_.data());
+            gather_train(d, idx + lo, cnt, aug_rng);
             m_.zero_grad();
             const Tensor& z = m_.forward(x_, true);
             loss += ce_.forward(z, labels_.data(), cnt, correct) * cnt / n;
@@ -72,7 +94,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         stats->b_big = n;
     } else {
         labels_.resize(n);
-        gather_batch(d, idx, n, x_, labels_.data());
+        gather_train(d, idx, n, aug_rng);
         m_.zero_grad();
         const Tensor& z = m_.forward(x_, true);
         loss = ce_.forward(z, labels_.data(), n, correct);
@@ -141,7 +163,7 @@ EvalResult Trainer::evaluate(const Dataset& d, int batch) {
         idx_.resize(n);
         std::iota(idx_.begin(), idx_.end(), s);
         labels_.resize(n);
-        gather_batch(d, idx_.data(), n, x_, labels_.data());
+        gather_batch(d, idx_.data(), n, x_, labels_.data(), d.mean, d.std);
         int64_t right = 0;
         sums[0] += ce_.forward(m_.forward(x_, false), labels_.data(), n, &right) * n;
         sums[1] += static_cast<double>(right);
@@ -249,6 +271,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         }
         for (int e = 1; e < e0; ++e) data_rng.shuffle(perm.data(), perm.size());  // replay the data order
     }
+    tr.set_augment(cfg.augment, cfg.seed, t);
     const bool watch = hooks && !hooks->checkpoint_path.empty();
     for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());

@@ -45,6 +45,8 @@ struct TrainConfig {
     /// Gradient bucket size in bytes for the overlapped allreduce (Trainer::set_bucket_bytes);
     /// 0: one blocking allreduce of all gradients after backward.
     size_t bucket_bytes = size_t{25} << 20;
+    /// Random crop / flip of the training batches (Trainer::set_augment); none by default.
+    Augment augment;
 };
 
 /// One epoch's numbers, identical on every rank (allreduced).
@@ -139,6 +141,11 @@ public:
     /// (as PyTorch DDP's gradient buckets, Li et al. 2020, PVLDB 13(12), sec. 3.2.3). The sums
     /// are elementwise the same as one blocking allreduce. 0: one blocking allreduce.
     void set_bucket_bytes(size_t bytes);
+    /// Augment the training batches of step() from now on with `a`: the k-th call of step()
+    /// (counted from `first_step`, so that a resumed run continues the sequence) draws from
+    /// Rng(splitmix64(seed, k, rank)), independent of any other state, so the same seed, step
+    /// and rank give the same crops and flips.
+    void set_augment(const Augment& a, uint64_t seed, int64_t first_step = 0);
     Model& model() { return m_; }
     Optimizer& optimizer() { return opt_; }
 
@@ -148,6 +155,11 @@ private:
     Optimizer opt_;
     std::vector<float> gacc_;  // first micro-batch's gradient (noise measurement, 1 rank)
     std::vector<std::pair<size_t, size_t>> buckets_;  // [lo, hi) of grads(), last first
+    Augment aug_;
+    uint64_t aug_seed_ = 0;
+    int64_t aug_step_ = 0;
+    // the training batch of step(): augmented when set_augment was given crops or flips
+    void gather_train(const Dataset& d, const int* idx, int n, Rng& rng);
     SoftmaxCrossEntropy ce_;
     Tensor x_;
     std::vector<int> labels_;
