@@ -80,10 +80,25 @@ Checkpoint sample() {
 
 // Runs `epochs` epochs of lenet5 on synthetic data; returns the step losses. With
 // stop_at >= 0 the stop flag is raised after that step; with `resume` it resumes.
-std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, bool* stopped) {
+// With `dropout`, a small network with a dropout layer inside a sequential block instead
+// (its generator state must travel in the checkpoint too).
+std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, bool* stopped,
+                        bool dropout = false) {
     const Dataset tr = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 256, 7);
     const Dataset te = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 32, 8);
-    auto m = build_model("lenet5");
+    std::unique_ptr<Model> m;
+    if (dropout) {
+        std::vector<std::unique_ptr<Layer>> inner, L;
+        inner.push_back(make_linear(Backend::Cpu, 784, 32));
+        inner.push_back(make_relu(Backend::Cpu));
+        inner.push_back(make_dropout(Backend::Cpu, 0.3));
+        L.push_back(make_sequential(std::move(inner)));
+        L.push_back(make_dropout(Backend::Cpu, 0.2));
+        L.push_back(make_linear(Backend::Cpu, 32, 10));
+        m.reset(new Model("tiny-dropout", Shape{1, 28, 28}, std::move(L)));
+    } else {
+        m = build_model("lenet5");
+    }
     m->init(3);
     Comm serial;
     TrainConfig cfg;
@@ -114,6 +129,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_round_trip);
     CPPUNIT_TEST(test_bad_files);
     CPPUNIT_TEST(test_stop_and_resume);
+    CPPUNIT_TEST(test_stop_and_resume_dropout);
     CPPUNIT_TEST(test_metrics_lines);
     CPPUNIT_TEST(test_backward_callback);
     CPPUNIT_TEST_SUITE_END();
@@ -197,6 +213,24 @@ public:
         part.insert(part.end(), rest.begin(), rest.end());
         CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
         for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);  // bit for bit
+    }
+
+    void test_stop_and_resume_dropout() {
+        const std::string p = temp_dir() + "/drop.ckpt";
+        bool stopped = false;
+        const std::vector<double> full = run(p, -1, nullptr, &stopped, true);
+        std::vector<double> part = run(p, 5, nullptr, &stopped, true);
+        CPPUNIT_ASSERT(stopped);
+        const Checkpoint c = read_checkpoint(p);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, c.layer_rng.size());  // both dropout layers
+        const std::vector<double> rest = run(p, -1, &c, &stopped, true);
+        part.insert(part.end(), rest.begin(), rest.end());
+        CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
+        for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);
+        // a checkpoint whose dropout states do not fit the model is refused
+        Checkpoint bad = c;
+        bad.layer_rng.pop_back();
+        CPPUNIT_ASSERT_THROW(run(p, -1, &bad, &stopped, true), TrainError);
     }
 
     void test_metrics_lines() {

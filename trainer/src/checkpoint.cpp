@@ -136,6 +136,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     pl.put_vec(c.opt_m1);
     pl.put_vec(c.opt_m2);
     pl.put(c.opt_t);
+    pl.put<uint64_t>(c.layer_rng.size());
+    for (const auto& r : c.layer_rng) pl.put_str(r);
     Writer hd;
     for (char ch : kMagic) hd.put(ch);
     hd.put(kVersion);
@@ -224,6 +226,8 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.opt_m1 = r.get_vec<float>();
     c.opt_m2 = r.get_vec<float>();
     c.opt_t = r.get<int64_t>();
+    const uint64_t nrng = r.get<uint64_t>();
+    for (uint64_t i = 0; i < nrng; ++i) c.layer_rng.push_back(r.get_str());
     if (!r.at_end() || fnv1a64(c.config) != hash || c.ranks < 1 || c.epoch < 1 || c.step_in_epoch < 0 ||
         c.rank_sums.size() != 2 * static_cast<size_t>(c.ranks))
         throw CheckpointError(path + ": checkpoint fields are inconsistent; it cannot be used: delete it and start without --resume");

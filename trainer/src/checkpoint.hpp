@@ -36,6 +36,7 @@ struct Checkpoint {
     std::vector<float> state;              ///< Model::state() (BN running statistics) of rank 0
     std::vector<float> opt_m1, opt_m2;     ///< Optimizer::get_state moments
     int64_t opt_t = 0;                     ///< Optimizer step count
+    std::vector<std::string> layer_rng;    ///< Model::rng_states() (dropout generators) of rank 0
 };
 
 /// 64-bit FNV-1a hash of `s` (Fowler, Noll, Vo; the "config hash" stored in checkpoints).
@@ -46,7 +47,7 @@ uint64_t fnv1a64(const std::string& s);
 /// file or the new one, never a partial one. Format (host byte order): "TULACKPT", u32
 /// version (1), u32 0x01020304 (byte-order mark), u64 payload bytes, u32 CRC-32 (zlib) of
 /// the payload, u64 FNV-1a hash of c.config, then the payload (the fields in declaration
-/// order; strings and vectors as u64 count + elements). Errors: CheckpointError (cannot
+/// order; strings and vectors as u64 count + elements; layer_rng as u64 count + strings). Errors: CheckpointError (cannot
 /// create / write / rename; the temporary file is removed).
 void write_checkpoint(const std::string& path, const Checkpoint& c);
 

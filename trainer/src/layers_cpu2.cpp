@@ -166,6 +166,11 @@ public:
         return in;
     }
     void init(Rng& rng) override { rng_ = Rng(static_cast<uint64_t>(rng.uniform() * 9007199254740992.0)); }
+    void save_rng(std::vector<std::string>& out) const override { out.push_back(rng_.state()); }
+    void load_rng(const std::vector<std::string>& in, size_t& pos) override {
+        if (pos >= in.size()) throw std::invalid_argument("too few random generator states for the dropout layers");
+        rng_.set_state(in[pos++]);
+    }
     const Tensor& forward(const Tensor& x, bool train) override {
         check_in(x, in_, "dropout");
         y_.resize_like(x);
@@ -276,6 +281,12 @@ public:
     }
     void init(Rng& rng) override {
         for (auto& k : kids_) k->init(rng);
+    }
+    void save_rng(std::vector<std::string>& out) const override {
+        for (auto& k : kids_) k->save_rng(out);
+    }
+    void load_rng(const std::vector<std::string>& in, size_t& pos) override {
+        for (auto& k : kids_) k->load_rng(in, pos);
     }
 
 protected:

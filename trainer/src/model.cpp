@@ -44,6 +44,20 @@ void Model::init(uint64_t seed) {
     for (auto& l : layers_) l->init(rng);
 }
 
+std::vector<std::string> Model::rng_states() const {
+    std::vector<std::string> v;
+    for (auto& l : layers_) l->save_rng(v);
+    return v;
+}
+
+void Model::set_rng_states(const std::vector<std::string>& states) {
+    size_t pos = 0;
+    for (auto& l : layers_) l->load_rng(states, pos);
+    if (pos != states.size())
+        throw std::invalid_argument(std::to_string(states.size()) + " random generator states for " + std::to_string(pos) +
+                                    " dropout layers");
+}
+
 void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 const Tensor& Model::forward(const Tensor& x, bool train) {

@@ -49,6 +49,12 @@ public:
     /// Initializes every layer from an Rng seeded with `seed` (layer order), so one seed
     /// gives the same weights on every rank and every run.
     void init(uint64_t seed);
+    /// The states of the layers' own random generators (dropout), in layer order; empty
+    /// for models without dropout. For checkpoints.
+    std::vector<std::string> rng_states() const;
+    /// Restores rng_states(). Errors: std::invalid_argument when the count differs or a
+    /// state does not parse (another model).
+    void set_rng_states(const std::vector<std::string>& states);
     /// Sets all gradients to zero (layers accumulate into them).
     void zero_grad();
     /// Logits (N, classes, 1, 1) for x (N, input). `train` as in Layer::forward.

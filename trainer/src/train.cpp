@@ -249,6 +249,11 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         } catch (const std::invalid_argument& x) {
             throw TrainError("the checkpoint's " + std::string(x.what()));
         }
+        try {
+            model.set_rng_states(ck->layer_rng);
+        } catch (const std::invalid_argument& x) {
+            throw TrainError("the checkpoint's dropout state does not fit the model: " + std::string(x.what()));
+        }
         from_bytes(ck->noise_estimator, noise, "noise-scale");
         from_bytes(ck->warmup, warm, "warmup");
         sched.noise_scale = ck->noise_scale;
@@ -334,6 +339,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                 c.params.assign(model.params(), model.params() + model.num_params());
                 c.state.assign(model.state(), model.state() + model.state_size());
                 tr.optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
+                c.layer_rng = model.rng_states();
                 try {
                     write_checkpoint(hooks->checkpoint_path, c);
                 } catch (const CheckpointError& x) {
