@@ -119,7 +119,7 @@ deps-report:
 $(B)/obj/trainer/%.o: trainer/%.cpp
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -c $< -o $@
-$(B)/obj/trainer/src/gemm.o $(B)/obj/trainer/src/gemm_avx2.o: ALL_CXXFLAGS += $(TRAIN_OMP)
+$(B)/obj/trainer/src/gemm.o $(B)/obj/trainer/src/gemm_avx2.o $(B)/obj/trainer/src/gemm_avx512.o: ALL_CXXFLAGS += $(TRAIN_OMP)
 $(B)/obj/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -Iplugin -c $< -o $@

@@ -22,7 +22,7 @@ void gemm(bool trans_a, bool trans_b, long m, long n, long k, const float* a, co
           bool accumulate);
 
 /// The instruction sets gemm() can use.
-enum class GemmIsa { Generic, Avx2 };
+enum class GemmIsa { Generic, Avx2, Avx512 };
 
 /// The same product with a given implementation. Errors: std::runtime_error when `isa`
 /// is not available on this CPU or in this build.
@@ -31,8 +31,9 @@ void gemm_with(GemmIsa isa, bool trans_a, bool trans_b, long m, long n, long k, 
 
 /// Whether `isa` is compiled in and supported by this CPU.
 bool gemm_isa_available(GemmIsa isa);
-/// The implementation gemm() uses: Avx2 when available, unless the environment variable
-/// TULA_TRAIN_ISA is "generic". Decided once per process.
+/// The implementation gemm() uses: Avx512 (a third copy of Eigen compiled for AVX-512 F+DQ,
+/// Packet16f) when the CPU has it, else Avx2 when available; the environment variable
+/// TULA_TRAIN_ISA = "generic" or "avx2" chooses the lesser one. Decided once per process.
 GemmIsa gemm_isa();
 /// Sets the threads every GEMM may use to n (>= 1; smaller values count as 1): Eigen's
 /// OpenMP-parallel product (Eigen::setNbThreads) in both compiled copies. The other layers
@@ -41,7 +42,7 @@ void set_gemm_threads(int n);
 /// The threads set_gemm_threads gave (1 by default, and always 1 in a build without OpenMP).
 int gemm_threads();
 
-/// "generic" or "avx2+fma", for messages.
+/// "generic", "avx2+fma" or "avx512", for messages.
 std::string gemm_isa_name(GemmIsa isa);
 
 }  // namespace train
