@@ -4,10 +4,11 @@
 // Eigen chooses its SIMD kernels at compile time from the compiler's target flags. The
 // project builds with plain -O2 (SSE2 on x86-64), which leaves about two thirds of a
 // modern core's floating-point throughput unused in the GEMMs that dominate training. So
-// the GEMMs are compiled twice: gemm.cpp with the build's flags (runs anywhere), and
-// gemm_avx2.cpp for AVX2+FMA (x86-64 with GCC only, its own copy of Eigen in a renamed namespace
-// so that nothing is shared with the generic copy); gemm() picks the AVX2 copy when the
-// CPU supports it (__builtin_cpu_supports) and TULA_TRAIN_ISA is not "generic".
+// the GEMMs are compiled three times: gemm.cpp with the build's flags (runs anywhere),
+// gemm_avx2.cpp for AVX2+FMA and gemm_avx512.cpp for AVX-512 F+DQ (x86-64 with GCC only,
+// each its own copy of Eigen in a renamed namespace so that nothing is shared with the
+// generic copy); gemm() picks the best copy the CPU supports (__builtin_cpu_supports)
+// unless TULA_TRAIN_ISA asks for less.
 #pragma once
 #include <string>
 

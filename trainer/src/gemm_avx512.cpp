@@ -1,39 +1,10 @@
 // tula-train: the GEMM compiled for AVX-512 (F and DQ, x86-64), chosen at run time by
 // gemm.cpp; the same construction as gemm_avx2.cpp (read its comment), with Eigen's
-// Packet16f kernels. A copy of the AVX2 file's include list is needed so that the standard
-// headers are compiled with the build's flags, not for AVX-512.
+// Packet16f kernels.
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
 #define TULA_GEMM_AVX512_BUILT 1
 
-#include <malloc.h>
-#include <stdint.h>
-
-#include <algorithm>
-#include <array>
-#include <cassert>
-#include <cerrno>
-#include <cfloat>
-#include <climits>
-#include <cmath>
-#include <complex>
-#include <cstddef>
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <immintrin.h>
-#include <iosfwd>
-#include <iostream>
-#include <limits>
-#include <map>
-#include <memory>
-#include <new>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
+#include "gemm_std_headers.hpp"
 
 #pragma GCC push_options
 #pragma GCC target("sse3,ssse3,sse4.1,sse4.2,popcnt,avx,avx2,fma,f16c,avx512f,avx512dq")
