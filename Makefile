@@ -90,6 +90,8 @@ else
   MPI_DEFS    :=
 endif
 
+# OpenMP for the parallel GEMMs of tula-train (trainer/src/gemm*.cpp; --threads)
+TRAIN_OMP   := -fopenmp
 ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) $(DEPFLAGS)
 ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
 
@@ -127,6 +129,7 @@ deps-report:
 $(B)/obj/trainer/%.o: trainer/%.cpp
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -c $< -o $@
+$(B)/obj/trainer/src/gemm.o $(B)/obj/trainer/src/gemm_avx2.o $(B)/obj/trainer/src/gemm_avx512.o: ALL_CXXFLAGS += $(TRAIN_OMP)
 $(B)/obj/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -Iplugin -c $< -o $@
@@ -154,7 +157,7 @@ $(TRAIN_MAIN): ALL_CXXFLAGS += -DTULA_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include 
 endif
 $(TULA_TRAIN): $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_LIBS) $(TRAIN_GPU_LIBS) -lz -lpthread
+	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_LIBS) $(TRAIN_GPU_LIBS) -lz -lpthread
 # The SPANK plugin: no -lslurm (symbols come from the host process); only plugin_* and
 # slurm_spank_* are exported (plugin/tula.map).
 $(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map
@@ -169,7 +172,7 @@ $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	$(CXX) -o $@ $< $(LIBTULA_LIBS)
 $(UNIT_TESTS): $(UNIT_LINK) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) -o $@ $(UNIT_LINK) \
+	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(UNIT_LINK) \
 	  $(LIBTULA_LIBS) -lcppunit -lz -lpthread
 # CUDA backend (only when HAVE_CUDA=yes): nvcc for trainer/cuda/*.cu; tula-gpu-tests links the
 # CPU layers as the oracle and the CUDA libraries with an rpath.
@@ -181,7 +184,7 @@ $(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu
 $(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda $(NCCL_DEFS)
 $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread
+	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread
 endif
 
 check:

@@ -434,13 +434,17 @@ public:
     }
 
     void test_gemm_all_isas_match_naive() {
+        // not multiples of any vector width; the second exceeds the AVX-512 micro-kernel (48 x 8)
+        gemm_all_isas(13, 37, 29);
+        gemm_all_isas(101, 70, 67);
+    }
+    void gemm_all_isas(const long m, const long n, const long k) {
         Rng rng(141);
-        const long m = 13, n = 37, k = 29;  // not multiples of any vector width
         std::vector<float> a(m * k), bm(k * n), c0(m * n);
         for (float& v : a) v = static_cast<float>(rng.normal());
         for (float& v : bm) v = static_cast<float>(rng.normal());
         for (float& v : c0) v = static_cast<float>(rng.normal());
-        for (GemmIsa isa : {GemmIsa::Generic, GemmIsa::Avx2}) {
+        for (GemmIsa isa : {GemmIsa::Generic, GemmIsa::Avx2, GemmIsa::Avx512}) {
             if (!gemm_isa_available(isa)) continue;
             for (int ta = 0; ta < 2; ++ta)
                 for (int tb = 0; tb < 2; ++tb)

@@ -199,7 +199,7 @@ void GpuTrainer::gather(const Dataset& d, const int* idx, int n) {
     std::copy(idx, idx + n, idx_pinned_);
     CUDA_CHECK(cudaMemcpyAsync(di, idx_pinned_, sizeof(int) * n, cudaMemcpyHostToDevice, ctx_.stream()));
     x_.resize(n, d.channels, d.rows, d.cols);
-    gather_normalize(ctx_.stream(), static_cast<const uint8_t*>(images_.get()), di, n, px, kFashionMean, kFashionStd,
+    gather_normalize(ctx_.stream(), static_cast<const uint8_t*>(images_.get()), di, n, px, d.mean, d.std,
                      x_.ptr());
 }
 

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #ifdef TULA_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // C bindings only (the C++ ones are deprecated and warn)
@@ -26,9 +27,15 @@ constexpr size_t kChunk = static_cast<size_t>(INT_MAX) / 2;
 #endif
 }  // namespace
 
-Comm::Comm() = default;
+struct Comm::Pending {
+#ifdef TULA_HAVE_MPI
+    std::vector<MPI_Request> req;
+#endif
+};
 
-Comm::Comm(int* argc, char*** argv) {
+Comm::Comm() : pending_(new Pending) {}
+
+Comm::Comm(int* argc, char*** argv) : pending_(new Pending) {
 #ifdef TULA_HAVE_MPI
     if (!launched_by_mpi()) return;
     int inited = 0;
@@ -101,6 +108,38 @@ void Comm::broadcast(float* buf, size_t n, int root) {
     (void)buf;
     (void)n;
     (void)root;
+#endif
+}
+
+void Comm::iallreduce_sum(float* buf, size_t n) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk) {
+        MPI_Request r;
+        MPI_Iallreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &r);
+        pending_->req.push_back(r);
+    }
+#else
+    (void)buf;
+    (void)n;
+#endif
+}
+
+void Comm::progress() {
+#ifdef TULA_HAVE_MPI
+    if (pending_->req.empty()) return;
+    int done = 0;
+    MPI_Testall(static_cast<int>(pending_->req.size()), pending_->req.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) pending_->req.clear();
+#endif
+}
+
+void Comm::wait_all() {
+#ifdef TULA_HAVE_MPI
+    if (pending_->req.empty()) return;
+    MPI_Waitall(static_cast<int>(pending_->req.size()), pending_->req.data(), MPI_STATUSES_IGNORE);
+    pending_->req.clear();
 #endif
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace tula {
 namespace train {
@@ -39,6 +40,16 @@ public:
     /// buf[0..n) of rank `root` copied to every rank.
     void broadcast(float* buf, size_t n, int root = 0);
     void barrier();
+    /// Starts a non-blocking in-place sum over ranks of buf[0..n) (MPI_Iallreduce with
+    /// MPI_IN_PLACE, MPI_SUM; chunks of at most INT_MAX/2 values). buf must stay valid and
+    /// untouched until wait_all(). Every rank must start the same sequence of reductions.
+    /// No-op for a single rank.
+    void iallreduce_sum(float* buf, size_t n);
+    /// Lets the MPI library progress the started reductions (MPI_Testall); returns without
+    /// waiting. Call it between pieces of computation to overlap communication with them.
+    void progress();
+    /// Waits until every reduction started by iallreduce_sum has completed (MPI_Waitall).
+    void wait_all();
     /// Ends every rank of the job with exit status `code` (MPI_Abort), or exits this
     /// process when serial. Use after printing a fatal error mid-run so no rank hangs.
     [[noreturn]] void abort(int code);
@@ -50,6 +61,8 @@ private:
     int size_ = 1;
     bool mpi_ = false;
     bool finalized_ = false;
+    struct Pending;                    // the outstanding MPI requests (defined in comm.cpp)
+    std::unique_ptr<Pending> pending_;
 };
 
 }  // namespace train

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rng.hpp"
 #include "tensor.hpp"
 
 namespace tula {
@@ -51,6 +52,43 @@ struct Dataset {
     int channels = 1;  ///< colour planes per image
     std::vector<uint8_t> images;  ///< (count, channels, rows, cols), pixel values 0..255
     std::vector<uint8_t> labels;  ///< (count,)
+    /// Normalization of gather_batch: x = (pixel/255 - mean) / std. Fashion-MNIST's
+    /// constants by default; CIFAR sets the training set's own (pixel_stats).
+    float mean = 0.2860f;
+    float std = 0.3530f;
+};
+
+/// A parsed `cifar10:DIR` / `cifar100:DIR` data-source name.
+struct CifarSpec {
+    int classes = 0;   ///< 10 or 100
+    std::string dir;   ///< directory of the binary files
+};
+
+/// True when `name` starts with "cifar10:" or "cifar100:".
+bool is_cifar(const std::string& name);
+/// Parses "cifar10:DIR" or "cifar100:DIR". Errors: DataError (empty DIR, other prefix).
+CifarSpec parse_cifar(const std::string& name);
+
+/// CIFAR-10 / CIFAR-100 in the "binary version" of Krizhevsky (2009), from spec.dir or its
+/// subdirectory cifar-10-batches-bin / cifar-100-binary: CIFAR-10 records are 1 label byte
+/// + 3072 pixel bytes (3 planes R, G, B of 32x32) in data_batch_1..5.bin (training, 50,000)
+/// and test_batch.bin (10,000); CIFAR-100 records are a coarse and a fine label byte + 3072
+/// pixel bytes in train.bin / test.bin, of which the fine label (100 classes) is used.
+/// `limit` > 0 keeps the first `limit` examples. Errors: DataError for a missing file, a
+/// size that is not a whole number of records (truncated), a label out of range.
+Dataset load_cifar(const CifarSpec& spec, bool train, int64_t limit = 0);
+
+/// Mean and standard deviation of all of d's pixels scaled to [0, 1] (all channels
+/// together, population formula), in double precision: the normalization of a data set
+/// without published constants (CIFAR: about 0.473 and 0.252 for CIFAR-10).
+void pixel_stats(const Dataset& d, double* mean, double* std);
+
+/// Training-time augmentation of gather_batch_augmented.
+struct Augment {
+    int crop_pad = 0;  ///< random crop: zero-pad by this many pixels, crop back to H x W at a
+                       ///< uniform offset in [0, 2*pad]^2 (Krizhevsky et al. 2012; He et al. 2016, sec. 4.2)
+    bool flip = false; ///< mirror left-right with probability 1/2
+    bool any() const { return crop_pad > 0 || flip; }
 };
 
 /// Loads an IDX image file (3 dimensions) and its label file (1 dimension) and checks
@@ -91,6 +129,12 @@ Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed);
 /// labels[i] <- label of idx[i]. Reuses x's allocation.
 void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean = kFashionMean,
                   float std_ = kFashionStd);
+
+/// gather_batch with d.mean / d.std and, per example, the random crop and flip of `aug`
+/// drawn from `rng` (padding pixels are 0 after normalization, i.e. the mean). Without
+/// aug.any() it equals gather_batch(d, idx, n, x, labels, d.mean, d.std).
+void gather_batch_augmented(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, const Augment& aug,
+                            Rng& rng);
 
 }  // namespace train
 }  // namespace tula

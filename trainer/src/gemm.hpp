@@ -4,10 +4,11 @@
 // Eigen chooses its SIMD kernels at compile time from the compiler's target flags. The
 // project builds with plain -O2 (SSE2 on x86-64), which leaves about two thirds of a
 // modern core's floating-point throughput unused in the GEMMs that dominate training. So
-// the GEMMs are compiled twice: gemm.cpp with the build's flags (runs anywhere), and
-// gemm_avx2.cpp for AVX2+FMA (x86-64 with GCC only, its own copy of Eigen in a renamed namespace
-// so that nothing is shared with the generic copy); gemm() picks the AVX2 copy when the
-// CPU supports it (__builtin_cpu_supports) and TULA_TRAIN_ISA is not "generic".
+// the GEMMs are compiled three times: gemm.cpp with the build's flags (runs anywhere),
+// gemm_avx2.cpp for AVX2+FMA and gemm_avx512.cpp for AVX-512 F+DQ (x86-64 with GCC only,
+// each its own copy of Eigen in a renamed namespace so that nothing is shared with the
+// generic copy); gemm() picks the best copy the CPU supports (__builtin_cpu_supports)
+// unless TULA_TRAIN_ISA asks for less.
 #pragma once
 #include <string>
 
@@ -22,7 +23,7 @@ void gemm(bool trans_a, bool trans_b, long m, long n, long k, const float* a, co
           bool accumulate);
 
 /// The instruction sets gemm() can use.
-enum class GemmIsa { Generic, Avx2 };
+enum class GemmIsa { Generic, Avx2, Avx512 };
 
 /// The same product with a given implementation. Errors: std::runtime_error when `isa`
 /// is not available on this CPU or in this build.
@@ -31,10 +32,18 @@ void gemm_with(GemmIsa isa, bool trans_a, bool trans_b, long m, long n, long k, 
 
 /// Whether `isa` is compiled in and supported by this CPU.
 bool gemm_isa_available(GemmIsa isa);
-/// The implementation gemm() uses: Avx2 when available, unless the environment variable
-/// TULA_TRAIN_ISA is "generic". Decided once per process.
+/// The implementation gemm() uses: Avx512 (a third copy of Eigen compiled for AVX-512 F+DQ,
+/// Packet16f) when the CPU has it, else Avx2 when available; the environment variable
+/// TULA_TRAIN_ISA = "generic" or "avx2" chooses the lesser one. Decided once per process.
 GemmIsa gemm_isa();
-/// "generic" or "avx2+fma", for messages.
+/// Sets the threads every GEMM may use to n (>= 1; smaller values count as 1): Eigen's
+/// OpenMP-parallel product (Eigen::setNbThreads) in both compiled copies. The other layers
+/// run on one thread. Call before training, not concurrently with gemm().
+void set_gemm_threads(int n);
+/// The threads set_gemm_threads gave (1 by default, and always 1 in a build without OpenMP).
+int gemm_threads();
+
+/// "generic", "avx2+fma" or "avx512", for messages.
 std::string gemm_isa_name(GemmIsa isa);
 
 }  // namespace train

@@ -10,35 +10,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
 #define TULA_GEMM_AVX2_BUILT 1
 
-#include <malloc.h>
-#include <stdint.h>
-
-#include <algorithm>
-#include <array>
-#include <cassert>
-#include <cerrno>
-#include <cfloat>
-#include <climits>
-#include <cmath>
-#include <complex>
-#include <cstddef>
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <immintrin.h>
-#include <iosfwd>
-#include <iostream>
-#include <limits>
-#include <map>
-#include <memory>
-#include <new>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
+#include "gemm_std_headers.hpp"
 
 #pragma GCC push_options
 #pragma GCC target("sse3,ssse3,sse4.1,sse4.2,popcnt,avx,avx2,fma")
@@ -56,6 +28,7 @@
 #pragma GCC diagnostic pop
 
 #define TULA_GEMM_FN gemm_avx2
+#define TULA_GEMM_THREADS_FN gemm_threads_avx2
 #include "gemm_impl.hpp"
 
 #pragma GCC pop_options

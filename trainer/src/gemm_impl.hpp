@@ -33,6 +33,9 @@ void TULA_GEMM_FN(bool ta, bool tb, long m, long n, long k, const float* a, cons
 #undef TULA_GEMM_CASE
 }
 
+// Threads of this copy of Eigen's GEMM (OpenMP; 1 without -fopenmp).
+void TULA_GEMM_THREADS_FN(int n) { Eigen::setNbThreads(n); }
+
 }  // namespace detail
 }  // namespace train
 }  // namespace tula

@@ -62,6 +62,12 @@ public:
     virtual void bind(float* params, float* grads, float* state) {}
     /// Initializes parameters and state from `rng` (see each layer for the rule).
     virtual void init(Rng& rng) {}
+    /// Appends the state of the layer's own random generators (dropout; Rng::state()),
+    /// children first to last; layers without one append nothing. For checkpoints.
+    virtual void save_rng(std::vector<std::string>& out) const {}
+    /// Restores what save_rng appended, reading from in[pos] on and advancing pos.
+    /// Errors: std::invalid_argument when in runs short or a state does not parse.
+    virtual void load_rng(const std::vector<std::string>& in, size_t& pos) {}
     /// y = layer(x). x: (N, in.c, in.h, in.w) as configured. `train` selects training
     /// behaviour (BN batch statistics). The reference stays valid until the next forward.
     /// x must stay alive and unchanged until backward() (the layer keeps a pointer).

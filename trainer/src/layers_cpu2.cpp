@@ -167,6 +167,11 @@ public:
         return in;
     }
     void init(Rng& rng) override { rng_ = Rng(static_cast<uint64_t>(rng.uniform() * 9007199254740992.0)); }
+    void save_rng(std::vector<std::string>& out) const override { out.push_back(rng_.state()); }
+    void load_rng(const std::vector<std::string>& in, size_t& pos) override {
+        if (pos >= in.size()) throw std::invalid_argument("too few random generator states for the dropout layers");
+        rng_.set_state(in[pos++]);
+    }
     const Tensor& forward(const Tensor& x, bool train) override {
         check_in(x, in_, "dropout");
         y_.resize_like(x);
@@ -245,22 +250,24 @@ private:
 
 // ---- composites ------------------------------------------------------------------------
 
-// Children's parameters and state concatenated in order (composite.hpp), initialized in order.
-class Composite : public CompositeOf<Layer> {
+// CPU composites (composite.hpp's bookkeeping): children initialized, and their random
+// generators saved and restored (checkpoints), in order.
+template <class B>
+class CpuChildren : public B {
 public:
+    using B::B;
     void init(Rng& rng) override {
-        for (auto& k : kids_) k->init(rng);
+        for (auto& k : this->kids_) k->init(rng);
+    }
+    void save_rng(std::vector<std::string>& out) const override {
+        for (auto& k : this->kids_) k->save_rng(out);
+    }
+    void load_rng(const std::vector<std::string>& in, size_t& pos) override {
+        for (auto& k : this->kids_) k->load_rng(in, pos);
     }
 };
-
-// The CPU sequential block also initializes its children in order.
-class SequentialLayer final : public SequentialOf<Layer, Tensor> {
-public:
-    using SequentialOf<Layer, Tensor>::SequentialOf;
-    void init(Rng& rng) override {
-        for (auto& k : kids_) k->init(rng);
-    }
-};
+using Composite = CpuChildren<CompositeOf<Layer>>;
+using SequentialLayer = CpuChildren<SequentialOf<Layer, Tensor>>;
 
 class ResidualLayer final : public Composite {
 public:

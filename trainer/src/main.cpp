@@ -4,10 +4,12 @@
 //
 // Exit status: 0 success; 1 training failed (diverged, internal error; or a profiling
 // mode could not write its rows); 2 bad usage or bad input (unknown model, batch not
-// divisible by the ranks, missing / truncated dataset file).
+// divisible by the ranks, missing / truncated dataset file, unusable checkpoint); 3 stopped
+// by SIGTERM / SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,9 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "gemm.hpp"
+#include "metrics.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "train.hpp"
@@ -79,6 +83,14 @@ struct Options {
     std::string device = "cpu"; // cpu | cuda
     bool no_tf32 = false;       // cuda: strict fp32 convolutions
     std::vector<std::string> gpu_allreduce{"nccl", "mpi"};  // cuda: methods, first usable wins
+    std::string metrics;        // --metrics FILE ("": none)
+    int metrics_every = 1;
+    std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
+    bool resume = false;
+    double bucket_mb = 25;
+    std::string augment;        // none | crop | flip | crop-flip; "": crop-flip for CIFAR, else none
+    int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1
+    std::string threads_source = "default";
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -139,7 +151,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                  "tula-train"};
     app.set_help_flag("-h,--help", "print this help and exit");
     app.add_option("--model", o.model, "network: " + join_models());
-    app.add_option("--data", o.data, "data set: fashion-mnist, or synthetic:CxHxW:K (random images, for profiling)")
+    app.add_option("--data", o.data,
+                   "data set: fashion-mnist, cifar10:DIR, cifar100:DIR (binary version), or synthetic:CxHxW:K (random images, for profiling)")
         ->capture_default_str();
     app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
     app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
@@ -172,6 +185,16 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
+    app.add_option("--metrics", o.metrics, "write a JSON-lines log of every step and epoch to FILE (rank 0)");
+    app.add_option("--metrics-every", o.metrics_every, "log every K-th step in --metrics")->capture_default_str();
+    app.add_option("--checkpoint", o.checkpoint,
+                   "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
+    app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
+    app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
+        ->capture_default_str();
+    app.add_option("--augment", o.augment,
+                   "training augmentation: none, crop (pad 4, random 32x32-style crop), flip, crop-flip; default crop-flip for CIFAR, else none");
+    app.add_option("--threads", o.threads, "threads per rank for the matrix products; default $SLURM_CPUS_PER_TASK, else 1");
     app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
     app.add_flag("--no-db", o.no_db, "do not write to the profile database");
     app.add_flag("--quiet", o.quiet, "print only the final line");
@@ -195,14 +218,23 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return 2;
     };
     if (o.data != "fashion-mnist") {
-        if (!is_synthetic(o.data))
-            return bad("unknown data set '" + o.data + "'; valid data sets: fashion-mnist, synthetic:CxHxW:K");
+        if (!is_synthetic(o.data) && !is_cifar(o.data))
+            return bad("unknown data set '" + o.data +
+                       "'; valid data sets: fashion-mnist, cifar10:DIR, cifar100:DIR, synthetic:CxHxW:K");
         try {
-            parse_synthetic(o.data);
+            if (is_cifar(o.data)) parse_cifar(o.data);
+            else parse_synthetic(o.data);
         } catch (const std::exception& e) {
             return bad(e.what());
         }
     }
+    if (o.device == "cuda" && (!o.checkpoint.empty() || o.resume))
+        return bad("--checkpoint and --resume are not implemented with --device cuda yet");
+    if (o.device == "cuda" && !o.augment.empty() && o.augment != "none")
+        return bad("--augment is not implemented with --device cuda yet; give --augment none");
+    if (o.augment.empty()) o.augment = is_cifar(o.data) && o.device != "cuda" ? "crop-flip" : "none";
+    if (o.augment != "none" && o.augment != "crop" && o.augment != "flip" && o.augment != "crop-flip")
+        return bad("unknown --augment '" + o.augment + "'; valid: none, crop, flip, crop-flip");
     if (o.list_models) return -1;
     const bool need_model = !o.profile_allreduce;
     if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
@@ -241,6 +273,25 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
     // the --lr-max cap is a guard for plain SGD; the trust-ratio optimizers bound the step themselves
     if (!app.count("--lr-max") && o.optimizer != "sgd") o.lr_max = 0;
+    if (app.count("--threads")) {
+        if (o.threads < 1 || o.threads > 1024) return bad("--threads must be between 1 and 1024");
+        o.threads_source = "--threads";
+    } else if (const char* env = std::getenv("SLURM_CPUS_PER_TASK"); env && *env) {
+        const int v = std::atoi(env);
+        if (v >= 1 && v <= 1024) {
+            o.threads = v;
+            o.threads_source = "SLURM_CPUS_PER_TASK";
+        } else {
+            if (root) warn(std::string("ignoring SLURM_CPUS_PER_TASK='") + env + "'; using 1 thread");
+            o.threads = 1;
+        }
+    } else {
+        o.threads = 1;
+    }
+    if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
+    if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
+    if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
+        return bad("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
     if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
@@ -291,17 +342,27 @@ tula::ProfileDb open_db(const Options& o) {
     return tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
 }
 
+// The data set's name in workload names: "cifar10" / "cifar100" without the directory,
+// else --data as given.
+std::string data_name(const Options& o) {
+    if (is_cifar(o.data)) return "cifar" + std::to_string(parse_cifar(o.data).classes);
+    return o.data;
+}
+
 // The workload's row: the data set's full sizes (from the IDX headers), even when this run
 // used --limit-train / --limit-test, since the planner computes epochs from them.
 tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, int64_t test_n) {
-    if ((o.limit_train > 0 || o.limit_test > 0) && !is_synthetic(o.data)) {
+    if ((o.limit_train > 0 || o.limit_test > 0) && is_cifar(o.data)) {
+        train_n = 50000;  // both CIFARs: 50,000 training and 10,000 test images
+        test_n = 10000;
+    } else if ((o.limit_train > 0 || o.limit_test > 0) && !is_synthetic(o.data)) {
         train_n = fashion_mnist_count(o.data_dir, true);
         test_n = fashion_mnist_count(o.data_dir, false);
     }
     tula::Workload w;
     w.model = o.model;
-    w.dataset = o.data;
-    w.name = tula::workload_name(o.model, o.data);
+    w.dataset = data_name(o);
+    w.name = tula::workload_name(o.model, data_name(o));
     w.params = static_cast<int64_t>(m.num_params());
     w.train_examples = train_n;
     w.test_examples = test_n;
@@ -311,6 +372,7 @@ tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, in
 // Example shape and class count of --data (Fashion-MNIST: 1x28x28, 10 classes).
 SyntheticSpec input_of(const Options& o) {
     if (is_synthetic(o.data)) return parse_synthetic(o.data);
+    if (is_cifar(o.data)) return SyntheticSpec{Shape{3, 32, 32}, parse_cifar(o.data).classes};
     return SyntheticSpec{Shape{1, 28, 28}, 10};
 }
 
@@ -322,6 +384,7 @@ Dataset load_set(const Options& o, bool train) {
         const int n = lim > 0 ? static_cast<int>(std::min<int64_t>(lim, 1 << 30)) : (train ? 10000 : 1000);
         return make_synthetic(parse_synthetic(o.data), n, o.seed + (train ? 1 : 2));
     }
+    if (is_cifar(o.data)) return load_cifar(parse_cifar(o.data), train, train ? o.limit_train : o.limit_test);
     return load_fashion_mnist(o.data_dir, train, train ? o.limit_train : o.limit_test);
 }
 
@@ -337,7 +400,16 @@ bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te) {
     }
     double fail[2] = {err.empty() ? 0.0 : 1.0, (!err.empty() && comm.rank() == 0) ? 1.0 : 0.0};
     comm.allreduce_sum(fail, 2);
-    if (fail[0] == 0) return true;
+    if (fail[0] == 0) {
+        if (is_cifar(o.data)) {  // normalize both sets with the training set's pixel statistics
+            double m = 0, sd = 1;
+            pixel_stats(tr, &m, &sd);
+            if (!(sd > 0)) sd = 1;
+            tr.mean = te.mean = static_cast<float>(m);
+            tr.std = te.std = static_cast<float>(sd);
+        }
+        return true;
+    }
     // rank 0's message suffices when it failed too; otherwise each failing rank speaks
     if (!err.empty() && (comm.rank() == 0 || fail[1] == 0)) {
         const std::string who = comm.size() > 1 && comm.rank() != 0 ? "rank " + std::to_string(comm.rank()) + ": " : "";
@@ -363,7 +435,7 @@ int list_models(const Options& o) {
 
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
-    const std::string wl = tula::workload_name(o.model, o.data);
+    const std::string wl = tula::workload_name(o.model, data_name(o));
     int rc = 0;
     if (root) {
         Dataset tr, te;
@@ -391,7 +463,9 @@ int profile_compute(const Options& o, Comm& comm) {
             }
 #endif
             say(root, "profile " + wl + ": " +
-                          (o.device == "cuda" ? std::string("GPU (cuda)") : "1 thread, matrix kernels " + std::string(gemm_isa_name(gemm_isa()))) +
+                          (o.device == "cuda" ? std::string("GPU (cuda)")
+                                              : std::to_string(gemm_threads()) + " thread(s), matrix kernels " +
+                                                    std::string(gemm_isa_name(gemm_isa()))) +
                           ", host " + host_name());
             for (int b : o.batch_sizes) {
 #ifdef TULA_HAVE_CUDA
@@ -406,7 +480,7 @@ int profile_compute(const Options& o, Comm& comm) {
                 c.workload = wl;
                 c.host = host_name();
                 c.local_batch = b;
-                c.threads = 1;
+                c.threads = gemm_threads();
                 c.seconds_per_iter = s;
                 c.iters = o.iters;
                 samples.push_back(c);
@@ -466,6 +540,62 @@ int profile_allreduce(const Options& o, Comm& comm) {
     return static_cast<int>(r);
 }
 
+// The options that determine the loss trajectory, as "key=value ..." (stored in checkpoints;
+// a checkpoint resumes only a run with the same string). The rank count is not in it.
+std::string run_config(const Options& o, const TrainConfig& c) {
+    auto num = [](double v) { return nlohmann::json(v).dump(); };  // shortest round-trip text
+    std::string s = "model=" + o.model + " data=" + o.data + " limit_train=" + std::to_string(o.limit_train) +
+                    " limit_test=" + std::to_string(o.limit_test) + " epochs=" + std::to_string(o.epochs) +
+                    " batch=" + std::to_string(o.batch) + " seed=" + std::to_string(o.seed) + " lr=" + num(o.lr) +
+                    " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
+                    " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
+                    " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
+                    " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
+                    " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
+                    " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
+                    " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
+    return s;
+}
+
+// The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
+std::string first_difference(const std::string& now, const std::string& then) {
+    auto split = [](const std::string& s) {
+        std::vector<std::string> v;
+        size_t p = 0;
+        while (p < s.size()) {
+            size_t q = s.find(' ', p);
+            if (q == std::string::npos) q = s.size();
+            v.push_back(s.substr(p, q - p));
+            p = q + 1;
+        }
+        return v;
+    };
+    const auto a = split(now), b = split(then);
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (i < b.size() && a[i] == b[i]) continue;
+        const std::string key = a[i].substr(0, a[i].find('='));
+        std::string other = "(absent)";
+        for (const auto& x : b)
+            if (x.compare(0, key.size() + 1, key + "=") == 0) other = x.substr(key.size() + 1);
+        return key + " is " + a[i].substr(key.size() + 1) + " here but " + other + " in the checkpoint";
+    }
+    return "the configuration differs";
+}
+
+// The checkpoint file of this run: --checkpoint, else tula-train-$SLURM_JOB_ID.ckpt in the
+// working directory under Slurm, else "" (stop signals then end the process as usual).
+std::string checkpoint_path(const Options& o) {
+    if (!o.checkpoint.empty()) return o.checkpoint;
+    const char* job = std::getenv("SLURM_JOB_ID");
+    return job && *job ? std::string("tula-train-") + job + ".ckpt" : std::string();
+}
+
+// Whether Slurm restarted this job (requeue): SLURM_RESTART_COUNT > 0.
+bool requeued() {
+    const char* r = std::getenv("SLURM_RESTART_COUNT");
+    return r && std::atoi(r) > 0;
+}
+
 int run_training(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const int K = comm.size();
@@ -490,7 +620,7 @@ int run_training(const Options& o, Comm& comm) {
     }
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
-    const std::string wl = tula::workload_name(o.model, o.data);
+    const std::string wl = tula::workload_name(o.model, data_name(o));
 
     TrainConfig cfg;
     cfg.epochs = o.epochs;
@@ -517,6 +647,93 @@ int run_training(const Options& o, Comm& comm) {
     cfg.optim.ags_lambda = o.ags_lambda;
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
+    cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
+    cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
+    cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
+
+    // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
+    // file system all ranks see) and all agree on the verdict.
+    TrainHooks hooks;
+    hooks.config = run_config(o, cfg);
+    // the GPU engine has no checkpoints yet: none by default there (explicit ones are refused)
+    if (o.device != "cuda") hooks.checkpoint_path = checkpoint_path(o);
+    struct stat sb;
+    const bool ck_exists = !hooks.checkpoint_path.empty() && ::stat(hooks.checkpoint_path.c_str(), &sb) == 0;
+    const bool resume = o.resume || (requeued() && ck_exists);
+    Checkpoint ck;
+    if (resume) {
+        std::string err;
+        try {
+            ck = read_checkpoint(hooks.checkpoint_path);
+            if (ck.config != hooks.config)
+                err = hooks.checkpoint_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
+                      "); resume with the same options, or start afresh without --resume";
+        } catch (const CheckpointError& e) {
+            err = e.what();
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (!err.empty() && (root || K > 1))
+                std::fprintf(stderr, "%s\n", msg((K > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "") + err).c_str());
+            return 2;
+        }
+        hooks.resume = &ck;
+        if (ck.ranks != K && root)
+            warn("the checkpoint was written by " + std::to_string(ck.ranks) + " ranks, this run has " + std::to_string(K) +
+                 ": the loss trajectory will differ from an uninterrupted run's");
+    }
+    if (!hooks.checkpoint_path.empty()) install_stop_signals();
+
+    // --metrics (rank 0), progress bar (rank 0, on a terminal)
+    std::unique_ptr<MetricsLog> metrics;
+    {
+        std::string err;
+        if (root && !o.metrics.empty()) {
+            try {
+                metrics.reset(new MetricsLog(o.metrics, resume));
+            } catch (const std::exception& e) {
+                err = e.what();
+            }
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (root) std::fprintf(stderr, "%s\n", msg(err + "; choose a writable path for --metrics").c_str());
+            return 2;
+        }
+    }
+    auto metrics_failed = [&](const std::exception& e) {
+        warn(std::string(e.what()) + "; no more metrics are logged");
+        metrics.reset();
+    };
+    if (metrics) {
+        try {
+            metrics->write({{"type", "run"}, {"model", o.model}, {"data", o.data}, {"params", model->num_params()},
+                            {"train_examples", tr.count}, {"test_examples", te.count}, {"global_batch", o.batch},
+                            {"ranks", K}, {"epochs", o.epochs}, {"steps_per_epoch", tr.count / o.batch},
+                            {"seed", o.seed}, {"optimizer", o.optimizer}, {"peak_lr", cfg.lr.peak()},
+                            {"resumed", resume}, {"resumed_at_step", resume ? ck.global_step : 0},
+                            {"config_hash", fnv1a64(hooks.config)}});
+        } catch (const std::exception& e) {
+            metrics_failed(e);
+        }
+    }
+    ProgressBar bar(root && !o.quiet, o.epochs);
+    hooks.on_step = [&](const StepRecord& r) {
+        if (!root) return;
+        bar.step(r);
+        if (metrics && r.step % o.metrics_every == 0) {
+            try {
+                metrics->step(r);
+            } catch (const std::exception& e) {
+                metrics_failed(e);
+            }
+        }
+    };
+    if (resume) say(root && !o.quiet, "tula-train: resuming from " + hooks.checkpoint_path + " at epoch " + std::to_string(ck.epoch) +
+                                          ", step " + std::to_string(ck.step_in_epoch) + " of the epoch (" +
+                                          std::to_string(ck.global_step) + " steps done)");
 
     const int64_t steps = tr.count / o.batch;
     if (!o.quiet)
@@ -528,7 +745,11 @@ int run_training(const Options& o, Comm& comm) {
                       fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
                       (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
-                      std::to_string(o.seed) + (o.device == "cuda" ? std::string("; device cuda") : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa()))) + "; optimizer " +
+                      std::to_string(o.seed) +
+                      (o.device == "cuda" ? std::string("; device cuda")
+                                          : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa())) + ", " +
+                                                std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source + ")") +
+                      "; optimizer " +
                       o.optimizer + ", lr scaling " + o.lr_scaling +
                       (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
                       (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
@@ -562,6 +783,14 @@ int run_training(const Options& o, Comm& comm) {
     std::vector<EpochResult> res;
     try {
         res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
+            bar.clear();
+            if (metrics) {
+                try {
+                    metrics->epoch(r);
+                } catch (const std::exception& e) {
+                    metrics_failed(e);
+                }
+            }
             if (o.quiet) return;
             char line[256];
             std::snprintf(line, sizeof line,
@@ -573,10 +802,18 @@ int run_training(const Options& o, Comm& comm) {
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
-        }, engine.get());
+        }, &hooks, engine.get());
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
+        bar.clear();
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
         return 1;
+    }
+    if (hooks.stopped) {
+        bar.clear();
+        say(root, "tula-train: stopped by a signal after " + std::to_string(res.size()) +
+                      " finished epochs; checkpoint written to " + hooks.checkpoint_path +
+                      "; continue with --resume --checkpoint " + hooks.checkpoint_path);
+        return 3;
     }
     double train_seconds = 0;
     for (const auto& r : res) train_seconds += r.seconds;
@@ -635,6 +872,7 @@ int main(int argc, char** argv) {
     try {
         Options o;
         rc = parse_args(argc, argv, o, root);
+        if (rc < 0) set_gemm_threads(o.threads);
         if (rc < 0) {
             if (o.list_models) rc = root ? list_models(o) : 0;
             else if (o.profile_compute) rc = profile_compute(o, comm);

@@ -31,6 +31,7 @@ Model::Model(std::string name, const Shape& input, std::vector<std::unique_ptr<L
     state_.assign(ns, 0.0f);
     size_t po = 0, so = 0;
     for (auto& l : layers_) {
+        layer_offset_.push_back(po);
         size_t lp = 0;
         for (const ParamInfo& p : l->param_info()) lp += p.size;
         l->bind(params_.data() + po, grads_.data() + po, state_.data() + so);
@@ -45,6 +46,20 @@ void Model::init(uint64_t seed) {
     for (auto& l : layers_) l->init(rng);
 }
 
+std::vector<std::string> Model::rng_states() const {
+    std::vector<std::string> v;
+    for (auto& l : layers_) l->save_rng(v);
+    return v;
+}
+
+void Model::set_rng_states(const std::vector<std::string>& states) {
+    size_t pos = 0;
+    for (auto& l : layers_) l->load_rng(states, pos);
+    if (pos != states.size())
+        throw std::invalid_argument(std::to_string(states.size()) + " random generator states for " + std::to_string(pos) +
+                                    " dropout layers");
+}
+
 void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 const Tensor& Model::forward(const Tensor& x, bool train) {
@@ -56,6 +71,14 @@ const Tensor& Model::forward(const Tensor& x, bool train) {
 void Model::backward(const Tensor& dlogits) {
     const Tensor* g = &dlogits;
     for (size_t i = layers_.size(); i-- > 0;) g = &layers_[i]->backward(*g);
+}
+
+void Model::backward(const Tensor& dlogits, const std::function<void(size_t offset)>& done) {
+    const Tensor* g = &dlogits;
+    for (size_t i = layers_.size(); i-- > 0;) {
+        g = &layers_[i]->backward(*g);
+        if (done) done(layer_offset_[i]);
+    }
 }
 
 std::string Model::summary() const {

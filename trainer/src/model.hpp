@@ -2,6 +2,7 @@
 // reference models of the brief (lenet5, fmnist-cnn).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,12 +49,23 @@ public:
     /// Initializes every layer from an Rng seeded with `seed` (layer order), so one seed
     /// gives the same weights on every rank and every run.
     void init(uint64_t seed);
+    /// The states of the layers' own random generators (dropout), in layer order; empty
+    /// for models without dropout. For checkpoints.
+    std::vector<std::string> rng_states() const;
+    /// Restores rng_states(). Errors: std::invalid_argument when the count differs or a
+    /// state does not parse (another model).
+    void set_rng_states(const std::vector<std::string>& states);
     /// Sets all gradients to zero (layers accumulate into them).
     void zero_grad();
     /// Logits (N, classes, 1, 1) for x (N, input). `train` as in Layer::forward.
     const Tensor& forward(const Tensor& x, bool train);
     /// Back-propagates dL/dlogits, accumulating into grads(). Call after forward().
     void backward(const Tensor& dlogits);
+    /// The same, calling done(offset) after each layer's backward (last layer first), where
+    /// offset is the index in grads() of that layer's first parameter: from then on the
+    /// gradients grads()[offset..num_params) are final, so they may be reduced while the
+    /// earlier layers run backward (the gradient buckets of Trainer::step).
+    void backward(const Tensor& dlogits, const std::function<void(size_t offset)>& done);
     /// One line per layer with its output shape and parameter count.
     std::string summary() const;
 
@@ -63,6 +75,7 @@ private:
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<Shape> shapes_;  // output shape of each layer
     std::vector<ParamSegment> segments_;
+    std::vector<size_t> layer_offset_;  // index in params() of each layer's first parameter
     std::vector<float> params_, grads_, state_;
 };
 

@@ -170,6 +170,16 @@ Optimizer::Optimizer(const std::vector<ParamSegment>& segments, size_t num_param
     if (cfg.kind == OptimKind::Lamb) m2_.assign(num_params, 0.0f);
 }
 
+void Optimizer::set_state(const std::vector<float>& m1, const std::vector<float>& m2, int64_t t) {
+    if (m1.size() != v_.size() || m2.size() != m2_.size())
+        throw std::invalid_argument("optimizer state of " + std::to_string(m1.size()) + "+" + std::to_string(m2.size()) +
+                                    " values does not fit this optimizer's " + std::to_string(v_.size()) + "+" +
+                                    std::to_string(m2_.size()));
+    v_ = m1;
+    m2_ = m2;
+    t_ = t;
+}
+
 void Optimizer::step(float* w, const float* g, double lr_) {
     ++t_;
     const float lr = static_cast<float>(lr_);

@@ -147,6 +147,12 @@ public:
     const std::vector<double>& last_factors() const { return factors_; }
     /// First-moment / momentum buffer, (num_params,).
     const std::vector<float>& velocity() const { return v_; }
+    /// The whole state for a checkpoint: first moment / momentum (num_params,), LAMB's
+    /// second moment (num_params, or empty for the other rules) and the step count.
+    void get_state(std::vector<float>& m1, std::vector<float>& m2, int64_t& t) const { m1 = v_; m2 = m2_; t = t_; }
+    /// Restores get_state()'s values. Errors: std::invalid_argument when the sizes differ
+    /// from this optimizer's (another model or update rule).
+    void set_state(const std::vector<float>& m1, const std::vector<float>& m2, int64_t t);
 
 private:
     std::vector<ParamSegment> segs_;

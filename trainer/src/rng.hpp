@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace tula {
 namespace train {
@@ -40,6 +43,22 @@ public:
             const size_t j = static_cast<size_t>(below(i));
             T t = v[i - 1]; v[i - 1] = v[j]; v[j] = t;
         }
+    }
+
+    /// The generator's state as text (the standard's textual representation of
+    /// mt19937_64), for checkpoints.
+    std::string state() const {
+        std::ostringstream o;
+        o << g_;
+        return o.str();
+    }
+    /// Restores a state() string. Errors: std::invalid_argument when it does not parse.
+    void set_state(const std::string& s) {
+        std::istringstream in(s);
+        std::mt19937_64 g;
+        in >> g;
+        if (in.fail()) throw std::invalid_argument("not a random generator state");
+        g_ = g;
     }
 
 private:

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 
 namespace tula {
 namespace train {
@@ -36,12 +38,35 @@ Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
 Trainer::Trainer(Model& model, Comm& comm, const OptimConfig& oc)
     : m_(model), comm_(comm), opt_(model.segments(), model.num_params(), oc) {}
 
+namespace {
+// splitmix64 finalizer (Steele, Lea, Flood 2014): a well-mixed 64-bit value from x.
+uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+}  // namespace
+
+void Trainer::set_augment(const Augment& a, uint64_t seed, int64_t first_step) {
+    aug_ = a;
+    aug_seed_ = seed;
+    aug_step_ = first_step;
+}
+
+void Trainer::gather_train(const Dataset& d, const int* idx, int n, Rng& rng) {
+    gather_batch_augmented(d, idx, n, x_, labels_.data(), aug_, rng);
+}
+
 double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
                      StepStats* stats, bool measure_noise) {
+    Rng aug_rng(mix64(mix64(aug_seed_ ^ mix64(static_cast<uint64_t>(aug_step_))) + static_cast<uint64_t>(comm_.rank())));
+    ++aug_step_;
     const size_t np = m_.num_params();
     const bool many = sync && comm_.size() > 1;
     const bool split = stats && measure_noise && !many && n >= 2;
     double loss = 0, local_g2 = 0;
+    bool reduced = false;  // by the gradient buckets
     if (split) {
         // two micro-batches: g = (h g1 + (n-h) g2) / n, both gradients being means
         const int h = n / 2;
@@ -49,7 +74,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         for (int part = 0; part < 2; ++part) {
             const int lo = part == 0 ? 0 : h, cnt = part == 0 ? h : n - h;
             labels_.resize(cnt);
-            gather_batch(d, idx + lo, cnt, x_, labels_.data());
+            gather_train(d, idx + lo, cnt, aug_rng);
             m_.zero_grad();
             const Tensor& z = m_.forward(x_, true);
             loss += ce_.forward(z, labels_.data(), cnt, correct) * cnt / n;
@@ -70,16 +95,35 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         stats->b_big = n;
     } else {
         labels_.resize(n);
-        gather_batch(d, idx, n, x_, labels_.data());
+        gather_train(d, idx, n, aug_rng);
         m_.zero_grad();
         const Tensor& z = m_.forward(x_, true);
         loss = ce_.forward(z, labels_.data(), n, correct);
-        m_.backward(ce_.backward());
-        if (stats && measure_noise && many) local_g2 = sq_norm(m_.grads(), np);
+        if (many && !buckets_.empty()) {
+            // start each bucket's reduction once backward has passed its first parameter
+            float* g = m_.grads();
+            const bool want_g2 = stats && measure_noise;
+            size_t next = 0;
+            auto launch = [&](size_t ready) {
+                for (; next < buckets_.size() && buckets_[next].first >= ready; ++next) {
+                    const size_t lo = buckets_[next].first, cnt = buckets_[next].second - lo;
+                    if (want_g2) local_g2 += sq_norm(g + lo, cnt);  // this rank's |g_r|^2, before the sum
+                    comm_.iallreduce_sum(g + lo, cnt);
+                }
+                comm_.progress();
+            };
+            m_.backward(ce_.backward(), launch);
+            launch(0);
+            comm_.wait_all();
+            reduced = true;
+        } else {
+            m_.backward(ce_.backward());
+            if (stats && measure_noise && many) local_g2 = sq_norm(m_.grads(), np);
+        }
     }
     if (many) {
         float* g = m_.grads();
-        comm_.allreduce_sum(g, np);
+        if (!reduced) comm_.allreduce_sum(g, np);
         const float inv = 1.0f / static_cast<float>(comm_.size());
         for (size_t i = 0; i < np; ++i) g[i] *= inv;
         if (stats && measure_noise) {
@@ -96,6 +140,17 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
     }
     opt_.step(m_.params(), m_.grads(), lr);
     return loss;
+}
+
+void Trainer::set_bucket_bytes(size_t bytes) {
+    buckets_.clear();
+    if (bytes == 0) return;
+    const size_t per = std::max<size_t>(1, bytes / sizeof(float));
+    for (size_t hi = m_.num_params(); hi > 0;) {
+        const size_t lo = hi > per ? hi - per : 0;
+        buckets_.emplace_back(lo, hi);
+        hi = lo;
+    }
 }
 
 EvalResult evaluate_sharded(const Dataset& d, int batch, Comm& comm,
@@ -128,13 +183,28 @@ EvalResult Trainer::evaluate(const Dataset& d, int batch) {
     if (comm_.size() > 1 && m_.state_size() > 0) comm_.broadcast(m_.state(), m_.state_size(), 0);
     return evaluate_sharded(d, batch, comm_, [&](const int* idx, int n, int64_t* right) {
         labels_.resize(n);
-        gather_batch(d, idx, n, x_, labels_.data());
+        gather_batch(d, idx, n, x_, labels_.data(), d.mean, d.std);
         return ce_.forward(m_.forward(x_, false), labels_.data(), n, right);
     });
 }
 
+namespace {
+template <class T>
+std::vector<uint8_t> bytes_of(const T& v) {
+    static_assert(std::is_trivially_copyable<T>::value, "raw copy");
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    return std::vector<uint8_t>(p, p + sizeof(T));
+}
+template <class T>
+void from_bytes(const std::vector<uint8_t>& b, T& v, const char* what) {
+    static_assert(std::is_trivially_copyable<T>::value, "raw copy");
+    if (b.size() != sizeof(T)) throw TrainError(std::string("the checkpoint's ") + what + " state has the wrong size");
+    std::memcpy(static_cast<void*>(&v), b.data(), sizeof(T));
+}
+}  // namespace
+
 std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
-                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch,
+                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch, TrainHooks* hooks,
                                StepEngine* engine) {
     const int K = comm.size(), B = cfg.global_batch;
     if (B <= 0 || B % K != 0)
@@ -158,9 +228,11 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     oc.momentum = cfg.momentum;
     oc.weight_decay = cfg.weight_decay;
     std::unique_ptr<Trainer> cpu;
-    if (!engine) cpu = std::make_unique<Trainer>(model, comm, oc);
+    if (!engine) {
+        cpu = std::make_unique<Trainer>(model, comm, oc);
+        cpu->set_bucket_bytes(cfg.bucket_bytes);
+    }
     StepEngine& tr = engine ? *engine : *cpu;
-    tr.begin();
     NoiseScale noise(cfg.noise_beta);
     const bool adaptive = cfg.warmup_threshold > 0;
     NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, 1,
@@ -170,23 +242,136 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     std::iota(perm.begin(), perm.end(), 0);
     Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
     std::vector<EpochResult> out;
-    int64_t t = 0;
-    for (int e = 1; e <= cfg.epochs; ++e) {
+    int64_t t = 0, s0 = 0;
+    int e0 = 1;
+    double loss_sum = 0, secs0 = 0;
+    int64_t correct = 0;
+    const Checkpoint* ck = hooks ? hooks->resume : nullptr;
+    if (ck) {
+        if (ck->params.size() != model.num_params() || ck->state.size() != model.state_size())
+            throw TrainError("the checkpoint holds " + std::to_string(ck->params.size()) + " parameters and " +
+                             std::to_string(ck->state.size()) + " BN values, the model " + model.name() + " has " +
+                             std::to_string(model.num_params()) + " and " + std::to_string(model.state_size()) +
+                             ": it is another model's");
+        if (ck->epoch > cfg.epochs || ck->step_in_epoch > steps || ck->epochs_done.size() % sizeof(EpochResult) != 0)
+            throw TrainError("the checkpoint's position (epoch " + std::to_string(ck->epoch) + ", step " +
+                             std::to_string(ck->step_in_epoch) + ") lies outside this run");
+        std::copy(ck->params.begin(), ck->params.end(), model.params());
+        std::copy(ck->state.begin(), ck->state.end(), model.state());
+        try {
+            if (cpu) cpu->optimizer().set_state(ck->opt_m1, ck->opt_m2, ck->opt_t);
+        } catch (const std::invalid_argument& x) {
+            throw TrainError("the checkpoint's " + std::string(x.what()));
+        }
+        try {
+            model.set_rng_states(ck->layer_rng);
+        } catch (const std::invalid_argument& x) {
+            throw TrainError("the checkpoint's dropout state does not fit the model: " + std::string(x.what()));
+        }
+        from_bytes(ck->noise_estimator, noise, "noise-scale");
+        from_bytes(ck->warmup, warm, "warmup");
+        sched.noise_scale = ck->noise_scale;
+        out.resize(ck->epochs_done.size() / sizeof(EpochResult));
+        if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), ck->epochs_done.data(), ck->epochs_done.size());
+        e0 = ck->epoch;
+        s0 = ck->step_in_epoch;
+        t = ck->global_step;
+        lr_now = ck->lr;
+        secs0 = ck->epoch_seconds;
+        // this rank's partial sums of the epoch; with another rank count rank 0 takes them all
+        if (ck->ranks == K) {
+            loss_sum = ck->rank_sums[2 * comm.rank()];
+            correct = static_cast<int64_t>(ck->rank_sums[2 * comm.rank() + 1]);
+        } else if (comm.rank() == 0) {
+            for (int r = 0; r < ck->ranks; ++r) {
+                loss_sum += ck->rank_sums[2 * r];
+                correct += static_cast<int64_t>(ck->rank_sums[2 * r + 1]);
+            }
+        }
+        for (int e = 1; e < e0; ++e) data_rng.shuffle(perm.data(), perm.size());  // replay the data order
+    }
+    const bool watch = hooks && !hooks->checkpoint_path.empty();
+    if (engine && (ck || watch))
+        throw TrainError("checkpoints (--checkpoint, --resume, stop signals) are not implemented with --device cuda");
+    if (engine && cfg.augment.any())
+        throw TrainError("data augmentation (--augment) is not implemented with --device cuda; give --augment none");
+    if (cpu) cpu->set_augment(cfg.augment, cfg.seed, t);
+    tr.begin();
+    for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());
-        double loss_sum = 0;
-        int64_t correct = 0;
+        if (e != e0 || !ck) {
+            loss_sum = 0;
+            correct = 0;
+            secs0 = 0;
+        }
         const double t0 = now_seconds();
-        for (int64_t s = 0; s < steps; ++s, ++t) {
+        double t_prev = t0;
+        for (int64_t s = e == e0 ? s0 : 0; s < steps; ++s, ++t) {
             const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * b;
             const bool measure = cfg.noise_every > 0 && t % cfg.noise_every == 0;
             lr_now = adaptive ? sched.at_adaptive(t, warm.end_step()) : sched.at(t);
             StepStats st;
-            loss_sum += tr.step(train_set, idx, b, lr_now, true, &correct, &st, measure) * b;
+            const double l = tr.step(train_set, idx, b, lr_now, true, &correct, &st, measure);
+            loss_sum += l * b;
             if (adaptive) warm.update(st.grad_norm2);
             if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready())
                 sched.noise_scale = noise.value();
+            if (!watch && !(hooks && hooks->on_step)) continue;
+            // the step's global mean loss and whether any rank got a stop signal: one allreduce
+            double agree[2] = {l * b, watch && stop_requested() ? 1.0 : 0.0};
+            comm.allreduce_sum(agree, 2);
+            const double t1 = now_seconds();
+            if (hooks->on_step) {
+                StepRecord rec;
+                rec.step = t;
+                rec.epoch = e;
+                rec.step_in_epoch = s;
+                rec.steps_per_epoch = steps;
+                rec.loss = agree[0] / B;
+                rec.lr = lr_now;
+                rec.grad_norm = std::sqrt(st.grad_norm2);
+                rec.seconds = t1 - t_prev;
+                rec.images_per_second = rec.seconds > 0 ? B / rec.seconds : 0;
+                hooks->on_step(rec);
+            }
+            t_prev = t1;
+            if (agree[1] == 0) continue;
+            Checkpoint c;
+            c.config = hooks->config;
+            c.ranks = K;
+            c.epoch = e;
+            c.step_in_epoch = s + 1;
+            c.global_step = t + 1;
+            c.epoch_seconds = secs0 + (now_seconds() - t0);
+            c.lr = lr_now;
+            c.noise_scale = sched.noise_scale;
+            c.rank_sums.assign(2 * static_cast<size_t>(K), 0.0);
+            c.rank_sums[2 * comm.rank()] = loss_sum;
+            c.rank_sums[2 * comm.rank() + 1] = static_cast<double>(correct);
+            comm.allreduce_sum(c.rank_sums.data(), c.rank_sums.size());
+            std::string err;
+            if (comm.rank() == 0) {
+                c.noise_estimator = bytes_of(noise);
+                c.warmup = bytes_of(warm);
+                const auto* p = reinterpret_cast<const uint8_t*>(out.data());
+                c.epochs_done.assign(p, p + out.size() * sizeof(EpochResult));
+                c.params.assign(model.params(), model.params() + model.num_params());
+                c.state.assign(model.state(), model.state() + model.state_size());
+                if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
+                c.layer_rng = model.rng_states();
+                try {
+                    write_checkpoint(hooks->checkpoint_path, c);
+                } catch (const CheckpointError& x) {
+                    err = x.what();
+                }
+            }
+            double failed = err.empty() ? 0.0 : 1.0;
+            comm.allreduce_sum(&failed, 1);
+            if (failed > 0) throw TrainError(err.empty() ? "rank 0 could not write the checkpoint" : err);
+            hooks->stopped = true;
+            return out;
         }
-        double secs = now_seconds() - t0;
+        double secs = secs0 + (now_seconds() - t0);
         comm.allreduce_max(&secs, 1);
         double sums[2] = {loss_sum, static_cast<double>(correct)};
         comm.allreduce_sum(sums, 2);

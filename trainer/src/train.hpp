@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "layers.hpp"
@@ -41,6 +42,11 @@ struct TrainConfig {
     /// (NormWarmup, capped at lr.warmup_epochs); 0: fixed linear warmup (LrSchedule::at).
     double warmup_threshold = 0;
     double warmup_beta = 0.9;  ///< EMA weight of |g|^2 for the warmup test
+    /// Gradient bucket size in bytes for the overlapped allreduce (Trainer::set_bucket_bytes);
+    /// 0: one blocking allreduce of all gradients after backward.
+    size_t bucket_bytes = size_t{25} << 20;
+    /// Random crop / flip of the training batches (Trainer::set_augment); none by default.
+    Augment augment;
 };
 
 /// One epoch's numbers, identical on every rank (allreduced).
@@ -63,6 +69,34 @@ struct StepStats {
     bool noise = false;        ///< whether the noise-scale observation below was taken
     double b_small = 0, g2_small = 0;  ///< micro/local batch size and its mean |g|^2
     double b_big = 0, g2_big = 0;      ///< global batch size and its |g|^2
+};
+
+/// One training step as the --metrics log and the progress bar see it (identical on all ranks).
+struct StepRecord {
+    int64_t step = 0;            ///< 0-based step over the whole run
+    int epoch = 1;               ///< 1-based
+    int64_t step_in_epoch = 0;   ///< 0-based within the epoch
+    int64_t steps_per_epoch = 0;
+    double loss = 0;             ///< mean training loss of the step's global batch
+    double lr = 0;               ///< rate used by the step
+    double grad_norm = 0;        ///< |g| of the averaged gradient (before the update)
+    double seconds = 0;          ///< wall time of the step on rank 0 (incl. communication)
+    double images_per_second = 0;  ///< global batch / seconds
+};
+
+/// Optional extras of train(): a per-step callback, a checkpoint to resume from, and where
+/// to write a checkpoint when a stop signal arrives (see checkpoint.hpp).
+struct TrainHooks {
+    /// Called on every rank after every step.
+    std::function<void(const StepRecord&)> on_step;
+    /// Checkpoint file written on a stop signal ("": stop signals are not checked).
+    std::string checkpoint_path;
+    /// The run's canonical configuration (stored in, and compared with, checkpoints).
+    std::string config;
+    /// Continue from this state (read_checkpoint; config already compared), or nullptr.
+    const Checkpoint* resume = nullptr;
+    /// Output: set when train() returned early after writing a checkpoint on a signal.
+    bool stopped = false;
 };
 
 /// Mean loss and accuracy on a data set.
@@ -127,6 +161,18 @@ public:
     /// the result for the whole set. First broadcasts rank 0's BN running statistics (like
     /// PyTorch DDP's broadcast_buffers), so that all ranks evaluate the same network.
     EvalResult evaluate(const Dataset& d, int batch) override;
+    /// With more than one rank, reduce the gradients in buckets of about `bytes` bytes
+    /// (contiguous ranges of grads(), from its end) with MPI_Iallreduce, each started as soon
+    /// as backward has finished every layer it covers (Model::backward's callback), so the
+    /// communication overlaps the rest of backward; all are waited for before the update
+    /// (as PyTorch DDP's gradient buckets, Li et al. 2020, PVLDB 13(12), sec. 3.2.3). The sums
+    /// are elementwise the same as one blocking allreduce. 0: one blocking allreduce.
+    void set_bucket_bytes(size_t bytes);
+    /// Augment the training batches of step() from now on with `a`: the k-th call of step()
+    /// (counted from `first_step`, so that a resumed run continues the sequence) draws from
+    /// Rng(splitmix64(seed, k, rank)), independent of any other state, so the same seed, step
+    /// and rank give the same crops and flips.
+    void set_augment(const Augment& a, uint64_t seed, int64_t first_step = 0);
     Model& model() { return m_; }
     Optimizer& optimizer() { return opt_; }
 
@@ -135,6 +181,12 @@ private:
     Comm& comm_;
     Optimizer opt_;
     std::vector<float> gacc_;  // first micro-batch's gradient (noise measurement, 1 rank)
+    std::vector<std::pair<size_t, size_t>> buckets_;  // [lo, hi) of grads(), last first
+    Augment aug_;
+    uint64_t aug_seed_ = 0;
+    int64_t aug_step_ = 0;
+    // the training batch of step(): augmented when set_augment was given crops or flips
+    void gather_train(const Dataset& d, const int* idx, int n, Rng& rng);
     SoftmaxCrossEntropy ce_;
     Tensor x_;
     std::vector<int> labels_;
@@ -150,13 +202,22 @@ private:
 /// cfg.warmup_threshold > 0, LrSchedule::at_adaptive with a NormWarmup fed the global |g|^2
 /// of every step; every cfg.noise_every steps a NoiseScale observation is taken
 /// (Trainer::step) and, with LrScaling::Noise, its B_simple becomes the schedule's B_noise.
+/// With `hooks`: on_step after every step; with hooks->resume, training continues from the
+/// checkpoint's epoch and step with its weights, BN statistics, optimizer, warmup and noise
+/// state (the data order is replayed from the seed), so the loss trajectory is the one of an
+/// uninterrupted run; with a checkpoint_path, after every step the ranks agree (one
+/// allreduce, with the step's loss) whether any got a stop signal, and if so rank 0 writes
+/// the checkpoint, all ranks return the epochs finished so far and hooks->stopped is set.
 /// `engine`: the step engine to use (e.g. a cuda::GpuTrainer over `model`); null: a CPU
-/// Trainer built from cfg.optim.
+/// Trainer built from cfg.optim (with cfg.bucket_bytes and cfg.augment). With an engine,
+/// checkpoints (hooks->resume, hooks->checkpoint_path) and augmentation are refused
+/// (TrainError).
 /// Errors: TrainError if the training set is smaller than one global batch, B is not
-/// divisible by K, or the loss becomes non-finite (diverged: lower --lr).
+/// divisible by K, the loss becomes non-finite (diverged: lower --lr), the checkpoint does
+/// not fit the model, or it cannot be written.
 std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
                                Comm& comm, const std::function<void(const EpochResult&)>& on_epoch,
-                               StepEngine* engine = nullptr);
+                               TrainHooks* hooks = nullptr, StepEngine* engine = nullptr);
 
 /// Mean seconds of one full training step (forward, backward, SGD update, no allreduce)
 /// at local batch `batch` on this process: `warmup` untimed steps, then `iters` timed

@@ -1,0 +1,304 @@
+// Unit tests of tula-train's checkpoints, metrics log and the backward callback the gradient
+// buckets rely on: a checkpoint reads back field for field; truncated, corrupted, foreign
+// and newer-format files raise CheckpointError with a message saying so (never a crash);
+// the write leaves no temporary file; train() stopped by the flag and resumed from the
+// checkpoint reproduces the uninterrupted run's step losses exactly; MetricsLog lines parse
+// as JSON with the fields given; Model::backward's callback reports offsets whose gradient
+// tail already equals the final gradient (checked against a plain backward).
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.hpp"
+#include "comm.hpp"
+#include "data.hpp"
+#include "metrics.hpp"
+#include "model.hpp"
+#include "train.hpp"
+
+using namespace tula::train;
+
+namespace {
+
+std::string temp_dir() {
+    char t[] = "/tmp/tula-ckpt-test.XXXXXX";
+    CPPUNIT_ASSERT(mkdtemp(t) != nullptr);
+    return t;
+}
+
+std::vector<char> slurp(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& p, const std::vector<char>& b) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+void expect_error(const std::string& path, const std::string& needle) {
+    try {
+        read_checkpoint(path);
+    } catch (const CheckpointError& e) {
+        const std::string m = e.what();
+        CPPUNIT_ASSERT_MESSAGE("message '" + m + "' lacks '" + needle + "'", m.find(needle) != std::string::npos);
+        return;
+    }
+    CPPUNIT_FAIL("no CheckpointError for " + path + " (expected '" + needle + "')");
+}
+
+Checkpoint sample() {
+    Checkpoint c;
+    c.config = "model=lenet5 batch=64";
+    c.ranks = 2;
+    c.epoch = 3;
+    c.step_in_epoch = 17;
+    c.global_step = 217;
+    c.epoch_seconds = 1.25;
+    c.lr = 0.0375;
+    c.noise_scale = 812.5;
+    c.rank_sums = {1.5, 20, 2.5, 21};
+    c.noise_estimator = {1, 2, 3};
+    c.warmup = {4, 5};
+    c.epochs_done = {9, 8, 7, 6};
+    c.params = {0.5f, -1.25f, 3.0f};
+    c.state = {0.1f, 0.2f};
+    c.opt_m1 = {1, 2, 3};
+    c.opt_m2 = {};
+    c.opt_t = 217;
+    return c;
+}
+
+// Runs `epochs` epochs of lenet5 on synthetic data; returns the step losses. With
+// stop_at >= 0 the stop flag is raised after that step; with `resume` it resumes.
+// With `dropout`, a small network with a dropout layer inside a sequential block instead
+// (its generator state must travel in the checkpoint too).
+std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, bool* stopped,
+                        bool dropout = false) {
+    const Dataset tr = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 256, 7);
+    const Dataset te = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 32, 8);
+    std::unique_ptr<Model> m;
+    if (dropout) {
+        std::vector<std::unique_ptr<Layer>> inner, L;
+        inner.push_back(make_linear(Backend::Cpu, 784, 32));
+        inner.push_back(make_relu(Backend::Cpu));
+        inner.push_back(make_dropout(Backend::Cpu, 0.3));
+        L.push_back(make_sequential(std::move(inner)));
+        L.push_back(make_dropout(Backend::Cpu, 0.2));
+        L.push_back(make_linear(Backend::Cpu, 32, 10));
+        m.reset(new Model("tiny-dropout", Shape{1, 28, 28}, std::move(L)));
+    } else {
+        m = build_model("lenet5");
+    }
+    m->init(3);
+    Comm serial;
+    TrainConfig cfg;
+    cfg.epochs = 2;
+    cfg.global_batch = 32;
+    cfg.lr.lr = 0.05;
+    cfg.lr.base_batch = 32;
+    cfg.eval_batch = 32;
+    std::vector<double> losses;
+    TrainHooks h;
+    h.config = "unit";
+    h.checkpoint_path = ckpt;
+    h.resume = resume;
+    h.on_step = [&](const StepRecord& r) {
+        losses.push_back(r.loss);
+        if (r.step == stop_at) set_stop_requested(true);
+    };
+    train(*m, tr, te, cfg, serial, nullptr, &h);
+    set_stop_requested(false);
+    *stopped = h.stopped;
+    return losses;
+}
+
+}  // namespace
+
+class TrainerCheckpointTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TrainerCheckpointTest);
+    CPPUNIT_TEST(test_round_trip);
+    CPPUNIT_TEST(test_bad_files);
+    CPPUNIT_TEST(test_stop_and_resume);
+    CPPUNIT_TEST(test_stop_and_resume_dropout);
+    CPPUNIT_TEST(test_metrics_lines);
+    CPPUNIT_TEST(test_backward_callback);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_round_trip() {
+        const std::string d = temp_dir(), p = d + "/a.ckpt";
+        const Checkpoint c = sample();
+        write_checkpoint(p, c);
+        write_checkpoint(p, c);  // over an existing file
+        const Checkpoint r = read_checkpoint(p);
+        CPPUNIT_ASSERT_EQUAL(c.config, r.config);
+        CPPUNIT_ASSERT_EQUAL(c.ranks, r.ranks);
+        CPPUNIT_ASSERT_EQUAL(c.epoch, r.epoch);
+        CPPUNIT_ASSERT_EQUAL(c.step_in_epoch, r.step_in_epoch);
+        CPPUNIT_ASSERT_EQUAL(c.global_step, r.global_step);
+        CPPUNIT_ASSERT_EQUAL(c.epoch_seconds, r.epoch_seconds);
+        CPPUNIT_ASSERT_EQUAL(c.lr, r.lr);
+        CPPUNIT_ASSERT_EQUAL(c.noise_scale, r.noise_scale);
+        CPPUNIT_ASSERT(c.rank_sums == r.rank_sums);
+        CPPUNIT_ASSERT(c.noise_estimator == r.noise_estimator && c.warmup == r.warmup && c.epochs_done == r.epochs_done);
+        CPPUNIT_ASSERT(c.params == r.params && c.state == r.state && c.opt_m1 == r.opt_m1 && c.opt_m2 == r.opt_m2);
+        CPPUNIT_ASSERT_EQUAL(c.opt_t, r.opt_t);
+        // nothing but the checkpoint is left in the directory
+        int files = 0;
+        DIR* dir = opendir(d.c_str());
+        while (dirent* e = readdir(dir)) files += e->d_name[0] != '.';
+        closedir(dir);
+        CPPUNIT_ASSERT_EQUAL(1, files);
+        // unwritable place: CheckpointError
+        CPPUNIT_ASSERT_THROW(write_checkpoint(d + "/no/such/dir/x.ckpt", c), CheckpointError);
+    }
+
+    void test_bad_files() {
+        const std::string d = temp_dir(), p = d + "/a.ckpt";
+        write_checkpoint(p, sample());
+        const std::vector<char> good = slurp(p);
+        expect_error(d + "/missing.ckpt", "cannot open");
+        spit(d + "/empty", {});
+        expect_error(d + "/empty", "not a tula-train checkpoint");
+        spit(d + "/text", {'h', 'e', 'l', 'l', 'o', '\n', 'x', 'y', 'z'});
+        expect_error(d + "/text", "not a tula-train checkpoint");
+        spit(d + "/head", std::vector<char>(good.begin(), good.begin() + 20));
+        expect_error(d + "/head", "truncated");
+        for (size_t cut : {good.size() - 1, good.size() / 2, size_t{40}}) {
+            spit(d + "/cut", std::vector<char>(good.begin(), good.begin() + static_cast<long>(cut)));
+            expect_error(d + "/cut", "truncated");
+        }
+        std::vector<char> longer = good;
+        longer.push_back('x');
+        spit(d + "/long", longer);
+        expect_error(d + "/long", "truncated or extended");
+        for (size_t at : {size_t{44}, good.size() / 2, good.size() - 1}) {
+            std::vector<char> flip = good;
+            flip[at] = static_cast<char>(flip[at] ^ 0x10);
+            spit(d + "/flip", flip);
+            expect_error(d + "/flip", "corrupt");
+        }
+        std::vector<char> ver = good;
+        ver[8] = 9;  // version field (u32 after the 8-byte magic)
+        spit(d + "/ver", ver);
+        expect_error(d + "/ver", "format version 9");
+    }
+
+    void test_stop_and_resume() {
+        const std::string d = temp_dir(), p = d + "/run.ckpt";
+        bool stopped = false;
+        const std::vector<double> full = run(p, -1, nullptr, &stopped);
+        CPPUNIT_ASSERT(!stopped);
+        CPPUNIT_ASSERT_EQUAL(size_t{16}, full.size());  // 2 epochs x 256/32 steps
+        // the flag raised in step 10's callback is seen at the end of step 11 (like a signal
+        // arriving during step 11): the checkpoint is taken after 12 steps, in epoch 2
+        std::vector<double> part = run(p, 10, nullptr, &stopped);
+        CPPUNIT_ASSERT(stopped);
+        CPPUNIT_ASSERT_EQUAL(size_t{12}, part.size());
+        const Checkpoint c = read_checkpoint(p);
+        CPPUNIT_ASSERT_EQUAL(2, c.epoch);
+        CPPUNIT_ASSERT_EQUAL(int64_t{4}, c.step_in_epoch);
+        const std::vector<double> rest = run(p, -1, &c, &stopped);
+        CPPUNIT_ASSERT(!stopped);
+        part.insert(part.end(), rest.begin(), rest.end());
+        CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
+        for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);  // bit for bit
+    }
+
+    void test_stop_and_resume_dropout() {
+        const std::string p = temp_dir() + "/drop.ckpt";
+        bool stopped = false;
+        const std::vector<double> full = run(p, -1, nullptr, &stopped, true);
+        std::vector<double> part = run(p, 5, nullptr, &stopped, true);
+        CPPUNIT_ASSERT(stopped);
+        const Checkpoint c = read_checkpoint(p);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, c.layer_rng.size());  // both dropout layers
+        const std::vector<double> rest = run(p, -1, &c, &stopped, true);
+        part.insert(part.end(), rest.begin(), rest.end());
+        CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
+        for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);
+        // a checkpoint whose dropout states do not fit the model is refused
+        Checkpoint bad = c;
+        bad.layer_rng.pop_back();
+        CPPUNIT_ASSERT_THROW(run(p, -1, &bad, &stopped, true), TrainError);
+    }
+
+    void test_metrics_lines() {
+        const std::string p = temp_dir() + "/m.jsonl";
+        {
+            MetricsLog log(p, false);
+            StepRecord s;
+            s.step = 5;
+            s.epoch = 1;
+            s.loss = 0.1 + 0.2;  // not exactly representable: must read back identically
+            s.lr = 0.05;
+            s.grad_norm = 1.5;
+            s.seconds = 0.25;
+            s.images_per_second = 256;
+            log.step(s);
+            EpochResult e;
+            e.epoch = 1;
+            e.test_accuracy = 0.875;
+            e.train_loss = std::nan("");
+            log.epoch(e);
+        }
+        {
+            MetricsLog again(p, true);  // append
+            again.write({{"type", "run"}});
+        }
+        std::ifstream in(p);
+        std::string l1, l2, l3, l4;
+        CPPUNIT_ASSERT(std::getline(in, l1) && std::getline(in, l2) && std::getline(in, l3));
+        CPPUNIT_ASSERT(!std::getline(in, l4));
+        const auto a = nlohmann::json::parse(l1), b = nlohmann::json::parse(l2), c = nlohmann::json::parse(l3);
+        CPPUNIT_ASSERT_EQUAL(std::string("step"), a.at("type").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(int64_t{5}, a.at("step").get<int64_t>());
+        CPPUNIT_ASSERT_EQUAL(0.1 + 0.2, a.at("loss").get<double>());
+        CPPUNIT_ASSERT_EQUAL(256.0, a.at("images_per_second").get<double>());
+        CPPUNIT_ASSERT_EQUAL(std::string("epoch"), b.at("type").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(0.875, b.at("test_accuracy").get<double>());
+        CPPUNIT_ASSERT(b.at("train_loss").is_null());
+        CPPUNIT_ASSERT_EQUAL(std::string("run"), c.at("type").get<std::string>());
+        CPPUNIT_ASSERT_THROW(MetricsLog(temp_dir() + "/no/dir/m.jsonl", false), std::runtime_error);
+    }
+
+    void test_backward_callback() {
+        auto m = build_model("fmnist-cnn");
+        m->init(5);
+        const Dataset d = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 8, 9);
+        std::vector<int> idx{0, 1, 2, 3, 4, 5, 6, 7}, labels(8);
+        Tensor x;
+        gather_batch(d, idx.data(), 8, x, labels.data());
+        SoftmaxCrossEntropy ce;
+        m->zero_grad();
+        ce.forward(m->forward(x, true), labels.data(), 8, nullptr);
+        m->backward(ce.backward());
+        const std::vector<float> ref(m->grads(), m->grads() + m->num_params());
+
+        m->zero_grad();
+        ce.forward(m->forward(x, true), labels.data(), 8, nullptr);
+        std::vector<std::pair<size_t, std::vector<float>>> seen;
+        m->backward(ce.backward(), [&](size_t off) {
+            seen.emplace_back(off, std::vector<float>(m->grads() + off, m->grads() + m->num_params()));
+        });
+        CPPUNIT_ASSERT_EQUAL(m->layers().size(), seen.size());
+        CPPUNIT_ASSERT_EQUAL(size_t{0}, seen.back().first);
+        for (size_t i = 0; i < seen.size(); ++i) {
+            if (i > 0) CPPUNIT_ASSERT(seen[i].first <= seen[i - 1].first);  // from the end towards 0
+            for (size_t j = 0; j < seen[i].second.size(); ++j)
+                CPPUNIT_ASSERT_EQUAL(ref[seen[i].first + j], seen[i].second[j]);
+        }
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(TrainerCheckpointTest);

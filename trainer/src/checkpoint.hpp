@@ -1,0 +1,68 @@
+// tula-train: checkpoints (the whole training state at a step boundary) written atomically,
+// read back with every defect reported, and the stop signals that ask for one.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tula {
+namespace train {
+
+/// A checkpoint that cannot be written or used: unreadable, not a checkpoint, truncated,
+/// corrupt, of a newer format, or of another run. The message names the file and what to do.
+struct CheckpointError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// The training state at a step boundary, enough to continue bit-identically (same rank
+/// count, same configuration). Written by rank 0; every rank reads it on resume.
+struct Checkpoint {
+    std::string config;         ///< canonical description of the run's configuration ("key=value ...")
+    int32_t ranks = 1;          ///< MPI ranks of the run that wrote it
+    int32_t epoch = 1;          ///< 1-based epoch in progress
+    int64_t step_in_epoch = 0;  ///< steps of that epoch already done (0..steps per epoch)
+    int64_t global_step = 0;    ///< steps done in the whole run
+    double epoch_seconds = 0;   ///< training seconds of the epoch so far (rank 0)
+    double lr = 0;              ///< rate of the last step
+    double noise_scale = 0;     ///< the schedule's B_noise (examples), LrScaling::Noise
+    /// Per rank r: [2r] sum of loss * examples, [2r+1] examples classified right, of the
+    /// epoch so far, (2 * ranks,).
+    std::vector<double> rank_sums;
+    std::vector<uint8_t> noise_estimator;  ///< bytes of the NoiseScale object
+    std::vector<uint8_t> warmup;           ///< bytes of the NormWarmup object
+    std::vector<uint8_t> epochs_done;      ///< bytes of the finished epochs' EpochResults
+    std::vector<float> params;             ///< Model::params(), (num_params,)
+    std::vector<float> state;              ///< Model::state() (BN running statistics) of rank 0
+    std::vector<float> opt_m1, opt_m2;     ///< Optimizer::get_state moments
+    int64_t opt_t = 0;                     ///< Optimizer step count
+    std::vector<std::string> layer_rng;    ///< Model::rng_states() (dropout generators) of rank 0
+};
+
+/// 64-bit FNV-1a hash of `s` (Fowler, Noll, Vo; the "config hash" stored in checkpoints).
+uint64_t fnv1a64(const std::string& s);
+
+/// Writes `c` to `path` atomically: into a temporary file in the same directory, fsync,
+/// rename over `path`, fsync of the directory; a crash at any point leaves either the old
+/// file or the new one, never a partial one. Format (host byte order): "TULACKPT", u32
+/// version (1), u32 0x01020304 (byte-order mark), u64 payload bytes, u32 CRC-32 (zlib) of
+/// the payload, u64 FNV-1a hash of c.config, then the payload (the fields in declaration
+/// order; strings and vectors as u64 count + elements; layer_rng as u64 count + strings). Errors: CheckpointError (cannot
+/// create / write / rename; the temporary file is removed).
+void write_checkpoint(const std::string& path, const Checkpoint& c);
+
+/// Reads a checkpoint written by write_checkpoint. Errors: CheckpointError when the file
+/// cannot be opened, is not a tula-train checkpoint, has another byte order or a newer
+/// format version, is truncated, or fails its checksum.
+Checkpoint read_checkpoint(const std::string& path);
+
+/// Makes SIGTERM (Slurm's warning before the time limit, sbatch --signal, and scancel)
+/// and SIGUSR1 set the stop flag instead of ending the process (sigaction, SA_RESTART).
+void install_stop_signals();
+/// Whether a stop signal has arrived since install_stop_signals().
+bool stop_requested();
+/// Sets or clears the stop flag (tests).
+void set_stop_requested(bool on);
+
+}  // namespace train
+}  // namespace tula
