@@ -63,6 +63,7 @@ struct Options {
     double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
+    int hessian_every = 0, hessian_batch = 256;  // largest Hessian eigenvalue every K steps (0: off)
     uint64_t seed = 1;
     int64_t limit_train = 0, limit_test = 0;
     std::string db;
@@ -139,6 +140,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--noise-scale-every", o.noise_every, "estimate the gradient noise scale every K steps (0: never); default 10 with ags, else 0");
     app.add_option("--warmup-threshold", o.warmup_threshold,
                    "end warmup once the relative change of the EMA of |g|^2 is at most this (0: fixed warmup); default 0.05 with ags, else 0");
+    app.add_option("--hessian-every", o.hessian_every,
+                   "largest Hessian eigenvalue (power iteration on a fixed probe batch) every K steps (0: never)")
+        ->capture_default_str();
+    app.add_option("--hessian-batch", o.hessian_batch, "examples in the Hessian probe batch")->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -206,6 +211,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--noise-scale-every must be >= 0 steps (0: never)");
     if (app.count("--warmup-threshold") && !(o.warmup_threshold >= 0 && std::isfinite(o.warmup_threshold)))
         return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
+    if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
+    if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
     if (o.noise_every < 0) o.noise_every = o.optimizer == "ags" ? 10 : 0;
     if (o.warmup_threshold < 0) o.warmup_threshold = o.optimizer == "ags" ? 0.05 : 0.0;
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
@@ -460,6 +467,12 @@ int run_training(const Options& o, Comm& comm) {
     cfg.optim.ags_lambda = o.ags_lambda;
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
+    cfg.hessian_every = o.hessian_every;
+    cfg.hessian_batch = o.hessian_batch;
+    if (o.hessian_every > 0 && !o.quiet)
+        cfg.on_hessian = [&](int64_t t, double eig, double gn) {
+            say(root, "hessian step " + std::to_string(t) + "  top-eig " + fmt("%.4g", eig) + "  grad-norm " + fmt("%.4g", gn));
+        };
 
     const int64_t steps = tr.count / o.batch;
     if (!o.quiet)
@@ -480,7 +493,7 @@ int run_training(const Options& o, Comm& comm) {
 
     std::vector<EpochResult> res;
     try {
-        res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
+        const std::function<void(const EpochResult&)> on_epoch = [&](const EpochResult& r) {
             if (o.quiet) return;
             char line[256];
             std::snprintf(line, sizeof line,
@@ -489,10 +502,12 @@ int run_training(const Options& o, Comm& comm) {
             std::string ln = line;
             if (o.noise_every > 0) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
             if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
+            if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
-        });
+        };
+        res = train(*model, tr, te, cfg, comm, on_epoch);
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
         return 1;
