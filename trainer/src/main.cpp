@@ -23,6 +23,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "gemm.hpp"
+#include "local_sgd.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "train.hpp"
@@ -64,6 +65,10 @@ struct Options {
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
     int hessian_every = 0, hessian_batch = 256;  // largest Hessian eigenvalue every K steps (0: off)
+    int local_steps = 0;            // Local SGD: H local steps per averaging round (0: synchronous SGD)
+    std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
+    double batch_test_eta = 0.5, batch_test_theta = 0.5;
+    int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
     uint64_t seed = 1;
     int64_t limit_train = 0, limit_test = 0;
     std::string db;
@@ -144,6 +149,15 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                    "largest Hessian eigenvalue (power iteration on a fixed probe batch) every K steps (0: never)")
         ->capture_default_str();
     app.add_option("--hessian-batch", o.hessian_batch, "examples in the Hessian probe batch")->capture_default_str();
+    app.add_option("--local-steps", o.local_steps,
+                   "Local SGD: H local steps between parameter averages, with an adaptive batch (0: synchronous SGD)")
+        ->capture_default_str();
+    app.add_option("--batch-test", o.batch_test, "Local SGD batch growth: norm, inner (product) or none")
+        ->capture_default_str();
+    app.add_option("--batch-test-eta", o.batch_test_eta, "eta of the norm test")->capture_default_str();
+    app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
+    app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set)")
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -213,6 +227,12 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
     if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
     if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
+    if (o.local_steps < 0) return bad("--local-steps must be >= 0 (0: synchronous SGD)");
+    if (o.batch_test != "none" && o.batch_test != "norm" && o.batch_test != "inner")
+        return bad("unknown --batch-test '" + o.batch_test + "'; valid: none, norm, inner");
+    if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return bad("--batch-test-eta must be > 0");
+    if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return bad("--batch-test-theta must be > 0");
+    if (o.max_batch < 0) return bad("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
     if (o.noise_every < 0) o.noise_every = o.optimizer == "ags" ? 10 : 0;
     if (o.warmup_threshold < 0) o.warmup_threshold = o.optimizer == "ags" ? 0.05 : 0.0;
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
@@ -500,14 +520,25 @@ int run_training(const Options& o, Comm& comm) {
                           "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
                           o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
             std::string ln = line;
-            if (o.noise_every > 0) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
+            if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
             if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
             if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
+            if (o.local_steps > 0) ln += "  batch " + std::to_string(r.batch);
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
         };
-        res = train(*model, tr, te, cfg, comm, on_epoch);
+        if (o.local_steps > 0) {
+            LocalSgdConfig lc;
+            lc.local_steps = o.local_steps;
+            lc.test = parse_batch_test(o.batch_test);
+            lc.eta = o.batch_test_eta;
+            lc.theta = o.batch_test_theta;
+            lc.max_local_batch = o.max_batch / K;
+            res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
+        } else {
+            res = train(*model, tr, te, cfg, comm, on_epoch);
+        }
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
         return 1;

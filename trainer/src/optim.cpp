@@ -35,6 +35,16 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
     return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, std::max(0.0, frac))));
 }
 
+double LrSchedule::at_progress(double p, int B) const {
+    const double pk = scaled_lr(scaling, lr, base_batch, B, noise_scale, max_lr);
+    p = std::min(1.0, std::max(0.0, std::isfinite(p) ? p : 0.0));
+    const double w = epochs > 0 ? std::min(1.0, std::max(0.0, warmup_epochs / epochs)) : 0.0;
+    if (pk > lr && w > 0 && p < w) return lr + (pk - lr) * p / w;
+    if (!cosine) return pk;
+    const double frac = w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0;
+    return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * frac));
+}
+
 Sgd::Sgd(Model& model, double momentum, double weight_decay)
     : m_(model), momentum_(static_cast<float>(momentum)), wd_(static_cast<float>(weight_decay)),
       v_(model.num_params(), 0.0f) {

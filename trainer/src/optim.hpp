@@ -58,6 +58,12 @@ struct LrSchedule {
     /// warm_end >= 0 on it is peak() with cosine decay (or constant) over the remaining
     /// T - warm_end steps. With W = 0 or peak() <= lr it is at(t) without warmup.
     double at_adaptive(int64_t t, int64_t warm_end) const;
+    /// Rate at progress p in [0, 1] (the fraction of the run's examples seen) for global
+    /// batch B = global_batch, for runs whose batch changes (Local SGD with adaptive batch):
+    /// peak_B = scaled_lr(scaling, lr, base_batch, B, noise_scale, max_lr); with
+    /// w = warmup_epochs / epochs, lr + (peak_B - lr) p / w while p < w (when peak_B > lr),
+    /// then peak_B (1 + cos(pi (p - w) / (1 - w))) / 2 (cosine) or peak_B (constant).
+    double at_progress(double p, int global_batch) const;
 };
 
 /// Warmup driven by the gradient norm (AGS, design.md): an exponential moving average
