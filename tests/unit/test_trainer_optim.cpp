@@ -81,6 +81,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_norm_warmup_cap);
     CPPUNIT_TEST(test_adaptive_schedule);
     CPPUNIT_TEST(test_progress_schedule);
+    CPPUNIT_TEST(test_warmup_from);
     CPPUNIT_TEST(test_parse_kind);
     CPPUNIT_TEST_SUITE_END();
 
@@ -332,6 +333,28 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.at_progress(0.6, 1024), 1e-12);
         s.cosine = false;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.9, 1024), 1e-12);
+    }
+
+    // warmup_from: the ramp starts there instead of at lr (all three schedules).
+    void test_warmup_from() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 1024;  // peak 0.8
+        s.warmup_epochs = 2;
+        s.steps_per_epoch = 10;
+        s.epochs = 10;
+        s.warmup_from = 0.001;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001, s.at(0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 5 / 20.0, s.at(5), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at(20), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 5 / 20.0, s.at_adaptive(5, -1), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_adaptive(9, 9), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001, s.at_progress(0.0, 1024), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 0.5, s.at_progress(0.1, 1024), 1e-12);
+        // a peak at or below the start: no warmup
+        s.warmup_from = 0.9;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at(0), 1e-12);
     }
 
     void test_parse_kind() {

@@ -64,6 +64,8 @@ struct Options {
     double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
+    double warmup_from = -1;        // -1: --lr (Goyal et al.'s warmup from the small-batch rate)
+    int warmup_min_steps = 1;       // fewest steps of the data-driven warmup
     int hessian_every = 0, hessian_batch = 256;  // largest Hessian eigenvalue every K steps (0: off)
     int local_steps = 0;            // Local SGD: H local steps per averaging round (0: synchronous SGD)
     std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
@@ -145,6 +147,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--noise-scale-every", o.noise_every, "estimate the gradient noise scale every K steps (0: never); default 10 with ags, else 0");
     app.add_option("--warmup-threshold", o.warmup_threshold,
                    "end warmup once the relative change of the EMA of |g|^2 is at most this (0: fixed warmup); default 0.05 with ags, else 0");
+    app.add_option("--warmup-from", o.warmup_from,
+                   "rate at the first warmup step (default: --lr)");
+    app.add_option("--warmup-min-steps", o.warmup_min_steps, "fewest steps of the data-driven warmup")
+        ->capture_default_str();
     app.add_option("--hessian-every", o.hessian_every,
                    "largest Hessian eigenvalue (power iteration on a fixed probe batch) every K steps (0: never)")
         ->capture_default_str();
@@ -225,6 +231,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--noise-scale-every must be >= 0 steps (0: never)");
     if (app.count("--warmup-threshold") && !(o.warmup_threshold >= 0 && std::isfinite(o.warmup_threshold)))
         return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
+    if (app.count("--warmup-from") && !(o.warmup_from >= 0 && std::isfinite(o.warmup_from)))
+        return bad("--warmup-from must be a rate >= 0");
+    if (o.warmup_min_steps < 1) return bad("--warmup-min-steps must be >= 1 step");
     if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
     if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
     if (o.local_steps < 0) return bad("--local-steps must be >= 0 (0: synchronous SGD)");
@@ -487,6 +496,8 @@ int run_training(const Options& o, Comm& comm) {
     cfg.optim.ags_lambda = o.ags_lambda;
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
+    cfg.warmup_min_steps = o.warmup_min_steps;
+    cfg.lr.warmup_from = o.warmup_from;
     cfg.hessian_every = o.hessian_every;
     cfg.hessian_batch = o.hessian_batch;
     if (o.hessian_every > 0 && !o.quiet)

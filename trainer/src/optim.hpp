@@ -46,6 +46,12 @@ struct LrSchedule {
     int epochs = 1;
 
     LrScaling scaling = LrScaling::Linear;  ///< how the peak follows B (see LrScaling)
+    /// Rate at the first warmup step, from which the warmup ramps to the peak; < 0: lr
+    /// (Goyal et al.'s gradual warmup from the small-batch rate). Wherever the schedule
+    /// descriptions below say "from lr" they mean from this rate.
+    double warmup_from = -1;
+    /// The warmup's starting rate: warmup_from when >= 0, else lr.
+    double warm_start() const { return warmup_from >= 0 ? warmup_from : lr; }
     double noise_scale = 0;    ///< B_noise for LrScaling::Noise, examples; <= 0: not yet known
 
     /// scaled_lr(scaling, lr, B0, B, noise_scale, max_lr): lr * B / B0 by default.

@@ -151,7 +151,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     Trainer tr(model, comm, oc);
     NoiseScale noise(cfg.noise_beta);
     const bool adaptive = cfg.warmup_threshold > 0;
-    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, 1,
+    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, std::max(1, cfg.warmup_min_steps),
                     std::llround(sched.warmup_epochs * static_cast<double>(steps)));
     double lr_now = 0;
     std::unique_ptr<HessianProbe> hess;

@@ -42,6 +42,8 @@ struct TrainConfig {
     /// (NormWarmup, capped at lr.warmup_epochs); 0: fixed linear warmup (LrSchedule::at).
     double warmup_threshold = 0;
     double warmup_beta = 0.9;  ///< EMA weight of |g|^2 for the warmup test
+    /// Fewest steps of the data-driven warmup (at least 1).
+    int warmup_min_steps = 1;
     /// Measure the largest Hessian eigenvalue (HessianProbe) every this many steps, after
     /// the update of steps 0, K, 2K, ...; 0: never.
     int hessian_every = 0;
