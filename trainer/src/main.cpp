@@ -512,8 +512,11 @@ int run_training(const Options& o, Comm& comm) {
                       std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
                       (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
                       " epochs of " + std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
-                      fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
-                      (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
+                      fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
+                      std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
+                      (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
+                      (o.lr_scaling == "noise" ? "; until the first noise-scale estimate, then the noise-scale rule" : "") +
+                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
                       std::to_string(o.seed) + "; matrix kernels " + gemm_isa_name(gemm_isa()) + "; optimizer " +
                       o.optimizer + ", lr scaling " + o.lr_scaling +
