@@ -80,6 +80,8 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_norm_warmup_matches_naive);
     CPPUNIT_TEST(test_norm_warmup_cap);
     CPPUNIT_TEST(test_adaptive_schedule);
+    CPPUNIT_TEST(test_progress_schedule);
+    CPPUNIT_TEST(test_warmup_from);
     CPPUNIT_TEST(test_parse_kind);
     CPPUNIT_TEST_SUITE_END();
 
@@ -313,6 +315,46 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         for (int t = 8; t < 100; ++t) CPPUNIT_ASSERT(s.at_adaptive(t, 7) <= s.at_adaptive(t - 1, 7) + 1e-15);
         // ended at the cap: identical to the fixed schedule
         for (int t = 20; t < 100; ++t) CPPUNIT_ASSERT_DOUBLES_EQUAL(s.at(t), s.at_adaptive(t, 20), 1e-12);
+    }
+
+    // at_progress(t / T, B) is the step schedule at(t) written as a fraction of the run
+    // (warmup and cosine); with a larger batch its peak follows the scaling rule.
+    void test_progress_schedule() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 512;
+        s.warmup_epochs = 2;
+        s.steps_per_epoch = 10;
+        s.epochs = 10;
+        for (int t = 0; t < 100; ++t) CPPUNIT_ASSERT_DOUBLES_EQUAL(s.at(t), s.at_progress(t / 100.0, 512), 1e-12);
+        // after warmup at batch 1024: 0.05 * 16 = 0.8 at the start of the cosine
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.2, 1024), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.at_progress(0.6, 1024), 1e-12);
+        s.cosine = false;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.9, 1024), 1e-12);
+    }
+
+    // warmup_from: the ramp starts there instead of at lr (all three schedules).
+    void test_warmup_from() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 1024;  // peak 0.8
+        s.warmup_epochs = 2;
+        s.steps_per_epoch = 10;
+        s.epochs = 10;
+        s.warmup_from = 0.001;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001, s.at(0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 5 / 20.0, s.at(5), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at(20), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 5 / 20.0, s.at_adaptive(5, -1), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_adaptive(9, 9), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001, s.at_progress(0.0, 1024), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 0.5, s.at_progress(0.1, 1024), 1e-12);
+        // a peak at or below the start: no warmup
+        s.warmup_from = 0.9;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at(0), 1e-12);
     }
 
     void test_parse_kind() {

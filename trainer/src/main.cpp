@@ -28,6 +28,7 @@
 #include "data.hpp"
 #include "gemm.hpp"
 #include "metrics.hpp"
+#include "local_sgd.hpp"
 #include "model.hpp"
 #include "optim.hpp"
 #include "train.hpp"
@@ -71,6 +72,13 @@ struct Options {
     double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
+    double warmup_from = -1;        // -1: --lr (Goyal et al.'s warmup from the small-batch rate)
+    int warmup_min_steps = 1;       // fewest steps of the data-driven warmup
+    int hessian_every = 0, hessian_batch = 256;  // largest Hessian eigenvalue every K steps (0: off)
+    int local_steps = 0;            // Local SGD: H local steps per averaging round (0: synchronous SGD)
+    std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
+    double batch_test_eta = 0.5, batch_test_theta = 0.5;
+    int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
     uint64_t seed = 1;
     int64_t limit_train = 0, limit_test = 0;
     std::string db;
@@ -182,6 +190,23 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--gpu-allreduce", o.gpu_allreduce, "cuda: gradient allreduce methods in order of preference (nccl, mpi)")
         ->delimiter(',')
         ->capture_default_str();
+    app.add_option("--warmup-from", o.warmup_from,
+                   "rate at the first warmup step (default: --lr)");
+    app.add_option("--warmup-min-steps", o.warmup_min_steps, "fewest steps of the data-driven warmup")
+        ->capture_default_str();
+    app.add_option("--hessian-every", o.hessian_every,
+                   "largest Hessian eigenvalue (power iteration on a fixed probe batch) every K steps (0: never)")
+        ->capture_default_str();
+    app.add_option("--hessian-batch", o.hessian_batch, "examples in the Hessian probe batch")->capture_default_str();
+    app.add_option("--local-steps", o.local_steps,
+                   "Local SGD: H local steps between parameter averages, with an adaptive batch (0: synchronous SGD)")
+        ->capture_default_str();
+    app.add_option("--batch-test", o.batch_test, "Local SGD batch growth: norm, inner (product) or none")
+        ->capture_default_str();
+    app.add_option("--batch-test-eta", o.batch_test_eta, "eta of the norm test")->capture_default_str();
+    app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
+    app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set)")
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -228,6 +253,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
             return bad(e.what());
         }
     }
+    if (o.device == "cuda" && (o.local_steps > 0 || o.hessian_every > 0))
+        return bad("--local-steps and --hessian-every are not implemented with --device cuda yet");
     if (o.device == "cuda" && (!o.checkpoint.empty() || o.resume))
         return bad("--checkpoint and --resume are not implemented with --device cuda yet");
     if (o.device == "cuda" && !o.augment.empty() && o.augment != "none")
@@ -268,6 +295,17 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--noise-scale-every must be >= 0 steps (0: never)");
     if (app.count("--warmup-threshold") && !(o.warmup_threshold >= 0 && std::isfinite(o.warmup_threshold)))
         return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
+    if (app.count("--warmup-from") && !(o.warmup_from >= 0 && std::isfinite(o.warmup_from)))
+        return bad("--warmup-from must be a rate >= 0");
+    if (o.warmup_min_steps < 1) return bad("--warmup-min-steps must be >= 1 step");
+    if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
+    if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
+    if (o.local_steps < 0) return bad("--local-steps must be >= 0 (0: synchronous SGD)");
+    if (o.batch_test != "none" && o.batch_test != "norm" && o.batch_test != "inner")
+        return bad("unknown --batch-test '" + o.batch_test + "'; valid: none, norm, inner");
+    if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return bad("--batch-test-eta must be > 0");
+    if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return bad("--batch-test-theta must be > 0");
+    if (o.max_batch < 0) return bad("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
     if (o.noise_every < 0) o.noise_every = o.optimizer == "ags" ? 10 : 0;
     if (o.warmup_threshold < 0) o.warmup_threshold = o.optimizer == "ags" ? 0.05 : 0.0;
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
@@ -647,6 +685,14 @@ int run_training(const Options& o, Comm& comm) {
     cfg.optim.ags_lambda = o.ags_lambda;
     cfg.noise_every = o.noise_every;
     cfg.warmup_threshold = o.warmup_threshold;
+    cfg.warmup_min_steps = o.warmup_min_steps;
+    cfg.lr.warmup_from = o.warmup_from;
+    cfg.hessian_every = o.hessian_every;
+    cfg.hessian_batch = o.hessian_batch;
+    if (o.hessian_every > 0 && !o.quiet)
+        cfg.on_hessian = [&](int64_t t, double eig, double gn) {
+            say(root, "hessian step " + std::to_string(t) + "  top-eig " + fmt("%.4g", eig) + "  grad-norm " + fmt("%.4g", gn));
+        };
     cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
     cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
     cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
@@ -742,8 +788,11 @@ int run_training(const Options& o, Comm& comm) {
                       std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
                       (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
                       " epochs of " + std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
-                      fmt("%g", o.lr) + " x " + std::to_string(o.batch) + "/" + std::to_string(o.lr_base_batch) +
-                      (cfg.lr.peak() < o.lr * o.batch / o.lr_base_batch ? ", capped by --lr-max" : "") + "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
+                      fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
+                      std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
+                      (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
+                      (o.lr_scaling == "noise" ? "; until the first noise-scale estimate, then the noise-scale rule" : "") +
+                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
                       std::to_string(o.seed) +
                       (o.device == "cuda" ? std::string("; device cuda")
@@ -782,7 +831,7 @@ int run_training(const Options& o, Comm& comm) {
 #endif
     std::vector<EpochResult> res;
     try {
-        res = train(*model, tr, te, cfg, comm, [&](const EpochResult& r) {
+        const std::function<void(const EpochResult&)> on_epoch = [&](const EpochResult& r) {
             bar.clear();
             if (metrics) {
                 try {
@@ -797,12 +846,25 @@ int run_training(const Options& o, Comm& comm) {
                           "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
                           o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
             std::string ln = line;
-            if (o.noise_every > 0) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
+            if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
             if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
+            if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
+            if (o.local_steps > 0) ln += "  batch " + std::to_string(r.batch);
             if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
                 ln += "  warmup-end-step " + std::to_string(r.warmup_end);
             say(root, ln);
-        }, &hooks, engine.get());
+        };
+        if (o.local_steps > 0) {
+            LocalSgdConfig lc;
+            lc.local_steps = o.local_steps;
+            lc.test = parse_batch_test(o.batch_test);
+            lc.eta = o.batch_test_eta;
+            lc.theta = o.batch_test_theta;
+            lc.max_local_batch = o.max_batch / K;
+            res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
+        } else {
+            res = train(*model, tr, te, cfg, comm, on_epoch, &hooks, engine.get());
+        }
     } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
         bar.clear();
         if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());

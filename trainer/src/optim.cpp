@@ -12,6 +12,7 @@ double LrSchedule::at(int64_t t) const {
     const double pk = peak();
     const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
     // no warmup when there is nothing to warm up to (peak <= lr)
+    const double lr = warm_start();
     const int64_t warm = pk <= lr ? 0 : std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
     if (t < warm) return lr + (pk - lr) * static_cast<double>(t) / static_cast<double>(warm);
     if (!cosine) return pk;
@@ -23,6 +24,7 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
     const double pk = peak();
     const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
     const int64_t cap = std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
+    const double lr = warm_start();
     if (cap == 0 || pk <= lr) {
         LrSchedule s = *this;
         s.warmup_epochs = 0;
@@ -33,6 +35,17 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
     const int64_t we = std::min(warm_end, total - 1);
     const double frac = static_cast<double>(t - we) / static_cast<double>(total - we);
     return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, std::max(0.0, frac))));
+}
+
+double LrSchedule::at_progress(double p, int B) const {
+    const double pk = scaled_lr(scaling, lr, base_batch, B, noise_scale, max_lr);
+    p = std::min(1.0, std::max(0.0, std::isfinite(p) ? p : 0.0));
+    const double w = epochs > 0 ? std::min(1.0, std::max(0.0, warmup_epochs / epochs)) : 0.0;
+    const double lr = warm_start();
+    if (pk > lr && w > 0 && p < w) return lr + (pk - lr) * p / w;
+    if (!cosine) return pk;
+    const double frac = w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0;
+    return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * frac));
 }
 
 Sgd::Sgd(Model& model, double momentum, double weight_decay)

@@ -46,6 +46,12 @@ struct LrSchedule {
     int epochs = 1;
 
     LrScaling scaling = LrScaling::Linear;  ///< how the peak follows B (see LrScaling)
+    /// Rate at the first warmup step, from which the warmup ramps to the peak; < 0: lr
+    /// (Goyal et al.'s gradual warmup from the small-batch rate). Wherever the schedule
+    /// descriptions below say "from lr" they mean from this rate.
+    double warmup_from = -1;
+    /// The warmup's starting rate: warmup_from when >= 0, else lr.
+    double warm_start() const { return warmup_from >= 0 ? warmup_from : lr; }
     double noise_scale = 0;    ///< B_noise for LrScaling::Noise, examples; <= 0: not yet known
 
     /// scaled_lr(scaling, lr, B0, B, noise_scale, max_lr): lr * B / B0 by default.
@@ -58,6 +64,12 @@ struct LrSchedule {
     /// warm_end >= 0 on it is peak() with cosine decay (or constant) over the remaining
     /// T - warm_end steps. With W = 0 or peak() <= lr it is at(t) without warmup.
     double at_adaptive(int64_t t, int64_t warm_end) const;
+    /// Rate at progress p in [0, 1] (the fraction of the run's examples seen) for global
+    /// batch B = global_batch, for runs whose batch changes (Local SGD with adaptive batch):
+    /// peak_B = scaled_lr(scaling, lr, base_batch, B, noise_scale, max_lr); with
+    /// w = warmup_epochs / epochs, lr + (peak_B - lr) p / w while p < w (when peak_B > lr),
+    /// then peak_B (1 + cos(pi (p - w) / (1 - w))) / 2 (cosine) or peak_B (constant).
+    double at_progress(double p, int global_batch) const;
 };
 
 /// Warmup driven by the gradient norm (AGS, design.md): an exponential moving average

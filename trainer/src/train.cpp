@@ -235,9 +235,21 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     StepEngine& tr = engine ? *engine : *cpu;
     NoiseScale noise(cfg.noise_beta);
     const bool adaptive = cfg.warmup_threshold > 0;
-    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, 1,
+    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, std::max(1, cfg.warmup_min_steps),
                     std::llround(sched.warmup_epochs * static_cast<double>(steps)));
     double lr_now = 0;
+    std::unique_ptr<HessianProbe> hess;
+    if (engine && cfg.hessian_every > 0)
+        throw TrainError("the Hessian probe (--hessian-every) is not implemented with --device cuda");
+    if (cfg.hessian_every > 0) {
+        // the probe batch: hessian_batch examples drawn once (without replacement) from the seed
+        std::vector<int> all(train_set.count);
+        std::iota(all.begin(), all.end(), 0);
+        Rng prng(cfg.seed ^ 0x5851f42d4c957f2dULL);
+        prng.shuffle(all.data(), all.size());
+        const int pb = std::max(K, std::min<int>(cfg.hessian_batch, static_cast<int>(train_set.count)));
+        hess.reset(new HessianProbe(std::vector<int>(all.begin(), all.begin() + pb), cfg.hessian, cfg.seed));
+    }
     std::vector<int> perm(train_set.count);
     std::iota(perm.begin(), perm.end(), 0);
     Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
@@ -299,6 +311,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     tr.begin();
     for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());
+        double gnorm_sum = 0, probe_secs = 0;  // per epoch (a resumed epoch restarts them)
         if (e != e0 || !ck) {
             loss_sum = 0;
             correct = 0;
@@ -313,7 +326,14 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
             StepStats st;
             const double l = tr.step(train_set, idx, b, lr_now, true, &correct, &st, measure);
             loss_sum += l * b;
+            gnorm_sum += std::sqrt(st.grad_norm2);
             if (adaptive) warm.update(st.grad_norm2);
+            if (hess && t % cfg.hessian_every == 0) {
+                const double h0 = now_seconds();
+                hess->measure(model, train_set, comm);
+                probe_secs += now_seconds() - h0;
+                if (cfg.on_hessian) cfg.on_hessian(t, hess->last(), std::sqrt(st.grad_norm2));
+            }
             if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready())
                 sched.noise_scale = noise.value();
             if (!watch && !(hooks && hooks->on_step)) continue;
@@ -371,7 +391,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
             hooks->stopped = true;
             return out;
         }
-        double secs = secs0 + (now_seconds() - t0);
+        double secs = secs0 + (now_seconds() - t0) - probe_secs;  // the Hessian probe is not training time
         comm.allreduce_max(&secs, 1);
         double sums[2] = {loss_sum, static_cast<double>(correct)};
         comm.allreduce_sum(sums, 2);
@@ -385,6 +405,9 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.noise_scale = noise.value();
         r.lr = lr_now;
         r.warmup_end = adaptive ? warm.end_step() : -1;
+        r.grad_norm = steps > 0 ? gnorm_sum / static_cast<double>(steps) : 0;
+        r.hessian_eig = hess ? hess->last() : 0;
+        r.batch = B;
         if (!std::isfinite(r.train_loss))
             throw TrainError("training diverged in epoch " + std::to_string(e) + " (loss " + std::to_string(r.train_loss) +
                              "); lower --lr or raise --warmup-epochs");

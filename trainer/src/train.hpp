@@ -9,6 +9,7 @@
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
+#include "hessian.hpp"
 #include "layers.hpp"
 #include "model.hpp"
 #include "noise_scale.hpp"
@@ -47,6 +48,17 @@ struct TrainConfig {
     size_t bucket_bytes = size_t{25} << 20;
     /// Random crop / flip of the training batches (Trainer::set_augment); none by default.
     Augment augment;
+    /// Fewest steps of the data-driven warmup (at least 1).
+    int warmup_min_steps = 1;
+    /// Measure the largest Hessian eigenvalue (HessianProbe) every this many steps, after
+    /// the update of steps 0, K, 2K, ...; 0: never.
+    int hessian_every = 0;
+    int hessian_batch = 256;   ///< examples in the fixed probe batch (drawn once from the seed)
+    PowerIterConfig hessian;   ///< power-iteration settings of the probe
+    /// Called on every rank after each Hessian measurement with the step t (0-based, over
+    /// the run), the eigenvalue, and |g| of step t's global-batch gradient (the gradient
+    /// the update used, before the update). May be empty.
+    std::function<void(int64_t step, double eigenvalue, double grad_norm)> on_hessian;
 };
 
 /// One epoch's numbers, identical on every rank (allreduced).
@@ -56,11 +68,16 @@ struct EpochResult {
     double train_accuracy = 0; ///< fraction of the epoch's training examples classified right (train mode)
     double test_loss = 0;
     double test_accuracy = 0;  ///< fraction of the test set, evaluation mode
-    double seconds = 0;        ///< wall time of the training loop of the epoch (max over ranks), no evaluation
+    double seconds = 0;        ///< wall time of the training loop of the epoch (max over ranks), no evaluation, no Hessian probe
     double images_per_second = 0;  ///< training examples of the epoch (all ranks) / seconds
     double noise_scale = 0;    ///< B_simple estimate at the end of the epoch, examples; 0: none yet
     double lr = 0;             ///< rate of the epoch's last step
     int64_t warmup_end = -1;   ///< step at which the data-driven warmup ended; -1: not (yet)
+    double grad_norm = 0;      ///< mean over the epoch's steps of |g| of the global-batch gradient
+    /// Largest Hessian eigenvalue of the last measurement in or before this epoch
+    /// (TrainConfig::hessian_every); 0: none measured.
+    double hessian_eig = 0;
+    int batch = 0;             ///< global batch of the epoch's last step, examples (grows with Local SGD's test)
 };
 
 /// What one Trainer::step measured besides the loss (identical on all ranks).

@@ -1,0 +1,207 @@
+// Unit tests of Local SGD's adaptive batch (Lau et al. 2024): the micro-batch variance
+// estimate recovers a known tr(Sigma) of synthetic per-example gradients; sums of two
+// "ranks" combine to the sums of all their micro-batches (the law of total variance done by
+// the allreduce); the norm test grows the batch on a noisy problem and keeps it on a
+// noiseless one; the inner-product test likewise; the batch never shrinks; and a short
+// Local SGD run on synthetic data grows its batch monotonically.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "local_sgd.hpp"
+#include "model.hpp"
+#include "rng.hpp"
+
+using namespace tula::train;
+
+namespace {
+
+// Mean of m per-example gradients G + xi, xi ~ N(0, diag(sd^2)), written to h.
+void micro_mean(const std::vector<double>& G, const std::vector<double>& sd, int m, Rng& rng, std::vector<float>& h) {
+    h.assign(G.size(), 0.0f);
+    for (size_t j = 0; j < G.size(); ++j) {
+        double s = 0;
+        for (int i = 0; i < m; ++i) s += G[j] + sd[j] * rng.normal();
+        h[j] = static_cast<float>(s / m);
+    }
+}
+
+// Statistics of `micro` micro-batches of m examples from the synthetic problem.
+BatchStatistics measure(const std::vector<double>& G, const std::vector<double>& sd, int micro, int m, bool inner,
+                        uint64_t seed) {
+    Rng rng(seed);
+    BatchVariance bv(G.size(), inner);
+    std::vector<float> h;
+    for (int i = 0; i < micro; ++i) {
+        micro_mean(G, sd, m, rng, h);
+        bv.add(h.data(), m);
+    }
+    Comm serial;
+    return bv.finish(serial, inner);
+}
+
+}  // namespace
+
+class TrainerLocalSgdTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TrainerLocalSgdTest);
+    CPPUNIT_TEST(test_trace_recovered);
+    CPPUNIT_TEST(test_ranks_combine_like_one);
+    CPPUNIT_TEST(test_norm_test_grows_on_noisy_not_on_noiseless);
+    CPPUNIT_TEST(test_inner_test_grows_on_noisy_not_on_noiseless);
+    CPPUNIT_TEST(test_batch_only_grows_and_is_capped);
+    CPPUNIT_TEST(test_parse);
+    CPPUNIT_TEST(test_local_sgd_run_grows_batch);
+    CPPUNIT_TEST_SUITE_END();
+
+    // per-example gradient covariance diag(sd^2): tr(Sigma) = sum sd^2, known
+    void test_trace_recovered() {
+        const int n = 50;
+        std::vector<double> G(n, 0.1), sd(n);
+        double tr = 0;
+        for (int j = 0; j < n; ++j) {
+            sd[j] = 0.5 + 0.02 * j;
+            tr += sd[j] * sd[j];
+        }
+        const BatchStatistics st = measure(G, sd, 400, 8, false, 3);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3200.0, st.examples, 0);
+        if (std::fabs(st.trace - tr) > 0.1 * tr)
+            CPPUNIT_FAIL("trace estimate " + std::to_string(st.trace) + " vs true " + std::to_string(tr));
+        // |g|^2 of the mean of 3200 examples: |G|^2 + tr/3200
+        const double g2 = n * 0.01 + tr / 3200.0;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(g2, st.grad_norm2, 0.2 * g2);
+    }
+
+    // Two ranks' sums combined == one rank holding all micro-batches: the pooled variance
+    // (within + between ranks) is exact, not an approximation.
+    void test_ranks_combine_like_one() {
+        const int n = 20;
+        Rng rng(8);
+        std::vector<double> G(n), sd(n, 1.0);
+        for (auto& g : G) g = rng.normal();
+        BatchVariance a(n, false), b(n, false), all(n, false);
+        std::vector<float> h;
+        for (int i = 0; i < 6; ++i) {
+            const int m = 3 + i;  // unequal sizes
+            micro_mean(G, sd, m, rng, h);
+            // rank b gets a shifted gradient: a between-rank difference to pool
+            if (i >= 3)
+                for (auto& v : h) v += 0.5f;
+            (i < 3 ? a : b).add(h.data(), m);
+            all.add(h.data(), m);
+        }
+        const BatchStatistics two = batch_statistics(combine_batch_sums({a.sums(), b.sums()}));
+        Comm serial;
+        const BatchStatistics one = all.finish(serial, false);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(one.trace, two.trace, 1e-9 * one.trace);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(one.grad_norm2, two.grad_norm2, 1e-9 * one.grad_norm2);
+        // and against the naive pooled formula sum_i m_i |h_i - g|^2 / (M - 1)
+        Rng rng2(8);
+        std::vector<double> g(n, 0.0);
+        std::vector<std::vector<float>> hs;
+        std::vector<int> ms;
+        for (auto& v : G) v = rng2.normal();
+        for (int i = 0; i < 6; ++i) {
+            micro_mean(G, sd, 3 + i, rng2, h);
+            if (i >= 3)
+                for (auto& v : h) v += 0.5f;
+            hs.push_back(h);
+            ms.push_back(3 + i);
+        }
+        double N = 0;
+        for (int i = 0; i < 6; ++i) {
+            N += ms[i];
+            for (int j = 0; j < n; ++j) g[j] += ms[i] * hs[i][j];
+        }
+        for (auto& v : g) v /= N;
+        double naive = 0;
+        for (int i = 0; i < 6; ++i)
+            for (int j = 0; j < n; ++j) naive += ms[i] * (hs[i][j] - g[j]) * (hs[i][j] - g[j]);
+        naive /= 5;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, two.trace, 1e-4 * naive);
+    }
+
+    void test_norm_test_grows_on_noisy_not_on_noiseless() {
+        const int n = 30;
+        std::vector<double> G(n, 0.2), noisy(n, 2.0), quiet(n, 0.0);
+        // noisy: tr(Sigma)/|G|^2 = 30*4 / (30*0.04) = 100 examples; with eta 0.5 the test wants
+        // b >= 100 / 0.25 = 400 > 32 (|g|^2 of 1,600 examples is |G|^2 + 120/1600, about 6 % more)
+        const BatchStatistics sn = measure(G, noisy, 200, 8, false, 5);
+        const int bn = next_local_batch(BatchTest::Norm, 32, sn, 0.5, 0.5, 100000);
+        if (!(bn > 200 && bn < 800)) CPPUNIT_FAIL("noisy problem: batch 32 -> " + std::to_string(bn) + ", expected about 400");
+        const BatchStatistics sq = measure(G, quiet, 200, 8, false, 5);
+        CPPUNIT_ASSERT(sq.trace < 1e-9);
+        CPPUNIT_ASSERT_EQUAL(32, next_local_batch(BatchTest::Norm, 32, sq, 0.5, 0.5, 100000));
+    }
+
+    void test_inner_test_grows_on_noisy_not_on_noiseless() {
+        const int n = 30;
+        std::vector<double> G(n, 0.2), noisy(n, 2.0), quiet(n, 0.0);
+        const BatchStatistics sn = measure(G, noisy, 200, 8, true, 6);
+        CPPUNIT_ASSERT(sn.ip_var > 0);
+        // Var(grad f_i . G) = G' Sigma G = 4 |G|^2 = 4.8; / (theta^2 |G|^4 = 0.25 * 1.44): about 13
+        // (|g|^2 of 1,600 examples is |G|^2 + 120/1600, close to |G|^2)
+        const int bn = next_local_batch(BatchTest::Inner, 2, sn, 0.5, 0.5, 100000);
+        if (!(bn > 8 && bn < 25)) CPPUNIT_FAIL("noisy problem: batch 2 -> " + std::to_string(bn) + ", expected about 13");
+        const BatchStatistics sq = measure(G, quiet, 200, 8, true, 6);
+        CPPUNIT_ASSERT_EQUAL(2, next_local_batch(BatchTest::Inner, 2, sq, 0.5, 0.5, 100000));
+    }
+
+    void test_batch_only_grows_and_is_capped() {
+        BatchStatistics st;
+        st.trace = 100;
+        st.grad_norm2 = 1;
+        // need = 100 / 0.25 = 400
+        CPPUNIT_ASSERT_EQUAL(400, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000));
+        CPPUNIT_ASSERT_EQUAL(500, next_local_batch(BatchTest::Norm, 500, st, 0.5, 0.5, 1000));  // never shrinks
+        CPPUNIT_ASSERT_EQUAL(300, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 300));   // capped
+        CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::None, 64, st, 0.5, 0.5, 1000));
+        st.grad_norm2 = 0;  // no direction: no decision
+        CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000));
+        st.grad_norm2 = NAN;
+        CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000));
+    }
+
+    void test_parse() {
+        CPPUNIT_ASSERT(parse_batch_test("norm") == BatchTest::Norm);
+        CPPUNIT_ASSERT(parse_batch_test("inner") == BatchTest::Inner);
+        CPPUNIT_ASSERT(parse_batch_test("none") == BatchTest::None);
+        CPPUNIT_ASSERT_THROW(parse_batch_test("augmented"), std::invalid_argument);
+    }
+
+    // Random labels on random images (synthetic data) are all noise: the norm test must
+    // grow the batch; the reported batch never decreases; the run stays finite.
+    void test_local_sgd_run_grows_batch() {
+        const SyntheticSpec spec = parse_synthetic("synthetic:1x12x12:4");
+        const Dataset tr = make_synthetic(spec, 512, 1), te = make_synthetic(spec, 64, 2);
+        auto m = build_model("lenet5", spec.shape, spec.classes);
+        m->init(4);
+        TrainConfig cfg;
+        cfg.epochs = 3;
+        cfg.global_batch = 8;
+        cfg.lr.lr = 0.01;
+        cfg.lr.base_batch = 8;
+        LocalSgdConfig lc;
+        lc.local_steps = 4;
+        lc.eta = 0.5;
+        Comm serial;
+        const auto res = train_local_sgd(*m, tr, te, cfg, lc, serial, nullptr);
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(3), res.size());
+        int prev = 8;
+        for (const auto& r : res) {
+            CPPUNIT_ASSERT(r.batch >= prev);
+            CPPUNIT_ASSERT(std::isfinite(r.train_loss));
+            prev = r.batch;
+        }
+        CPPUNIT_ASSERT(res.back().batch > 8);
+        CPPUNIT_ASSERT(res.back().noise_scale > 0);
+        lc.local_steps = 0;
+        CPPUNIT_ASSERT_THROW(train_local_sgd(*m, tr, te, cfg, lc, serial, nullptr), TrainError);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(TrainerLocalSgdTest);
