@@ -8,8 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -22,6 +27,58 @@
 
 namespace tula {
 namespace {
+
+// The process-wide lock-wait budget of read-only connections (see db.hpp,
+// set_read_lock_budget): the limit, -1 until it was set or read from the environment, and the
+// milliseconds already spent waiting.
+std::atomic<int> g_read_budget_ms{-1};
+std::atomic<long long> g_read_waited_ms{0};
+
+int read_budget_ms() {
+    int b = g_read_budget_ms.load();
+    if (b >= 0) return b;
+    b = kDefaultReadLockBudgetMs;
+    const char* e = std::getenv("TULA_DB_LOCK_WAIT_MS");
+    if (e && *e && std::strlen(e) <= 6) {
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(e, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 0 && v <= kMaxReadLockBudgetMs) b = static_cast<int>(v);
+    }
+    int expected = -1;
+    g_read_budget_ms.compare_exchange_strong(expected, b);
+    return g_read_budget_ms.load();
+}
+
+long long now_ms_monotonic() {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// sqlite3_busy_handler callback of read-only connections; `ctx` is the connection's busy
+// timeout in milliseconds (cast to a pointer). Like SQLite's own busy timeout it sleeps in
+// growing steps (1 .. 100 ms) and gives up (returns 0: SQLITE_BUSY) once the steps of this
+// lock attempt (`count` = retries so far) reach the timeout; in addition it gives up once the
+// read-only connections of the whole process have waited the process-wide budget.
+int read_busy_handler(void* ctx, int count) {
+    static const int kSteps[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
+    constexpr int n = static_cast<int>(sizeof kSteps / sizeof kSteps[0]);
+    const long long own_ms = static_cast<long long>(reinterpret_cast<intptr_t>(ctx));
+    long long prior = 0;  // what the earlier steps of this attempt slept
+    for (int i = 0; i < count; ++i) {
+        prior += kSteps[i < n ? i : n - 1];
+        if (prior >= own_ms) break;
+    }
+    const long long left = std::min(own_ms - prior, read_budget_ms() - g_read_waited_ms.load());
+    if (left <= 0) return 0;
+    const long long step = std::min<long long>(kSteps[count < n ? count : n - 1], left);
+    const long long t0 = now_ms_monotonic();
+    sqlite3_sleep(static_cast<int>(step));
+    // what it really slept (more under load), at least the request (a clock that did not move)
+    g_read_waited_ms.fetch_add(std::max(step, now_ms_monotonic() - t0));
+    return 1;
+}
 
 // Schema version 1. Times are Unix seconds (REAL); sizes in bytes; durations in seconds.
 constexpr const char* kSchemaV1 = R"SQL(
@@ -331,7 +388,11 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
         throw Error("profile database " + path + " is not a regular file");
 
-    // Opens the connection with `flags`, sets the busy timeout and checks the schema.
+    // Opens the connection with `flags`, sets the busy timeout (read-only: the busy handler
+    // with the process-wide budget) and checks the schema. On failure `failed_rc` is the
+    // extended SQLite result code when there was one.
+    int failed_rc = SQLITE_OK;
+    const int timeout_ms = busy_timeout_ms < 0 ? 0 : busy_timeout_ms;
     auto connect = [&](const std::string& name, int flags) -> sqlite3* {
         sqlite3* db = nullptr;
         int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
@@ -345,10 +406,13 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
         try {
             rc = sqlite3_extended_result_codes(db, 1);
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot enable extended result codes");
-            rc = sqlite3_busy_timeout(db, busy_timeout_ms < 0 ? 0 : busy_timeout_ms);
+            rc = rw ? sqlite3_busy_timeout(db, timeout_ms)
+                    : sqlite3_busy_handler(db, read_busy_handler,
+                                           reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot set the busy timeout");
             check_schema(db, path, rw);
         } catch (...) {
+            failed_rc = sqlite3_extended_errcode(db);
             sqlite3_close_v2(db);
             throw;
         }
@@ -370,6 +434,12 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
         try {
             db = connect(path, SQLITE_OPEN_READONLY);
         } catch (const Error& e) {
+            // Locked by a writer: say so without SQLite's wording (and never read it as
+            // immutable, which would see a half-written transaction).
+            if ((failed_rc & 0xff) == SQLITE_BUSY || (failed_rc & 0xff) == SQLITE_LOCKED)
+                throw Error("profile database " + path + " is held by another process (a writer's lock) for longer than " +
+                            std::to_string(std::min<long long>(timeout_ms, read_budget_ms())) +
+                            " ms; not read (retry later; TULA_DB_LOCK_WAIT_MS sets the wait)");
             // A WAL database needs its -shm file; a read-only user cannot create it in a
             // directory it cannot write (the system database after its writer closed). When no
             // -wal holds uncommitted pages, every committed page is in the main file, so read
@@ -1008,6 +1078,15 @@ std::vector<ComputeSample> ProfileSet::compute_for(const std::string& workload) 
         if (c.workload == workload) out.push_back(c);
     return out;
 }
+
+void set_read_lock_budget(int ms) {
+    g_read_budget_ms.store(std::clamp(ms, 0, kMaxReadLockBudgetMs));
+    g_read_waited_ms.store(0);
+}
+
+int read_lock_budget_ms() { return read_budget_ms(); }
+
+long long read_lock_waited_ms() { return g_read_waited_ms.load(); }
 
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
     ProfileSet set;
