@@ -15,31 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 
 namespace {
 
-// A fresh directory under /tmp, removed with its contents on destruction.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/tula-test-db-XXXXXX";
-        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
-        path = t;
-    }
-    ~TempDir() {
-        chmod(path.c_str(), 0700);
-        nftw(
-            path.c_str(),
-            [](const char* p, const struct stat*, int, struct FTW*) {
-                chmod(p, 0700);
-                return ::remove(p);
-            },
-            16, FTW_DEPTH | FTW_PHYS);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using tula_test::TempDir;  // tests/unit/test_util.hpp
 
 template <class F>
 std::string error_of(F f) {
