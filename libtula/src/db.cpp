@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -561,7 +562,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         c.threads = s.i32(3);
         c.seconds_per_iter = s.dbl(4);
         c.iters = s.i32(5);
-        out.push_back(c);
+        out.push_back(std::move(c));
     }
     return out;
 }
@@ -1109,8 +1110,15 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
                     set.workloads[it->second] = std::move(x);
                 }
             }
-            set.compute.insert(set.compute.end(), c.begin(), c.end());
-            set.allreduce.insert(set.allreduce.end(), a.begin(), a.end());
+            // moved, not copied: a site database may hold many workloads' rows
+            if (set.compute.empty()) {
+                set.compute = std::move(c);
+            } else {
+                set.compute.insert(set.compute.end(), std::make_move_iterator(c.begin()),
+                                   std::make_move_iterator(c.end()));
+            }
+            set.allreduce.insert(set.allreduce.end(), std::make_move_iterator(a.begin()),
+                                 std::make_move_iterator(a.end()));
         } catch (const std::exception& e) {
             if (warnings) warnings->push_back(std::string(e.what()) + " (skipped)");
         }
