@@ -1090,6 +1090,11 @@ int read_lock_budget_ms() { return read_budget_ms(); }
 long long read_lock_waited_ms() { return g_read_waited_ms.load(); }
 
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
+    return load_profiles(paths, warnings, "");
+}
+
+ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
+                         const std::string& workload) {
     ProfileSet set;
     std::map<std::string, size_t> index;  // workload name -> position in set.workloads
     for (const auto& p : paths) {
@@ -1099,7 +1104,7 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
         try {
             ProfileDb db = ProfileDb::open(p, ProfileDb::Mode::ReadOnly);
             std::vector<Workload> w = db.workloads();
-            std::vector<ComputeSample> c = db.compute_samples("");
+            std::vector<ComputeSample> c = db.compute_samples(workload);  // "" = every workload's
             std::vector<AllreduceSample> a = db.allreduce_samples();
             for (auto& x : w) {
                 auto it = index.find(x.name);

@@ -531,6 +531,21 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(1), set.allreduce.size());
         // null warnings pointer: no crash, same data
         CPPUNIT_ASSERT_EQUAL(size_t(2), tula::load_profiles({sys, bad, user}, nullptr).workloads.size());
+        // one workload's samples: the same as filtering everything, in the same order
+        for (const std::string name : {"lenet5@fashion-mnist", "vgg11@fashion-mnist", "none@x"}) {
+            std::vector<std::string> w1;
+            const auto one = tula::load_profiles({sys, bad, missing, user}, &w1, name);
+            CPPUNIT_ASSERT_EQUAL(w.size(), w1.size());
+            CPPUNIT_ASSERT_EQUAL(set.workloads.size(), one.workloads.size());
+            CPPUNIT_ASSERT_EQUAL(set.allreduce.size(), one.allreduce.size());
+            const auto all = set.compute_for(name);
+            CPPUNIT_ASSERT_EQUAL(all.size(), one.compute.size());
+            for (size_t i = 0; i < all.size(); ++i) {
+                CPPUNIT_ASSERT_EQUAL(name, one.compute[i].workload);
+                CPPUNIT_ASSERT_EQUAL(all[i].local_batch, one.compute[i].local_batch);
+                CPPUNIT_ASSERT_EQUAL(all[i].seconds_per_iter, one.compute[i].seconds_per_iter);
+            }
+        }
     }
 
     // The system database case: a WAL database whose writer has closed (no -wal, no -shm),

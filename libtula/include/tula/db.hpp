@@ -179,4 +179,11 @@ struct ProfileSet {
 /// Never throws for a bad database.
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings);
 
+/// The same with only the compute samples of `workload` (MODEL@DATASET; "" = every
+/// workload's): what a planner of one workload needs. Workload rows and allreduce samples
+/// are all read as above. Reads through the compute_profile(workload) index, so a site
+/// database with many workloads costs a planning only its own rows.
+ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
+                         const std::string& workload);
+
 }  // namespace tula
