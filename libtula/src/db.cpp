@@ -8,11 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -22,6 +28,58 @@
 
 namespace tula {
 namespace {
+
+// The process-wide lock-wait budget of read-only connections (see db.hpp,
+// set_read_lock_budget): the limit, -1 until it was set or read from the environment, and the
+// milliseconds already spent waiting.
+std::atomic<int> g_read_budget_ms{-1};
+std::atomic<long long> g_read_waited_ms{0};
+
+int read_budget_ms() {
+    int b = g_read_budget_ms.load();
+    if (b >= 0) return b;
+    b = kDefaultReadLockBudgetMs;
+    const char* e = std::getenv("TULA_DB_LOCK_WAIT_MS");
+    if (e && *e && std::strlen(e) <= 6) {
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(e, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 0 && v <= kMaxReadLockBudgetMs) b = static_cast<int>(v);
+    }
+    int expected = -1;
+    g_read_budget_ms.compare_exchange_strong(expected, b);
+    return g_read_budget_ms.load();
+}
+
+long long now_ms_monotonic() {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// sqlite3_busy_handler callback of read-only connections; `ctx` is the connection's busy
+// timeout in milliseconds (cast to a pointer). Like SQLite's own busy timeout it sleeps in
+// growing steps (1 .. 100 ms) and gives up (returns 0: SQLITE_BUSY) once the steps of this
+// lock attempt (`count` = retries so far) reach the timeout; in addition it gives up once the
+// read-only connections of the whole process have waited the process-wide budget.
+int read_busy_handler(void* ctx, int count) {
+    static const int kSteps[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
+    constexpr int n = static_cast<int>(sizeof kSteps / sizeof kSteps[0]);
+    const long long own_ms = static_cast<long long>(reinterpret_cast<intptr_t>(ctx));
+    long long prior = 0;  // what the earlier steps of this attempt slept
+    for (int i = 0; i < count; ++i) {
+        prior += kSteps[i < n ? i : n - 1];
+        if (prior >= own_ms) break;
+    }
+    const long long left = std::min(own_ms - prior, read_budget_ms() - g_read_waited_ms.load());
+    if (left <= 0) return 0;
+    const long long step = std::min<long long>(kSteps[count < n ? count : n - 1], left);
+    const long long t0 = now_ms_monotonic();
+    sqlite3_sleep(static_cast<int>(step));
+    // what it really slept (more under load), at least the request (a clock that did not move)
+    g_read_waited_ms.fetch_add(std::max(step, now_ms_monotonic() - t0));
+    return 1;
+}
 
 // Schema version 1. Times are Unix seconds (REAL); sizes in bytes; durations in seconds.
 constexpr const char* kSchemaV1 = R"SQL(
@@ -331,7 +389,11 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
         throw Error("profile database " + path + " is not a regular file");
 
-    // Opens the connection with `flags`, sets the busy timeout and checks the schema.
+    // Opens the connection with `flags`, sets the busy timeout (read-only: the busy handler
+    // with the process-wide budget) and checks the schema. On failure `failed_rc` is the
+    // extended SQLite result code when there was one.
+    int failed_rc = SQLITE_OK;
+    const int timeout_ms = busy_timeout_ms < 0 ? 0 : busy_timeout_ms;
     auto connect = [&](const std::string& name, int flags) -> sqlite3* {
         sqlite3* db = nullptr;
         int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
@@ -345,10 +407,13 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
         try {
             rc = sqlite3_extended_result_codes(db, 1);
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot enable extended result codes");
-            rc = sqlite3_busy_timeout(db, busy_timeout_ms < 0 ? 0 : busy_timeout_ms);
+            rc = rw ? sqlite3_busy_timeout(db, timeout_ms)
+                    : sqlite3_busy_handler(db, read_busy_handler,
+                                           reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot set the busy timeout");
             check_schema(db, path, rw);
         } catch (...) {
+            failed_rc = sqlite3_extended_errcode(db);
             sqlite3_close_v2(db);
             throw;
         }
@@ -370,6 +435,12 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
         try {
             db = connect(path, SQLITE_OPEN_READONLY);
         } catch (const Error& e) {
+            // Locked by a writer: say so without SQLite's wording (and never read it as
+            // immutable, which would see a half-written transaction).
+            if ((failed_rc & 0xff) == SQLITE_BUSY || (failed_rc & 0xff) == SQLITE_LOCKED)
+                throw Error("profile database " + path + " is held by another process (a writer's lock) for longer than " +
+                            std::to_string(std::min<long long>(timeout_ms, read_budget_ms())) +
+                            " ms; not read (retry later; TULA_DB_LOCK_WAIT_MS sets the wait)");
             // A WAL database needs its -shm file; a read-only user cannot create it in a
             // directory it cannot write (the system database after its writer closed). When no
             // -wal holds uncommitted pages, every committed page is in the main file, so read
@@ -491,7 +562,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         c.threads = s.i32(3);
         c.seconds_per_iter = s.dbl(4);
         c.iters = s.i32(5);
-        out.push_back(c);
+        out.push_back(std::move(c));
     }
     return out;
 }
@@ -1009,7 +1080,21 @@ std::vector<ComputeSample> ProfileSet::compute_for(const std::string& workload) 
     return out;
 }
 
+void set_read_lock_budget(int ms) {
+    g_read_budget_ms.store(std::clamp(ms, 0, kMaxReadLockBudgetMs));
+    g_read_waited_ms.store(0);
+}
+
+int read_lock_budget_ms() { return read_budget_ms(); }
+
+long long read_lock_waited_ms() { return g_read_waited_ms.load(); }
+
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
+    return load_profiles(paths, warnings, "");
+}
+
+ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
+                         const std::string& workload) {
     ProfileSet set;
     std::map<std::string, size_t> index;  // workload name -> position in set.workloads
     for (const auto& p : paths) {
@@ -1019,7 +1104,7 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
         try {
             ProfileDb db = ProfileDb::open(p, ProfileDb::Mode::ReadOnly);
             std::vector<Workload> w = db.workloads();
-            std::vector<ComputeSample> c = db.compute_samples("");
+            std::vector<ComputeSample> c = db.compute_samples(workload);  // "" = every workload's
             std::vector<AllreduceSample> a = db.allreduce_samples();
             for (auto& x : w) {
                 auto it = index.find(x.name);
@@ -1030,8 +1115,15 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
                     set.workloads[it->second] = std::move(x);
                 }
             }
-            set.compute.insert(set.compute.end(), c.begin(), c.end());
-            set.allreduce.insert(set.allreduce.end(), a.begin(), a.end());
+            // moved, not copied: a site database may hold many workloads' rows
+            if (set.compute.empty()) {
+                set.compute = std::move(c);
+            } else {
+                set.compute.insert(set.compute.end(), std::make_move_iterator(c.begin()),
+                                   std::make_move_iterator(c.end()));
+            }
+            set.allreduce.insert(set.allreduce.end(), std::make_move_iterator(a.begin()),
+                                 std::make_move_iterator(a.end()));
         } catch (const std::exception& e) {
             if (warnings) warnings->push_back(std::string(e.what()) + " (skipped)");
         }

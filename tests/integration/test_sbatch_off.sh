@@ -1,5 +1,6 @@
 #!/bin/bash
-# Without --tula and with --tula=off the job is exactly what it would be without the plugin:
+# Without --tula, with --tula=off and with --tula=dry-run (which only prints the plan) the job is
+# exactly what it would be without the plugin:
 # the same `scontrol show job` description as a submission through a slurm.conf that loads
 # neither the SPANK plugin nor the cli_filter (held jobs, job ids and times masked), 1 node, the
 # default time limit, and no TULA_BATCH_SIZE / TULA_NODES in the tasks' environment. A profile
@@ -33,10 +34,16 @@ submit --hold -J tula-off-test -o "$T_WORK/%j.out" "$script"
 describe "$T_JOB" > "$T_WORK/desc.none"; scancel "$T_JOB"
 submit --hold -J tula-off-test -o "$T_WORK/%j.out" --tula=off "$script"
 describe "$T_JOB" > "$T_WORK/desc.off"; scancel "$T_JOB"
+# dry-run: the plan is printed (one line saying what it would set), the job is submitted as is
+submit --hold -J tula-off-test -o "$T_WORK/%j.out" --tula=dry-run "$script"
+describe "$T_JOB" > "$T_WORK/desc.dry-run"; scancel "$T_JOB"
+assert_eq 1 "$(count_lines "$T_ERR" 'tula:')" "number of 'tula:' lines of sbatch --tula=dry-run"
+assert_match "$T_ERR" '^tula: dry-run: .*would set nodes default -> [0-9]+, time limit default -> [0-9]+ min; job submitted unchanged$' \
+    "sbatch --tula=dry-run's plan line"
 [ -s "$T_WORK/desc.noplugin" ] || fail "no description of the job submitted without the plugin"
-for v in none off; do
+for v in none off dry-run; do
     d=$(diff "$T_WORK/desc.noplugin" "$T_WORK/desc.$v") ||
-        fail "job description with $( [ $v = none ] && echo 'no --tula' || echo '--tula=off') differs from the one without the plugin" \
+        fail "job description with $(case $v in none) echo 'no --tula' ;; *) echo "--tula=$v" ;; esac) differs from the one without the plugin" \
             "diff (< without plugin, > with):" "$(_excerpt "$d" 30)"
 done
 

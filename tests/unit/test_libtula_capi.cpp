@@ -11,26 +11,14 @@
 #include <fstream>
 #include <string>
 
+#include "test_util.hpp"
 #include "tula/conf.hpp"
 #include "tula/db.hpp"
 #include "tula/tula.h"
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/tula-test-capi-XXXXXX";
-        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
-        path = t;
-    }
-    ~TempDir() {
-        nftw(
-            path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-            FTW_DEPTH | FTW_PHYS);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using tula_test::TempDir;  // tests/unit/test_util.hpp
 
 bool contains(const char* s, const char* part) { return std::strstr(s, part) != nullptr; }
 

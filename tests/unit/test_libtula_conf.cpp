@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "test_util.hpp"
 #include "tula/conf.hpp"
 #include "tula/error.hpp"
 
@@ -119,9 +120,8 @@ public:
     }
 
     void test_load_config() {
-        char dir[] = "/tmp/tula-test-conf-XXXXXX";
-        CPPUNIT_ASSERT(mkdtemp(dir) != nullptr);
-        const std::string path = std::string(dir) + "/tula.conf";
+        const tula_test::TempDir dir("conf");
+        const std::string path = dir / "tula.conf";
         {
             std::ofstream f(path);
             f << "max_nodes = 3\nprice_per_node_hour = 0.25\n";
@@ -135,13 +135,11 @@ public:
         }
         std::string e = error_of([&] { tula::load_config(path); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, path) && contains(e, "line 2"));
-        const std::string missing = std::string(dir) + "/missing.conf";
+        const std::string missing = dir / "missing.conf";
         e = error_of([&] { tula::load_config(missing); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, missing) && contains(e, "No such file"));
-        e = error_of([&] { tula::load_config(dir); });  // a directory
+        e = error_of([&] { tula::load_config(dir.path); });  // a directory
         CPPUNIT_ASSERT_MESSAGE(e, !e.empty());
-        std::remove(path.c_str());
-        rmdir(dir);
     }
 
     void test_user_db_path() {

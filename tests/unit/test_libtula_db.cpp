@@ -15,31 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 
 namespace {
 
-// A fresh directory under /tmp, removed with its contents on destruction.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/tula-test-db-XXXXXX";
-        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
-        path = t;
-    }
-    ~TempDir() {
-        chmod(path.c_str(), 0700);
-        nftw(
-            path.c_str(),
-            [](const char* p, const struct stat*, int, struct FTW*) {
-                chmod(p, 0700);
-                return ::remove(p);
-            },
-            16, FTW_DEPTH | FTW_PHYS);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using tula_test::TempDir;  // tests/unit/test_util.hpp
 
 template <class F>
 std::string error_of(F f) {
@@ -227,6 +209,7 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_move);
     CPPUNIT_TEST(test_load_profiles_merge_and_skip);
     CPPUNIT_TEST(test_readonly_wal_in_unwritable_dir);
+    CPPUNIT_TEST(test_locked_database_bounded_wait);
     CPPUNIT_TEST(test_export_import_round_trip);
     CPPUNIT_TEST(test_export_one_workload);
     CPPUNIT_TEST(test_import_rejects_bad_files);
@@ -548,6 +531,21 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(1), set.allreduce.size());
         // null warnings pointer: no crash, same data
         CPPUNIT_ASSERT_EQUAL(size_t(2), tula::load_profiles({sys, bad, user}, nullptr).workloads.size());
+        // one workload's samples: the same as filtering everything, in the same order
+        for (const std::string name : {"lenet5@fashion-mnist", "vgg11@fashion-mnist", "none@x"}) {
+            std::vector<std::string> w1;
+            const auto one = tula::load_profiles({sys, bad, missing, user}, &w1, name);
+            CPPUNIT_ASSERT_EQUAL(w.size(), w1.size());
+            CPPUNIT_ASSERT_EQUAL(set.workloads.size(), one.workloads.size());
+            CPPUNIT_ASSERT_EQUAL(set.allreduce.size(), one.allreduce.size());
+            const auto all = set.compute_for(name);
+            CPPUNIT_ASSERT_EQUAL(all.size(), one.compute.size());
+            for (size_t i = 0; i < all.size(); ++i) {
+                CPPUNIT_ASSERT_EQUAL(name, one.compute[i].workload);
+                CPPUNIT_ASSERT_EQUAL(all[i].local_batch, one.compute[i].local_batch);
+                CPPUNIT_ASSERT_EQUAL(all[i].seconds_per_iter, one.compute[i].seconds_per_iter);
+            }
+        }
     }
 
     // The system database case: a WAL database whose writer has closed (no -wal, no -shm),
@@ -591,6 +589,54 @@ public:
             CPPUNIT_ASSERT_EQUAL(0, WEXITSTATUS(status));
         }
         CPPUNIT_ASSERT(!exists(p + "-shm"));
+    }
+
+    // A writer holds the database (exclusive locking mode, a pending insert): read-only opens
+    // fail with the "held by another process" message instead of reading it as immutable, and
+    // all of them together wait no more than the process-wide read lock budget (its counter,
+    // not a clock: the first open uses the budget up, later ones wait nothing).
+    void test_locked_database_bounded_wait() {
+        TempDir d;
+        const std::string p = d / "locked.db", other = d / "other.db";
+        for (const auto& path : {p, other}) {
+            auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(make_workload("lenet5", 7));
+        }
+        sqlite3* writer = nullptr;
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(p.c_str(), &writer));
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_exec(writer,
+                                                     "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
+                                                     "UPDATE workload SET params = 8;",
+                                                     nullptr, nullptr, nullptr));
+        const int budget = 150;
+        tula::set_read_lock_budget(budget);
+        CPPUNIT_ASSERT_EQUAL(budget, tula::read_lock_budget_ms());
+        CPPUNIT_ASSERT_EQUAL(0LL, tula::read_lock_waited_ms());
+        const std::string e1 = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly, 5000); });
+        const long long after_first = tula::read_lock_waited_ms();
+        std::vector<std::string> w;
+        const auto set = tula::load_profiles({p, other, p}, &w);
+        const long long after_all = tula::read_lock_waited_ms();
+        // a connection's own busy timeout still applies when it is shorter than the budget
+        tula::set_read_lock_budget(100000);
+        const std::string e2 = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly, 30); });
+        const long long own = tula::read_lock_waited_ms();
+        sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
+        sqlite3_close(writer);
+        tula::set_read_lock_budget(tula::kDefaultReadLockBudgetMs);
+
+        CPPUNIT_ASSERT_MESSAGE(e1, contains(e1, p) && contains(e1, "held by another process"));
+        CPPUNIT_ASSERT_MESSAGE(e1, !contains(e1, "database is locked"));
+        CPPUNIT_ASSERT(after_first >= budget);
+        CPPUNIT_ASSERT_EQUAL(after_first, after_all);  // budget used up: the later opens did not wait
+        CPPUNIT_ASSERT_EQUAL(size_t(2), w.size());     // the locked one twice, the other read
+        for (const auto& m : w) CPPUNIT_ASSERT_MESSAGE(m, contains(m, p) && contains(m, "held by another process"));
+        CPPUNIT_ASSERT_EQUAL(int64_t(7), set.find("lenet5@fashion-mnist")->params);  // from other.db
+        CPPUNIT_ASSERT_MESSAGE(e2, contains(e2, "held by another process"));
+        CPPUNIT_ASSERT(own >= 30 && own < 5000);  // its 30 ms, not the 100 s budget
+        // the committed change is there once the writer is done
+        auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+        CPPUNIT_ASSERT_EQUAL(int64_t(8), db.workload("lenet5@fashion-mnist")->params);
     }
 
     void test_export_import_round_trip() {

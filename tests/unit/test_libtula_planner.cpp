@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/planner.hpp"
@@ -32,20 +33,7 @@ std::string error_of(F f) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/tula-test-plan-XXXXXX";
-        if (!mkdtemp(t)) throw std::runtime_error("mkdtemp failed");
-        path = t;
-    }
-    ~TempDir() {
-        nftw(
-            path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-            FTW_DEPTH | FTW_PHYS);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using tula_test::TempDir;  // tests/unit/test_util.hpp
 
 // Naive O(n^2) Pareto set: i is on the front unless some j is no worse in both and better in one.
 std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {

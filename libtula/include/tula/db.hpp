@@ -67,10 +67,14 @@ public:
 
     /// Opens `path`. ReadWrite creates the file (and its parent directory, mode 0700)
     /// and the schema when missing, sets WAL mode. Both modes set a busy timeout of
-    /// `busy_timeout_ms` milliseconds.
+    /// `busy_timeout_ms` milliseconds (how long one statement waits for another process's
+    /// lock). A ReadOnly connection in addition draws every wait from the process-wide
+    /// read lock budget (set_read_lock_budget), so that all read-only opens of one process
+    /// (e.g. one `tula plan` at submission) together wait at most that long.
     /// Errors (tula::Error, message names the path): missing file in ReadOnly mode,
     /// not a database / corrupt, schema newer than kSchemaVersion ("upgrade tula"),
-    /// locked longer than the timeout, permission denied.
+    /// locked longer than the timeout or the budget ("held by another process ... not
+    /// read"; a locked database is never read as immutable), permission denied.
     static ProfileDb open(const std::string& path, Mode mode, int busy_timeout_ms = 1000);
 
     ProfileDb(ProfileDb&&) noexcept;
@@ -144,6 +148,22 @@ private:
     std::string path_;
 };
 
+/// Default process-wide read lock budget, milliseconds (see set_read_lock_budget).
+constexpr int kDefaultReadLockBudgetMs = 1000;
+/// Largest read lock budget accepted, milliseconds.
+constexpr int kMaxReadLockBudgetMs = 600000;
+
+/// Sets the process-wide read lock budget: the total milliseconds that all ReadOnly
+/// connections of this process may wait for other processes' locks (a writer holding the
+/// database), clamped to [0, kMaxReadLockBudgetMs], and restarts its count. Without a call,
+/// the first wait reads $TULA_DB_LOCK_WAIT_MS (decimal milliseconds, 0 .. kMaxReadLockBudgetMs;
+/// anything else is ignored), else uses kDefaultReadLockBudgetMs. Thread-safe.
+void set_read_lock_budget(int ms);
+/// The read lock budget in force, milliseconds.
+int read_lock_budget_ms();
+/// Milliseconds ReadOnly connections of this process have waited for locks so far.
+long long read_lock_waited_ms();
+
 /// Profiles merged from several databases (system first, then the user's).
 struct ProfileSet {
     std::vector<Workload> workloads;          ///< by name; a later database overrides an earlier one
@@ -158,5 +178,12 @@ struct ProfileSet {
 /// permission) is skipped and its one-line reason appended to `warnings` (if non-null).
 /// Never throws for a bad database.
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings);
+
+/// The same with only the compute samples of `workload` (MODEL@DATASET; "" = every
+/// workload's): what a planner of one workload needs. Workload rows and allreduce samples
+/// are all read as above. Reads through the compute_profile(workload) index, so a site
+/// database with many workloads costs a planning only its own rows.
+ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
+                         const std::string& workload);
 
 }  // namespace tula
