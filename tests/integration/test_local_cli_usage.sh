@@ -83,4 +83,20 @@ check_err "unknown job" 1 "$TULA" explain 999999 --db "$T_WORK/none.db"
 # 4. No escape sequences in ordinary output through a pipe.
 run_cmd "$TULA" db list --db "$T_WORK/none.db"
 assert_not_contains "$T_OUT" $'\033' "tula db list through a pipe: no escape sequence"
+# 5. On a terminal (script(1) gives a pseudo-terminal) the same output is bold, unless NO_COLOR
+#    is set or TERM is dumb: the escape sequences above are absent because of the pipe alone.
+if command -v script >/dev/null; then
+    tty_run() { script -q -e -c "$(printf '%q ' "$TULA" db list --db "$T_WORK/none.db")" /dev/null 2>&1; }
+    # (exit status 1: the database does not exist, as tula(1) says; the path is printed in bold)
+    out=$(TERM=xterm tty_run || true)
+    assert_contains "$out" $'\033[1m' "tula db list on a terminal: bold"
+    assert_contains "$out" "none.db" "tula db list on a terminal: the database is named"
+    out=$(TERM=xterm NO_COLOR=1 tty_run || true)
+    assert_contains "$out" "none.db" "tula db list with NO_COLOR: the database is named"
+    assert_not_contains "$out" $'\033' "tula db list on a terminal with NO_COLOR: no escape sequence"
+    out=$(TERM=dumb tty_run || true)
+    assert_not_contains "$out" $'\033' "tula db list on a terminal with TERM=dumb: no escape sequence"
+else
+    note "script(1) not installed: terminal colour not checked"
+fi
 note "ok"
