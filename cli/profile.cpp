@@ -43,6 +43,7 @@ struct AllreduceOptions {
     std::string time = "10";     // Slurm time limit of each measuring job
     std::string output_dir;      // where job output files go (default: a temporary directory)
     int timeout = 600;           // seconds each job may take from submission to its end
+    bool force = false;          // measure again node counts already in the database
 };
 
 // The tula-train to run: --trainer, else tula-train beside this tula, else $PATH. Absolute.
@@ -377,7 +378,39 @@ int run_allreduce(const AllreduceOptions& o) {
     for (const auto& s : sizes) size_list += (size_list.empty() ? "" : ",") + s;
 
     std::printf("profile allreduce: %s node(s), into %s\n", join_ints(o.nodes).c_str(), db.c_str());
-    for (int k : o.nodes) {
+    // Resumable: a node count whose samples the database already has (every --sizes size, and
+    // the workload's gradient size with --workload) is skipped unless --force.
+    std::vector<int> todo, done;
+    {
+        auto d = open_existing(db);
+        std::vector<int64_t> need(o.sizes);
+        bool known = true;  // false: the workload's gradient size is not known yet, measure
+        if (!model.empty()) {
+            const auto w = d ? d->workload(o.workload) : std::nullopt;
+            if (w && w->params > 0) need.push_back(4 * w->params);
+            else known = false;
+        }
+        const std::vector<AllreduceSample> have = d ? d->allreduce_samples() : std::vector<AllreduceSample>{};
+        for (int k : o.nodes) {
+            bool any = false, all = true;
+            for (const auto& a : have) any = any || a.nodes == k;
+            for (int64_t n : need) {
+                bool f = false;
+                for (const auto& a : have) f = f || (a.nodes == k && a.bytes == n);
+                all = all && f;
+            }
+            bool dup = false;
+            for (int t : todo) dup = dup || t == k;
+            for (int t : done) dup = dup || t == k;
+            if (!dup) (any && all && known && !o.force ? done : todo).push_back(k);
+        }
+    }
+    if (!done.empty())
+        std::printf("profile allreduce: skipping node count%s %s, already measured (--force measures again)\n",
+                    done.size() == 1 ? "" : "s", join_ints(done).c_str());
+    const bool bar = stdout_terminal();
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const int k = todo[i];
         const size_t before = count_allreduce(db, k);
         const std::string out = out_dir.path + "/allreduce-" + std::to_string(k) + "-nodes.out";
         out_dir.files.push_back(out);
@@ -396,7 +429,8 @@ int run_allreduce(const AllreduceOptions& o) {
         }
         argv.push_back("--wrap");
         argv.push_back(wrap);
-        std::printf("profile allreduce: %s ... ", nodes_phrase(k).c_str());
+        std::printf("profile allreduce: %s%zu/%zu %s ... ", bar ? (progress_bar(double(i) / todo.size(), 20) + " ").c_str() : "",
+                    i + 1, todo.size(), nodes_phrase(k).c_str());
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();
         const JobOutcome job = run_job(argv, name, k, o.timeout);
@@ -485,6 +519,7 @@ void add_profile_command(CLI::App& app, Action* action) {
         ->capture_default_str();
     ar->add_option("--output-dir", a->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
         ->type_name("DIR");
+    ar->add_flag("--force", a->force, "measure again the node counts the database already has samples for");
     ar->callback([a, action] { *action = [a] { return run_allreduce(*a); }; });
 }
 
