@@ -1,5 +1,6 @@
 # Tula: plain GNU make. `make` builds everything into build/; `make check` runs the tests;
-# `make demo` runs the main job on a local Slurm cluster. See README.md.
+# `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
+# (docs/eval-report.md). See README.md.
 # `make fuzz` builds the libFuzzer targets (clang++) and runs each FUZZ_SECONDS seconds (default 30);
 # it is not part of `make check`.
 #
@@ -120,7 +121,7 @@ UNIT_TESTS  := $(B)/bin/tula-unit-tests
 BENCH_PLANNER := $(B)/bin/tula-bench-planner
 LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
 
-.PHONY: all deps-report check unit integration demo clean install bench fuzz
+.PHONY: all deps-report check unit integration demo eval clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -199,6 +200,13 @@ demo:
 	@scripts/install-deps
 	@$(MAKE) --no-print-directory -j2 all
 	@TULA_BUILD_DIR=$(B) scripts/demo
+
+# The end-to-end evaluation: Tula vs large batch vs small batch on the local cluster (scripts/eval;
+# EVAL_MODELS, EVAL_EPOCHS, EVAL_LIMIT_TRAIN); writes docs/eval-report.md and docs/eval-*.png.
+eval:
+	@scripts/install-deps
+	@$(MAKE) --no-print-directory -j2 all
+	@TULA_BUILD_DIR=$(B) scripts/eval
 
 bench: all
 	@B=$(B) bench/run

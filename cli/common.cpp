@@ -139,6 +139,19 @@ bool stdout_colour() {
     return term && *term && std::strcmp(term, "dumb") != 0;
 }
 
+bool stdout_terminal() {
+    if (!::isatty(STDOUT_FILENO)) return false;
+    const char* term = std::getenv("TERM");
+    return term && *term && std::strcmp(term, "dumb") != 0;
+}
+
+std::string progress_bar(double fraction, int width) {
+    if (!(fraction > 0)) fraction = 0;  // also NaN
+    if (fraction > 1) fraction = 1;
+    const int full = static_cast<int>(fraction * width + 0.5);
+    return "[" + std::string(full, '#') + std::string(width - full, '.') + "]";
+}
+
 std::string bold(const std::string& s, bool on) { return on ? "\033[1m" + s + "\033[0m" : s; }
 std::string dim(const std::string& s, bool on) { return on ? "\033[2m" + s + "\033[0m" : s; }
 std::string green(const std::string& s, bool on) { return on ? "\033[32m" + s + "\033[0m" : s; }

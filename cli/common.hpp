@@ -75,6 +75,12 @@ void print_warning(const std::string& msg);
 
 /// True when standard output is a terminal, $NO_COLOR is unset and $TERM is not "dumb".
 bool stdout_colour();
+/// True when standard output is a terminal whose $TERM is set and not "dumb": progress is
+/// then drawn as one bar redrawn in place (carriage return), else printed as plain lines.
+bool stdout_terminal();
+/// A progress bar of `width` cells, "[#####.....]", filled to `fraction` (clamped to 0..1).
+std::string progress_bar(double fraction, int width);
+
 /// `s` in bold / dim / green when `on`, else `s` unchanged (ANSI SGR sequences).
 std::string bold(const std::string& s, bool on);
 std::string dim(const std::string& s, bool on);

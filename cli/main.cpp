@@ -1,5 +1,6 @@
-// tula: the command-line interface of Tula (tula(1)): plan, profile, db, explain.
-// Each command group lives in its own file (plan.cpp, profile.cpp, db.cpp, explain.cpp);
+// tula: the command-line interface of Tula (tula(1)): plan, profile, db, explain, plot, validate.
+// Each command group lives in its own file (plan.cpp, profile.cpp, db.cpp, explain.cpp, plot.cpp,
+// validate.cpp);
 // this file parses the command line and maps errors to exit statuses:
 //   0 success, 1 runtime error, 2 usage error; messages on stderr start with "tula: ".
 #include <cstdio>
@@ -109,7 +110,11 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     if (!action) {
-        print_error("a command is required: plan, profile, db, explain; see tula --help");
+        // `tula` alone: name the commands this program has (from the parser, so never stale).
+        std::string names;
+        for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+            names += (names.empty() ? "" : ", ") + s->get_name();
+        print_error("a command is required: " + names + "; see tula --help");
         return kExitUsage;
     }
     try {

@@ -30,6 +30,7 @@ struct ComputeOptions {
     int iters = 20;
     std::string trainer;
     std::string data_dir;
+    bool force = false;  // measure again local batches already in the database
 };
 
 struct AllreduceOptions {
@@ -42,6 +43,7 @@ struct AllreduceOptions {
     std::string time = "10";     // Slurm time limit of each measuring job
     std::string output_dir;      // where job output files go (default: a temporary directory)
     int timeout = 600;           // seconds each job may take from submission to its end
+    bool force = false;          // measure again node counts already in the database
 };
 
 // The tula-train to run: --trainer, else tula-train beside this tula, else $PATH. Absolute.
@@ -66,6 +68,13 @@ std::string find_trainer(const std::string& given) {
 std::optional<ProfileDb> open_existing(const std::string& db) {
     if (!file_exists(db)) return std::nullopt;
     return ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
+}
+
+// This host's name as tula-train records it with its samples (gethostname).
+std::string this_host() {
+    char h[256] = {0};
+    if (::gethostname(h, sizeof h - 1) != 0) return "unknown";
+    return h;
 }
 
 size_t count_compute(const std::string& db, const std::string& workload) {
@@ -110,23 +119,89 @@ int run_compute(const ComputeOptions& o) {
     check_db_writable(db);
     const size_t before = count_compute(db, o.workload);
 
+    // Resumable: local batches this host already measured (1 thread) are skipped unless --force.
+    // Each batch size is a tula-train run of its own, so an interrupted profile keeps the
+    // batch sizes it finished.
+    std::vector<int> todo, done;
+    {
+        const std::string host = this_host();
+        auto d = open_existing(db);
+        const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
+        for (int b : o.batch_sizes) {
+            bool measured = false;
+            for (const auto& c : have) measured = measured || (c.local_batch == b && c.host == host && c.threads == 1);
+            bool dup = false;
+            for (int t : todo) dup = dup || t == b;
+            for (int t : done) dup = dup || t == b;
+            if (dup) continue;
+            (measured && !o.force ? done : todo).push_back(b);
+        }
+    }
     std::printf("profile compute: %s, local batches %s, %d iterations each, into %s\n", o.workload.c_str(),
                 join_ints(o.batch_sizes).c_str(), o.iters, db.c_str());
-    std::vector<std::string> argv = {trainer,        "--model",       model, "--data", dataset, "--profile-compute",
-                                     "--batch-sizes", join_ints(o.batch_sizes), "--iters", std::to_string(o.iters),
-                                     "--db",         db};
-    if (!o.data_dir.empty()) {
-        argv.push_back("--data-dir");
-        argv.push_back(o.data_dir);
-    }
+    if (!done.empty())
+        std::printf("profile compute: skipping local batch%s %s, already measured on this host (--force measures again)\n",
+                    done.size() == 1 ? "" : "es", join_ints(done).c_str());
+    const bool bar = stdout_terminal();
     const auto t0 = std::chrono::steady_clock::now();
-    const ProcessResult r = run_process(argv);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!r.ok()) throw Error("profile compute failed: " + describe_result(r, trainer) + " (its messages are above)");
+    auto since = [](std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const int b = todo[i];
+        std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
+                                         "--batch-sizes", std::to_string(b), "--iters", std::to_string(o.iters),
+                                         "--db",         db};
+        if (!o.data_dir.empty()) {
+            argv.push_back("--data-dir");
+            argv.push_back(o.data_dir);
+        }
+        // tula-train's standard output goes to a file and is shown once it ends (its errors go
+        // straight to our standard error).
+        std::unique_ptr<FILE, int (*)(FILE*)> cap(std::tmpfile(), std::fclose);
+        if (!cap) throw Error(std::string("cannot create a temporary file for tula-train's output: ") + std::strerror(errno));
+        ProcessResult r;
+        const pid_t pid = start_process(argv, {}, ::fileno(cap.get()), -1, &r.error);
+        const auto tb = std::chrono::steady_clock::now();
+        if (pid >= 0) {
+            while (!wait_process(pid, false, &r)) {
+                if (bar) {
+                    std::printf("\r%s %zu/%zu  local batch %d  %s ", progress_bar(double(i) / todo.size(), 30).c_str(), i + 1,
+                                todo.size(), b, format_duration(since(tb)).c_str());
+                    std::fflush(stdout);
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(250));
+            }
+        }
+        if (bar) std::printf("\r%*s\r", 72, "");
+        std::string text;
+        std::rewind(cap.get());
+        char buf[4096];
+        for (size_t n; (n = std::fread(buf, 1, sizeof buf, cap.get())) > 0 && text.size() < (1u << 20);) text.append(buf, n);
+        if (!r.ok()) {
+            std::fputs(text.c_str(), stdout);
+            throw Error("profile compute failed at local batch " + std::to_string(b) + ": " + describe_result(r, trainer) +
+                        " (its messages are above)" +
+                        (i > 0 ? "; the batch sizes measured before it are kept, run again to resume" : ""));
+        }
+        // The line "profile W: local batch B: X ms/iter (N iters)" of tula-train, else all it said.
+        std::string line;
+        for (size_t p = 0; p < text.size();) {
+            size_t e = text.find('\n', p);
+            if (e == std::string::npos) e = text.size();
+            const std::string l = text.substr(p, e - p);
+            if (l.find("ms/iter") != std::string::npos) line = l;
+            p = e + 1;
+        }
+        std::printf("profile compute: %zu/%zu %s%s\n", i + 1, todo.size(),
+                    line.empty() ? ("local batch " + std::to_string(b) + " done").c_str() : one_line(line, 200).c_str(),
+                    bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
+    }
+    const double secs = since(t0);
 
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<ComputeSample> all = d.compute_samples(o.workload);
-    if (all.size() <= before)
+    if (!todo.empty() && all.size() <= before)
         throw Error("tula-train exited 0 but recorded no compute samples of " + o.workload + " in " + db);
     std::printf("profile compute: recorded %zu compute points of %s in %s (%zu in all) in %s\n", all.size() - before,
                 o.workload.c_str(), db.c_str(), all.size(), format_duration(secs).c_str());
@@ -301,7 +376,39 @@ int run_allreduce(const AllreduceOptions& o) {
     for (const auto& s : sizes) size_list += (size_list.empty() ? "" : ",") + s;
 
     std::printf("profile allreduce: %s node(s), into %s\n", join_ints(o.nodes).c_str(), db.c_str());
-    for (int k : o.nodes) {
+    // Resumable: a node count whose samples the database already has (every --sizes size, and
+    // the workload's gradient size with --workload) is skipped unless --force.
+    std::vector<int> todo, done;
+    {
+        auto d = open_existing(db);
+        std::vector<int64_t> need(o.sizes);
+        bool known = true;  // false: the workload's gradient size is not known yet, measure
+        if (!model.empty()) {
+            const auto w = d ? d->workload(o.workload) : std::nullopt;
+            if (w && w->params > 0) need.push_back(4 * w->params);
+            else known = false;
+        }
+        const std::vector<AllreduceSample> have = d ? d->allreduce_samples() : std::vector<AllreduceSample>{};
+        for (int k : o.nodes) {
+            bool any = false, all = true;
+            for (const auto& a : have) any = any || a.nodes == k;
+            for (int64_t n : need) {
+                bool f = false;
+                for (const auto& a : have) f = f || (a.nodes == k && a.bytes == n);
+                all = all && f;
+            }
+            bool dup = false;
+            for (int t : todo) dup = dup || t == k;
+            for (int t : done) dup = dup || t == k;
+            if (!dup) (any && all && known && !o.force ? done : todo).push_back(k);
+        }
+    }
+    if (!done.empty())
+        std::printf("profile allreduce: skipping node count%s %s, already measured (--force measures again)\n",
+                    done.size() == 1 ? "" : "s", join_ints(done).c_str());
+    const bool bar = stdout_terminal();
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const int k = todo[i];
         const size_t before = count_allreduce(db, k);
         const std::string out = out_dir.path + "/allreduce-" + std::to_string(k) + "-nodes.out";
         out_dir.files.push_back(out);
@@ -320,7 +427,8 @@ int run_allreduce(const AllreduceOptions& o) {
         }
         argv.push_back("--wrap");
         argv.push_back(wrap);
-        std::printf("profile allreduce: %s ... ", nodes_phrase(k).c_str());
+        std::printf("profile allreduce: %s%zu/%zu %s ... ", bar ? (progress_bar(double(i) / todo.size(), 20) + " ").c_str() : "",
+                    i + 1, todo.size(), nodes_phrase(k).c_str());
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();
         const JobOutcome job = run_job(argv, name, k, o.timeout);
@@ -383,6 +491,7 @@ void add_profile_command(CLI::App& app, Action* action) {
     comp->add_option("--trainer", c->trainer, "tula-train to run (default: beside tula, else $PATH)")->type_name("PATH");
     comp->add_option("--data-dir", c->data_dir, "passed to tula-train --data-dir (directory of the data set files)")
         ->type_name("DIR");
+    comp->add_flag("--force", c->force, "measure again the local batches this host already has in the database");
     comp->callback([c, action] { *action = [c] { return run_compute(*c); }; });
 
     auto a = std::make_shared<AllreduceOptions>();
@@ -408,6 +517,7 @@ void add_profile_command(CLI::App& app, Action* action) {
         ->capture_default_str();
     ar->add_option("--output-dir", a->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
         ->type_name("DIR");
+    ar->add_flag("--force", a->force, "measure again the node counts the database already has samples for");
     ar->callback([a, action] { *action = [a] { return run_allreduce(*a); }; });
 }
 

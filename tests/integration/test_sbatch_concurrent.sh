@@ -16,8 +16,9 @@ write_train_script "$script"
 table=compute_profile
 before=$(sqlite3 "$db" "SELECT count(*) FROM $table") || fail "cannot count $table rows"
 
-# the writer: two profiling runs into the same database while the submissions go on
-( for _ in 1 2; do "$TULA" profile compute --workload "$T_WORKLOAD" --batch-sizes 16,32 --iters 3 --db "$db" \
+# the writer: two profiling runs into the same database while the submissions go on (--force:
+# the batch sizes are already profiled, and profile compute skips those otherwise)
+( for _ in 1 2; do "$TULA" profile compute --workload "$T_WORKLOAD" --batch-sizes 16,32 --iters 3 --force --db "$db" \
       >> "$T_WORK/writer.out" 2>&1 || echo "writer failed" >> "$T_WORK/writer.out"; done ) &
 writer=$!
 on_exit "kill $writer 2>/dev/null"
