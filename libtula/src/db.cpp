@@ -830,6 +830,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     } catch (const nlohmann::json::parse_error& e) {
         throw Error(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
                     "); give a file written by `tula db export`");
+    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range 406: a number such as 1e99999
+        throw Error(source + ": not valid JSON (" + e.what() + "); give a file written by `tula db export`");
     }
     if (!doc.is_object()) throw Error(source + ": not a tula profile export (the top level is not a JSON object)");
     auto fmt = doc.find("format");

@@ -714,6 +714,9 @@ public:
                                 "compute row 1: seconds_per_iter must be a number"));
         CPPUNIT_ASSERT(contains(err(edit("\"seconds_per_iter\": ", "\"seconds_per_iter\": NaN, \"x\": ")),
                                 "not valid JSON"));
+        // A number too large for a double (found by tests/fuzz/fuzz_import.cpp) is an error, not a crash.
+        CPPUNIT_ASSERT(contains(err(edit("\"seconds_per_iter\": ", "\"seconds_per_iter\": 1e99999, \"x\": ")),
+                                "not valid JSON"));
         CPPUNIT_ASSERT(contains(err(edit("\"measured_seconds\": ", "\"measured_seconds\": 0, \"x\": ")),
                                 "runs row 1: measured_seconds must be > 0"));
         CPPUNIT_ASSERT(contains(err(edit("\"host\": ", "\"hostx\": ")), "has no field \"host\""));
