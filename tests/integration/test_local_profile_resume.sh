@@ -38,7 +38,7 @@ assert_eq 1 "$(count_lines "$T_OUT" '^profile compute: 1/1 ')" "one batch size m
 # Everything already measured: nothing runs, success, the fit is still printed.
 expect_ok "third profile (2,4,8), nothing to do" "$TULA" "${P[@]}" --batch-sizes 2,4,8
 assert_eq 0 "$(count_lines "$T_OUT" '^profile compute: [0-9]+/[0-9]+ ')" "nothing measured"
-assert_match "$T_OUT" '^profile compute: fit t\(b\)' "the fit is printed"
+assert_match "$T_OUT" '^profile compute: fit: .*t\(b\) = ' "the fit is printed"
 
 # --force measures again.
 expect_ok "profile --force (4)" "$TULA" "${P[@]}" --batch-sizes 4 --force
