@@ -145,8 +145,10 @@ std::string plan_summary(const PlanReport& r) {
                     ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(r.epochs) +
                     (r.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
                     " node-hours";
-    if (r.price_per_node_hour != 1.0) s += ", cost " + format_number("%.4g", c.cost);
-    std::string why = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour);
+    if (r.gpus_per_node > 0) s += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
+    if (r.watts_per_node > 0) s += ", " + format_number("%.3g", c.energy_kwh) + " kWh";
+    if (r.node_hour_price() != 1.0) s += ", cost " + format_number("%.4g", c.cost);
+    std::string why = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price());
     if (r.fixed_nodes > 0) why += " for " + nodes_phrase(r.fixed_nodes);
     return (r.simulated ? "simulated: " : "") + s + " (" + why + ")";
 }
@@ -169,7 +171,7 @@ KeyValues plan_kv(const PlanReport& r) {
         {"policy", policy_name(r.policy)},
         {"reason", r.plan.reason},
         {"summary", plan_summary(r)},
-        {"policy_phrase", policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour)},
+        {"policy_phrase", policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price())},
     };
     if (r.policy == Policy::Deadline) kv.emplace_back("deadline_seconds", format_number("%.0f", r.deadline_seconds));
     if (r.policy == Policy::Budget) kv.emplace_back("budget", format_number("%g", r.budget));
@@ -183,6 +185,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("pareto", c.pareto ? "1" : "0");
     kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
+    kv.emplace_back("gpu_hours", format_number("%.4f", c.gpu_hours));
+    kv.emplace_back("energy_kwh", format_number("%.4f", c.energy_kwh));
     kv.emplace_back("simulated", r.simulated ? "1" : "0");
     if (r.simulated) kv.emplace_back("hardware", r.hardware);
     std::string flagged;
@@ -213,6 +217,8 @@ Json candidate_json(const Candidate& c) {
     j["epoch_seconds"] = c.epoch_seconds;
     j["total_seconds"] = c.total_seconds;
     j["node_hours"] = c.node_hours;
+    j["gpu_hours"] = c.gpu_hours;
+    j["energy_kwh"] = c.energy_kwh;
     j["cost"] = c.cost;
     j["pareto"] = c.pareto;
     j["total_seconds_upper"] = c.total_seconds_upper;
@@ -229,13 +235,16 @@ Json plan_json(const PlanReport& r) {
     j["workload"] = r.workload;
     j["epochs"] = r.epochs;
     j["policy"] = policy_name(r.policy);
-    j["policy_phrase"] = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour);
+    j["policy_phrase"] = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price());
     if (r.policy == Policy::Deadline) j["deadline_seconds"] = r.deadline_seconds;
     if (r.policy == Policy::Budget) j["budget"] = r.budget;
     j["simulated"] = r.simulated;
     if (r.simulated) j["hardware"] = r.hardware;
     if (r.fixed_nodes > 0) j["fixed_nodes"] = r.fixed_nodes;
     j["price_per_node_hour"] = r.price_per_node_hour;
+    j["gpus_per_node"] = r.gpus_per_node;
+    j["price_per_gpu_hour"] = r.price_per_gpu_hour;
+    j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;

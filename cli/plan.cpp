@@ -57,24 +57,36 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         lo = lo == 0 ? c.nodes : std::min(lo, c.nodes);
         hi = std::max(hi, c.nodes);
     }
-    std::printf("%s: %d epoch%s, policy %s (%s), %s, price %s per node-hour\n", bold(r.workload, colour).c_str(),
+    std::string price = format_number("%g", r.price_per_node_hour) + " per node-hour";
+    if (r.price_per_gpu_hour > 0)
+        price += " + " + std::to_string(r.gpus_per_node) + " GPUs x " + format_number("%g", r.price_per_gpu_hour) + " per GPU-hour";
+    std::printf("%s: %d epoch%s, policy %s (%s), %s, price %s\n", bold(r.workload, colour).c_str(),
                 r.epochs, r.epochs == 1 ? "" : "s", policy_name(r.policy),
-                policy_phrase(r.policy, r.deadline_seconds, r.budget, r.price_per_node_hour).c_str(),
+                policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price()).c_str(),
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
-                format_number("%g", r.price_per_node_hour).c_str());
+                price.c_str());
+    // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
+    const bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0;
     Table t;
     t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "training (s)", "upper (s)",
-                "node-hours", "cost", "accuracy", "pareto"};
-    t.right = {false, true, true, true, true, true, true, true, true, true, true, false};
+                "node-hours"};
+    if (gpus) t.header.push_back("GPU-hours");
+    if (energy) t.header.push_back("energy (kWh)");
+    for (const char* h : {"cost", "accuracy", "pareto"}) t.header.push_back(h);
+    t.right.assign(t.header.size(), true);
+    t.right.front() = t.right.back() = false;
     for (size_t i = 0; i < p.candidates.size(); ++i) {
         const Candidate& c = p.candidates[i];
-        t.rows.push_back({i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
-                          std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
-                          format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.total_seconds),
-                          format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours),
-                          format_number("%.4f", c.cost),
-                          std::isfinite(c.expected_accuracy) ? format_number("%.1f%%", c.expected_accuracy * 100) : "-",
-                          c.pareto ? "*" : ""});
+        std::vector<std::string> row = {i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
+                                        std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
+                                        format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.total_seconds),
+                                        format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)};
+        if (gpus) row.push_back(format_number("%.4f", c.gpu_hours));
+        if (energy) row.push_back(format_number("%.4f", c.energy_kwh));
+        row.push_back(format_number("%.4f", c.cost));
+        row.push_back(std::isfinite(c.expected_accuracy) ? format_number("%.1f%%", c.expected_accuracy * 100) : "-");
+        row.push_back(c.pareto ? "*" : "");
+        t.rows.push_back(std::move(row));
     }
     const std::vector<std::string> lines = render_table_lines(t);
     std::printf("%s\n", lines[0].c_str());
@@ -89,9 +101,12 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     const Candidate& c = p.choice();
-    std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours, cost %s\n",
+    std::string extra;
+    if (gpus) extra += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
+    if (energy) extra += ", " + format_number("%.3g", c.energy_kwh) + " kWh";
+    std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours%s, cost %s\n",
                 bold(r.simulated ? "chosen (simulated):" : "chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
-                format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(),
+                format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
@@ -181,6 +196,9 @@ int run_plan(const PlanOptions& o) {
         r.deadline_seconds = spec.deadline_seconds;
         r.budget = spec.budget;
         r.price_per_node_hour = lc.config.price_per_node_hour;
+        r.gpus_per_node = lc.config.gpus_per_node;
+        r.price_per_gpu_hour = lc.config.price_per_gpu_hour;
+        r.watts_per_node = lc.config.watts_per_node;
         r.time_margin = lc.config.time_margin;
         r.time_overhead = lc.config.time_overhead;
         r.fixed_nodes = o.nodes;
@@ -191,6 +209,9 @@ int run_plan(const PlanOptions& o) {
             r.hardware = o.hardware + " (cluster " + hw->name + ", " + nodes_phrase(hw->nodes) + " x " +
                          std::to_string(hw->gpus_per_node) + (hw->gpus_per_node == 1 ? " device" : " devices") + ")";
             r.price_per_node_hour = hw->price_per_node_hour;
+            r.gpus_per_node = hw->gpus_per_node;
+            r.price_per_gpu_hour = hw->price_per_gpu_hour;
+            r.watts_per_node = hw->watts_per_node;
             sim = derive_models(*hw);
             r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
         } else {

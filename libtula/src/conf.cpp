@@ -20,8 +20,8 @@ namespace tula {
 namespace {
 
 constexpr const char* kValidKeys =
-    "system_db, price_per_node_hour, max_nodes, global_batches, time_margin, time_overhead, default_epochs, "
-    "device_memory_bytes, noise_scale";
+    "system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
+    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
@@ -68,7 +68,8 @@ Config parse_named(const std::string& text, const std::string& source) {
         if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
         static const std::set<std::string> kKeys = {"system_db",   "price_per_node_hour", "max_nodes",
                                                     "global_batches", "time_margin",     "time_overhead",
-                                                    "default_epochs", "device_memory_bytes",  "noise_scale"};
+                                                    "default_epochs", "device_memory_bytes",  "noise_scale",
+                                                    "gpus_per_node",  "price_per_gpu_hour", "watts_per_node"};
         if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         // Strict: a repeated key is almost always an editing mistake.
         if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
@@ -94,6 +95,12 @@ Config parse_named(const std::string& text, const std::string& source) {
             cfg.system_db = value;
         } else if (key == "price_per_node_hour") {
             cfg.price_per_node_hour = number(0.0, 1e9, "currency units per node-hour");
+        } else if (key == "gpus_per_node") {
+            cfg.gpus_per_node = integer(0, 1024, "GPUs per node");
+        } else if (key == "price_per_gpu_hour") {
+            cfg.price_per_gpu_hour = number(0.0, 1e9, "currency units per GPU-hour");
+        } else if (key == "watts_per_node") {
+            cfg.watts_per_node = number(0.0, 1e7, "watts per node");
         } else if (key == "max_nodes") {
             cfg.max_nodes = integer(1, 100000, "nodes");
         } else if (key == "global_batches") {
@@ -146,6 +153,8 @@ Config parse_named(const std::string& text, const std::string& source) {
         }
         if (nl == text.size()) break;
     }
+    if (cfg.price_per_gpu_hour > 0 && cfg.gpus_per_node == 0)
+        throw Error(source + ": price_per_gpu_hour is set but gpus_per_node is 0; set gpus_per_node to the GPUs of a node");
     return cfg;
 }
 

@@ -100,7 +100,7 @@ HardwareSpec parse_hardware(const std::string& text, const std::string& source) 
     HardwareSpec h;
     const Reader top(root, "", source,
                      {"name", "nodes", "gpus_per_node", "device", "network", "price_per_node_hour",
-                      "iteration_overhead_seconds", "workload", "global_batches", "comment"});
+                      "price_per_gpu_hour", "watts_per_node", "iteration_overhead_seconds", "workload", "global_batches", "comment"});
     h.name = top.string("name", false, "cluster");
     if (h.name.empty() || h.name.size() > 128) top.fail("'name' must be 1..128 characters");
     for (char& c : h.name)
@@ -109,6 +109,8 @@ HardwareSpec parse_hardware(const std::string& text, const std::string& source) 
     h.nodes = top.integer("nodes", 1, 1000000, true, 0, "nodes");
     h.gpus_per_node = top.integer("gpus_per_node", 1, 1024, true, 1, "devices per node");
     h.price_per_node_hour = top.number("price_per_node_hour", 0, 1e9, true, 1, "price unit per node-hour");
+    h.price_per_gpu_hour = top.number("price_per_gpu_hour", 0, 1e9, false, 0, "price unit per GPU-hour");
+    h.watts_per_node = top.number("watts_per_node", 0, 1e7, false, 0, "watts per node");
     h.iteration_overhead = top.number("iteration_overhead_seconds", 0, 3600, false, 0, "seconds per iteration");
     if (!top.has("device")) top.fail("missing object 'device' (peak_flops, memory_bytes)");
     if (!top.has("network")) top.fail("missing object 'network' (bandwidth, latency)");
@@ -222,6 +224,9 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
     Config c = cfg;
     c.max_nodes = h.nodes;
     c.price_per_node_hour = h.price_per_node_hour;
+    c.gpus_per_node = h.gpus_per_node;
+    c.price_per_gpu_hour = h.price_per_gpu_hour;
+    c.watts_per_node = h.watts_per_node;
     c.global_batches = h.global_batches.empty() ? default_global_batches(h) : h.global_batches;
     c.device_memory_bytes = m.node_memory_bytes;
     if (h.noise_scale > 0) c.noise_scale = h.noise_scale;

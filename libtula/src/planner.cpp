@@ -242,6 +242,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                     std::to_string(req.max_nodes) + "] is empty");
     if (!std::isfinite(req.price_per_node_hour) || req.price_per_node_hour < 0)
         throw Error("cannot plan " + w.name + ": price_per_node_hour must be a finite number >= 0");
+    if (req.gpus_per_node < 0 || !std::isfinite(req.price_per_gpu_hour) || req.price_per_gpu_hour < 0 ||
+        !std::isfinite(req.watts_per_node) || req.watts_per_node < 0)
+        throw Error("cannot plan " + w.name + ": gpus_per_node, price_per_gpu_hour and watts_per_node must be >= 0");
+    const double price = req.node_hour_price();
     if (!allreduce && req.min_nodes > 1)
         throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
                     ": there is no allreduce profile; run `tula profile allreduce`");
@@ -299,9 +303,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.epoch_seconds = iters * c.iter_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds;
             c.node_hours = K * c.total_seconds / 3600.0;
-            c.cost = c.node_hours * req.price_per_node_hour;
+            c.gpu_hours = c.node_hours * req.gpus_per_node;
+            c.energy_kwh = c.node_hours * req.watts_per_node / 1000.0;
+            c.cost = c.node_hours * price;
             c.total_seconds_upper = req.epochs * iters * iter_upper;
-            c.cost_upper = K * c.total_seconds_upper / 3600.0 * req.price_per_node_hour;
+            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
@@ -440,6 +446,9 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.max_nodes = max_nodes > 0 ? std::min(max_nodes, cfg.max_nodes) : cfg.max_nodes;
     r.global_batches = cfg.global_batches;
     r.price_per_node_hour = cfg.price_per_node_hour;
+    r.gpus_per_node = cfg.gpus_per_node;
+    r.price_per_gpu_hour = cfg.price_per_gpu_hour;
+    r.watts_per_node = cfg.watts_per_node;
     r.time_margin = cfg.time_margin;
     r.time_overhead = cfg.time_overhead;
     r.policy = policy;

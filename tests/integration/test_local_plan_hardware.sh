@@ -17,6 +17,9 @@ assert_contains "$T_OUT" "SIMULATED plan" "the table is labelled"
 assert_contains "$T_OUT" "chosen (simulated):" "the choice is labelled"
 assert_contains "$T_OUT" "resnet50@imagenet: 90 epochs" "workload and epochs come from the file"
 assert_eq "" "$T_ERR" "no warnings without databases"
+assert_contains "$T_OUT" "GPU-hours  energy (kWh)" "GPU-hours and energy columns (the file gives 8 GPUs and watts)"
+assert_match "$T_OUT" "^chosen \(simulated\): .* GPU-hours, .* kWh, cost " "the choice's GPU-hours and energy"
+
 
 expect_ok "simulated kv" "${P[@]}" --hardware "$HW" --format kv
 assert_eq ok "$(kv_get "$T_OUT" status)" "kv status"
@@ -31,7 +34,7 @@ for k in predicted_seconds_upper cost_upper memory_bytes epochs_to_target iter_s
 done
 
 expect_ok "simulated json" "${P[@]}" --hardware "$HW" --json
-python3 - "$T_OUT" <<'PY' || fail "json check failed"
+python3 - "$T_OUT" "$HW" <<'PY' || fail "json check failed"
 import json, sys
 j = json.loads(sys.argv[1])
 assert j["status"] == "ok" and j["simulated"] is True, j.get("simulated")
@@ -44,6 +47,14 @@ for c in j["candidates"]:
     assert c["memory_bytes"] > 0 and c["local_batch"] * c["nodes"] == c["global_batch"]
 assert sum(c["chosen"] for c in j["candidates"]) == 1
 assert j["candidates"][j["chosen"]]["pareto"] is True
+# GPU-hours and energy from the file's gpus_per_node and watts_per_node, checked by hand.
+hw = json.load(open(sys.argv[2]))
+assert j["gpus_per_node"] == hw["gpus_per_node"] and j["watts_per_node"] == hw["watts_per_node"]
+for c in j["candidates"]:
+    nh = c["nodes"] * c["total_seconds"] / 3600
+    assert abs(c["gpu_hours"] - nh * hw["gpus_per_node"]) <= 1e-9 * max(1, nh * 8), c
+    assert abs(c["energy_kwh"] - nh * hw["watts_per_node"] / 1000) <= 1e-9 * max(1, nh * 1e4), c
+    assert abs(c["cost"] - nh * hw["price_per_node_hour"]) <= 1e-9 * max(1, nh * 100), c
 PY
 
 # Policies with an argument are named with it.

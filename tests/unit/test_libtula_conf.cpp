@@ -38,6 +38,7 @@ class LibtulaConfTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_load_config);
     CPPUNIT_TEST(test_user_db_path);
     CPPUNIT_TEST(test_device_memory_and_noise_scale);
+    CPPUNIT_TEST(test_gpu_price_and_energy);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -170,6 +171,23 @@ public:
             }
             CPPUNIT_ASSERT_MESSAGE(bad, contains(e, "line 1"));
         }
+    }
+
+    void test_gpu_price_and_energy() {
+        const tula::Config d = tula::parse_config("");
+        CPPUNIT_ASSERT_EQUAL(0, d.gpus_per_node);
+        CPPUNIT_ASSERT_EQUAL(0.0, d.price_per_gpu_hour);
+        CPPUNIT_ASSERT_EQUAL(0.0, d.watts_per_node);
+        const tula::Config c = tula::parse_config("gpus_per_node = 8\nprice_per_gpu_hour = 2.5\nwatts_per_node = 6500\n");
+        CPPUNIT_ASSERT_EQUAL(8, c.gpus_per_node);
+        CPPUNIT_ASSERT_EQUAL(2.5, c.price_per_gpu_hour);
+        CPPUNIT_ASSERT_EQUAL(6500.0, c.watts_per_node);
+        for (const char* bad : {"gpus_per_node = -1", "gpus_per_node = 1.5", "price_per_gpu_hour = -2",
+                                "watts_per_node = inf", "watts_per_node = x"})
+            CPPUNIT_ASSERT_MESSAGE(bad, contains(error_of([&] { tula::parse_config(bad); }), "line 1"));
+        // A GPU price without GPUs would be silently ignored: refused.
+        const std::string e = error_of([] { tula::parse_config("price_per_gpu_hour = 2\n"); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "gpus_per_node"));
     }
 };
 

@@ -231,6 +231,27 @@ public:
         CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((T * 1.3 + 90) / 60)), p.time_limit_minutes);
         CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "knee"));
         CPPUNIT_ASSERT(p.reason.find('\n') == std::string::npos);
+        for (const auto& c : p.candidates) {  // no GPUs or watts in the request: none reported
+            CPPUNIT_ASSERT_EQUAL(0.0, c.gpu_hours);
+            CPPUNIT_ASSERT_EQUAL(0.0, c.energy_kwh);
+        }
+
+        // GPU-hours priced on top of the node, and energy: checked against the hand formula.
+        r.gpus_per_node = 4;
+        r.price_per_gpu_hour = 0.75;
+        r.watts_per_node = 2500;
+        const tula::Plan g = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(p.candidates.size(), g.candidates.size());
+        for (const auto& c : g.candidates) {
+            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0 * c.nodes * t / 3600.0, c.gpu_hours, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2500.0 * c.nodes * t / 3.6e6, c.energy_kwh, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 * c.nodes + 0.75 * 4 * c.nodes) * t / 3600.0, c.cost, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 + 0.75 * 4) * c.nodes * c.total_seconds_upper / 3600.0, c.cost_upper,
+                                         1e-9 * c.total_seconds_upper);
+        }
+        r.watts_per_node = -1;
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));
     }
 
     void test_make_plan_policies() {

@@ -11,6 +11,16 @@ struct Config {
     std::string system_db = "/var/lib/tula/profiles.db";
     /// Price of one node for one hour, in the site's currency unit per node-hour.
     double price_per_node_hour = 1.0;
+    /// GPUs (accelerators) per node of the partition; 0 for a CPU partition. With
+    /// price_per_gpu_hour it prices GPU-hours: cost = node-hours * (price_per_node_hour +
+    /// gpus_per_node * price_per_gpu_hour).
+    int gpus_per_node = 0;
+    /// Price of one GPU for one hour, currency units per GPU-hour, charged on top of
+    /// price_per_node_hour (0: GPUs are included in the node price).
+    double price_per_gpu_hour = 0;
+    /// Average electrical power of one busy node, watts (0: unknown; no energy figure).
+    /// Energy of a job: node-hours * watts_per_node / 1000, kWh.
+    double watts_per_node = 0;
     /// Largest node count the planner may choose (partition limit).
     int max_nodes = 4;
     /// Global batch sizes the planner considers (examples per optimizer step, summed over ranks).
@@ -30,7 +40,8 @@ struct Config {
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
-/// Keys: system_db, price_per_node_hour, max_nodes, global_batches (comma list),
+/// Keys: system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour (currency units per
+/// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples).
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an

@@ -29,6 +29,8 @@ struct HardwareSpec {
     AllreduceModel::Algorithm algorithm = AllreduceModel::Algorithm::Rabenseifner;  ///< [network.allreduce]
     double iteration_overhead = 0;    ///< [iteration_overhead_seconds] fixed seconds per iteration
     double price_per_node_hour = 1;   ///< [price_per_node_hour] price unit per node-hour
+    double price_per_gpu_hour = 0;    ///< [price_per_gpu_hour] price unit per GPU-hour on top (optional)
+    double watts_per_node = 0;        ///< [watts_per_node] watts of one busy node (optional; energy)
     Workload workload;                ///< [workload.name, .parameter_bytes, .train_examples]
     double flops_per_example = 0;     ///< [workload.flops_per_example] FLOPs of forward + backward per example
     double parameter_bytes = 0;       ///< [workload.parameter_bytes] gradient bytes each allreduce sums

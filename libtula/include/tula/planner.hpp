@@ -45,7 +45,9 @@ struct Candidate {
     double epoch_seconds = 0;     ///< ceil(train_examples / global_batch) * iter_seconds
     double total_seconds = 0;     ///< epochs * epoch_seconds (training only, no evaluation)
     double node_hours = 0;        ///< nodes * total_seconds / 3600
-    double cost = 0;              ///< node_hours * price per node-hour
+    double gpu_hours = 0;         ///< node_hours * gpus_per_node (0 on a CPU partition)
+    double energy_kwh = 0;        ///< node_hours * watts_per_node / 1000, kWh (0: watts unknown)
+    double cost = 0;              ///< node_hours * price_per_node_hour + gpu_hours * price_per_gpu_hour
     bool pareto = false;          ///< on the time/cost Pareto front
     double total_seconds_upper = 0;  ///< upper end of the 95 % prediction interval of total_seconds
     double cost_upper = 0;        ///< cost at total_seconds_upper
@@ -62,7 +64,13 @@ struct PlanRequest {
     int min_nodes = 1;
     int max_nodes = 1;
     std::vector<int> global_batches;
-    double price_per_node_hour = 1.0;
+    double price_per_node_hour = 1.0;  ///< currency units per node-hour
+    int gpus_per_node = 0;             ///< GPUs per node (tula.conf gpus_per_node)
+    double price_per_gpu_hour = 0;     ///< currency units per GPU-hour, on top of the node price
+    double watts_per_node = 0;         ///< watts of one busy node; 0: no energy figure
+    /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
+    /// price_per_gpu_hour (currency units per node-hour).
+    double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
     double time_margin = 0.25;    ///< fraction
     double time_overhead = 120;   ///< seconds
     Policy policy = Policy::Auto;
