@@ -69,13 +69,16 @@ def count_params():
         r = torchvision.models.resnet18(num_classes=k)
         r.conv1 = nn.Conv2d(c, 64, 3, 1, 1, bias=False)
         r.maxpool = nn.Identity()
+        r50 = torchvision.models.resnet50(num_classes=k)
+        r50.conv1 = nn.Conv2d(c, 64, 3, 1, 1, bias=False)
+        r50.maxpool = nn.Identity()
         v = torchvision.models.vgg11_bn(num_classes=k)
         v.features[0] = nn.Conv2d(c, 64, 3, padding=1)
         a = torchvision.models.alexnet(num_classes=k)
         a.features[0] = nn.Conv2d(c, 64, 3, 1, 1)
         m = torchvision.models.mobilenet_v3_small(num_classes=k)
         m.features[0][0] = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
-        print(c, k, "resnet18", n(r), "vgg11", n(v), "alexnet", n(a), "mobilenetv3-small", n(m))
+        print(c, k, "resnet18", n(r), "resnet50", n(r50), "vgg11", n(v), "alexnet", n(a), "mobilenetv3-small", n(m))
 
 
 def main():

@@ -181,6 +181,7 @@ public:
     // Reference counts computed with Debian's python3-torch 1.13.1 / python3-torchvision
     // 0.14.1 (sum of p.numel() over model.parameters()), the small-image stems swapped in:
     //   resnet18(num_classes=K), conv1 = Conv2d(C, 64, 3, 1, 1, bias=False), maxpool = Identity
+//   resnet50(num_classes=K), the same conv1 and maxpool
     //   vgg11_bn(num_classes=K), features[0] = Conv2d(C, 64, 3, padding=1)
     //   alexnet(num_classes=K), features[0] = Conv2d(C, 64, 3, 1, 1)
     //   mobilenet_v3_small(num_classes=K), features[0][0] = Conv2d(C, 16, 3, 1, 1, bias=False)
@@ -190,6 +191,7 @@ public:
         struct Ref { const char* name; int c, k; size_t want; };
         const Ref refs[] = {
             {"resnet18", 3, 10, 11173962},  {"resnet18", 1, 10, 11172810},  {"resnet18", 3, 100, 11220132},
+            {"resnet50", 3, 10, 23520842},  {"resnet50", 1, 10, 23519690},  {"resnet50", 3, 100, 23705252},
             {"vgg11", 3, 10, 128812810},    {"vgg11", 1, 10, 128811658},    {"vgg11", 3, 100, 129181540},
             {"alexnet", 3, 10, 57023306},   {"alexnet", 1, 10, 57022154},   {"alexnet", 3, 100, 57392036},
             {"mobilenetv3-small", 3, 10, 1528106}, {"mobilenetv3-small", 1, 10, 1527818},

@@ -101,6 +101,10 @@ std::unique_ptr<Model> build_model(const std::string& name, Backend backend = Ba
 ///              no stem pool; 4 stages x 2 basic blocks (64, 128, 256, 512; stride 1,2,2,2;
 ///              1x1-conv+BN projection shortcut where the shape changes); global avg pool,
 ///              fc 512->K.
+///   resnet50:  the same stem and stages with torchvision's bottleneck blocks ("v1.5", He et
+///              al. 2016 Table 1, stride on the 3x3): conv1x1(c->w)-BN-ReLU, conv3x3(w->w,
+///              stride s)-BN-ReLU, conv1x1(w->4w)-BN, plus identity or 1x1-conv+BN projection,
+///              ReLU; 3, 4, 6, 3 blocks of width 64, 128, 256, 512; global avg pool, fc 2048->K.
 ///   vgg11:     torchvision vgg11_bn (Simonyan & Zisserman 2015, config A, with BN): 8
 ///              conv3x3-BN-ReLU (64,M,128,M,256,256,M,512,512,M,512,512,M; a pool is skipped
 ///              when the map is already 1 pixel), adaptive avg pool 7x7, fc 25088->4096-ReLU-

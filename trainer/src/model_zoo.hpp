@@ -31,7 +31,7 @@ namespace zoo {
 
 /// Names of the models model_layers() knows, in a fixed order.
 inline std::vector<std::string> names() {
-    return {"lenet5", "fmnist-cnn", "resnet18", "vgg11", "alexnet", "mobilenetv3-small"};
+    return {"lenet5", "fmnist-cnn", "resnet18", "resnet50", "vgg11", "alexnet", "mobilenetv3-small"};
 }
 
 // Output size of a k x k window with stride s and padding p (floor), as in PyTorch.
@@ -112,6 +112,31 @@ void resnet18(F& f, Shape in, int K, typename F::Layers& L) {
         }
     L.push_back(f.global_avgpool());
     L.push_back(f.linear(512, K));
+}
+
+// resnet50: stages {width, bottleneck blocks, stride}; a block's output is 4 x width
+// (torchvision's Bottleneck, "ResNet v1.5": the stride is on the 3x3 convolution).
+template <class F>
+void resnet50(F& f, Shape in, int K, typename F::Layers& L) {
+    const int stages[4][3] = {{64, 3, 1}, {128, 4, 2}, {256, 6, 2}, {512, 3, 2}};
+    const int expansion = 4;
+    L.push_back(conv_bn(f, in.c, 64, 3, 1, 1, 1));
+    int c = 64;
+    for (const auto& st : stages)
+        for (int i = 0; i < st[1]; ++i) {
+            const int s = i == 0 ? st[2] : 1, w = st[0], out = w * expansion;
+            typename F::Layers body;
+            body.push_back(conv_bn(f, c, w, 1, 1, 1, 1));
+            body.push_back(conv_bn(f, w, w, 3, s, 1, 1));
+            body.push_back(conv_bn(f, w, out, 1, 1, 1, 0));
+            typename F::Ptr sc;
+            if (s != 1 || c != out) sc = conv_bn(f, c, out, 1, s, 1, 0);
+            L.push_back(f.residual(f.sequential(std::move(body), "bottleneck"), std::move(sc)));
+            L.push_back(f.relu());
+            c = out;
+        }
+    L.push_back(f.global_avgpool());
+    L.push_back(f.linear(512 * expansion, K));
 }
 
 // vgg11 (config A); 0 = max pool.
@@ -207,6 +232,7 @@ typename F::Layers model_layers(const std::string& name, const Shape& input, int
     if (name == "lenet5") lenet5(f, input, classes, L);
     else if (name == "fmnist-cnn") fmnist_cnn(f, input, classes, L);
     else if (name == "resnet18") resnet18(f, input, classes, L);
+    else if (name == "resnet50") resnet50(f, input, classes, L);
     else if (name == "vgg11") vgg11(f, input, classes, L);
     else if (name == "alexnet") alexnet(f, input, classes, L);
     else if (name == "mobilenetv3-small") mobilenetv3_small(f, input, classes, L);
