@@ -240,6 +240,11 @@ Json plan_json(const PlanReport& r) {
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;
     j["gamma"] = r.plan.gamma;
+    // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
+    j["noise_scale"] = r.plan.convergence.noise_scale;
+    j["noise_scale_source"] = r.plan.convergence.measured_runs > 0 ? "measured" : r.plan.convergence.source;
+    j["noise_scale_runs"] = r.plan.convergence.measured_runs;
+    j["reference_batch"] = r.plan.reference_batch;
     Json cands = Json::array();
     for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
         Json c = candidate_json(r.plan.candidates[i]);
