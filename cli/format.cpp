@@ -308,6 +308,8 @@ Json run_json(const RunRecord& r) {
     j["error_percent"] = e ? Json(*e) : Json(nullptr);
     j["test_accuracy"] = r.test_accuracy;
     j["created"] = r.created;
+    j["noise_scale"] = r.noise_scale > 0 ? Json(r.noise_scale) : Json(nullptr);  // B_simple, examples
+    j["noise_observations"] = r.noise_observations;
     j["epoch_seconds"] = r.epoch_seconds;
     j["epoch_train_loss"] = r.epoch_train_loss;
     j["epoch_test_accuracy"] = r.epoch_test_accuracy;

@@ -514,6 +514,12 @@ public:
         run.predicted_seconds = 0;
         kv = parse_kv(render_kv(explain_kv(run, "/db")));
         CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("error_percent"));
+        // run_json: the noise scale, null when not measured
+        CPPUNIT_ASSERT(run_json(run).at("noise_scale").is_null());
+        run.noise_scale = 173.5;
+        run.noise_observations = 94;
+        CPPUNIT_ASSERT_EQUAL(173.5, run_json(run).at("noise_scale").get<double>());
+        CPPUNIT_ASSERT_EQUAL(94, run_json(run).at("noise_observations").get<int>());
     }
 };
 
