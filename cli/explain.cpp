@@ -41,6 +41,10 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
                       seconds_text(r.measured_seconds) + " (sum of epoch times, without evaluation)"});
     t.rows.push_back({"prediction error", e ? format_number("%+.1f %%", *e) + " ((measured - predicted) / measured)" : "-"});
     t.rows.push_back({"final test accuracy", format_number("%.2f %%", r.test_accuracy * 100)});
+    t.rows.push_back({"gradient noise scale",
+                      r.noise_scale > 0 ? format_number("%.4g", r.noise_scale) + " examples (B_simple, " +
+                                              std::to_string(r.noise_observations) + " observations)"
+                                        : "not measured"});
     t.rows.push_back({"node-hours (measured)", format_number("%.4f", r.nodes * r.measured_seconds / 3600.0)});
     t.rows.push_back({"refitted prediction", check ? run_check_line(*check) + (check->flagged ? " [flagged]" : "")
                                                    : "not checked (no profile or too few samples)"});

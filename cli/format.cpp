@@ -249,6 +249,11 @@ Json plan_json(const PlanReport& r) {
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;
     j["gamma"] = r.plan.gamma;
+    // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
+    j["noise_scale"] = r.plan.convergence.noise_scale;
+    j["noise_scale_source"] = r.plan.convergence.measured_runs > 0 ? "measured" : r.plan.convergence.source;
+    j["noise_scale_runs"] = r.plan.convergence.measured_runs;
+    j["reference_batch"] = r.plan.reference_batch;
     Json cands = Json::array();
     for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
         Json c = candidate_json(r.plan.candidates[i]);
@@ -312,6 +317,8 @@ Json run_json(const RunRecord& r) {
     j["error_percent"] = e ? Json(*e) : Json(nullptr);
     j["test_accuracy"] = r.test_accuracy;
     j["created"] = r.created;
+    j["noise_scale"] = r.noise_scale > 0 ? Json(r.noise_scale) : Json(nullptr);  // B_simple, examples
+    j["noise_observations"] = r.noise_observations;
     j["epoch_seconds"] = r.epoch_seconds;
     j["epoch_train_loss"] = r.epoch_train_loss;
     j["epoch_test_accuracy"] = r.epoch_test_accuracy;

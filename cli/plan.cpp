@@ -109,6 +109,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
+    // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): informational,
+    // the predicted times are for the requested epochs at every batch.
+    std::printf("%s B_noise %s examples (%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs "
+                "to reach what %d reach at batch %d (informational: the times above are for %d epochs at every batch)\n",
+                bold("noise scale:", colour).c_str(), format_number("%.4g", p.convergence.noise_scale).c_str(),
+                p.convergence.origin().c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(),
+                r.epochs, p.reference_batch, r.epochs);
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());

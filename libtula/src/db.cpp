@@ -136,6 +136,20 @@ CREATE TABLE run_epoch(
 PRAGMA user_version = 1;
 )SQL";
 
+// Migration 1 -> 2: the gradient noise scale tula-train measured (RunRecord::noise_scale,
+// examples; NULL = not measured) and its observation count. ALTER TABLE ADD COLUMN keeps every
+// row; the old rows get NULL and 0.
+constexpr const char* kMigrateV1toV2 = R"SQL(
+ALTER TABLE run ADD COLUMN noise_scale REAL;
+ALTER TABLE run ADD COLUMN noise_observations INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 2;
+)SQL";
+
+// kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
+// and migrated, so that a new database and a migrated one have the same schema.
+constexpr const char* kMigrations[] = {kMigrateV1toV2};
+static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
+
 double now_seconds() {
     struct timespec ts;
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return static_cast<double>(std::time(nullptr));
@@ -309,31 +323,40 @@ bool nonempty_file(const std::string& p) {
 }
 
 // Checks the schema version of an open connection; creates the schema when `create` and the
-// database is empty. Throws tula::Error.
-void check_schema(sqlite3* db, const std::string& path, bool create) {
+// database is empty, and then (and when `create` and the database is older) migrates it to
+// kSchemaVersion in one transaction. Returns the version the connection sees: kSchemaVersion,
+// or an older readable one on a read-only connection. Throws tula::Error.
+int check_schema(sqlite3* db, const std::string& path, bool create) {
     int v = read_user_version(db, path);
-    if (v == 0 && create) {
+    if (create && (v == 0 || (v >= kOldestSchemaVersion && v < kSchemaVersion))) {
         Txn t(db, path);
-        // Re-read inside the write lock: another process may have created it meanwhile.
+        // Re-read inside the write lock: another process may have created or migrated it meanwhile.
         v = read_user_version(db, path);
         if (v == 0) {
             if (count_tables(db, path) != 0)
                 throw Error("profile database " + path +
                             " has tables but no tula schema version; it is not a tula profile database: move it aside");
             exec(db, path, kSchemaV1, "cannot create the schema");
-            t.commit();
-            v = kSchemaVersion;
-        } else {
-            t.commit();
+            v = 1;
         }
+        for (; v >= kOldestSchemaVersion && v < kSchemaVersion; ++v)
+            exec(db, path, kMigrations[v - 1],
+                 ("cannot migrate the schema from version " + std::to_string(v) + " to " + std::to_string(v + 1) +
+                  " (the database is left unchanged)")
+                     .c_str());
+        if (v == kSchemaVersion && read_user_version(db, path) != kSchemaVersion)
+            throw Error("profile database " + path + ": the schema migration did not set version " +
+                        std::to_string(kSchemaVersion));
+        t.commit();
     }
     if (v > kSchemaVersion)
         throw Error("database " + path + " has schema version " + std::to_string(v) + ", this tula understands " +
                     std::to_string(kSchemaVersion) + ": upgrade tula");
-    if (v != kSchemaVersion)
+    if (v < kOldestSchemaVersion)
         throw Error("database " + path + " has schema version " + std::to_string(v) +
                     ", so it is not a tula profile database (expected " + std::to_string(kSchemaVersion) +
                     "); create one with `tula profile`");
+    return v;
 }
 
 // Reads the epochs of run `id` into `r`.
@@ -353,9 +376,35 @@ void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
     if (acc_ok) r->epoch_test_accuracy = acc;
 }
 
-constexpr const char* kRunColumns =
-    "SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-    "test_accuracy, created FROM run ";
+// The SELECT of read_run for a database of schema version `schema` (version 1 has no
+// noise-scale columns: NULL and 0 stand in for them).
+std::string run_columns(int schema) {
+    return std::string("SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
+                       "test_accuracy, created, ") +
+           (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + " FROM run ";
+}
+
+// Inserts the run row of `r` (not its epochs) as it is, `created` included; a noise scale
+// that is not a finite number > 0 is stored as NULL (not measured), a negative observation
+// count as 0. The new row's id is sqlite3_last_insert_rowid.
+void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
+    Stmt s(db, path,
+           "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
+           "test_accuracy, created, noise_scale, noise_observations) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    s.bind(1, r.job_id);
+    s.bind(2, r.workload);
+    s.bind(3, r.nodes);
+    s.bind(4, r.global_batch);
+    s.bind(5, r.epochs);
+    s.bind(6, r.predicted_seconds);
+    s.bind(7, r.measured_seconds);
+    s.bind(8, r.test_accuracy);
+    s.bind(9, r.created);
+    if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
+    else s.bind_null(10);
+    s.bind(11, std::max<int64_t>(0, r.noise_observations));
+    s.run();
+}
 
 RunRecord read_run(const Stmt& s) {
     RunRecord r;
@@ -369,6 +418,8 @@ RunRecord read_run(const Stmt& s) {
     r.measured_seconds = s.dbl(7);
     r.test_accuracy = s.dbl(8);
     r.created = s.dbl(9);
+    r.noise_scale = s.is_null(10) ? 0.0 : s.dbl(10);
+    r.noise_observations = s.i64(11);
     return r;
 }
 
@@ -393,6 +444,7 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
     // with the process-wide budget) and checks the schema. On failure `failed_rc` is the
     // extended SQLite result code when there was one.
     int failed_rc = SQLITE_OK;
+    int schema = kSchemaVersion;
     const int timeout_ms = busy_timeout_ms < 0 ? 0 : busy_timeout_ms;
     auto connect = [&](const std::string& name, int flags) -> sqlite3* {
         sqlite3* db = nullptr;
@@ -411,7 +463,7 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
                     : sqlite3_busy_handler(db, read_busy_handler,
                                            reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot set the busy timeout");
-            check_schema(db, path, rw);
+            schema = check_schema(db, path, rw);
         } catch (...) {
             failed_rc = sqlite3_extended_errcode(db);
             sqlite3_close_v2(db);
@@ -456,18 +508,21 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
             }
         }
     }
-    return ProfileDb(db, path);
+    return ProfileDb(db, path, schema);
 }
 
-ProfileDb::ProfileDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+ProfileDb::ProfileDb(sqlite3* db, std::string path, int schema) : db_(db), path_(std::move(path)), schema_(schema) {}
 
-ProfileDb::ProfileDb(ProfileDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+ProfileDb::ProfileDb(ProfileDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), schema_(o.schema_) {
+    o.db_ = nullptr;
+}
 
 ProfileDb& ProfileDb::operator=(ProfileDb&& o) noexcept {
     if (this != &o) {
         if (db_) sqlite3_close_v2(db_);
         db_ = o.db_;
         path_ = std::move(o.path_);
+        schema_ = o.schema_;
         o.db_ = nullptr;
     }
     return *this;
@@ -604,19 +659,12 @@ int64_t ProfileDb::add_run(const RunRecord& r) {
     Txn t(db_, path_);
     int64_t id = 0;
     {
-        Stmt s(db_, path_,
-               "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-               "test_accuracy, created) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
-        s.bind(1, r.job_id);
-        s.bind(2, r.workload);
-        s.bind(3, r.nodes);
-        s.bind(4, r.global_batch);
-        s.bind(5, r.epochs);
-        s.bind(6, finite(r.predicted_seconds));
-        s.bind(7, finite(r.measured_seconds));
-        s.bind(8, finite(r.test_accuracy));
-        s.bind(9, r.created > 0 && std::isfinite(r.created) ? r.created : now_seconds());
-        s.run();
+        RunRecord row = r;  // the row as stored: non-finite values become 0
+        row.predicted_seconds = finite(r.predicted_seconds);
+        row.measured_seconds = finite(r.measured_seconds);
+        row.test_accuracy = finite(r.test_accuracy);
+        row.created = r.created > 0 && std::isfinite(r.created) ? r.created : now_seconds();
+        insert_run_row(db_, path_, row);
         id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
     }
     {
@@ -643,7 +691,7 @@ int64_t ProfileDb::add_run(const RunRecord& r) {
 std::vector<RunRecord> ProfileDb::runs(const std::string& workload) const {
     std::vector<RunRecord> out;
     {
-        const std::string sql = std::string(kRunColumns) + (workload.empty() ? "" : "WHERE workload = ? ") +
+        const std::string sql = run_columns(schema_) + (workload.empty() ? "" : "WHERE workload = ? ") +
                                 "ORDER BY created DESC, id DESC";
         Stmt s(db_, path_, sql.c_str());
         if (!workload.empty()) s.bind(1, workload);
@@ -656,7 +704,7 @@ std::vector<RunRecord> ProfileDb::runs(const std::string& workload) const {
 std::optional<RunRecord> ProfileDb::run_by_job(const std::string& job_id) const {
     std::optional<RunRecord> r;
     {
-        const std::string sql = std::string(kRunColumns) + "WHERE job_id = ? ORDER BY created DESC, id DESC LIMIT 1";
+        const std::string sql = run_columns(schema_) + "WHERE job_id = ? ORDER BY created DESC, id DESC LIMIT 1";
         Stmt s(db_, path_, sql.c_str());
         s.bind(1, job_id);
         if (s.step()) r = read_run(s);
@@ -799,7 +847,7 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     doc["allreduce"] = std::move(as);
     ExJson rs = ExJson::array();
     {
-        const std::string sql = std::string(kRunColumns) + (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
+        const std::string sql = run_columns(schema_) + (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
         Stmt s(db_, path_, sql.c_str());
         if (!workload.empty()) s.bind(1, workload);
         while (s.step()) {
@@ -807,7 +855,9 @@ std::string ProfileDb::export_json(const std::string& workload) const {
             ExJson j = {{"job_id", r.job_id}, {"workload", r.workload}, {"nodes", r.nodes},
                         {"global_batch", r.global_batch}, {"epochs", r.epochs},
                         {"predicted_seconds", r.predicted_seconds}, {"measured_seconds", r.measured_seconds},
-                        {"test_accuracy", r.test_accuracy}, {"created", r.created}};
+                        {"test_accuracy", r.test_accuracy}, {"created", r.created},
+                        {"noise_scale", r.noise_scale > 0 ? ExJson(r.noise_scale) : ExJson(nullptr)},
+                        {"noise_observations", r.noise_observations}};
             ExJson es = ExJson::array();
             Stmt e(db_, path_,
                    "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
@@ -841,10 +891,13 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     auto ver = doc.find("schema_version");
     if (ver == doc.end() || !ver->is_number_integer())
         throw Error(source + ": \"schema_version\" is missing or not an integer");
-    if (ver->get<int64_t>() != kSchemaVersion)
-        throw Error(source + ": schema_version " + std::to_string(ver->get<int64_t>()) + " is not the version " +
-                    std::to_string(kSchemaVersion) + " this tula reads" +
-                    (ver->get<int64_t>() > kSchemaVersion ? "; upgrade tula" : ""));
+    if (ver->is_number_unsigned() && ver->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw Error(source + ": schema_version is too large; upgrade tula");
+    const int64_t version = ver->get<int64_t>();
+    if (version < kOldestSchemaVersion || version > kSchemaVersion)
+        throw Error(source + ": schema_version " + std::to_string(version) + " is not a version this tula reads (" +
+                    std::to_string(kOldestSchemaVersion) + " to " + std::to_string(kSchemaVersion) + ")" +
+                    (version > kSchemaVersion ? "; upgrade tula" : ""));
 
     // 1. Validate everything.
     std::vector<Workload> ws;
@@ -901,6 +954,15 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         x.r.measured_seconds = r.number("measured_seconds", true);
         x.r.test_accuracy = r.number("test_accuracy", false, 1.0);
         x.r.created = r.number("created", true, kMaxTime);
+        if (version >= 2) {  // optional: missing or null = not measured
+            auto ns = jr[i].find("noise_scale");
+            if (ns != jr[i].end()) {
+                const double v = r.optional_number(*ns, "noise_scale", true);
+                x.r.noise_scale = std::isnan(v) ? 0.0 : v;
+            }
+            if (jr[i].contains("noise_observations"))
+                x.r.noise_observations = r.integer("noise_observations", 0, INT64_MAX);
+        }
         const ExJson& er = r.field("epoch_rows");
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {
@@ -987,19 +1049,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             ++n.skipped;
             continue;
         }
-        Stmt s(db_, path_,
-               "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-               "test_accuracy, created) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
-        s.bind(1, r.job_id);
-        s.bind(2, r.workload);
-        s.bind(3, r.nodes);
-        s.bind(4, r.global_batch);
-        s.bind(5, r.epochs);
-        s.bind(6, r.predicted_seconds);
-        s.bind(7, r.measured_seconds);
-        s.bind(8, r.test_accuracy);
-        s.bind(9, r.created);
-        s.run();
+        insert_run_row(db_, path_, r);
         const int64_t id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
         for (size_t k = 0; k < x.seconds.size(); ++k) {
             Stmt e(db_, path_,

@@ -231,6 +231,7 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
     c.device_memory_bytes = m.node_memory_bytes;
     if (h.noise_scale > 0) c.noise_scale = h.noise_scale;
     PlanRequest req = make_plan_request(c, h.workload, epochs > 0 ? epochs : h.epochs, max_nodes, policy.policy);
+    if (h.noise_scale > 0) req.convergence.source = "hardware file";
     // The planner visits every (node count, global batch) pair: refuse sizes that would take
     // minutes rather than plan them (1,000,000 nodes x 25 batches is ~0.2 s).
     const double pairs = static_cast<double>(fixed_nodes > 0 ? 1 : req.max_nodes) * req.global_batches.size();

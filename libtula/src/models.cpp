@@ -385,6 +385,37 @@ double ConvergenceModel::epochs_for(double B, double epochs_ref, double B_ref) c
     return epochs_ref * (1.0 + B / bn) / (1.0 + B_ref / bn);
 }
 
+double median(std::vector<double> v) {
+    if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+    const size_t n = v.size();
+    std::sort(v.begin(), v.end());
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+ConvergenceModel ConvergenceModel::from_runs(const std::vector<RunRecord>& runs, double fallback) {
+    ConvergenceModel m;
+    m.noise_scale = std::isfinite(fallback) && fallback > 0 ? fallback : kDefaultNoiseScale;
+    std::vector<std::pair<double, double>> measured;  // (created, noise scale)
+    for (const auto& r : runs)
+        if (std::isfinite(r.noise_scale) && r.noise_scale > 0) measured.push_back({r.created, r.noise_scale});
+    if (measured.empty()) return m;
+    // newest first; the databases' lists are each newest first but not merged in order
+    std::stable_sort(measured.begin(), measured.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (measured.size() > kNoiseRuns) measured.resize(kNoiseRuns);
+    std::vector<double> v;
+    for (const auto& x : measured) v.push_back(x.second);
+    m.measured_runs = static_cast<int>(v.size());
+    m.noise_scale = median(std::move(v));
+    return m;
+}
+
+std::string ConvergenceModel::origin() const {
+    if (measured_runs > 0)
+        return "measured in " + std::to_string(measured_runs) + (measured_runs == 1 ? " run" : " runs");
+    return source ? source : "tula.conf";
+}
+
 AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs) {
     AccuracyModel m;
     std::vector<std::pair<double, double>> pts;

@@ -260,11 +260,13 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     const double bytes = 4.0 * static_cast<double>(w.params);
     Plan plan;
     plan.gamma = req.overlap.gamma;
+    plan.convergence = req.convergence;
     const bool mem_bound = req.memory && req.device_memory_bytes > 0;
     const int max_b = mem_bound ? req.memory->max_local_batch(req.device_memory_bytes) : 0;
     plan.max_local_batch = mem_bound ? max_b : 0;
     int too_big = 0, smallest_too_big = 0;
     const double B_ref = batches.empty() ? 1.0 : batches.front();
+    plan.reference_batch = static_cast<int>(B_ref);
     // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
     // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
     const double q_level = req.interval_level;
@@ -497,6 +499,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     // The run history (finished runs written by tula-train): overlap exponent and accuracy.
     const std::vector<RunRecord> runs = load_runs(db_paths, workload);
     req.accuracy = AccuracyModel::fit(runs);
+    req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
     if (allreduce) {
         std::vector<IterationSample> iters;
         const double grad_bytes = 4.0 * static_cast<double>(w->params);

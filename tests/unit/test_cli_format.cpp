@@ -87,6 +87,9 @@ tula::Plan synthetic_plan(size_t chosen) {
     p.time_limit_minutes = 4;
     p.max_local_batch = 300;
     p.gamma = 1.5;
+    p.convergence.noise_scale = 432.5;
+    p.convergence.measured_runs = 3;
+    p.reference_batch = 64;
     return p;
 }
 
@@ -298,6 +301,10 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(r.plan.candidates[i].total_seconds, c.at("total_seconds").get<double>(), 1e-12);
         }
         CPPUNIT_ASSERT_EQUAL(size_t{1}, j.at("chosen").get<size_t>());
+        CPPUNIT_ASSERT_EQUAL(432.5, j.at("noise_scale").get<double>());
+        CPPUNIT_ASSERT_EQUAL(std::string("measured"), j.at("noise_scale_source").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(3, j.at("noise_scale_runs").get<int>());
+        CPPUNIT_ASSERT_EQUAL(64, j.at("reference_batch").get<int>());
         CPPUNIT_ASSERT_EQUAL(r.plan.candidates[1].nodes, j.at("choice").at("nodes").get<int>());
     }
 
@@ -507,6 +514,12 @@ public:
         run.predicted_seconds = 0;
         kv = parse_kv(render_kv(explain_kv(run, "/db")));
         CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("error_percent"));
+        // run_json: the noise scale, null when not measured
+        CPPUNIT_ASSERT(run_json(run).at("noise_scale").is_null());
+        run.noise_scale = 173.5;
+        run.noise_observations = 94;
+        CPPUNIT_ASSERT_EQUAL(173.5, run_json(run).at("noise_scale").get<double>());
+        CPPUNIT_ASSERT_EQUAL(94, run_json(run).at("noise_observations").get<int>());
     }
 };
 

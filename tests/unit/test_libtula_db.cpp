@@ -130,7 +130,7 @@ std::vector<std::string> all_rows(const std::string& path) {
           "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created FROM compute_profile ORDER BY id",
           "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
-          "created FROM run ORDER BY id",
+          "created, noise_scale, noise_observations FROM run ORDER BY id",
           "SELECT r.job_id, e.epoch, e.seconds, e.train_loss, e.test_accuracy FROM run_epoch e JOIN run r ON "
           "r.id = e.run_id ORDER BY r.id, e.epoch"}) {
         out.push_back(std::string("--") + sql);
@@ -173,6 +173,10 @@ void fill_random(tula::ProfileDb& db, unsigned seed) {
         r.measured_seconds = 100 * u(rng);
         r.test_accuracy = u(rng);
         r.created = 1.7e9 + 1000 * u(rng);
+        if (w.model == "lenet5") {  // a measured noise scale (no extra draws: the other values stay as they were)
+            r.noise_scale = 100.0 + 1000.0 * r.test_accuracy;
+            r.noise_observations = 37;
+        }
         for (int e = 0; e < 3; ++e) {
             r.epoch_seconds.push_back(10 * u(rng));
             if (w.model == "lenet5") {
@@ -199,6 +203,9 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_samples_round_trip);
     CPPUNIT_TEST(test_runs_round_trip);
     CPPUNIT_TEST(test_schema_version_and_wal);
+    CPPUNIT_TEST(test_migrate_v1_database);
+    CPPUNIT_TEST(test_migration_failure_leaves_v1);
+    CPPUNIT_TEST(test_import_v1_document);
     CPPUNIT_TEST(test_parent_dir_created_0700);
     CPPUNIT_TEST(test_newer_schema_rejected);
     CPPUNIT_TEST(test_garbage_file_rejected);
@@ -304,14 +311,18 @@ public:
         r1.epoch_seconds = {30, 33, 34.25};
         r1.epoch_train_loss = {0.9, 0.5, 0.4};
         r1.epoch_test_accuracy = {0.8, 0.85, 0.875};
-        tula::RunRecord r2 = r1;  // newer, other workload, no losses recorded
+        r1.noise_scale = 123.456789;
+        r1.noise_observations = 77;
+        tula::RunRecord r2 = r1;  // newer, other workload, no losses recorded, noise scale NaN
         r2.job_id = "42";
         r2.workload = "fmnist-cnn@fashion-mnist";
         r2.created = 2000;
         r2.epoch_train_loss.clear();
-        tula::RunRecord r3 = r1;  // newest run of job 41 (requeued)
+        r2.noise_scale = std::nan("");
+        tula::RunRecord r3 = r1;  // newest run of job 41 (requeued), negative noise scale
         r3.created = 3000;
         r3.global_batch = 512;
+        r3.noise_scale = -5;
         const int64_t id1 = db.add_run(r1), id2 = db.add_run(r2), id3 = db.add_run(r3);
         CPPUNIT_ASSERT(id1 != id2 && id2 != id3);
 
@@ -335,6 +346,16 @@ public:
         CPPUNIT_ASSERT(r1.epoch_test_accuracy == g.epoch_test_accuracy);
         CPPUNIT_ASSERT(all[1].epoch_train_loss.empty());
         CPPUNIT_ASSERT(r2.epoch_test_accuracy == all[1].epoch_test_accuracy);
+        // the noise scale: stored as given, NULL (read as 0) when not a finite number > 0
+        CPPUNIT_ASSERT_EQUAL(r1.noise_scale, g.noise_scale);
+        CPPUNIT_ASSERT_EQUAL(int64_t(77), g.noise_observations);
+        CPPUNIT_ASSERT_EQUAL(0.0, all[1].noise_scale);
+        CPPUNIT_ASSERT_EQUAL(0.0, all[0].noise_scale);
+        const auto raw = raw_rows(d / "p.db", "SELECT noise_scale, noise_observations FROM run ORDER BY id");
+        CPPUNIT_ASSERT_EQUAL(size_t(3), raw.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("123.456789|77|"), raw[0]);
+        CPPUNIT_ASSERT_EQUAL(std::string("null|77|"), raw[1]);
+        CPPUNIT_ASSERT_EQUAL(std::string("null|77|"), raw[2]);
 
         const auto only = db.runs("lenet5@fashion-mnist");
         CPPUNIT_ASSERT_EQUAL(size_t(2), only.size());
@@ -350,6 +371,136 @@ public:
         bad.epoch_train_loss = {1.0};
         CPPUNIT_ASSERT(!error_of([&] { db.add_run(bad); }).empty());
         CPPUNIT_ASSERT_EQUAL(size_t(3), db.runs().size());  // nothing half-written
+    }
+
+    // A database as schema version 1 created it, with one workload, one compute sample and one
+    // run with two epochs, written with sqlite3 directly from the version-1 DDL (copied here from
+    // the schema of that version, not taken from libtula).
+    static void make_v1_database(const std::string& p) {
+        raw_exec(p, R"SQL(
+CREATE TABLE workload(name TEXT PRIMARY KEY, model TEXT NOT NULL, dataset TEXT NOT NULL, params INTEGER NOT NULL,
+    train_examples INTEGER NOT NULL, test_examples INTEGER NOT NULL, updated REAL NOT NULL);
+CREATE TABLE compute_profile(id INTEGER PRIMARY KEY, workload TEXT NOT NULL, host TEXT NOT NULL,
+    local_batch INTEGER NOT NULL, threads INTEGER NOT NULL, seconds_per_iter REAL NOT NULL, iters INTEGER NOT NULL,
+    created REAL NOT NULL);
+CREATE INDEX compute_profile_workload ON compute_profile(workload);
+CREATE TABLE allreduce_profile(id INTEGER PRIMARY KEY, host TEXT NOT NULL, nodes INTEGER NOT NULL,
+    bytes INTEGER NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL);
+CREATE TABLE run(id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, workload TEXT NOT NULL, nodes INTEGER NOT NULL,
+    global_batch INTEGER NOT NULL, epochs INTEGER NOT NULL, predicted_seconds REAL NOT NULL,
+    measured_seconds REAL NOT NULL, test_accuracy REAL NOT NULL, created REAL NOT NULL);
+CREATE INDEX run_job ON run(job_id);
+CREATE INDEX run_workload ON run(workload);
+CREATE TABLE run_epoch(run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE, epoch INTEGER NOT NULL,
+    seconds REAL, train_loss REAL, test_accuracy REAL, PRIMARY KEY(run_id, epoch));
+PRAGMA user_version = 1;
+INSERT INTO workload VALUES('lenet5@fashion-mnist', 'lenet5', 'fashion-mnist', 61706, 60000, 10000, 1700000000);
+INSERT INTO compute_profile VALUES(1, 'lenet5@fashion-mnist', 'n1', 64, 1, 0.0125, 20, 1700000001);
+INSERT INTO run VALUES(1, '77', 'lenet5@fashion-mnist', 2, 256, 2, 50.5, 48.25, 0.8125, 1700000002);
+INSERT INTO run_epoch VALUES(1, 1, 24.0, 0.75, 0.75);
+INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
+)SQL");
+    }
+
+    void test_migrate_v1_database() {
+        TempDir d;
+        const std::string p = d / "v1.db";
+        make_v1_database(p);
+        const auto before = raw_rows(p, "SELECT * FROM run");
+        // Read-only: read as it is (no noise scale), not migrated.
+        {
+            auto ro = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+            CPPUNIT_ASSERT_EQUAL(1, ro.schema_version());
+            const auto runs = ro.runs();
+            CPPUNIT_ASSERT_EQUAL(size_t(1), runs.size());
+            CPPUNIT_ASSERT_EQUAL(48.25, runs[0].measured_seconds);
+            CPPUNIT_ASSERT_EQUAL(0.0, runs[0].noise_scale);
+            CPPUNIT_ASSERT_EQUAL(int64_t(0), runs[0].noise_observations);
+            CPPUNIT_ASSERT(contains(ro.export_json(), "\"noise_scale\": null"));
+        }
+        std::vector<std::string> w;
+        const auto set = tula::load_profiles({p}, &w);
+        CPPUNIT_ASSERT_MESSAGE(w.empty() ? "" : w[0], w.empty());
+        CPPUNIT_ASSERT_EQUAL(size_t(1), set.compute.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "PRAGMA user_version"));
+        // Read-write: migrated to the current version, every old row kept, the new columns NULL / 0.
+        {
+            auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+            CPPUNIT_ASSERT_EQUAL(tula::kSchemaVersion, rw.schema_version());
+        }
+        CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
+        const auto after = raw_rows(p, "SELECT * FROM run");
+        CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
+        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|", after[0]);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
+        CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
+        // The migrated database takes and returns a noise scale like a new one.
+        auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        tula::RunRecord r;
+        r.job_id = "78";
+        r.workload = "lenet5@fashion-mnist";
+        r.nodes = 1;
+        r.global_batch = 64;
+        r.epochs = 1;
+        r.measured_seconds = 10;
+        r.created = 1700000003;
+        r.noise_scale = 321.5;
+        r.noise_observations = 9;
+        rw.add_run(r);
+        const auto runs = rw.runs();
+        CPPUNIT_ASSERT_EQUAL(size_t(2), runs.size());
+        CPPUNIT_ASSERT_EQUAL(321.5, runs[0].noise_scale);
+        CPPUNIT_ASSERT_EQUAL(int64_t(9), runs[0].noise_observations);
+        CPPUNIT_ASSERT_EQUAL(std::string("77"), runs[1].job_id);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), runs[1].epoch_seconds.size());
+        // The columns of a migrated database equal those of a new one.
+        { auto fresh = tula::ProfileDb::open(d / "new.db", tula::ProfileDb::Mode::ReadWrite); }
+        CPPUNIT_ASSERT_EQUAL(raw_query(d / "new.db", "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "
+                                                     "coalesce(dflt_value, '')) FROM pragma_table_info('run')"),
+                             raw_query(p, "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "
+                                          "coalesce(dflt_value, '')) FROM pragma_table_info('run')"));
+    }
+
+    void test_migration_failure_leaves_v1() {
+        TempDir d;
+        const std::string p = d / "v1.db";
+        make_v1_database(p);
+        // a column of the migration already there: ALTER TABLE fails, nothing may change
+        raw_exec(p, "ALTER TABLE run ADD COLUMN noise_observations INTEGER");
+        const auto before = raw_rows(p, "SELECT * FROM run");
+        const std::string e = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite); });
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "cannot migrate the schema from version 1 to 2"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT(before == raw_rows(p, "SELECT * FROM run"));
+        CPPUNIT_ASSERT_EQUAL(std::string("0"), raw_query(p, "SELECT count(*) FROM pragma_table_info('run') "
+                                                            "WHERE name = 'noise_scale'"));
+    }
+
+    void test_import_v1_document() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+        // what `tula db export` of a version-1 tula wrote (no noise-scale fields)
+        const std::string v1 = R"({"format": "tula-profiles", "schema_version": 1, "exported": 1700000100,
+            "workloads": [], "compute": [], "allreduce": [],
+            "runs": [{"job_id": "5", "workload": "lenet5@fashion-mnist", "nodes": 1, "global_batch": 64,
+                      "epochs": 1, "predicted_seconds": 0, "measured_seconds": 12.5, "test_accuracy": 0.75,
+                      "created": 1700000000, "epoch_rows": [{"epoch": 1, "seconds": 12.5, "train_loss": null,
+                      "test_accuracy": 0.75}]}]})";
+        CPPUNIT_ASSERT_EQUAL(size_t(1), db.import_json(v1, "v1.json").runs);
+        // a version-2 run with a null noise scale and one with a value
+        std::string v2 = v1;
+        auto edit = [&v2](const std::string& from, const std::string& to) {
+            const size_t at = v2.find(from);
+            CPPUNIT_ASSERT_MESSAGE(from, at != std::string::npos);
+            v2.replace(at, from.size(), to);
+        };
+        edit("\"schema_version\": 1", "\"schema_version\": 2");
+        edit("\"created\": 1700000000", "\"created\": 1700000001, \"noise_scale\": 250.5, \"noise_observations\": 12");
+        CPPUNIT_ASSERT_EQUAL(size_t(1), db.import_json(v2, "v2.json").runs);
+        const auto rows = raw_rows(d / "p.db", "SELECT created, noise_scale, noise_observations FROM run ORDER BY id");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), rows.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("1700000000|null|0|"), rows[0]);
+        CPPUNIT_ASSERT_EQUAL(std::string("1700000001|250.5|12|"), rows[1]);
     }
 
     void test_schema_version_and_wal() {
@@ -387,7 +538,8 @@ public:
         raw_exec(p, "PRAGMA user_version = 99");
         for (auto mode : {tula::ProfileDb::Mode::ReadOnly, tula::ProfileDb::Mode::ReadWrite}) {
             const std::string e = error_of([&] { tula::ProfileDb::open(p, mode); });
-            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "database " + p + " has schema version 99, this tula understands 1: upgrade tula"));
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "database " + p + " has schema version 99, this tula understands " +
+                                                      std::to_string(tula::kSchemaVersion) + ": upgrade tula"));
         }
         std::vector<std::string> w;
         const auto set = tula::load_profiles({p}, &w);
@@ -701,8 +853,16 @@ public:
         CPPUNIT_ASSERT(contains(err(good.substr(0, good.size() / 2)), "not valid JSON"));
         CPPUNIT_ASSERT(contains(err("[1, 2]"), "not a tula profile export"));
         CPPUNIT_ASSERT(contains(err(edit("\"tula-profiles\"", "\"other\"")), "not a tula profile export"));
-        CPPUNIT_ASSERT(contains(err(edit("\"schema_version\": 1", "\"schema_version\": 2")), "upgrade tula"));
-        CPPUNIT_ASSERT(contains(err(edit("\"schema_version\": 1", "\"schema_version\": \"1\"")), "schema_version"));
+        const std::string ver = "\"schema_version\": " + std::to_string(tula::kSchemaVersion);
+        CPPUNIT_ASSERT(contains(err(edit(ver, "\"schema_version\": " + std::to_string(tula::kSchemaVersion + 1))),
+                                "upgrade tula"));
+        CPPUNIT_ASSERT(contains(err(edit(ver, "\"schema_version\": 0")), "is not a version this tula reads"));
+        CPPUNIT_ASSERT(contains(err(edit(ver, "\"schema_version\": \"2\"")), "schema_version"));
+        CPPUNIT_ASSERT(contains(err(edit("\"noise_scale\": ", "\"noise_scale\": -")), "runs row 1: noise_scale must be > 0"));
+        CPPUNIT_ASSERT(contains(err(edit("\"noise_scale\": ", "\"noise_scale\": \"x\", \"y\": ")),
+                                "runs row 1: noise_scale must be a number"));
+        CPPUNIT_ASSERT(contains(err(edit("\"noise_observations\": 37", "\"noise_observations\": -1")),
+                                "runs row 1: noise_observations"));
         CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 16", "\"local_batch\": \"16\"")),
                                 "compute row 1: local_batch must be an integer"));
         CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 32", "\"local_batch\": 0")), "compute row 2: local_batch"));

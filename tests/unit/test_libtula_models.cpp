@@ -416,6 +416,25 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, (S / smin - 1) * (E / emin - 1), 1e-9);
         }
         CPPUNIT_ASSERT_DOUBLES_EQUAL(10.0, c.epochs_for(128, 10.0, 128), 1e-12);
+
+        // from_runs: no measured run -> the fallback (a bad fallback -> the built-in default)
+        std::vector<tula::RunRecord> runs(3);
+        runs[1].noise_scale = std::nan("");
+        runs[2].noise_scale = -3;
+        auto m = tula::ConvergenceModel::from_runs(runs, 333);
+        CPPUNIT_ASSERT_EQUAL(333.0, m.noise_scale);
+        CPPUNIT_ASSERT_EQUAL(0, m.measured_runs);
+        CPPUNIT_ASSERT_EQUAL(tula::ConvergenceModel::kDefaultNoiseScale,
+                             tula::ConvergenceModel::from_runs(runs, std::nan("")).noise_scale);
+        // two measured runs: the mean of the two (the median of an even count)
+        runs[0].noise_scale = 100;
+        runs.push_back(runs[0]);
+        runs.back().noise_scale = 300;
+        m = tula::ConvergenceModel::from_runs(runs, 333);
+        CPPUNIT_ASSERT_EQUAL(200.0, m.noise_scale);
+        CPPUNIT_ASSERT_EQUAL(std::string("measured in 2 runs"), m.origin());
+        CPPUNIT_ASSERT(std::isnan(tula::median({})));
+        CPPUNIT_ASSERT_EQUAL(2.0, tula::median({3, 1, 2}));
     }
 
     void test_accuracy() {

@@ -89,6 +89,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_make_plan_infeasible);
     CPPUNIT_TEST(test_make_plan_request);
     CPPUNIT_TEST(test_plan_workload);
+    CPPUNIT_TEST(test_plan_workload_measured_noise_scale);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -469,6 +470,94 @@ public:
         p = tula::plan_workload(cfg, {d / "bad.db", db_path}, "lenet5@fashion-mnist", 4, 2, 0, tula::Policy::Cost, &warn);
         CPPUNIT_ASSERT_EQUAL(size_t(1), warn.size());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT(c.nodes <= 2);
+    }
+
+    // The convergence model takes B_noise from the runs' measured noise scale (the median of the
+    // newest 5 valid values over every database) instead of tula.conf's noise_scale; epochs_to_target
+    // of every candidate is checked against E(B) = E_min (1 + B/B_noise) written out here.
+    void test_plan_workload_measured_noise_scale() {
+        TempDir d;
+        const std::string sys = d / "sys.db", user = d / "user.db";
+        {
+            auto db = tula::ProfileDb::open(sys, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(workload(61706, 60000));
+            for (int b : {16, 32, 64, 128, 256}) {
+                tula::ComputeSample c;
+                c.workload = "lenet5@fashion-mnist";
+                c.local_batch = b;
+                c.seconds_per_iter = 2e-3 + 1.5e-4 * b;
+                db.add_compute(c);
+            }
+        }
+        tula::Config cfg;
+        cfg.max_nodes = 1;
+        cfg.global_batches = {64, 128, 256, 512, 1024};
+        cfg.noise_scale = 1024;
+        const int E = 6;
+        // epochs_to_target of every candidate against E (1 + B/bn) / (1 + 64/bn)
+        auto check = [&](const tula::Plan& p, double bn) {
+            CPPUNIT_ASSERT(!p.candidates.empty());
+            CPPUNIT_ASSERT_EQUAL(64, p.reference_batch);
+            for (const auto& c : p.candidates) {
+                const double want = E * (1.0 + c.global_batch / bn) / (1.0 + 64.0 / bn);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.epochs_to_target, 1e-9 * want);
+            }
+        };
+        std::vector<std::string> warn;
+        // no run history: tula.conf's value
+        tula::Plan p = tula::plan_workload(cfg, {sys, user}, "lenet5@fashion-mnist", E, 0, 0, tula::Policy::Auto, &warn);
+        CPPUNIT_ASSERT_EQUAL(0, p.convergence.measured_runs);
+        CPPUNIT_ASSERT_EQUAL(std::string("tula.conf"), p.convergence.origin());
+        CPPUNIT_ASSERT_EQUAL(1024.0, p.convergence.noise_scale);
+        check(p, 1024);
+
+        // runs (created, noise scale; 0 = not measured), spread over both databases
+        const std::vector<std::pair<double, double>> runs = {
+            {1, 5000}, {2, 6000}, {3, 300}, {4, std::nan("")}, {5, 500}, {6, -1},
+            {7, 0}, {8, 900}, {9, 200}, {10, HUGE_VAL}};
+        for (size_t i = 0; i < runs.size(); ++i) {
+            auto db = tula::ProfileDb::open(i % 2 ? sys : user, tula::ProfileDb::Mode::ReadWrite);
+            tula::RunRecord r;
+            r.job_id = std::to_string(i);
+            r.workload = "lenet5@fashion-mnist";
+            r.nodes = 1;
+            r.global_batch = 64;
+            r.epochs = 1;
+            r.measured_seconds = 10;
+            r.created = 1.7e9 + runs[i].first;
+            r.noise_scale = runs[i].second;
+            r.noise_observations = 10;
+            db.add_run(r);
+        }
+        {  // another workload's run must not count
+            auto db = tula::ProfileDb::open(user, tula::ProfileDb::Mode::ReadWrite);
+            tula::RunRecord r;
+            r.workload = "fmnist-cnn@fashion-mnist";
+            r.nodes = 1;
+            r.global_batch = 64;
+            r.epochs = 1;
+            r.measured_seconds = 10;
+            r.created = 1.8e9;
+            r.noise_scale = 7;
+            db.add_run(r);
+        }
+        // independent reference: finite values > 0, newest 5 by creation time, their median
+        std::vector<std::pair<double, double>> valid;
+        for (const auto& x : runs)
+            if (std::isfinite(x.second) && x.second > 0) valid.push_back(x);
+        std::sort(valid.begin(), valid.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+        valid.resize(5);  // 200 (9), 900 (8), 500 (5), 300 (3), 6000 (2)
+        std::vector<double> v;
+        for (const auto& x : valid) v.push_back(x.second);
+        std::sort(v.begin(), v.end());
+        const double bn = v[2];
+        CPPUNIT_ASSERT_EQUAL(500.0, bn);  // the reference itself, by hand
+        p = tula::plan_workload(cfg, {sys, user}, "lenet5@fashion-mnist", E, 0, 0, tula::Policy::Auto, &warn);
+        CPPUNIT_ASSERT(warn.empty());
+        CPPUNIT_ASSERT_EQUAL(5, p.convergence.measured_runs);
+        CPPUNIT_ASSERT_EQUAL(std::string("measured in 5 runs"), p.convergence.origin());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(bn, p.convergence.noise_scale, 0.0);
+        check(p, bn);
     }
 
     void test_policy_spec() {

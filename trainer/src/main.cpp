@@ -905,6 +905,10 @@ int run_training(const Options& o, Comm& comm) {
             rec.measured_seconds = train_seconds;
             rec.test_accuracy = acc;
             rec.created = static_cast<double>(std::time(nullptr));
+            if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
+                rec.noise_scale = hooks.noise_scale;
+                rec.noise_observations = hooks.noise_observations;
+            }
             for (const auto& r : res) {
                 rec.epoch_seconds.push_back(r.seconds);
                 rec.epoch_train_loss.push_back(r.train_loss);
@@ -913,7 +917,11 @@ int run_training(const Options& o, Comm& comm) {
             tula::ProfileDb db = open_db(o);
             db.upsert_workload(workload_of(o, *model, tr.count, te.count));
             db.add_run(rec);
-            if (!o.quiet) say(root, "tula-train: run recorded in " + db.path());
+            if (!o.quiet)
+                say(root, "tula-train: run recorded in " + db.path() +
+                              (rec.noise_scale > 0 ? " (noise scale B_simple " + fmt("%.4g", rec.noise_scale) + " examples, " +
+                                                         std::to_string(rec.noise_observations) + " observations)"
+                                                   : std::string(" (no noise scale measured; see --noise-scale-every)")));
         } catch (const std::exception& e) {
             warn("the run was not recorded in the profile database: " + bare(e.what()));
         }

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <type_traits>
 
+#include "tula/models.hpp"
+
 namespace tula {
 namespace train {
 
@@ -312,6 +314,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());
         double gnorm_sum = 0, probe_secs = 0;  // per epoch (a resumed epoch restarts them)
+        std::vector<double> noise_trace;       // B_simple after each observation of the epoch
         if (e != e0 || !ck) {
             loss_sum = 0;
             correct = 0;
@@ -334,8 +337,10 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                 probe_secs += now_seconds() - h0;
                 if (cfg.on_hessian) cfg.on_hessian(t, hess->last(), std::sqrt(st.grad_norm2));
             }
-            if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready())
+            if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready()) {
                 sched.noise_scale = noise.value();
+                noise_trace.push_back(sched.noise_scale);
+            }
             if (!watch && !(hooks && hooks->on_step)) continue;
             // the step's global mean loss and whether any rank got a stop signal: one allreduce
             double agree[2] = {l * b, watch && stop_requested() ? 1.0 : 0.0};
@@ -403,6 +408,10 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.seconds = secs;
         r.images_per_second = secs > 0 ? seen / secs : 0;
         r.noise_scale = noise.value();
+        if (hooks) {
+            hooks->noise_scale = noise_trace.empty() ? noise.value() : tula::median(noise_trace);
+            hooks->noise_observations = noise.count();
+        }
         r.lr = lr_now;
         r.warmup_end = adaptive ? warm.end_step() : -1;
         r.grad_norm = steps > 0 ? gnorm_sum / static_cast<double>(steps) : 0;

@@ -114,6 +114,15 @@ struct TrainHooks {
     const Checkpoint* resume = nullptr;
     /// Output: set when train() returned early after writing a checkpoint on a signal.
     bool stopped = false;
+    /// Output, set at the end of every epoch: the run's gradient noise scale for the profile
+    /// database (examples; 0 when not estimated): the median of the estimator's B_simple
+    /// (NoiseScale::value, the ratio of the EMAs) taken after each observation of the epoch,
+    /// or its final value when no observation of the epoch had one. The median over the
+    /// epoch's ~steps/noise_every EMA values is less sensitive to the last few noisy
+    /// observations than the final EMA (McCandlish et al. 2018, App. A.1: single estimates
+    /// are very noisy). A resumed epoch counts its observations since the resume.
+    double noise_scale = 0;
+    int64_t noise_observations = 0;  ///< Output: noise-scale observations of the run so far
 };
 
 /// Mean loss and accuracy on a data set.

@@ -1,11 +1,11 @@
 // libtula: the SQLite profile database (see tula(1), "PROFILE DATABASE").
 //
-// Schema version 1 (PRAGMA user_version = 1), WAL journal, busy timeout:
+// Schema version 2 (PRAGMA user_version = 2), WAL journal, busy timeout:
 //   workload(name PK, model, dataset, params, train_examples, test_examples, updated)
 //   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created)
 //   allreduce_profile(id, host, nodes, bytes, seconds, created)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
-//       measured_seconds, test_accuracy, created)
+//       measured_seconds, test_accuracy, created, noise_scale, noise_observations)
 //   run_epoch(run_id, epoch, seconds, train_loss, test_accuracy)
 #pragma once
 #include <cstdint>
@@ -20,8 +20,15 @@ struct sqlite3;
 
 namespace tula {
 
-/// Schema version this build reads and writes.
-constexpr int kSchemaVersion = 1;
+/// Schema version this build writes. History (each step is a migration that ProfileDb::open
+/// applies, in one transaction, when it opens an older database read-write):
+///   1: the first schema;
+///   2: run.noise_scale (REAL, NULL = not measured) and run.noise_observations (INTEGER,
+///      default 0), the gradient noise scale tula-train measured.
+/// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
+constexpr int kSchemaVersion = 2;
+/// Oldest schema version this build still reads (and migrates when writing).
+constexpr int kOldestSchemaVersion = 1;
 
 /// One profiled compute point: mean time of one training iteration (forward, backward,
 /// optimizer step; no allreduce) at local batch `local_batch` on one node.
@@ -55,6 +62,13 @@ struct RunRecord {
     double measured_seconds = 0;   ///< training time (sum of epoch times, no evaluation), seconds
     double test_accuracy = 0;      ///< final test accuracy, fraction in [0, 1]
     double created = 0;            ///< Unix time, seconds
+    /// Gradient noise scale B_simple = tr(Sigma)/|G|^2 that tula-train measured in this run
+    /// (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.9 and
+    /// App. A.1), examples; 0 = not measured (stored as NULL). tula-train stores the median of
+    /// its EMA-smoothed estimates after each observation of the last epoch (tula-train(1),
+    /// PROFILE DATABASE). add_run stores a non-finite or non-positive value as NULL.
+    double noise_scale = 0;
+    int64_t noise_observations = 0;  ///< noise-scale observations of the whole run (0: none)
     std::vector<double> epoch_seconds;        ///< (epochs,) seconds per epoch
     std::vector<double> epoch_train_loss;     ///< (epochs,)
     std::vector<double> epoch_test_accuracy;  ///< (epochs,) fraction
@@ -66,13 +80,15 @@ public:
     enum class Mode { ReadOnly, ReadWrite };
 
     /// Opens `path`. ReadWrite creates the file (and its parent directory, mode 0700)
-    /// and the schema when missing, sets WAL mode. Both modes set a busy timeout of
+    /// and the schema when missing, migrates an older schema (kOldestSchemaVersion ..
+    /// kSchemaVersion - 1) to kSchemaVersion in one transaction, sets WAL mode. Both modes set a busy timeout of
     /// `busy_timeout_ms` milliseconds (how long one statement waits for another process's
     /// lock). A ReadOnly connection in addition draws every wait from the process-wide
     /// read lock budget (set_read_lock_budget), so that all read-only opens of one process
     /// (e.g. one `tula plan` at submission) together wait at most that long.
     /// Errors (tula::Error, message names the path): missing file in ReadOnly mode,
     /// not a database / corrupt, schema newer than kSchemaVersion ("upgrade tula"),
+    /// a failed migration of an older schema (ReadWrite; the database is left unchanged),
     /// locked longer than the timeout or the budget ("held by another process ... not
     /// read"; a locked database is never read as immutable), permission denied.
     static ProfileDb open(const std::string& path, Mode mode, int busy_timeout_ms = 1000);
@@ -110,10 +126,11 @@ public:
     ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created}],
     ///    "allreduce": [{host, nodes, bytes, seconds, created}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
-    ///              measured_seconds, test_accuracy, created,
+    ///              measured_seconds, test_accuracy, created, noise_scale, noise_observations,
     ///              "epoch_rows": [{epoch, seconds, train_loss, test_accuracy}]}]}
-    /// Times are Unix seconds, durations seconds, sizes bytes; a per-epoch value that was
-    /// not recorded is null. Errors: tula::Error on a read failure.
+    /// "schema_version" is kSchemaVersion (2). Times are Unix seconds, durations seconds,
+    /// sizes bytes, noise_scale examples; a per-epoch value or noise scale that was not
+    /// recorded is null. Errors: tula::Error on a read failure.
     std::string export_json(const std::string& workload = "") const;
 
     /// What import_json added (rows identical to one already present, `created` included,
@@ -121,8 +138,10 @@ public:
     struct ImportCounts {
         size_t workloads = 0, compute = 0, allreduce = 0, runs = 0, skipped = 0;
     };
-    /// Validates the whole document first (format name, schema_version == kSchemaVersion,
-    /// every field's JSON type, counts >= 1, durations/sizes finite and > 0 (allreduce
+    /// Validates the whole document first (format name, kOldestSchemaVersion <=
+    /// schema_version <= kSchemaVersion (newer: "upgrade tula"; a version-1 document has no
+    /// noise-scale fields; in a version-2 document a run's noise_scale is null or a finite
+    /// number > 0 and noise_observations an integer >= 0, both optional), every field's JSON type, counts >= 1, durations/sizes finite and > 0 (allreduce
     /// seconds >= 0), test accuracy in [0, 1]), then adds every row in one transaction, so
     /// a bad file adds nothing. `source` names the file in messages. Errors: tula::Error
     /// "SOURCE: ..." naming the section and row number (1-based), e.g. "compute row 3:
@@ -142,10 +161,14 @@ public:
     /// empty the database by accident).
     PruneCounts prune(double before, const std::string& workload);
 
+    /// Schema version of the open database: kSchemaVersion, or an older one read read-only.
+    int schema_version() const { return schema_; }
+
 private:
-    ProfileDb(sqlite3* db, std::string path);
+    ProfileDb(sqlite3* db, std::string path, int schema);
     sqlite3* db_ = nullptr;
     std::string path_;
+    int schema_ = kSchemaVersion;
 };
 
 /// Default process-wide read lock budget, milliseconds (see set_read_lock_budget).

@@ -1,5 +1,6 @@
 // libtula: performance models fitted from profiles.
 #pragma once
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -131,20 +132,51 @@ struct MemoryModel {
     int max_local_batch(double device_bytes) const;
 };
 
+/// Median of `v` (any unit; the mean of the two middle values for an even count); NaN when
+/// `v` is empty. NaN elements are not allowed (their order is undefined). Pure.
+double median(std::vector<double> v);
+
 /// Convergence vs global batch B from the gradient noise scale (McCandlish, Kaplan, Amodei
 /// et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.11:
 /// (S/S_min - 1)(E/E_min - 1) = 1, with B_noise = E_min/S_min):
 ///   E(B) = E_min (1 + B / B_noise)      examples (or epochs) to reach a given loss.
+///
+/// B_noise comes from the run history when tula-train measured it (from_runs), else from
+/// tula.conf's noise_scale. The measured value is B_simple = tr(Sigma)/|G|^2 (eq. 2.9), used
+/// as B_noise = tr(H Sigma)/(G^T H G) (eq. 2.8) without correction: the two are equal when the
+/// Hessian H is a multiple of the identity, the paper finds B_simple a good approximation of
+/// the critical batch (sec. 2.3, 3), and a correction would need tr(H Sigma), which nothing
+/// here measures. B_simple is not rescaled by the run's batch: it is a property of the
+/// gradient distribution at a point of training, independent of the batch in theory (the
+/// estimator, App. A.1, is unbiased for any pair of batch sizes). It grows as the loss falls,
+/// so a short run's value is lower than a long run's, which makes the model predict a larger
+/// epoch penalty for large batches (the conservative side).
 struct ConvergenceModel {
     /// Default noise scale when nothing is known, examples. The value is an assumption of
     /// this project (order of magnitude of small image-classification tasks); tula.conf
     /// key noise_scale overrides it.
     static constexpr double kDefaultNoiseScale = 1024.0;
+    /// How many of the newest runs with a measured noise scale from_runs takes the median of.
+    static constexpr size_t kNoiseRuns = 5;
     double noise_scale = kDefaultNoiseScale;  ///< B_noise, examples
+    /// Runs whose measured noise scale gave noise_scale; 0: it came from `source`.
+    int measured_runs = 0;
+    /// Where noise_scale came from when measured_runs is 0: "tula.conf" (its noise_scale
+    /// key or the built-in default) or "hardware file" (tula plan --hardware).
+    const char* source = "tula.conf";
+
+    /// B_noise from the run history: the median of RunRecord::noise_scale over the newest
+    /// (by `created`) kNoiseRuns runs that have a finite value > 0 (runs without one, NaN,
+    /// infinite or non-positive values are ignored); `fallback` (examples, tula.conf's
+    /// noise_scale) with measured_runs = 0 when no run has one. Never throws.
+    static ConvergenceModel from_runs(const std::vector<RunRecord>& runs, double fallback);
 
     /// Epochs needed at global batch `B` to reach what `epochs_ref` epochs reach at
     /// global batch `B_ref`: epochs_ref (1 + B/B_noise) / (1 + B_ref/B_noise).
     double epochs_for(double B, double epochs_ref, double B_ref) const;
+
+    /// "measured in N runs" or `source`, for messages.
+    std::string origin() const;
 };
 
 /// Test accuracy vs global batch from the run history: acc(B) = a + c log2(B), least squares

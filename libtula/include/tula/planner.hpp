@@ -92,6 +92,10 @@ struct Plan {
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
+    /// Convergence model used for Candidate::epochs_to_target: B_noise (examples) and where it
+    /// came from (measured in the run history, tula.conf, or the hardware file).
+    ConvergenceModel convergence;
+    int reference_batch = 0;            ///< B_ref of epochs_to_target: the smallest global batch of the request
     /// Finished runs of the workload (the newest kCheckedRuns) whose measured training time
     /// lies outside the prediction interval of the models refitted without them
     /// (check_runs, validate.hpp); set by plan_workload. They are in the refit all the same.
@@ -135,7 +139,9 @@ constexpr size_t kCheckedRuns = 8;
 /// profile"), too few profile points, or no feasible candidate; database warnings are
 /// appended to `warnings`.
 /// Besides the profiles it reads the run history of `workload` from every database
-/// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model.
+/// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model, and
+/// takes B_noise of the convergence model from the runs' measured noise scale when there is
+/// one (ConvergenceModel::from_runs), else from cfg.noise_scale.
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
                    Policy policy, std::vector<std::string>* warnings);
