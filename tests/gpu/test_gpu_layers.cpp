@@ -1,9 +1,10 @@
 // tula-gpu-tests: every GPU layer, the loss, SGD, the squared norms, whole training steps
 // of lenet5, fmnist-cnn and resnet18, evaluation-mode logits of mobilenetv3-small and
-// vgg11, and GpuTrainer (tula-train --device cuda) against the CPU Trainer, checked
-// against the CPU path (trainer/src, the oracle)
-// on the same random inputs and weights: |gpu - cpu| <= abs_tol + rel_tol * |cpu| for
-// every value.
+// vgg11, GpuTrainer (tula-train --device cuda) against the CPU Trainer, and the bf16
+// (mixed precision) convolution, linear layer and training steps of fmnist-cnn and resnet18,
+// checked against the CPU path (trainer/src, the oracle) on the same random inputs and
+// weights: |gpu - cpu| <= abs_tol + rel_tol * |cpu| for every value, or per tensor
+// normwise where stated (deep networks, bf16).
 //
 //   tula-gpu-tests [NAME...]
 //
@@ -12,6 +13,7 @@
 // (<error string>)`. The comparator's self-test runs on the host and so runs everywhere.
 // Last line: `gpu: N passed, M failed, K skipped`; exit status 1 if M > 0.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -89,6 +91,46 @@ void expect_close_per_tensor(const std::string& what, const std::vector<float>& 
     }
 }
 
+// x rounded to bfloat16 (round to nearest even on the float32 bits, as __float2bfloat16_rn;
+// NaN kept), returned as a float: the host reference of the GPU's cast.
+float round_bf16(float x) {
+    if (std::isnan(x)) return x;
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+void round_bf16(float* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) p[i] = round_bf16(p[i]);
+}
+
+// bfloat16's unit roundoff: 8 significand bits (7 stored), so rounding to nearest changes a
+// value by at most 2^-8 of its magnitude.
+constexpr double kBf16U = 1.0 / 256;
+
+// |a - ref|_2 / |ref|_2 over a whole tensor.
+double rel_l2(const float* a, const float* ref, size_t n) {
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(a[i]) - ref[i];
+        d2 += d * d;
+        r2 += static_cast<double>(ref[i]) * ref[i];
+    }
+    return std::sqrt(d2) / (std::sqrt(r2) + 1e-30);
+}
+// Normwise check of one tensor: |a - ref|_2 <= rel_tol |ref|_2 (NaN fails).
+void expect_close_l2(const std::string& what, const std::vector<float>& a, const std::vector<float>& ref,
+                     double rel_tol) {
+    if (a.size() != ref.size())
+        throw Failure(what + ": gpu has " + std::to_string(a.size()) + " values, cpu " + std::to_string(ref.size()));
+    const double rel = rel_l2(a.data(), ref.data(), a.size());
+    if (!(rel <= rel_tol))
+        throw Failure(what + ": |gpu - cpu|_2 / |cpu|_2 = " + std::to_string(rel) + " > " + std::to_string(rel_tol));
+    if (rel > g_max_err) g_max_err = rel;
+}
+
 void fill_normal(Rng& r, float* p, size_t n, double scale = 1.0) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(scale * r.normal());
 }
@@ -111,6 +153,11 @@ void to_device(float* d, const float* h, size_t n) {
 
 struct Tol {
     double abs_tol, rel_tol;
+    bool normwise = false;  // model_steps: every tensor checked as |gpu - cpu|_2 <= rel_tol |cpu|_2
+    // model_steps with normwise: the gradient as one vector within grad_tol, and each
+    // gradient and updated weight tensor within tensor_tol (the weights as one vector, the
+    // logits, loss and BN state within rel_tol)
+    double tensor_tol = 0, grad_tol = 0;
 };
 
 // One layer on both backends: the same parameters (CPU init, copied to the device), the
@@ -118,8 +165,12 @@ struct Tol {
 // dx (when need_dx), the accumulated parameter gradients (starting from the same nonzero
 // values, which checks that backward ADDS) and the state. Two forward/backward rounds
 // (the second reuses the layers' buffers and cached algorithms).
+// bf16_inputs: parameters, x and dy are first rounded to bf16 on the host (for a layer on a
+// Bf16 context, whose own rounding of them is then exact), and one round is run (from a
+// nonzero gradient the second round's bf16-rounded dW would be compared with a sum whose
+// terms may cancel).
 void check_layer(GpuContext& ctx, Layer& cpu, GpuLayer& gpu, const Shape& in, int n, bool train, bool need_dx,
-                 Tol tol, uint64_t seed) {
+                 Tol tol, uint64_t seed, bool bf16_inputs = false) {
     const Shape out = cpu.configure(in);
     if (gpu.configure(in) != out) throw Failure("output shapes differ: gpu " + gpu.configure(in).str() + " vs cpu " +
                                                 out.str());
@@ -139,6 +190,7 @@ void check_layer(GpuContext& ctx, Layer& cpu, GpuLayer& gpu, const Shape& in, in
     fill_normal(rng, g.data(), np, 0.1);  // nonzero start: backward must add
     for (size_t i = 0; i < np; ++i) p[i] += static_cast<float>(0.1 * rng.normal());  // BN gamma/beta not trivial
     for (size_t i = 0; i < ns; ++i) st[i] = static_cast<float>(i < ns / 2 ? 0.1 * rng.normal() : 0.5 + rng.uniform());
+    if (bf16_inputs) round_bf16(p.data(), np);
     DevMem dp, dg, dst;
     dp.reserve(sizeof(float) * (np + 1));
     dg.reserve(sizeof(float) * (np + 1));
@@ -150,10 +202,14 @@ void check_layer(GpuContext& ctx, Layer& cpu, GpuLayer& gpu, const Shape& in, in
     to_device(gp, g.data(), np);
     to_device(sp, st.data(), ns);
     gpu.bind(pp, gp, sp);
-    for (int round = 0; round < 2; ++round) {
+    for (int round = 0; round < (bf16_inputs ? 1 : 2); ++round) {
         const std::string r = " (round " + std::to_string(round + 1) + ")";
-        const Tensor x = random_tensor(rng, n, in);
-        const Tensor dy = random_tensor(rng, n, out);
+        Tensor x = random_tensor(rng, n, in);
+        Tensor dy = random_tensor(rng, n, out);
+        if (bf16_inputs) {
+            round_bf16(x.ptr(), x.size());
+            round_bf16(dy.ptr(), dy.size());
+        }
         DevTensor dx_dev, ddy;
         dx_dev.upload(x);
         ddy.upload(dy);
@@ -174,6 +230,15 @@ void check_layer(GpuContext& ctx, Layer& cpu, GpuLayer& gpu, const Shape& in, in
 
 const Tol kLayerTol{2e-4, 2e-3};
 
+// A Bf16 context whose convolutions run the directions of `mask` in bf16 and the others in
+// TF32 (GpuContext::conv_bf16_mask; 7: bf16 only, so that the bf16 kernels are tested, not
+// whichever arithmetic cuDNN times faster).
+std::unique_ptr<GpuContext> bf16_context(int mask = 7) {
+    auto c = std::make_unique<GpuContext>(0, false, Precision::Bf16);
+    c->set_conv_bf16_mask(mask);
+    return c;
+}
+
 struct Test {
     std::string name;
     bool needs_gpu;
@@ -184,6 +249,57 @@ void conv_case(GpuContext& c, int cin, int cout, int k, int s, int pad, bool bia
     auto cpu = make_conv2d(Backend::Cpu, cin, cout, k, s, pad, bias);
     auto gpu = make_gpu_conv2d(c, cin, cout, k, s, pad, bias);
     check_layer(c, *cpu, *gpu, in, n, true, need_dx, kLayerTol, 11);
+}
+
+// A layer on a Bf16 context against the CPU layer in float32 on the same unrounded random
+// inputs (forward and backward from zero gradients). For y, dx and the gradient of the
+// first parameter (the weight), |gpu - cpu|_2 / |cpu|_2 must lie in (u/32, 4u], u = 2^-8.
+// Upper bound: bf16 rounding of the two operands perturbs each product by at most about 2u
+// relatively and the result's rounding adds at most u; these errors are independent across
+// products, so the normwise error is about u (Higham 2002, "Accuracy and Stability of
+// Numerical Algorithms", 2nd ed., sec. 3.1 and 2.8 on statistical error estimates) and 4u
+// leaves room; a wrong kernel (layout, scaling, missing accumulation) gives errors of order 1.
+// Lower bound: the same layer computed in float32 (a bf16 path that silently fell back to
+// fp32) is within about 1e-7, far below u/32 = 1.2e-4.
+void check_layer_bf16_vs_fp32(Layer& cpu, GpuLayer& gpu, const Shape& in, int n, uint64_t seed) {
+    const Shape out = cpu.configure(in);
+    if (gpu.configure(in) != out) throw Failure("output shapes differ");
+    size_t np = 0;
+    for (const ParamInfo& p : cpu.param_info()) np += p.size;
+    const size_t nw = cpu.param_info().front().size;
+    std::vector<float> p(np), g(np, 0.0f);
+    Rng rng(seed);
+    cpu.bind(p.data(), g.data(), nullptr);
+    cpu.init(rng);
+    DevMem dp, dg;
+    float* pp = static_cast<float*>(dp.reserve(sizeof(float) * np));
+    float* gp = static_cast<float*>(dg.reserve(sizeof(float) * np));
+    to_device(pp, p.data(), np);
+    to_device(gp, g.data(), np);
+    gpu.bind(pp, gp, nullptr);
+    const Tensor x = random_tensor(rng, n, in), dy = random_tensor(rng, n, out);
+    DevTensor dxin, ddy;
+    dxin.upload(x);
+    ddy.upload(dy);
+    Tensor y_gpu, dx_gpu;
+    gpu.forward(dxin, true).download(y_gpu);
+    const Tensor& y = cpu.forward(x, true);
+    gpu.backward(ddy).download(dx_gpu);
+    const Tensor& dx = cpu.backward(dy);
+    const std::vector<float> dw_gpu = to_host(gp, nw);
+    auto bounds = [](const std::string& what, const float* a, const float* ref, size_t m) {
+        const double rel = rel_l2(a, ref, m);
+        if (!(rel <= 4 * kBf16U))
+            throw Failure(what + ": |gpu - cpu|_2 / |cpu|_2 = " + std::to_string(rel) + " > 4u = " +
+                          std::to_string(4 * kBf16U));
+        if (rel <= kBf16U / 32)
+            throw Failure(what + ": |gpu - cpu|_2 / |cpu|_2 = " + std::to_string(rel) + " <= u/32: not bf16 arithmetic");
+        if (rel > g_max_err) g_max_err = rel;
+    };
+    if (y_gpu.size() != y.size() || dx_gpu.size() != dx.size()) throw Failure("output sizes differ");
+    bounds("y", y_gpu.ptr(), y.ptr(), y.size());
+    bounds("dx", dx_gpu.ptr(), dx.ptr(), dx.size());
+    bounds("dweight", dw_gpu.data(), g.data(), nw);
 }
 
 // A full training step (forward, loss, backward, SGD) of a model on both backends from
@@ -223,7 +339,8 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps, con
         const DevTensor& gz = gpu->forward(dx, true);
         Tensor z_gpu;
         gz.download(z_gpu);
-        expect_close("logits" + r, z_gpu, z, tol.abs_tol, tol.rel_tol);
+        if (tol.normwise) expect_close_l2("logits" + r, z_gpu.data, z.data, tol.rel_tol);
+        else expect_close("logits" + r, z_gpu, z, tol.abs_tol, tol.rel_tol);
         int64_t hits = 0, ghits = 0;
         const double l = loss.forward(z, labels.data(), n, &hits);
         const double gl = gloss.forward(gz, labels.data(), n, &ghits);
@@ -233,17 +350,27 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps, con
         gpu->backward(gloss.backward());
         std::vector<float> gp, gg, gs;
         gpu->download(nullptr, &gg, &gs);
-        const std::vector<float> cg(cpu->grads(), cpu->grads() + cpu->num_params());
-        if (resync) expect_close_per_tensor("grads" + r, gg, cg, cpu->segments(), tol.rel_tol);
-        else expect_close("grads" + r, gg, cg, tol.abs_tol, tol.rel_tol);
-        expect_close("bn state" + r, gs, std::vector<float>(cpu->state(), cpu->state() + cpu->state_size()),
-                     tol.abs_tol, tol.rel_tol);
+        // a parameter-shaped vector: as a whole and per tensor (normwise), per tensor
+        // (resync) or per value
+        auto compare = [&](const std::string& what, const std::vector<float>& a, const std::vector<float>& ref,
+                           double whole_tol) {
+            if (tol.normwise) {
+                expect_close_l2(what, a, ref, whole_tol);
+                expect_close_per_tensor(what, a, ref, cpu->segments(), tol.tensor_tol);
+            } else if (resync) {
+                expect_close_per_tensor(what, a, ref, cpu->segments(), tol.rel_tol);
+            } else {
+                expect_close(what, a, ref, tol.abs_tol, tol.rel_tol);
+            }
+        };
+        compare("grads" + r, gg, std::vector<float>(cpu->grads(), cpu->grads() + cpu->num_params()), tol.grad_tol);
+        const std::vector<float> cs(cpu->state(), cpu->state() + cpu->state_size());
+        if (tol.normwise) expect_close_l2("bn state" + r, gs, cs, tol.rel_tol);
+        else expect_close("bn state" + r, gs, cs, tol.abs_tol, tol.rel_tol);
         sgd.step(0.05);
         gsgd.step(0.05);
         gpu->download(&gp, nullptr, nullptr);
-        const std::vector<float> cp(cpu->params(), cpu->params() + cpu->num_params());
-        if (resync) expect_close_per_tensor("params" + r, gp, cp, cpu->segments(), tol.rel_tol);
-        else expect_close("params" + r, gp, cp, tol.abs_tol, tol.rel_tol);
+        compare("params" + r, gp, std::vector<float>(cpu->params(), cpu->params() + cpu->num_params()), tol.rel_tol);
     }
 }
 
@@ -571,6 +698,137 @@ std::vector<Test> tests() {
 #endif
     t.push_back({"gpu_trainer_lamb_steps", true,
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Lamb, 3); }});
+    // ---- bf16 (Precision::Bf16), each on its own context ----
+    // On bf16-representable parameters, x and dy the GPU's own rounding of them is exact and
+    // the products are exact in float32, so the only differences from the float32 CPU layer
+    // are the rounding of y, dx and dW to bf16 (at most u |value|, u = 2^-8) and float32
+    // summation order: tolerance u |cpu| + 2e-3 (the absolute part covers the starting
+    // gradient g0 ~ 0.1 N(0,1), since dW is rounded before g0 is added, and the bias, added
+    // in float32 after y is rounded). A wrong layout or descriptor, a stale weight copy or a
+    // dW that overwrites instead of adding exceed it.
+    t.push_back({"bf16_casts", true, [](GpuContext* c) {
+                     // the cast kernels against the host's round-to-nearest-even, bit for bit:
+                     // normal values over a wide exponent range, exact ties (odd and even), tiny
+                     // and huge values, zeros and infinities
+                     Rng rng(17);
+                     std::vector<float> x;
+                     for (int i = 0; i < 4000; ++i) {
+                         const int e = static_cast<int>(rng.below(160)) - 80;
+                         x.push_back(static_cast<float>(rng.normal() * std::ldexp(1.0, e)));
+                     }
+                     for (uint32_t m : {0x3F808000u, 0x3F818000u, 0xBF808000u, 0x3F80C000u, 0x00018000u, 0x7F7FFFFFu,
+                                        0x00000001u, 0x80000000u, 0x7F800000u, 0xFF800000u}) {
+                         float f;
+                         std::memcpy(&f, &m, sizeof f);
+                         x.push_back(f);
+                     }
+                     const size_t n = x.size();
+                     DevMem dx, dh, dy;
+                     float* px = static_cast<float*>(dx.reserve(sizeof(float) * n));
+                     auto* ph = static_cast<__nv_bfloat16*>(dh.reserve(sizeof(__nv_bfloat16) * n));
+                     float* py = static_cast<float*>(dy.reserve(sizeof(float) * n));
+                     to_device(px, x.data(), n);
+                     float_to_bf16(c->stream(), px, ph, n);
+                     bf16_to_float(c->stream(), ph, py, n, false);
+                     c->sync();
+                     const std::vector<float> y = to_host(py, n);
+                     for (size_t i = 0; i < n; ++i) {
+                         const float want = round_bf16(x[i]);
+                         if (std::memcmp(&y[i], &want, sizeof want) != 0) {
+                             char m[160];
+                             std::snprintf(m, sizeof m, "bf16(%a) = %a, round to nearest even gives %a", x[i], y[i],
+                                           want);
+                             throw Failure(m);
+                         }
+                     }
+                     bf16_to_float(c->stream(), ph, py, n, true);  // y += widen(bf16(x)) = 2 bf16(x), exact
+                     c->sync();
+                     const std::vector<float> y2 = to_host(py, n);
+                     for (size_t i = 0; i < n; ++i)
+                         if (!(y2[i] == 2 * y[i]) && !(std::isinf(y[i]) && y2[i] == y[i]))
+                             throw Failure("accumulating widen: " + std::to_string(y2[i]) + " != 2 * " +
+                                           std::to_string(y[i]));
+                 }});
+    // Also with some directions in TF32 (exact on bf16-representable operands, whose 8
+    // significand bits fit in TF32's 11): the mixed paths share the bf16 copies of x, W, dy.
+    t.push_back({"conv_bf16_rounded_inputs", true, [](GpuContext*) {
+                     for (int mask : {7, 5, 2}) {
+                         auto b = bf16_context(mask);
+                         auto cpu = make_conv2d(Backend::Cpu, 16, 24, 3, 1, 1, true);
+                         auto gpu = make_gpu_conv2d(*b, 16, 24, 3, 1, 1, true);
+                         check_layer(*b, *cpu, *gpu, Shape{16, 10, 10}, 4, true, true, Tol{2e-3, kBf16U}, 14, true);
+                     }
+                 }});
+    t.push_back({"conv_bf16_stride2_depthwise_rounded_inputs", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     auto cpu = make_conv2d(Backend::Cpu, 8, 8, 5, 2, 2, false, 8);
+                     auto gpu = make_gpu_conv2d(*b, 8, 8, 5, 2, 2, false, 8);
+                     check_layer(*b, *cpu, *gpu, Shape{8, 11, 10}, 3, true, true, Tol{2e-3, kBf16U}, 15, true);
+                 }});
+    // the bf16 GEMM writes float32, so on bf16-representable operands it is as exact as SGEMM
+    t.push_back({"linear_bf16_rounded_inputs", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     auto cpu = make_linear(Backend::Cpu, 60, 13);
+                     auto gpu = make_gpu_linear(*b, 60, 13);
+                     check_layer(*b, *cpu, *gpu, Shape{3, 4, 5}, 7, true, true, kLayerTol, 52, true);
+                 }});
+    t.push_back({"conv_bf16_vs_fp32", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     auto cpu = make_conv2d(Backend::Cpu, 32, 32, 3, 1, 1, false);
+                     auto gpu = make_gpu_conv2d(*b, 32, 32, 3, 1, 1, false);
+                     check_layer_bf16_vs_fp32(*cpu, *gpu, Shape{32, 8, 8}, 8, 16);
+                 }});
+    t.push_back({"linear_bf16_vs_fp32", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     auto cpu = make_linear(Backend::Cpu, 256, 64);
+                     auto gpu = make_gpu_linear(*b, 256, 64);
+                     check_layer_bf16_vs_fp32(*cpu, *gpu, Shape{256, 1, 1}, 16, 53);
+                 }});
+    // Whole bf16 training steps (batch 16, 3 steps, each from the CPU weights) against the
+    // float32 CPU model, normwise.
+    // Logits, loss, BN state and the updated weights as a whole: in forward each of the L
+    // weighted layers rounds x, W and y to bf16, each adding at most about u normwise; batch
+    // norm rescales every layer, so the errors add (in quadrature, being independent) rather
+    // than compound: sqrt(3 L) u, doubled: fmnist-cnn (L = 6) 8.5u = 0.033, resnet18 (L = 21)
+    // 15.9u = 0.062 (measured on the H100: at most 0.0079 and 0.0118; with operands cut to 4
+    // significand bits fmnist-cnn's logits were off by 0.048).
+    // Gradients: these bounds are empirical. Rounding dy to bf16 before dW = sum x dy breaks
+    // the cancellation that makes the float32 sum small: for a convolution followed by batch
+    // norm, dW is orthogonal to W and a BN beta gradient is a sum of dy over N*H*W values that
+    // nearly cancel, so single tensors carry relative errors far above u (measured, bf16
+    // only: whole gradient 0.066 fmnist-cnn and 0.27 resnet18, worst tensor 0.21 and 0.41,
+    // a BN beta). Bounds about twice that: whole 0.15 and 0.5, per tensor 0.5 and 0.75; a zero
+    // gradient has error 1, one of the wrong sign 2.
+    t.push_back({"fmnist_cnn_bf16_train_steps", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     model_steps(*b, "fmnist-cnn", 16, 3, Shape{1, 28, 28}, 10,
+                                 Tol{0, 8.5 * kBf16U, true, 0.5, 0.15}, true);
+                 }});
+    t.push_back({"resnet18_bf16_train_steps", true, [](GpuContext*) {
+                     auto b = bf16_context();
+                     model_steps(*b, "resnet18", 16, 3, Shape{3, 32, 32}, 10, Tol{0, 15.9 * kBf16U, true, 0.75, 0.5},
+                                 true);
+                 }});
+    // what tula-train --precision bf16 runs: each convolution direction in bf16 or TF32, as
+    // cuDNN times them; within the bf16-only bounds
+    t.push_back({"fmnist_cnn_bf16_auto_train_steps", true, [](GpuContext*) {
+                     auto b = bf16_context(-1);
+                     model_steps(*b, "fmnist-cnn", 16, 3, Shape{1, 28, 28}, 10,
+                                 Tol{0, 8.5 * kBf16U, true, 0.5, 0.15}, true);
+                 }});
+    t.push_back({"precision_names", false, [](GpuContext*) {
+                     if (parse_precision("bf16") != Precision::Bf16 || parse_precision("fp32") != Precision::Fp32 ||
+                         std::string(precision_name(Precision::Bf16)) != "bf16")
+                         throw Failure("precision names do not round-trip");
+                     try {
+                         parse_precision("fp16");
+                     } catch (const std::invalid_argument& e) {
+                         if (std::string(e.what()).find("valid: fp32, bf16") == std::string::npos)
+                             throw Failure(std::string("message does not list the valid precisions: ") + e.what());
+                         return;
+                     }
+                     throw Failure("parse_precision accepted fp16");
+                 }});
     return t;
 }
 

@@ -1,9 +1,10 @@
 #!/bin/bash
 # tula-train rejects bad input with a clear message and a non-zero exit, without hanging (each
 # run under `timeout`): an unknown model, a missing or empty data directory, a truncated gzip
-# file, a gzip file whose IDX payload is shorter than its header says, and a global batch not
-# divisible by the MPI rank count. A positive control (the same small run with good input)
-# must succeed, so that the failures are the input's doing. No cluster needed.
+# file, a gzip file whose IDX payload is shorter than its header says, --precision bf16 without
+# --device cuda or an unknown --precision, and a global batch not divisible by the MPI rank
+# count. A positive control (the same small run with good input) must succeed, so that the
+# failures are the input's doing. No cluster needed.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN"
 make_workdir
@@ -40,6 +41,12 @@ expect_reject "missing data directory" "$T_WORK/nowhere" \
 
 mkdir -p empty
 expect_reject "empty data directory" "empty" "$TULA_TRAIN" --model lenet5 --data fashion-mnist --data-dir "$T_WORK/empty" "${small[@]}"
+
+# --precision: bf16 is for the CUDA backend only; unknown values are named.
+expect_reject "--precision bf16 on the CPU" "--precision bf16 needs --device cuda" \
+    "$TULA_TRAIN" --model lenet5 --data fashion-mnist --data-dir good --precision bf16 "${small[@]}"
+expect_reject "--precision fp16" "unknown --precision 'fp16'" \
+    "$TULA_TRAIN" --model lenet5 --data fashion-mnist --data-dir good --precision fp16 "${small[@]}"
 
 # A gzip file cut in the middle of the compressed stream.
 mkdir -p cut && cp good/*.gz cut/

@@ -17,13 +17,21 @@
 // and max pooling; cuBLAS for the fully connected layer; kernels written here
 // (gpu_kernels.cu) for ReLU, bias add / bias gradient, softmax cross-entropy, the SGD
 // update and per-tensor squared norms. All work is queued on the context's one stream.
-// Mixed precision (bf16) is NOT implemented: everything is float32.
+// Precision: float32 by default. A context created with Precision::Bf16 (tula-train
+// --precision bf16) runs the convolutions and fully connected layers in bfloat16 with
+// float32 accumulation (mixed precision, Micikevicius et al. 2018, "Mixed Precision
+// Training", ICLR; bf16: Kalamkar et al. 2019, arXiv:1905.12322): activations between
+// layers, master weights, gradients, the optimizer, batch norm (statistics included), the
+// loss and softmax stay float32; see make_gpu_conv2d and make_gpu_linear. No loss scaling:
+// bf16 has float32's 8-bit exponent (smallest normal 1.2e-38), so gradients that fit in
+// float32 do not underflow in bf16 as they can in fp16 (smallest normal 6.1e-5).
 //
 // Errors: every CUDA / cuDNN / cuBLAS failure throws std::runtime_error ("tula-train: "
 // prefix, file, line, the library's error string; see check.hpp); shape mismatches throw
 // std::invalid_argument, as the CPU layers do.
 #pragma once
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -87,17 +95,37 @@ struct DevTensor {
     void download(Tensor& t) const;
 };
 
+/// Arithmetic of the convolutions and fully connected layers created on a GpuContext.
+/// Fp32: float32 throughout (TF32 convolutions when the context allows them). Bf16: mixed
+/// precision, bfloat16 operands (8 significand bits, unit roundoff u = 2^-8) with float32
+/// accumulation; everything else stays float32 (see the file comment).
+enum class Precision { Fp32, Bf16 };
+
+/// "fp32" or "bf16" (the spelling of tula-train --precision).
+const char* precision_name(Precision p);
+/// Parses "fp32" or "bf16". Errors: std::invalid_argument ("unknown precision ...; valid:
+/// fp32, bf16") for anything else.
+Precision parse_precision(const std::string& s);
+
 /// The per-process GPU state: device, one stream, the cuDNN and cuBLAS handles bound to
 /// it, and the ONE workspace shared by every cuDNN call (grown only when a layer needs
 /// more, never shrunk). `tf32`: convolutions created on this context may use TF32 tensor
 /// cores (cuDNN's CUDNN_DEFAULT_MATH; PyTorch's default, torch.backends.cudnn.allow_tf32 =
 /// True); false keeps them strict fp32 (CUDNN_FMA_MATH), as the tests against the CPU
 /// oracle need. cuBLAS GEMMs stay strict fp32 either way (PyTorch's default for matmul).
+/// `precision`: Bf16 makes the convolutions and fully connected layers created on this
+/// context compute in bfloat16 (`tf32` then has no effect on them); each convolution
+/// direction (forward, backward data, backward filter) whose cuDNN bf16 algorithm is slower
+/// than the TF32 one (cudnnFind's times, at planning) runs in TF32 instead, unless
+/// conv_bf16_mask() fixes the choice (environment TULA_BF16_ONLY=1 at construction: all
+/// bf16).
+/// With TULA_GPU_LAYER_TIMES=1 in the environment each bf16 convolution prints its choice
+/// to stderr when it plans a batch size.
 /// Errors: std::runtime_error if the device or a handle cannot be created (e.g. no device:
 /// call device_count() first).
 class GpuContext {
 public:
-    explicit GpuContext(int device = 0, bool tf32 = false);
+    explicit GpuContext(int device = 0, bool tf32 = false, Precision precision = Precision::Fp32);
     ~GpuContext();
     GpuContext(const GpuContext&) = delete;
     GpuContext& operator=(const GpuContext&) = delete;
@@ -112,10 +140,23 @@ public:
     void sync() const;
     /// Whether convolutions may use TF32 tensor cores (see the class comment).
     bool tf32() const { return tf32_; }
+    Precision precision() const { return precision_; }
+    bool bf16() const { return precision_ == Precision::Bf16; }
+    /// Bf16: -1 (default) lets each convolution pick bf16 or TF32 per direction by speed;
+    /// otherwise bit 0 (forward), 1 (backward data), 2 (backward filter) set runs that
+    /// direction in bf16 (if cuDNN has a bf16 algorithm), clear in TF32; 7 is bf16 only.
+    /// Affects layers that plan a batch size after the call.
+    int conv_bf16_mask() const { return conv_bf16_mask_; }
+    void set_conv_bf16_mask(int m) { conv_bf16_mask_ = m; }
+    /// Whether convolutions print their bf16 / TF32 choices (TULA_GPU_LAYER_TIMES).
+    bool report_plans() const { return report_plans_; }
 
 private:
     int device_;
     bool tf32_;
+    Precision precision_;
+    int conv_bf16_mask_ = -1;
+    bool report_plans_ = false;
     cudnnHandle_t dnn_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     cudaStream_t stream_ = nullptr;
@@ -162,6 +203,15 @@ protected:
 /// path compute); algorithms for forward, backward data and backward filter are found once
 /// per batch size (cudnnFind*Algorithm, fastest successful one; cudnnGet*_v7 if Find fails)
 /// and their workspace comes from the context's shared workspace.
+/// On a Bf16 context (cuDNN's PSEUDO_BFLOAT16_CONFIG: bf16 tensors, float32 compute type,
+/// tensor-core math): forward rounds x and the weights to bf16 copies (round to nearest
+/// even; the copy of x is kept for backward), convolves, and widens y to float32 before the
+/// bias is added in float32; backward rounds dy, computes dW and dx in bf16 (float32
+/// accumulation inside cuDNN, result rounded to bf16) and widens them: dW is added to the
+/// float32 gradient, dx returned in float32; the bias gradient is summed from the float32
+/// dy. A direction whose bf16 algorithm is slower than TF32 runs in TF32 on the float32
+/// tensors instead (see GpuContext). Extra device memory: the bf16 copies (x, y, dy, dx, W,
+/// dW) of each layer.
 std::unique_ptr<GpuLayer> make_gpu_conv2d(GpuContext& ctx, int cin, int cout, int k, int stride, int pad, bool bias,
                                           int groups = 1);
 /// Batch norm, as make_batchnorm2d: cudnnBatchNormalization* in CUDNN_BATCHNORM_SPATIAL
@@ -199,7 +249,10 @@ std::unique_ptr<GpuLayer> make_gpu_residual(GpuContext& ctx, std::unique_ptr<Gpu
 /// s = hardsigmoid(W2 relu(W1 gap(x) + b1) + b2), y = x * s per channel.
 std::unique_ptr<GpuLayer> make_gpu_squeeze_excitation(GpuContext& ctx, int channels, int squeeze);
 /// Fully connected, as make_linear: weight (out, F), bias (out,), row-major; cuBLAS SGEMM
-/// on the column-major views (Y^T = W X^T, dW^T += X^T G, dX^T = W^T G^T).
+/// on the column-major views (Y^T = W X^T, dW^T += X^T G, dX^T = W^T G^T). On a Bf16
+/// context the three GEMMs are cublasGemmEx on the same float32 operands with
+/// CUBLAS_COMPUTE_32F_FAST_16BF (cuBLAS rounds the operands to bf16, multiplies on tensor
+/// cores and accumulates and writes float32).
 std::unique_ptr<GpuLayer> make_gpu_linear(GpuContext& ctx, int in_features, int out_features);
 
 /// Softmax cross-entropy, mean over the batch, as SoftmaxCrossEntropy (layers.hpp); one
@@ -349,6 +402,10 @@ void channel_dot(cudaStream_t s, const float* dy, const float* x, float* out, in
 /// dx[p][i] = dy[p][i] * scale[p] + g[p][i].
 void channel_scale_backward(cudaStream_t s, const float* dy, const float* scale, const float* g, float* dx,
                             int planes, int hw);
+/// y[i] = x[i] rounded to bfloat16 (round to nearest even, __float2bfloat16_rn), i < n.
+void float_to_bf16(cudaStream_t s, const float* x, __nv_bfloat16* y, size_t n);
+/// y[i] = float(x[i]) (exact), or y[i] += float(x[i]) when `accumulate`, i < n.
+void bf16_to_float(cudaStream_t s, const __nv_bfloat16* x, float* y, size_t n, bool accumulate);
 /// Host wrapper: squared norm of each ParamSegment of the device buffer x; waits.
 std::vector<double> sq_norms(GpuContext& ctx, const float* x, const std::vector<ParamSegment>& segs);
 

@@ -245,6 +245,14 @@ __global__ void k_chan_scale_bwd(const float* __restrict__ dy, const float* __re
     TULA_GRID_STRIDE(t, total) dx[t] = dy[t] * sc[t / hw] + g[t];
 }
 
+__global__ void k_to_bf16(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, size_t n) {
+    TULA_GRID_STRIDE(i, n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void k_from_bf16(const __nv_bfloat16* __restrict__ x, float* __restrict__ y, size_t n, bool acc) {
+    TULA_GRID_STRIDE(i, n) y[i] = acc ? y[i] + __bfloat162float(x[i]) : __bfloat162float(x[i]);
+}
+
 }  // namespace
 
 void relu_forward(cudaStream_t s, const float* x, float* y, size_t n) {
@@ -378,6 +386,18 @@ void channel_scale_backward(cudaStream_t s, const float* dy, const float* scale,
     const size_t n = static_cast<size_t>(planes) * hw;
     if (n == 0) return;
     k_chan_scale_bwd<<<blocks_for(n), kThreads, 0, s>>>(dy, scale, g, dx, planes, hw);
+    CUDA_CHECK_LAUNCH();
+}
+
+void float_to_bf16(cudaStream_t s, const float* x, __nv_bfloat16* y, size_t n) {
+    if (n == 0) return;
+    k_to_bf16<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void bf16_to_float(cudaStream_t s, const __nv_bfloat16* x, float* y, size_t n, bool accumulate) {
+    if (n == 0) return;
+    k_from_bf16<<<blocks_for(n), kThreads, 0, s>>>(x, y, n, accumulate);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -90,6 +90,7 @@ struct Options {
     std::string batch_source;   // where the global batch came from, for the header line
     std::string device = "cpu"; // cpu | cuda
     bool no_tf32 = false;       // cuda: strict fp32 convolutions
+    std::string precision = "fp32";  // fp32 | bf16 (cuda only: bf16 convolutions and GEMMs)
     std::vector<std::string> gpu_allreduce{"nccl", "mpi"};  // cuda: methods, first usable wins
     std::string metrics;        // --metrics FILE ("": none)
     int metrics_every = 1;
@@ -148,7 +149,7 @@ std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o) {
             local = std::atoi(e);
             break;
         }
-    return std::make_unique<cuda::GpuContext>(local % n, !o.no_tf32);
+    return std::make_unique<cuda::GpuContext>(local % n, !o.no_tf32, cuda::parse_precision(o.precision));
 }
 #endif
 
@@ -187,6 +188,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--device", o.device, "cpu, or cuda (the GPU backend: cuDNN / cuBLAS; one GPU per rank)")
         ->capture_default_str();
     app.add_flag("--no-tf32", o.no_tf32, "cuda: keep convolutions in strict fp32 (default: TF32 tensor cores, as PyTorch)");
+    app.add_option("--precision", o.precision,
+                   "cuda: fp32, or bf16 (mixed precision: bf16 convolutions and fully connected layers with fp32 "
+                   "accumulation, fp32 weights, gradients, batch norm and loss)")
+        ->capture_default_str();
     app.add_option("--gpu-allreduce", o.gpu_allreduce, "cuda: gradient allreduce methods in order of preference (nccl, mpi)")
         ->delimiter(',')
         ->capture_default_str();
@@ -338,6 +343,12 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
     if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
     if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+    if (o.precision != "fp32" && o.precision != "bf16")
+        return bad("unknown --precision '" + o.precision + "'; valid: fp32, bf16");
+    if (o.precision == "bf16" && o.device != "cuda")
+        return bad("--precision bf16 needs --device cuda (the CPU path computes in fp32 only)");
+    if (o.precision == "bf16" && o.no_tf32)
+        return bad("--no-tf32 and --precision bf16 contradict each other (bf16 convolutions use tensor cores)");
     for (const auto& m : o.gpu_allreduce)
         if (m != "nccl" && m != "mpi") return bad("unknown --gpu-allreduce method '" + m + "'; valid: nccl, mpi");
     if (o.gpu_allreduce.empty()) return bad("--gpu-allreduce: give at least one method (nccl, mpi)");
@@ -501,7 +512,7 @@ int profile_compute(const Options& o, Comm& comm) {
             }
 #endif
             say(root, "profile " + wl + ": " +
-                          (o.device == "cuda" ? std::string("GPU (cuda)")
+                          (o.device == "cuda" ? "GPU (cuda, " + o.precision + ")"
                                               : std::to_string(gemm_threads()) + " thread(s), matrix kernels " +
                                                     std::string(gemm_isa_name(gemm_isa()))) +
                           ", host " + host_name());
@@ -826,7 +837,11 @@ int run_training(const Options& o, Comm& comm) {
         }
         if (!o.quiet)
             say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
-                          (o.no_tf32 ? "strict fp32" : "TF32 tensor cores") + ", gradient allreduce " + gpu_allreduce);
+                          (o.precision == "bf16" ? "bf16 (TF32 where cuDNN's bf16 is slower) and fully connected "
+                                                   "layers bf16, fp32 accumulation, weights, gradients, batch norm "
+                                                   "and loss"
+                                                 : o.no_tf32 ? "strict fp32" : "TF32 tensor cores") +
+                          ", gradient allreduce " + gpu_allreduce);
     }
 #endif
     std::vector<EpochResult> res;
