@@ -160,6 +160,12 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_EQUAL(500, next_local_batch(BatchTest::Norm, 500, st, 0.5, 0.5, 1000));  // never shrinks
         CPPUNIT_ASSERT_EQUAL(300, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 300));   // capped
         CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::None, 64, st, 0.5, 0.5, 1000));
+        // growth cap per round: min(need, floor(factor x b)); 0 and 1 mean no cap
+        CPPUNIT_ASSERT_EQUAL(128, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000, 2.0));
+        CPPUNIT_ASSERT_EQUAL(96, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000, 1.5));
+        CPPUNIT_ASSERT_EQUAL(400, next_local_batch(BatchTest::Norm, 300, st, 0.5, 0.5, 1000, 2.0));  // need < 2b
+        CPPUNIT_ASSERT_EQUAL(400, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000, 0.0));
+        CPPUNIT_ASSERT_EQUAL(100, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 100, 2.0));    // max_batch first
         st.grad_norm2 = 0;  // no direction: no decision
         CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000));
         st.grad_norm2 = NAN;

@@ -45,7 +45,8 @@ BatchStatistics batch_statistics(const BatchSums& s) {
     return st;
 }
 
-int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch) {
+int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch,
+                     double max_growth) {
     if (test == BatchTest::None || b >= max_batch) return b;
     const double g2 = st.grad_norm2;
     double need = 0;
@@ -57,7 +58,8 @@ int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double et
         need = st.ip_var / (theta * theta * g2 * g2);
     }
     if (!std::isfinite(need) || need <= b) return b;  // the test passes: keep b
-    const double nb = std::ceil(need);
+    double nb = std::ceil(need);
+    if (max_growth > 1) nb = std::min(nb, std::max(static_cast<double>(b), std::floor(max_growth * b)));
     return nb >= max_batch ? max_batch : std::max(b, static_cast<int>(nb));
 }
 
@@ -216,7 +218,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                 if (lc.test != BatchTest::None) {
                     const BatchStatistics bs = bv.finish(comm, inner);
                     if (bs.grad_norm2 > 0 && bs.trace > 0) noise = sched.noise_scale = bs.trace / bs.grad_norm2;
-                    double nb = next_local_batch(lc.test, b, bs, lc.eta, lc.theta, cap);
+                    double nb = next_local_batch(lc.test, b, bs, lc.eta, lc.theta, cap, lc.max_growth);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank
                     b = static_cast<int>(nb);
                 }

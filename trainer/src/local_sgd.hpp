@@ -66,10 +66,14 @@ struct BatchStatistics {
 /// (clamped at 0 against rounding). `s` is already combined over ranks.
 BatchStatistics batch_statistics(const BatchSums& s);
 
-/// The local batch after the test: max(b, ceil(need)) capped at max_batch, need as in
-/// BatchTest; b itself when the test passes, the statistic is not finite or |g| = 0, or
-/// the test is None. Never smaller than b (the batch only grows). eta / theta > 0.
-int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch);
+/// The local batch after the test: max(b, ceil(need)) capped at max_batch and, when
+/// max_growth > 1, at floor(max_growth * b) (at most that factor per averaging round; 0: no
+/// such cap), need as in BatchTest; b itself when the test passes, the statistic is not
+/// finite or |g| = 0, or the test is None. Never smaller than b (the batch only grows).
+/// eta / theta > 0. The growth cap is this project's addition to Lau et al. 2024 (off by
+/// default): the rate follows the batch (linear scaling), so a cap bounds how fast it rises.
+int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch,
+                     double max_growth = 0);
 
 /// Collects one rank's micro-batch gradients h_i (mean gradients, (num_params,)) and turns
 /// them into BatchStatistics over all ranks. Keeps the h_i only when the inner-product test
@@ -104,6 +108,7 @@ struct LocalSgdConfig {
     double theta = 0.5;           ///< inner-product-test theta
     int micro_batches = 4;        ///< M >= 2 micro-batches per local batch for the variance
     int max_local_batch = 0;      ///< cap on the local batch; 0: the training set / K
+    double max_growth = 0;        ///< largest factor the batch may grow by per round (0: unlimited)
 };
 
 /// Trains like train() (same TrainConfig: rate, optimizer, epochs, seed, evaluation) with

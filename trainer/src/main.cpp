@@ -79,6 +79,7 @@ struct Options {
     std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
     double batch_test_eta = 0.5, batch_test_theta = 0.5;
     int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
+    double max_batch_growth = 0;    // largest factor the adaptive batch grows by per round (0: unlimited)
     uint64_t seed = 1;
     int64_t limit_train = 0, limit_test = 0;
     std::string db;
@@ -212,6 +213,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
     app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set)")
         ->capture_default_str();
+    app.add_option("--max-batch-growth", o.max_batch_growth,
+                   "largest factor the adaptive batch grows by per averaging round (0: unlimited)")
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
@@ -311,6 +315,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return bad("--batch-test-eta must be > 0");
     if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return bad("--batch-test-theta must be > 0");
     if (o.max_batch < 0) return bad("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
+    if (!std::isfinite(o.max_batch_growth) || (o.max_batch_growth != 0 && !(o.max_batch_growth > 1)))
+        return bad("--max-batch-growth must be > 1 (a factor per averaging round) or 0 (unlimited)");
     if (o.noise_every < 0) o.noise_every = o.optimizer == "ags" ? 10 : 0;
     if (o.warmup_threshold < 0) o.warmup_threshold = o.optimizer == "ags" ? 0.05 : 0.0;
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
@@ -876,6 +882,7 @@ int run_training(const Options& o, Comm& comm) {
             lc.eta = o.batch_test_eta;
             lc.theta = o.batch_test_theta;
             lc.max_local_batch = o.max_batch / K;
+            lc.max_growth = o.max_batch_growth;
             res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
         } else {
             res = train(*model, tr, te, cfg, comm, on_epoch, &hooks, engine.get());
