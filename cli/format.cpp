@@ -185,6 +185,7 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("pareto", c.pareto ? "1" : "0");
     kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
+    kv.emplace_back("accuracy_excluded", std::to_string(r.plan.accuracy_excluded));
     kv.emplace_back("gpu_hours", format_number("%.4f", c.gpu_hours));
     kv.emplace_back("energy_kwh", format_number("%.4f", c.energy_kwh));
     kv.emplace_back("simulated", r.simulated ? "1" : "0");
@@ -244,6 +245,7 @@ Json plan_json(const PlanReport& r) {
     j["price_per_node_hour"] = r.price_per_node_hour;
     j["gpus_per_node"] = r.gpus_per_node;
     j["price_per_gpu_hour"] = r.price_per_gpu_hour;
+    j["accuracy_excluded"] = r.plan.accuracy_excluded;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;

@@ -21,7 +21,7 @@ namespace {
 
 constexpr const char* kValidKeys =
     "system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
-    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale";
+    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
@@ -69,7 +69,8 @@ Config parse_named(const std::string& text, const std::string& source) {
         static const std::set<std::string> kKeys = {"system_db",   "price_per_node_hour", "max_nodes",
                                                     "global_batches", "time_margin",     "time_overhead",
                                                     "default_epochs", "device_memory_bytes",  "noise_scale",
-                                                    "gpus_per_node",  "price_per_gpu_hour", "watts_per_node"};
+                                                    "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
+                                                    "max_accuracy_loss"};
         if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         // Strict: a repeated key is almost always an editing mistake.
         if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
@@ -148,6 +149,8 @@ Config parse_named(const std::string& text, const std::string& source) {
         } else if (key == "noise_scale") {
             cfg.noise_scale = number(1e-3, 1e12, "examples");
             if (!(cfg.noise_scale > 0)) throw fail("noise_scale must be > 0 (examples)");
+        } else if (key == "max_accuracy_loss") {
+            cfg.max_accuracy_loss = number(0.0, 1.0, "fraction of test accuracy, 0.01 = 1 point");
         } else {
             throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         }

@@ -332,6 +332,24 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                     fmt("%g", kExtrapolation) + "x of the profiled " + std::to_string(compute.min_batch) + ".." +
                     std::to_string(compute.max_batch) + "; adjust global_batches in tula.conf or profile more batch sizes");
     }
+    // Accuracy bound from the run history: the large batches that lose more than
+    // max_accuracy_loss of expected test accuracy against the best candidate are not planned.
+    if (req.accuracy.known() && req.max_accuracy_loss < 1.0) {
+        double best = -1;
+        for (const auto& c : plan.candidates)
+            if (std::isfinite(c.expected_accuracy)) best = std::max(best, c.expected_accuracy);
+        if (best >= 0) {
+            plan.best_expected_accuracy = best;
+            const size_t before = plan.candidates.size();
+            plan.candidates.erase(std::remove_if(plan.candidates.begin(), plan.candidates.end(),
+                                                 [&](const Candidate& c) {
+                                                     return std::isfinite(c.expected_accuracy) &&
+                                                            c.expected_accuracy < best - req.max_accuracy_loss - 1e-12;
+                                                 }),
+                                  plan.candidates.end());
+            plan.accuracy_excluded = static_cast<int>(before - plan.candidates.size());
+        }
+    }
     const std::vector<Candidate>& cs = plan.candidates;
     const std::vector<size_t> front = pareto_front(cs);
     for (size_t i : front) plan.candidates[i].pareto = true;
@@ -433,6 +451,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
+    if (plan.accuracy_excluded > 0)
+        reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
+                  (plan.accuracy_excluded == 1 ? "" : "s") + " left out: expected test accuracy more than " +
+                  fmt("%.3g", req.max_accuracy_loss * 100) + " points below the best (" +
+                  fmt("%.1f", plan.best_expected_accuracy * 100) + " %, run history; max_accuracy_loss in tula.conf)";
     plan.reason = reason;
     if (plan.gamma > 1.0) reason += fmt("; overlap gamma %.2f", plan.gamma);
     plan.time_limit_minutes =
@@ -456,6 +479,7 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.policy = policy;
     r.device_memory_bytes = cfg.device_memory_bytes;
     r.convergence.noise_scale = cfg.noise_scale;
+    r.max_accuracy_loss = cfg.max_accuracy_loss;
     try {
         r.memory = MemoryModel::from_workload(w);
     } catch (const Error&) {

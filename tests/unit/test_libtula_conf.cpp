@@ -185,6 +185,9 @@ public:
         for (const char* bad : {"gpus_per_node = -1", "gpus_per_node = 1.5", "price_per_gpu_hour = -2",
                                 "watts_per_node = inf", "watts_per_node = x"})
             CPPUNIT_ASSERT_MESSAGE(bad, contains(error_of([&] { tula::parse_config(bad); }), "line 1"));
+        CPPUNIT_ASSERT_EQUAL(0.01, d.max_accuracy_loss);
+        CPPUNIT_ASSERT_EQUAL(0.02, tula::parse_config("max_accuracy_loss = 0.02").max_accuracy_loss);
+        CPPUNIT_ASSERT(contains(error_of([] { tula::parse_config("max_accuracy_loss = 2"); }), "line 1"));
         // A GPU price without GPUs would be silently ignored: refused.
         const std::string e = error_of([] { tula::parse_config("price_per_gpu_hour = 2\n"); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "gpus_per_node"));

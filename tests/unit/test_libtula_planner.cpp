@@ -83,6 +83,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_knee_of_corner);
     CPPUNIT_TEST(test_knee_small_and_errors);
     CPPUNIT_TEST(test_make_plan_predictions);
+    CPPUNIT_TEST(test_accuracy_bound);
     CPPUNIT_TEST(test_make_plan_policies);
     CPPUNIT_TEST(test_make_plan_ties);
     CPPUNIT_TEST(test_make_plan_without_allreduce);
@@ -253,6 +254,49 @@ public:
         }
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));
+    }
+
+    // Candidates whose expected accuracy acc(B) = a + c log2(B) (run history) is more than
+    // max_accuracy_loss below the best are dropped; checked against the formula by hand.
+    void test_accuracy_bound() {
+        tula::ComputeModel cm;
+        cm.t0 = 3e-3;
+        cm.t1 = 2e-4;
+        cm.min_batch = 16;
+        cm.max_batch = 256;
+        tula::AllreduceModel am;
+        am.alpha = 5e-5;
+        am.beta = 1e-9;
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 4;
+        r.max_nodes = 4;
+        r.global_batches = {32, 64, 128, 256, 512, 1024};
+        r.accuracy.a = 0.95;
+        r.accuracy.c = -0.01;  // one point per doubling of the batch
+        r.accuracy.runs = 4;
+        r.max_accuracy_loss = 1.0;  // keep all
+        const tula::Plan all = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(0, all.accuracy_excluded);
+        for (double loss : {0.01, 0.025, 0.0}) {
+            r.max_accuracy_loss = loss;
+            const tula::Plan p = tula::make_plan(r, cm, &am);
+            double best = 0;
+            for (const auto& c : all.candidates) best = std::max(best, 0.95 - 0.01 * std::log2(c.global_batch));
+            std::set<std::pair<int, int>> want, got;
+            for (const auto& c : all.candidates)
+                if (0.95 - 0.01 * std::log2(c.global_batch) >= best - loss - 1e-9) want.insert({c.nodes, c.global_batch});
+            for (const auto& c : p.candidates) got.insert({c.nodes, c.global_batch});
+            CPPUNIT_ASSERT(want == got);
+            CPPUNIT_ASSERT_EQUAL(static_cast<int>(all.candidates.size() - want.size()), p.accuracy_excluded);
+            CPPUNIT_ASSERT(p.accuracy_excluded > 0);
+            CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "left out"));
+            CPPUNIT_ASSERT(p.choice().global_batch <= (loss < 0.02 ? 64 : 128));
+        }
+        // Without run history nothing is dropped.
+        r.accuracy = tula::AccuracyModel{};
+        r.max_accuracy_loss = 0.0;
+        CPPUNIT_ASSERT_EQUAL(all.candidates.size(), tula::make_plan(r, cm, &am).candidates.size());
     }
 
     void test_make_plan_policies() {

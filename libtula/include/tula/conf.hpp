@@ -37,13 +37,17 @@ struct Config {
     /// Gradient noise scale B_noise (examples) of the convergence model when the profile
     /// database has none; McCandlish et al. 2018.
     double noise_scale = 1024;
+    /// Largest loss of expected test accuracy (fraction: 0.01 = 1 point) the planner accepts
+    /// for speed: candidates whose accuracy predicted from the run history (AccuracyModel)
+    /// is more than this below the best candidate's are not planned. 1 = never exclude.
+    double max_accuracy_loss = 0.01;
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
 /// Keys: system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour (currency units per
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
-/// for powers of 1024 allowed), noise_scale (examples).
+/// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction).
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
 /// unknown key, a missing '=', or a value that is not a valid number / out of range.
 Config parse_config(const std::string& text);

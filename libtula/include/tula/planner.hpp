@@ -81,6 +81,9 @@ struct PlanRequest {
     OverlapModel overlap;               ///< Pollux gamma (default 1: no overlap)
     ConvergenceModel convergence;
     AccuracyModel accuracy;
+    /// Candidates whose expected accuracy (`accuracy`, when known) is more than this below
+    /// the best candidate's are dropped (fraction; 1 = keep all).
+    double max_accuracy_loss = 0.01;
     double interval_level = 0.95;       ///< of the prediction intervals
 };
 
@@ -92,6 +95,10 @@ struct Plan {
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
+    /// Feasible candidates left out because their expected accuracy (run history) is more
+    /// than max_accuracy_loss below the best one's; 0 without run history.
+    int accuracy_excluded = 0;
+    double best_expected_accuracy = 0;  ///< the best candidate's expected accuracy (fraction), 0 when unknown
     /// Convergence model used for Candidate::epochs_to_target: B_noise (examples) and where it
     /// came from (measured in the run history, tula.conf, or the hardware file).
     ConvergenceModel convergence;
@@ -117,7 +124,9 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 
 /// Predicts every feasible candidate and picks one by policy.
 /// A candidate is feasible when global_batch % nodes == 0, nodes is in [min_nodes,
-/// max_nodes] and the local batch fits device memory; allreduce is 0 for 1 node.
+/// max_nodes], the local batch fits device memory and, when the run history gives an
+/// accuracy model, its expected accuracy is at most max_accuracy_loss below the best
+/// candidate's (Plan::accuracy_excluded counts the others); allreduce is 0 for 1 node.
 /// `allreduce` may be null, then only 1 node is considered. Errors: tula::Error when no
 /// candidate is feasible (the message names the memory bound when that excluded them),
 /// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
