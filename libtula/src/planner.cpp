@@ -467,7 +467,8 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
         throw Error("the deadline or budget of the policy must be > 0");
     std::vector<std::string> local;
     std::vector<std::string>* warn = warnings ? warnings : &local;
-    const ProfileSet set = load_profiles(db_paths, warn);
+    // only this workload's compute samples: a site database may hold many workloads' rows
+    const ProfileSet set = load_profiles(db_paths, warn, workload);
     const std::optional<Workload> w = set.find(workload);
     if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
     const ComputeModel compute = ComputeModel::fit(set.compute_for(workload));
@@ -532,7 +533,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
 std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
                                            std::vector<std::string>* warnings) {
     std::vector<std::string> local;
-    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local);
+    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, run.workload);
     const std::optional<Workload> w = set.find(run.workload);
     if (!w) return std::nullopt;
     std::vector<RunRecord> runs = load_runs(db_paths, run.workload);
