@@ -120,6 +120,23 @@ SPANK_SO    := $(B)/lib/tula.so
 UNIT_TESTS  := $(B)/bin/tula-unit-tests
 BENCH_PLANNER := $(B)/bin/tula-bench-planner
 LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
+# The `tula` program links SQLite, GSL and libstdc++ statically when their archives are there
+# (Debian's libsqlite3-dev and libgsl-dev ship them); glibc stays shared. cli_filter.lua starts
+# `tula plan` at every `sbatch --tula` submission, and loading those shared libraries was about
+# 3 ms of its 9 ms of CPU time there (bench/bench-submit-latency). STATIC_TULA=no links them
+# as shared libraries (then a security update of libsqlite3 reaches tula without a rebuild);
+# STATIC_TULA=yes fails when an archive is missing; auto (default) falls back to shared.
+STATIC_TULA ?= auto
+TULA_LIBS := $(LIBTULA_LIBS)
+ifneq ($(STATIC_TULA),no)
+  TULA_STATIC_MISSING := $(strip $(foreach a,libsqlite3.a libgsl.a libgslcblas.a,\
+    $(if $(filter /%,$(shell $(CXX) -print-file-name=$(a))),,$(a))))
+  ifeq ($(TULA_STATIC_MISSING),)
+    TULA_LIBS := $(LIBTULA_A) -Wl,-Bstatic -lsqlite3 -lgsl -lgslcblas -Wl,-Bdynamic -lm -static-libstdc++ -static-libgcc
+  else ifeq ($(STATIC_TULA),yes)
+    $(error tula: STATIC_TULA=yes but $(TULA_STATIC_MISSING) not found; apt-get install libsqlite3-dev libgsl-dev)
+  endif
+endif
 
 .PHONY: all deps-report check unit integration demo eval clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
@@ -150,7 +167,7 @@ $(LIBTULA_SO): $(LIB_OBJ)
 	ln -sf libtula.so.0 $(B)/lib/libtula.so
 $(TULA): $(CLI_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $(CLI_OBJ) $(LIBTULA_LIBS)
+	$(CXX) -o $@ $(CLI_OBJ) $(TULA_LIBS)
 ifeq ($(HAVE_CUDA),yes)
 TRAIN_GPU_OBJ  = $(CUDA_OBJ)
 TRAIN_GPU_LIBS = $(CUDA_LIBS)

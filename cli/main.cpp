@@ -73,13 +73,23 @@ int main(int argc, char** argv) {
     app.add_flag("--version", version, "print the version and exit");
     app.require_subcommand(0, 1);
 
+    // The command groups. When the first argument names one, only that one is built: a group
+    // never sees its siblings' options, so parsing, help and messages are the same, and
+    // `tula plan`, which cli_filter.lua runs at every `sbatch --tula` submission, does not pay
+    // for building the options of every other command (about 0.5 ms of its 8 ms).
+    struct Group {
+        const char* name;
+        void (*add)(CLI::App&, Action*);
+    };
+    static const Group kGroups[] = {{"plan", add_plan_command},       {"profile", add_profile_command},
+                                    {"db", add_db_command},           {"explain", add_explain_command},
+                                    {"plot", add_plot_command},       {"validate", add_validate_command}};
+    const Group* only = nullptr;
+    for (const Group& g : kGroups)
+        if (argc > 1 && std::strcmp(argv[1], g.name) == 0) only = &g;
     Action action;
-    add_plan_command(app, &action);
-    add_profile_command(app, &action);
-    add_db_command(app, &action);
-    add_explain_command(app, &action);
-    add_plot_command(app, &action);
-    add_validate_command(app, &action);
+    for (const Group& g : kGroups)
+        if (!only || only == &g) g.add(app, &action);
 
     try {
         app.parse(argc, argv);

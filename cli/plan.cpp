@@ -1,8 +1,13 @@
 // tula CLI: `tula plan` -- predicts every (nodes, global batch) candidate for a workload and
 // shows the choice (tula(1), "tula plan"). The `--format kv` output is the contract read by
 // etc/cli_filter.lua at submission time; keep its keys stable.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "common.hpp"
@@ -28,7 +33,28 @@ struct PlanOptions {
     std::string hardware;  // --hardware FILE: simulation mode
     std::string format = "table";
     bool json = false;
+    int timeout = 0;  // --timeout SECONDS; 0: no limit
 };
+
+// --timeout: `seconds` (> 0) of wall-clock time from now, SIGALRM ends the process with its
+// default action (killed by SIGALRM; a shell reports exit status 142), printing nothing, as
+// timeout(1) would end it. The default action, not a handler: it is a fatal signal, so it also
+// ends a killable wait in the kernel (an unreachable NFS server), which a handler could not
+// interrupt. The disposition and the blocked mask inherited through exec (from sbatch, which
+// runs this through cli_filter.lua) are reset first. Throws tula::Error if a call fails.
+void arm_timeout(int seconds) {
+    if (seconds <= 0) return;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    if (::sigaction(SIGALRM, &sa, nullptr) != 0 || ::sigprocmask(SIG_UNBLOCK, &alrm, nullptr) != 0)
+        throw Error(std::string("--timeout: cannot set up SIGALRM: ") + std::strerror(errno));
+    ::alarm(static_cast<unsigned>(seconds));
+}
 
 // The human-readable plan: candidates table, choice, reason, time limit.
 void print_table(const PlanReport& r, const SimulatedModels* sim) {
@@ -145,6 +171,7 @@ int run_plan(const PlanOptions& o) {
     const std::string format = o.json ? "json" : o.format;
     std::vector<std::string> warnings;
     try {
+        arm_timeout(o.timeout);
         if (o.workload.empty() && o.script.empty() && o.hardware.empty())
             throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
         if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
@@ -252,7 +279,8 @@ void add_plan_command(CLI::App& app, Action* action) {
         "Give --workload, --script, or both (the workload from --workload, the epochs from the script), or --hardware FILE "
         "to simulate a described cluster without profiles. Output formats: table (people), kv (key=value lines, the "
         "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
-        "workload, too few profile points, unreadable file), 2 usage error. See tula(1).");
+        "workload, too few profile points, unreadable file), 2 usage error; killed by SIGALRM (142 in a shell) "
+        "when --timeout ran out. See tula(1).");
     add_common_options(sub, &o->common, false);
     sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
                    ->type_name("W");
@@ -281,6 +309,11 @@ void add_plan_command(CLI::App& app, Action* action) {
                     ->check(CLI::IsMember({"table", "kv", "json"}))
                     ->capture_default_str();
     sub->add_flag("--json", o->json, "same as --format json")->excludes(fmt);
+    sub->add_option("--timeout", o->timeout,
+                    "give up after SECONDS of wall-clock time: the process is killed by SIGALRM (exit status 142 "
+                    "in a shell), printing nothing; cli_filter.lua passes 5. Default 0: no limit")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(0, 86400));
     sub->callback([o, action] { *action = [o] { return run_plan(*o); }; });
 }
 

@@ -22,7 +22,8 @@ Rules:
   * --tula-deadline=HH:MM:SS (else $TULA_DEADLINE) becomes `tula plan --policy deadline=HH:MM:SS`,
     --tula-budget=X (else $TULA_BUDGET) `--policy budget=X`; giving either option on the command
     line or in #SBATCH turns Tula on (auto) unless --tula=off; both at once is an error;
-  * `tula plan` runs under `timeout 5`; any failure prints one line
+  * `tula plan` runs with `--timeout 5` (SIGALRM ends it after 5 s, which spares a timeout(1)
+    process per submission); any failure prints one line
     `tula: warning: ...; job submitted unchanged` and the job goes on unchanged (fail open);
   * success prints one line saying what changed from what; dry-run prints the plan only.
   * site settings from the plugstack line reach this script through the sbatch process's
@@ -46,7 +47,7 @@ tula_cli_filter = T
 
 T.TULA_BIN = "@TULA_BIN@"
 T.TULA_CONF = "@TULA_CONF@"
-T.PLAN_TIMEOUT = 5          -- seconds `tula plan` may take before the job goes on unchanged
+T.PLAN_TIMEOUT = 5          -- seconds `tula plan` may take before the job goes on unchanged (--timeout)
 T.MAX_OUTPUT = 65536        -- bytes of `tula plan` output read
 T.MAX_SCRIPT = 1048576      -- bytes of a batch script read from standard input
 T.MAX_LINE = 400            -- bytes of a message shown to the user
@@ -257,9 +258,10 @@ function T.minutes_of(t)
 end
 
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
--- conf (optional) overrides T.TULA_CONF.
+-- conf (optional) overrides T.TULA_CONF. `tula plan --timeout` ends itself (SIGALRM, status
+-- 142) when the time is up, as timeout(1) would: one process fewer to start per submission.
 function T.plan_command(policy, workload, script, max_nodes, conf)
-    local c = { "timeout -k 1", tostring(T.PLAN_TIMEOUT), T.shell_quote(T.TULA_BIN), "plan",
+    local c = { T.shell_quote(T.TULA_BIN), "plan", "--timeout", string.format("%d", T.PLAN_TIMEOUT),
                 "--conf", T.shell_quote(conf or T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
     -- Both when both are known: the workload from --tula-workload, the epochs from the script.
     if workload then c[#c + 1] = "--workload " .. T.shell_quote(workload) end
@@ -316,7 +318,7 @@ function T.evaluate(kv, max_nodes, policy)
         return nil, "this tula does not accept --policy " .. T.one_line(policy) ..
             " (tula plan exit status 2; is the installed Tula older than the plugin?)"
     end
-    if code == 124 or code == 137 then
+    if code == 142 or code == 124 or code == 137 then  -- SIGALRM of --timeout; timeout(1)'s statuses
         return nil, "tula plan did not answer within " .. T.PLAN_TIMEOUT .. " s"
     elseif code == 126 or code == 127 then
         return nil, "cannot run " .. T.TULA_BIN .. " (is Tula installed?)"

@@ -1146,15 +1146,17 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
 }
 
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
-                         const std::string& workload) {
+                         const std::string& workload, std::vector<RunRecord>* runs) {
     ProfileSet set;
     std::map<std::string, size_t> index;  // workload name -> position in set.workloads
     for (const auto& p : paths) {
         if (p.empty()) continue;
         struct stat st;
         if (::stat(p.c_str(), &st) != 0 && errno == ENOENT) continue;  // not created yet: fine
+        std::optional<ProfileDb> opened;
         try {
-            ProfileDb db = ProfileDb::open(p, ProfileDb::Mode::ReadOnly);
+            opened.emplace(ProfileDb::open(p, ProfileDb::Mode::ReadOnly));
+            const ProfileDb& db = *opened;
             std::vector<Workload> w = db.workloads();
             std::vector<ComputeSample> c = db.compute_samples(workload);  // "" = every workload's
             std::vector<AllreduceSample> a = db.allreduce_samples();
@@ -1178,6 +1180,14 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
                                  std::make_move_iterator(a.end()));
         } catch (const std::exception& e) {
             if (warnings) warnings->push_back(std::string(e.what()) + " (skipped)");
+        }
+        if (runs && opened) {
+            try {
+                std::vector<RunRecord> r = opened->runs(workload);
+                runs->insert(runs->end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+            } catch (const std::exception&) {
+                // runs that cannot be read: the plan goes on without them (no warning)
+            }
         }
     }
     return set;

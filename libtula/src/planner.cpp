@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <numeric>
 
-#include <unistd.h>
 
 #include "tula/db.hpp"
 #include "tula/error.hpp"
@@ -62,21 +61,6 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
     if (!(m >= 1)) return 1;  // also NaN
     if (m > INT_MAX / 2) return INT_MAX / 2;
     return static_cast<int>(m);
-}
-
-// The finished runs of `workload` in every readable database of `paths`.
-std::vector<RunRecord> load_runs(const std::vector<std::string>& paths, const std::string& workload) {
-    std::vector<RunRecord> runs;
-    for (const auto& path : paths) {
-        try {
-            if (::access(path.c_str(), R_OK) != 0) continue;
-            const ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadOnly);
-            for (auto& r : db.runs(workload)) runs.push_back(std::move(r));
-        } catch (const std::exception&) {
-            // load_profiles reports an unreadable database
-        }
-    }
-    return runs;
 }
 
 }  // namespace
@@ -502,7 +486,10 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
         throw Error("the deadline or budget of the policy must be > 0");
     std::vector<std::string> local;
     std::vector<std::string>* warn = warnings ? warnings : &local;
-    const ProfileSet set = load_profiles(db_paths, warn);
+    // Only this workload's compute samples (a site database may hold many workloads' rows),
+    // and its run history (finished runs written by tula-train) through the same connections.
+    std::vector<RunRecord> runs;
+    const ProfileSet set = load_profiles(db_paths, warn, workload, &runs);
     const std::optional<Workload> w = set.find(workload);
     if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
     const ComputeModel compute = ComputeModel::fit(set.compute_for(workload));
@@ -520,8 +507,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy.policy);
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
-    // The run history (finished runs written by tula-train): overlap exponent and accuracy.
-    const std::vector<RunRecord> runs = load_runs(db_paths, workload);
+    // The run history: overlap exponent and accuracy.
     req.accuracy = AccuracyModel::fit(runs);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
     if (allreduce) {
@@ -568,10 +554,10 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
 std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
                                            std::vector<std::string>* warnings) {
     std::vector<std::string> local;
-    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local);
+    std::vector<RunRecord> runs;
+    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, run.workload, &runs);
     const std::optional<Workload> w = set.find(run.workload);
     if (!w) return std::nullopt;
-    std::vector<RunRecord> runs = load_runs(db_paths, run.workload);
     try {
         // Only the run's own job id is checked; the newest such run is the one asked for
         // unless `run` itself is older (then it is matched by its creation time).

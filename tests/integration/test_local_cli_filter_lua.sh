@@ -6,7 +6,8 @@
 #     changed; the node bound (--nodes N or a range's maximum) reaches `tula plan --max-nodes`;
 #     an explicit shorter --time is kept;
 #   - on an error, a timeout, a missing CLI, garbage output or a plan above the bound the job
-#     is unchanged with exactly one `tula: warning: ...; job submitted unchanged` line;
+#     is unchanged with exactly one `tula: warning: ...; job submitted unchanged` line; the CLI
+#     gets `--timeout 5` and a CLI killed by its SIGALRM (status 142) is a timeout;
 #   - --tula=off, no --tula, srun, and later het-job components change nothing and run nothing;
 #   - dry-run changes nothing; $TULA_MODE / $TULA_WORKLOAD are the fallbacks; a bad
 #     $TULA_MODE is reported with the valid values;
@@ -37,10 +38,11 @@ cat > "$T_WORK/bin/tula" <<'EOF'
 #!/bin/bash
 log=${FAKE_LOG:?}
 printf '%s\n' "$@" > "$log"
-prev="" max=""
+prev="" max="" tmo=""
 for a in "$@"; do
     [ "$prev" = --script ] && cat -- "$a" > "$log.script" 2>/dev/null
     [ "$prev" = --max-nodes ] && max=$a
+    [ "$prev" = --timeout ] && tmo=$a
     [ "$prev" = --conf ] && { cat -- "$a" > "$log.conf" 2>/dev/null || echo MISSING > "$log.conf"; }
     prev=$a
 done
@@ -54,7 +56,9 @@ case ${FAKE_MODE:-ok} in
     error) echo status=error
            echo "message=tula: no profile for workload lenet5@fashion-mnist; run tula profile"
            exit 1 ;;
-    hang) exec sleep 30 ;;
+    # as the real `tula plan --timeout N`: killed by SIGALRM after N s (the sleep keeps this pid)
+    hang) [ -n "$tmo" ] && [ "$tmo" -gt 0 ] && { sleep "$tmo"; kill -ALRM $$; } &
+          exec sleep 30 ;;
     garbage) echo "Segmentation fault? no, just noise"; exit 0 ;;
     usage) echo "--policy: deadline=02:00:00 not in {auto,time,cost}" >&2
            echo "Run with --help for more information." >&2; exit 2 ;;
@@ -200,6 +204,8 @@ check auto "CLI called with plan --format kv --policy auto --conf" \
 check auto "script path with quotes, spaces, \$() and backquotes reaches the CLI intact" has_arg_pair --script "$script"
 check auto "no shell injection through the script path" test ! -e "$T_WORK/INJECTED"
 check auto "no --max-nodes without --nodes" no_arg --max-nodes
+check auto "the CLI is given --timeout 5 (it ends itself; no timeout(1) around it)" \
+    eval 'has_arg_pair --timeout 5 && [ "$(head -n 1 "$T_WORK/fake.log")" = plan ]'
 check auto "returns SUCCESS from all three hooks" common_ok
 
 scenario bare
@@ -264,8 +270,8 @@ check error "CLI error: unchanged, one warning with its message" \
 check error "the CLI's 'tula: ' prefix is not doubled" eval '! get said | grep -qF "tula: warning: tula:"'
 start=$(date +%s)
 scenario auto FAKE_MODE=hang PLAN_TIMEOUT=1
-check hang "CLI hangs: killed after the timeout, unchanged, one warning" \
-    eval 'unchanged_one_warning && get said | grep -qF "did not answer within 1 s" && [ $(( $(date +%s) - start )) -lt 10 ]'
+check hang "CLI hangs: killed by SIGALRM after --timeout 1, unchanged, one warning" \
+    eval 'has_arg_pair --timeout 1 && unchanged_one_warning && get said | grep -qF "did not answer within 1 s" && [ $(( $(date +%s) - start )) -lt 10 ]'
 scenario auto FAKE_MODE=garbage
 check garbage "garbage output with exit 0: unchanged, one warning" unchanged_one_warning
 scenario range FAKE_MODE=toomany

@@ -650,9 +650,30 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
             a.bytes = 1000;
             a.seconds = 1e-4;
             db.add_allreduce(a);
+            tula::RunRecord r;
+            r.job_id = "7";
+            r.workload = "lenet5@fashion-mnist";
+            r.nodes = 2;
+            r.global_batch = 128;
+            r.epochs = 1;
+            r.measured_seconds = 12.5;
+            r.created = 100;
+            db.add_run(r);
+            r.workload = "vgg11@fashion-mnist";
+            r.job_id = "8";
+            db.add_run(r);
         }
         {
             auto db = tula::ProfileDb::open(user, tula::ProfileDb::Mode::ReadWrite);
+            tula::RunRecord r;
+            r.job_id = "9";
+            r.workload = "lenet5@fashion-mnist";
+            r.nodes = 4;
+            r.global_batch = 256;
+            r.epochs = 2;
+            r.measured_seconds = 20.25;
+            r.created = 200;
+            db.add_run(r);
             db.upsert_workload(make_workload("lenet5", 111));  // overrides the system's row
             tula::ComputeSample c;
             c.workload = "lenet5@fashion-mnist";
@@ -697,6 +718,32 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
                 CPPUNIT_ASSERT_EQUAL(all[i].local_batch, one.compute[i].local_batch);
                 CPPUNIT_ASSERT_EQUAL(all[i].seconds_per_iter, one.compute[i].seconds_per_iter);
             }
+            // With the run history: the same profiles and warnings, and the runs of each
+            // readable database read on its own, in the order of the paths.
+            std::vector<std::string> w2;
+            std::vector<tula::RunRecord> runs;
+            const auto with_runs = tula::load_profiles({sys, bad, missing, user}, &w2, name, &runs);
+            CPPUNIT_ASSERT_EQUAL(w1.size(), w2.size());
+            CPPUNIT_ASSERT_EQUAL(one.compute.size(), with_runs.compute.size());
+            CPPUNIT_ASSERT_EQUAL(one.workloads.size(), with_runs.workloads.size());
+            std::vector<tula::RunRecord> ref;
+            for (const std::string& p : {sys, user})
+                for (auto& r : tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly).runs(name)) ref.push_back(r);
+            CPPUNIT_ASSERT_EQUAL(ref.size(), runs.size());
+            for (size_t i = 0; i < ref.size(); ++i) {
+                CPPUNIT_ASSERT_EQUAL(name, runs[i].workload);
+                CPPUNIT_ASSERT_EQUAL(ref[i].job_id, runs[i].job_id);
+                CPPUNIT_ASSERT_EQUAL(ref[i].nodes, runs[i].nodes);
+                CPPUNIT_ASSERT_EQUAL(ref[i].measured_seconds, runs[i].measured_seconds);
+            }
+        }
+        {
+            // lenet5: one run in each database (system first); the run count is what was added
+            std::vector<tula::RunRecord> runs;
+            tula::load_profiles({sys, bad, missing, user}, nullptr, "lenet5@fashion-mnist", &runs);
+            CPPUNIT_ASSERT_EQUAL(size_t(2), runs.size());
+            CPPUNIT_ASSERT_EQUAL(std::string("7"), runs[0].job_id);
+            CPPUNIT_ASSERT_EQUAL(std::string("9"), runs[1].job_id);
         }
     }
 

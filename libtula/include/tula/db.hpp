@@ -206,7 +206,12 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
 /// workload's): what a planner of one workload needs. Workload rows and allreduce samples
 /// are all read as above. Reads through the compute_profile(workload) index, so a site
 /// database with many workloads costs a planning only its own rows.
+/// With `runs` non-null, also appends the finished runs of `workload` (ProfileDb::runs; ""
+/// = all) of every database it could open, in the order of `paths`, through the same
+/// connection (one open per database at each submission instead of two). Runs that cannot be
+/// read add nothing and no warning, and do not drop that database's profiles; a database whose
+/// profiles cannot be read still gives its runs.
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
-                         const std::string& workload);
+                         const std::string& workload, std::vector<RunRecord>* runs = nullptr);
 
 }  // namespace tula
