@@ -420,13 +420,22 @@ AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs) {
     AccuracyModel m;
     std::vector<std::pair<double, double>> pts;
     std::set<int> batches;
+    double best = 0;
+    for (const auto& r : runs)
+        if (r.global_batch >= 1 && r.test_accuracy > 0 && r.test_accuracy <= 1) best = std::max(best, r.test_accuracy);
     for (const auto& r : runs) {
         if (r.global_batch < 1 || !(r.test_accuracy > 0 && r.test_accuracy <= 1)) continue;
+        if (r.test_accuracy < kDivergedFraction * best) {  // diverged: an optimizer failure, not a batch effect
+            ++m.diverged;
+            continue;
+        }
         pts.push_back({std::log2(static_cast<double>(r.global_batch)), r.test_accuracy});
         batches.insert(r.global_batch);
     }
     if (pts.empty()) return m;
     m.runs = static_cast<int>(pts.size());
+    m.min_batch = *batches.begin();
+    m.max_batch = *batches.rbegin();
     if (batches.size() < 2) {
         for (const auto& p : pts) m.a += p.second / static_cast<double>(pts.size());
         return m;
@@ -446,6 +455,8 @@ AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs) {
 
 double AccuracyModel::at(double B) const {
     if (!known()) return std::numeric_limits<double>::quiet_NaN();
+    // No extrapolation: outside the batches of the history the nearest end's value.
+    if (max_batch > 0) B = std::min(static_cast<double>(max_batch), std::max(static_cast<double>(min_batch), B));
     const double v = a + c * std::log2(std::max(1.0, B));
     return std::min(1.0, std::max(0.0, v));
 }

@@ -454,6 +454,18 @@ public:
         const auto a = tula::AccuracyModel::fit(runs);
         CPPUNIT_ASSERT_EQUAL(4, a.runs);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 9, a.at(512), 1e-9);
+        // no extrapolation: outside [32, 1024] the value at the nearest end
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 5, a.at(8), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 10, a.at(65536), 1e-9);
+        // a run at chance level (below half the best run's accuracy) is left out as diverged
+        tula::RunRecord diverged;
+        diverged.global_batch = 1024;
+        diverged.test_accuracy = 0.1;
+        runs.push_back(diverged);
+        const auto d = tula::AccuracyModel::fit(runs);
+        CPPUNIT_ASSERT_EQUAL(4, d.runs);
+        CPPUNIT_ASSERT_EQUAL(1, d.diverged);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 9, d.at(512), 1e-9);
     }
 };
 

@@ -181,10 +181,18 @@ struct ConvergenceModel {
 
 /// Test accuracy vs global batch from the run history: acc(B) = a + c log2(B), least squares
 /// (Eigen) over finished runs with a test accuracy in (0, 1]; with runs at a single batch
-/// size the mean accuracy is used for every B. Empty history: known() is false.
+/// size the mean accuracy is used for every B. Runs below kDivergedFraction of the best
+/// run's accuracy count as diverged (an optimizer failure, e.g. plain SGD at a too-high
+/// rate, not an effect of the batch) and are left out. at() does not extrapolate: B is
+/// clamped to the history's batch range. Empty history: known() is false.
 struct AccuracyModel {
+    /// Runs below this fraction of the best run's test accuracy are left out as diverged.
+    static constexpr double kDivergedFraction = 0.5;
     double a = 0, c = 0;
-    int runs = 0;
+    int runs = 0;        ///< runs fitted
+    int diverged = 0;    ///< runs left out as diverged
+    int min_batch = 0;   ///< smallest global batch of the fitted runs (0: not set)
+    int max_batch = 0;   ///< largest global batch of the fitted runs
     bool known() const { return runs > 0; }
     static AccuracyModel fit(const std::vector<RunRecord>& runs);
     /// Expected accuracy (fraction, clamped to [0, 1]); NaN when !known().
