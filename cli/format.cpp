@@ -246,6 +246,8 @@ Json plan_json(const PlanReport& r) {
     j["gpus_per_node"] = r.gpus_per_node;
     j["price_per_gpu_hour"] = r.price_per_gpu_hour;
     j["accuracy_excluded"] = r.plan.accuracy_excluded;
+    j["time_calibration"] = r.plan.calibration.factor;
+    j["time_calibration_runs"] = r.plan.calibration.runs;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;

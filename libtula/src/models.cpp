@@ -332,6 +332,38 @@ OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
     return m;
 }
 
+std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
+                                               const ComputeModel& compute, const AllreduceModel* allreduce) {
+    std::vector<IterationSample> out;
+    const double grad_bytes = 4.0 * static_cast<double>(w.params);
+    for (const RunRecord* r : runs) {
+        if (r->nodes < 1 || r->global_batch < r->nodes || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
+        if (r->nodes > 1 && !allreduce) continue;
+        const double n_iter = std::floor(static_cast<double>(w.train_examples) / r->global_batch) * r->epochs;
+        if (!(n_iter > 0)) continue;
+        IterationSample q;
+        q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes);
+        q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
+        q.measured_seconds = r->measured_seconds / n_iter;
+        out.push_back(q);
+    }
+    return out;
+}
+
+TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap) {
+    std::vector<double> ratios;
+    for (auto it = samples.rbegin(); it != samples.rend() && ratios.size() < kNewest; ++it) {
+        const double pred = overlap.combine(it->compute_seconds, it->comm_seconds);
+        const double r = it->measured_seconds / pred;
+        if (std::isfinite(r) && r > 0 && pred > 0) ratios.push_back(r);
+    }
+    TimeCalibration c;
+    if (ratios.empty()) return c;
+    c.runs = static_cast<int>(ratios.size());
+    c.factor = std::min(kMax, std::max(kMin, median(ratios)));
+    return c;
+}
+
 double OverlapModel::combine(double compute_seconds, double comm_seconds) const {
     if (gamma <= 1.0) return compute_seconds + comm_seconds;
     return pnorm(compute_seconds, comm_seconds, gamma);

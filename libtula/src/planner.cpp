@@ -244,6 +244,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     const double bytes = 4.0 * static_cast<double>(w.params);
     Plan plan;
     plan.gamma = req.overlap.gamma;
+    plan.calibration = req.calibration;
     plan.convergence = req.convergence;
     const bool mem_bound = req.memory && req.device_memory_bytes > 0;
     const int max_b = mem_bound ? req.memory->max_local_batch(req.device_memory_bytes) : 0;
@@ -281,10 +282,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.local_batch = b;
             const double tc = compute.seconds_per_iter(b);
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            c.iter_seconds = req.overlap.combine(tc, tm);
+            c.iter_seconds = req.calibration.factor * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
             const double half = sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
-            const double iter_upper = req.overlap.combine(tc + half, tm);
+            const double iter_upper = req.calibration.factor * req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds;
@@ -435,6 +436,9 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
+    if (req.calibration.runs > 0)
+        reason += "; times x" + fmt("%.3g", req.calibration.factor) + " from " + std::to_string(req.calibration.runs) +
+                  " finished run" + (req.calibration.runs == 1 ? "" : "s") + " (measured / modelled)";
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
                   (plan.accuracy_excluded == 1 ? "" : "s") + " left out: expected test accuracy more than " +
@@ -510,6 +514,13 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     // The run history: overlap exponent and accuracy.
     req.accuracy = AccuracyModel::fit(runs);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
+    std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
+    for (const auto& r : runs)
+        if (r.nodes >= 1 && r.global_batch >= r.nodes && r.epochs >= 1 && r.measured_seconds > 0 &&
+            (r.nodes == 1 || allreduce))
+            by_time.push_back(&r);
+    std::stable_sort(by_time.begin(), by_time.end(),
+                     [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
     if (allreduce) {
         std::vector<IterationSample> iters;
         const double grad_bytes = 4.0 * static_cast<double>(w->params);
@@ -529,6 +540,8 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
             warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }
     }
+    req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, allreduce ? &*allreduce : nullptr),
+                                           req.overlap);
     if (fixed_nodes > 0) {
         if (fixed_nodes > 1 && !allreduce)
             throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +

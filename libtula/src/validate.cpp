@@ -135,12 +135,20 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             if (run.nodes > 1 && !am) continue;
             const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
             const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
+            // the online time calibration of the other runs (as plan_workload would have had it)
+            std::vector<const RunRecord*> others;
+            for (size_t j = 0; j < good.size(); ++j)
+                if (j != i) others.push_back(good[j]);
+            std::stable_sort(others.begin(), others.end(),
+                             [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
+            const TimeCalibration cal = TimeCalibration::fit(iteration_samples(others, w, cm, amp), ov);
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
-            p.predicted_epoch_seconds = std::floor(D / run.global_batch) * ov.combine(q.compute_seconds, q.comm_seconds);
+            p.predicted_epoch_seconds =
+                std::floor(D / run.global_batch) * cal.factor * ov.combine(q.compute_seconds, q.comm_seconds);
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;
             r.points.push_back(p);

@@ -93,6 +93,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_memory);
     CPPUNIT_TEST(test_convergence);
     CPPUNIT_TEST(test_accuracy);
+    CPPUNIT_TEST(test_time_calibration);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -466,6 +467,32 @@ public:
         CPPUNIT_ASSERT_EQUAL(4, d.runs);
         CPPUNIT_ASSERT_EQUAL(1, d.diverged);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.95 - 0.01 * 9, d.at(512), 1e-9);
+    }
+
+    // measured / predicted per iteration, median of the newest 5, clamped to [0.25, 4]
+    void test_time_calibration() {
+        tula::OverlapModel ov;  // gamma 1: predicted = compute + comm
+        CPPUNIT_ASSERT_EQUAL(1.0, tula::TimeCalibration::fit({}, ov).factor);
+        CPPUNIT_ASSERT_EQUAL(0, tula::TimeCalibration::fit({}, ov).runs);
+        std::vector<tula::IterationSample> s;
+        auto add = [&](double comp, double comm, double ratio) {
+            tula::IterationSample q;
+            q.compute_seconds = comp;
+            q.comm_seconds = comm;
+            q.measured_seconds = ratio * (comp + comm);
+            s.push_back(q);
+        };
+        for (int i = 0; i < 3; ++i) add(0.01, 0.002, 2.0);  // old runs: left out
+        for (double r : {0.8, 0.7, 0.9, 0.85, 0.75}) add(0.02, 0.001, r);
+        const auto c = tula::TimeCalibration::fit(s, ov);
+        CPPUNIT_ASSERT_EQUAL(5, c.runs);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor, 1e-12);
+        add(0.01, 0, std::nan(""));  // no measured time: skipped
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, tula::TimeCalibration::fit(s, ov).factor, 1e-12);
+        std::vector<tula::IterationSample> wild;
+        s.swap(wild);
+        add(0.01, 0, 10.0);
+        CPPUNIT_ASSERT_EQUAL(4.0, tula::TimeCalibration::fit(s, ov).factor);
     }
 };
 

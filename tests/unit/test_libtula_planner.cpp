@@ -252,6 +252,17 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 + 0.75 * 4) * c.nodes * c.total_seconds_upper / 3600.0, c.cost_upper,
                                          1e-9 * c.total_seconds_upper);
         }
+        // The time calibration from finished runs scales every time and cost by its factor.
+        r.watts_per_node = 0;
+        r.calibration.factor = 0.5;
+        r.calibration.runs = 2;
+        const tula::Plan half = tula::make_plan(r, cm, &am);
+        for (const auto& c : half.candidates) {
+            const double t = 0.5 * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+        }
+        CPPUNIT_ASSERT_MESSAGE(half.reason, contains(half.reason, "x0.5 from 2 finished runs"));
+        r.calibration = tula::TimeCalibration{};
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));
     }

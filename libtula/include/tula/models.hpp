@@ -110,6 +110,30 @@ struct OverlapModel {
     double combine(double compute_seconds, double comm_seconds) const;
 };
 
+/// Online calibration of the predicted time per iteration from finished runs (the "online"
+/// part of Tula: each finished run corrects the next prediction). The profiles are taken in
+/// a few timed steps on one node; a job's steady state can differ (caches, load, data path).
+/// factor = median over the newest kNewest samples of measured / predicted seconds per
+/// iteration, predicted = overlap.combine(compute, comm); clamped to [kMin, kMax]. This
+/// project's own rule (no paper); no samples: factor 1.
+struct TimeCalibration {
+    static constexpr size_t kNewest = 5;
+    static constexpr double kMin = 0.25, kMax = 4.0;
+    double factor = 1.0;  ///< multiplies the predicted seconds per iteration
+    int runs = 0;         ///< samples used
+    /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
+    /// non-positive measured or predicted time are skipped. Errors: none.
+    static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap);
+};
+
+/// The modelled parts and the measured seconds per iteration of finished runs, in the
+/// order given: compute(global_batch / nodes), allreduce(nodes, 4 x params bytes) (0 on one
+/// node or without `allreduce`), measured_seconds / (floor(train_examples / B) x epochs).
+/// Runs the models cannot predict (no nodes, fewer examples than nodes, no epochs, no
+/// time, several nodes without `allreduce`) are skipped. Errors: none.
+std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
+                                               const ComputeModel& compute, const AllreduceModel* allreduce);
+
 /// Peak device memory of one rank vs local batch b: M(b) = M_static + M_act * b [bytes].
 /// Without measured samples (the profile database has no place for them) it is computed
 /// from the workload: M_static = 4 bytes x params x 4 (weights, gradients, momentum,

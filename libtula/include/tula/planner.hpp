@@ -79,6 +79,7 @@ struct PlanRequest {
     double device_memory_bytes = 0;     ///< per-rank device memory, bytes; 0 = no limit
     std::optional<MemoryModel> memory;  ///< when set with device_memory_bytes, bounds the local batch
     OverlapModel overlap;               ///< Pollux gamma (default 1: no overlap)
+    TimeCalibration calibration;        ///< factor on seconds per iteration from finished runs (default 1)
     ConvergenceModel convergence;
     AccuracyModel accuracy;
     /// Candidates whose expected accuracy (`accuracy`, when known) is more than this below
@@ -95,6 +96,7 @@ struct Plan {
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
+    TimeCalibration calibration;        ///< the factor applied to every iter_seconds, and its runs
     /// Feasible candidates left out because their expected accuracy (run history) is more
     /// than max_accuracy_loss below the best one's; 0 without run history.
     int accuracy_excluded = 0;
