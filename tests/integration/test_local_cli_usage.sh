@@ -1,7 +1,7 @@
 #!/bin/bash
 # The tula command's usage contract against its manual page tula(1), the independent reference:
 #   - `tula` alone exits 2 with one `tula: ` line on stderr that names exactly the commands of
-#     the SYNOPSIS of man/tula.1;
+#     the SYNOPSIS of man/man1/tula.1;
 #   - every command of the SYNOPSIS has --help (exit 0, on stdout, nothing on stderr) that lists
 #     every option the SYNOPSIS gives it, and every option a --help lists is documented in the
 #     page;
@@ -14,7 +14,7 @@ need_bin "$TULA"
 make_workdir
 unset TULA_CONF
 export XDG_DATA_HOME=$T_WORK/xdg
-man1=$REPO/man/tula.1
+man1=$REPO/man/man1/tula.1
 [ -r "$man1" ] || fail "missing $man1"
 
 # The SYNOPSIS of tula(1), one command per entry: ".B tula plan" / ".B tula db list" and the
