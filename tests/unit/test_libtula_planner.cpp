@@ -181,15 +181,26 @@ public:
         CPPUNIT_ASSERT(!error_of([] { tula::knee_point({1.0, 2.0}, {1.0}); }).empty());
     }
 
-    void test_make_plan_predictions() {
+    // The models of the hand-computed tests: t(b) = 3 ms + 0.2 ms b, profiled at b = 16..256;
+    // allreduce alpha 50 us, beta 1 ns per byte (hand_total uses the same figures).
+    static tula::ComputeModel lenet5_like_compute() {
         tula::ComputeModel cm;
         cm.t0 = 3e-3;
         cm.t1 = 2e-4;
         cm.min_batch = 16;
         cm.max_batch = 256;
+        return cm;
+    }
+    static tula::AllreduceModel lenet5_like_allreduce() {
         tula::AllreduceModel am;
         am.alpha = 5e-5;
         am.beta = 1e-9;
+        return am;
+    }
+
+    void test_make_plan_predictions() {
+        const tula::ComputeModel cm = lenet5_like_compute();
+        const tula::AllreduceModel am = lenet5_like_allreduce();
         tula::PlanRequest r;
         r.workload = workload(61706, 60000);
         r.epochs = 7;
@@ -270,14 +281,8 @@ public:
     // Candidates whose expected accuracy acc(B) = a + c log2(B) (run history) is more than
     // max_accuracy_loss below the best are dropped; checked against the formula by hand.
     void test_accuracy_bound() {
-        tula::ComputeModel cm;
-        cm.t0 = 3e-3;
-        cm.t1 = 2e-4;
-        cm.min_batch = 16;
-        cm.max_batch = 256;
-        tula::AllreduceModel am;
-        am.alpha = 5e-5;
-        am.beta = 1e-9;
+        const tula::ComputeModel cm = lenet5_like_compute();
+        const tula::AllreduceModel am = lenet5_like_allreduce();
         tula::PlanRequest r;
         r.workload = workload(61706, 60000);
         r.epochs = 4;
