@@ -140,24 +140,10 @@ private:
 using CompositeGpu = CompositeOf<GpuLayer>;  // composite.hpp: the CPU composites' layout
 using SequentialGpu = SequentialOf<GpuLayer, DevTensor>;
 
-class ResidualGpu final : public CompositeGpu {
+class ResidualGpu final : public ResidualOf<CompositeGpu, std::unique_ptr<GpuLayer>> {
 public:
-    ResidualGpu(GpuContext& ctx, std::unique_ptr<GpuLayer> body, std::unique_ptr<GpuLayer> shortcut) : ctx_(ctx) {
-        if (!body) throw std::invalid_argument("residual: no body");
-        kids_.push_back(std::move(body));
-        if (shortcut) kids_.push_back(std::move(shortcut));
-    }
-    std::string describe() const override {
-        return "residual(" + kids_[0]->describe() + (kids_.size() > 1 ? " + " + kids_[1]->describe() : "") + ")";
-    }
-    Shape configure(const Shape& in) override {
-        const Shape a = kids_[0]->configure(in);
-        const Shape b = kids_.size() > 1 ? kids_[1]->configure(in) : in;
-        if (a != b)
-            throw std::invalid_argument("residual: body gives " + a.str() + " but the shortcut gives " + b.str());
-        in_ = in;
-        return a;
-    }
+    ResidualGpu(GpuContext& ctx, std::unique_ptr<GpuLayer> body, std::unique_ptr<GpuLayer> shortcut)
+        : ResidualOf(std::move(body), std::move(shortcut)), ctx_(ctx) {}
     const DevTensor& forward(const DevTensor& x, bool train) override {
         check_in(x, in_, "residual");
         const DevTensor& a = kids_[0]->forward(x, train);
@@ -181,7 +167,6 @@ public:
 
 private:
     GpuContext& ctx_;
-    Shape in_;
     DevTensor y_, dx_;
 };
 

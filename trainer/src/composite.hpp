@@ -85,5 +85,35 @@ private:
     std::string name_;
 };
 
+/// The bookkeeping of a residual block y = body(x) + shortcut(x) (shortcut null: identity),
+/// shared by the backends: children (body, then the shortcut if any), describe(), and
+/// configure(), which checks that both paths give the same shape. The backend's class adds
+/// forward and backward. B is a composite base (CompositeOf<...> or a wrapper of it).
+/// Errors: std::invalid_argument without a body, or (configure) when the shapes differ.
+template <class B, class LayerPtr>
+class ResidualOf : public B {
+public:
+    ResidualOf(LayerPtr body, LayerPtr shortcut) {
+        if (!body) throw std::invalid_argument("residual: no body");
+        this->kids_.push_back(std::move(body));
+        if (shortcut) this->kids_.push_back(std::move(shortcut));
+    }
+    std::string describe() const override {
+        return "residual(" + this->kids_[0]->describe() +
+               (this->kids_.size() > 1 ? " + " + this->kids_[1]->describe() : "") + ")";
+    }
+    Shape configure(const Shape& in) override {
+        const Shape a = this->kids_[0]->configure(in);
+        const Shape b = this->kids_.size() > 1 ? this->kids_[1]->configure(in) : in;
+        if (a != b)
+            throw std::invalid_argument("residual: body gives " + a.str() + " but the shortcut gives " + b.str());
+        in_ = in;
+        return a;
+    }
+
+protected:
+    Shape in_;  ///< input shape (C, H, W) of the block
+};
+
 }  // namespace train
 }  // namespace tula

@@ -269,24 +269,9 @@ public:
 using Composite = CpuChildren<CompositeOf<Layer>>;
 using SequentialLayer = CpuChildren<SequentialOf<Layer, Tensor>>;
 
-class ResidualLayer final : public Composite {
+class ResidualLayer final : public ResidualOf<Composite, std::unique_ptr<Layer>> {
 public:
-    ResidualLayer(std::unique_ptr<Layer> body, std::unique_ptr<Layer> shortcut) {
-        if (!body) throw std::invalid_argument("residual: no body");
-        kids_.push_back(std::move(body));
-        if (shortcut) kids_.push_back(std::move(shortcut));
-    }
-    std::string describe() const override {
-        return "residual(" + kids_[0]->describe() + (kids_.size() > 1 ? " + " + kids_[1]->describe() : "") + ")";
-    }
-    Shape configure(const Shape& in) override {
-        const Shape a = kids_[0]->configure(in);
-        const Shape b = kids_.size() > 1 ? kids_[1]->configure(in) : in;
-        if (a != b)
-            throw std::invalid_argument("residual: body gives " + a.str() + " but the shortcut gives " + b.str());
-        in_ = in;
-        return a;
-    }
+    using ResidualOf::ResidualOf;
     const Tensor& forward(const Tensor& x, bool train) override {
         check_in(x, in_, "residual");
         const Tensor& a = kids_[0]->forward(x, train);
@@ -311,7 +296,6 @@ public:
     }
 
 private:
-    Shape in_;
     Tensor y_, dx_;
 };
 

@@ -243,14 +243,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
         r.lr = lr_now;
         r.grad_norm = steps > 0 ? sums[3] / (static_cast<double>(steps) * K) : 0;
         r.batch = K * b;
-        if (!std::isfinite(r.train_loss))
-            throw TrainError("training diverged in epoch " + std::to_string(e) + " (loss " + std::to_string(r.train_loss) +
-                             "); lower --lr or raise --warmup-epochs");
-        const EvalResult ev = tr.evaluate(test_set, cfg.eval_batch);
-        r.test_loss = ev.loss;
-        r.test_accuracy = ev.accuracy;
-        out.push_back(r);
-        if (on_epoch) on_epoch(r);
+        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch);
     }
     return out;
 }

@@ -417,17 +417,22 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.grad_norm = steps > 0 ? gnorm_sum / static_cast<double>(steps) : 0;
         r.hessian_eig = hess ? hess->last() : 0;
         r.batch = B;
-        if (!std::isfinite(r.train_loss))
-            throw TrainError("training diverged in epoch " + std::to_string(e) + " (loss " + std::to_string(r.train_loss) +
-                             "); lower --lr or raise --warmup-epochs");
-        const EvalResult ev = tr.evaluate(test_set, cfg.eval_batch);
-        r.test_loss = ev.loss;
-        r.test_accuracy = ev.accuracy;
-        out.push_back(r);
-        if (on_epoch) on_epoch(r);
+        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch);
     }
     tr.end();
     return out;
+}
+
+void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, int eval_batch,
+                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch) {
+    if (!std::isfinite(r.train_loss))
+        throw TrainError("training diverged in epoch " + std::to_string(r.epoch) + " (loss " +
+                         std::to_string(r.train_loss) + "); lower --lr or raise --warmup-epochs");
+    const EvalResult ev = engine.evaluate(test_set, eval_batch);
+    r.test_loss = ev.loss;
+    r.test_accuracy = ev.accuracy;
+    out.push_back(r);
+    if (on_epoch) on_epoch(r);
 }
 
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters) {

@@ -151,6 +151,13 @@ public:
     virtual void end() {}
 };
 
+/// The end of an epoch shared by train() and train_local_sgd(): refuses a non-finite
+/// training loss (TrainError "training diverged in epoch E ..."), evaluates `test_set`
+/// with `engine` in batches of `eval_batch` into r.test_loss / r.test_accuracy, appends r
+/// to `out` and calls on_epoch(r) if set. Collective (evaluation is sharded over ranks).
+void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, int eval_batch,
+                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch);
+
 /// Mean loss and accuracy of `d` evaluated in shards: rank r of comm's K ranks evaluates the
 /// contiguous slice [r*N/K, (r+1)*N/K) in batches of at most `batch` examples, calling
 /// eval_batch(idx, n, &correct) for each (it returns the batch's mean loss and adds the
