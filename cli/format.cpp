@@ -366,6 +366,15 @@ std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vec
     head += ", local batch " + std::to_string(m.min_batch) + ".." + std::to_string(m.max_batch) + ", rmse " +
             format_number("%.4g", m.rmse * 1e3) + " ms";
     out.push_back(head);
+    if (m.knots.size() >= 3 && std::isfinite(m.loo_interpolated) && std::isfinite(m.loo_parametric)) {
+        const std::string cv = "leave-one-out error " + format_number("%.2f", m.loo_interpolated) + " % interpolated vs " +
+                               format_number("%.2f", m.loo_parametric) + " % fitted";
+        out.push_back(m.interpolated ? "inside local batch " + std::to_string(m.knots.front().first) + ".." +
+                                           std::to_string(m.knots.back().first) + ": interpolated between the " +
+                                           std::to_string(m.knots.size()) + " batch sizes' medians (" + cv +
+                                           "); outside: the fit, shifted to meet the end batch sizes"
+                                     : "the fit is used everywhere (" + cv + ")");
+    }
     std::map<int, std::pair<double, int>> by_batch;  // local batch -> (sum of seconds, count)
     for (const auto& s : samples) {
         if (!(s.seconds_per_iter > 0) || !std::isfinite(s.seconds_per_iter) || s.local_batch < 1) continue;

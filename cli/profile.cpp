@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,8 +27,9 @@ namespace {
 struct ComputeOptions {
     CommonOptions common;
     std::string workload;
-    std::vector<int> batch_sizes{16, 32, 64, 128, 256};
-    int iters = 20;
+    std::vector<int> batch_sizes{16, 24, 32, 48, 64, 96, 128, 192, 256};
+    int iters = 10;   // timed iterations per tula-train run
+    int rounds = 3;   // runs per batch size, interleaved across the batch sizes
     std::string trainer;
     std::string data_dir;
     bool force = false;  // measure again local batches already in the database
@@ -119,29 +121,38 @@ int run_compute(const ComputeOptions& o) {
     check_db_writable(db);
     const size_t before = count_compute(db, o.workload);
 
-    // Resumable: local batches this host already measured (1 thread) are skipped unless --force.
-    // Each batch size is a tula-train run of its own, so an interrupted profile keeps the
-    // batch sizes it finished.
-    std::vector<int> todo, done;
+    // Resumable: every batch size is measured in `rounds` tula-train runs of its own, and the
+    // rounds are interleaved (all batch sizes once, then again), so that a slow phase of a
+    // shared machine spreads over the batch sizes instead of bending the curve; the model
+    // takes each batch size's median. Rounds this host already measured (1 thread) count
+    // unless --force, so an interrupted profile keeps what it finished.
+    std::vector<int> todo, done, uniq;
+    std::vector<int> need;  // rounds still to run, per uniq entry
     {
         const std::string host = this_host();
         auto d = open_existing(db);
         const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
         for (int b : o.batch_sizes) {
-            bool measured = false;
-            for (const auto& c : have) measured = measured || (c.local_batch == b && c.host == host && c.threads == 1);
-            bool dup = false;
-            for (int t : todo) dup = dup || t == b;
-            for (int t : done) dup = dup || t == b;
-            if (dup) continue;
-            (measured && !o.force ? done : todo).push_back(b);
+            if (std::find(uniq.begin(), uniq.end(), b) != uniq.end()) continue;
+            int measured = 0;
+            for (const auto& c : have) measured += (c.local_batch == b && c.host == host && c.threads == 1);
+            uniq.push_back(b);
+            need.push_back(o.force ? o.rounds : std::max(0, o.rounds - measured));
+            if (need.back() == 0) done.push_back(b);
         }
+        for (int r = 0; r < o.rounds; ++r)
+            for (size_t k = 0; k < uniq.size(); ++k)
+                if (r < need[k]) todo.push_back(uniq[k]);
     }
-    std::printf("profile compute: %s, local batches %s, %d iterations each, into %s\n", o.workload.c_str(),
-                join_ints(o.batch_sizes).c_str(), o.iters, db.c_str());
+    std::printf("profile compute: %s, local batches %s, %d round%s of %d iterations each, into %s\n", o.workload.c_str(),
+                join_ints(o.batch_sizes).c_str(), o.rounds, o.rounds == 1 ? "" : "s", o.iters, db.c_str());
     if (!done.empty())
         std::printf("profile compute: skipping local batch%s %s, already measured on this host (--force measures again)\n",
                     done.size() == 1 ? "" : "es", join_ints(done).c_str());
+    for (size_t k = 0; k < uniq.size(); ++k)
+        if (need[k] > 0 && need[k] < o.rounds)
+            std::printf("profile compute: local batch %d has %d of %d rounds on this host; measuring %d more\n", uniq[k],
+                        o.rounds - need[k], o.rounds, need[k]);
     const bool bar = stdout_terminal();
     const auto t0 = std::chrono::steady_clock::now();
     auto since = [](std::chrono::steady_clock::time_point t) {
@@ -484,9 +495,15 @@ void add_profile_command(CLI::App& app, Action* action) {
         ->delimiter(',')
         ->type_name("B,...")
         ->capture_default_str();
-    comp->add_option("--iters", c->iters, "timed iterations per batch size")
+    comp->add_option("--iters", c->iters, "timed iterations per batch size and round")
         ->type_name("N")
         ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    comp->add_option("--rounds", c->rounds,
+                     "tula-train runs per batch size, interleaved across the batch sizes (the model takes the median)")
+        ->type_name("R")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // the last one counts, as in most tools
+        ->check(CLI::Range(1, 100))
         ->capture_default_str();
     comp->add_option("--trainer", c->trainer, "tula-train to run (default: beside tula, else $PATH)")->type_name("PATH");
     comp->add_option("--data-dir", c->data_dir, "passed to tula-train --data-dir (directory of the data set files)")

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -111,7 +112,10 @@ double aic(double sse, double n, int k, double scale) {
 
 }  // namespace
 
-ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
+namespace {
+
+// The linear or flat-then-linear fit of ComputeModel (see models.hpp), without knots.
+ComputeModel fit_parametric(const std::vector<ComputeSample>& samples) {
     const std::string who = samples.empty() ? std::string("the workload") : samples.front().workload;
     const std::string todo = "; run `tula profile compute --workload " + who + "` with at least 2 batch sizes";
     if (samples.empty()) throw Error("no compute profile for " + who + todo);
@@ -194,6 +198,52 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
     m.dof = static_cast<int>(n) - k;
     m.sigma = m.dof > 0 ? std::sqrt(sse / m.dof) : 0.0;
     return m;
+}
+
+// Linear interpolation between the knots a and c at b (a.first < b < c.first).
+double lerp_knots(const std::pair<int, double>& a, const std::pair<int, double>& c, double b) {
+    const double w = (b - a.first) / static_cast<double>(c.first - a.first);
+    return a.second + w * (c.second - a.second);
+}
+
+}  // namespace
+
+ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
+    ComputeModel m = fit_parametric(samples);  // validates the samples
+    std::map<int, std::vector<double>> by_batch;
+    for (const auto& s : samples) by_batch[s.local_batch].push_back(s.seconds_per_iter);
+    for (const auto& [b, times] : by_batch) m.knots.emplace_back(b, median(times));
+    m.loo_interpolated = m.loo_parametric = std::numeric_limits<double>::quiet_NaN();
+    if (m.knots.size() < 3) return m;
+    // Leave-one-out over the interior knots (Stone 1974): interpolation vs the refitted curve.
+    double e_int = 0, e_par = 0;
+    for (size_t j = 1; j + 1 < m.knots.size(); ++j) {
+        const int b = m.knots[j].first;
+        const double t = m.knots[j].second;
+        std::vector<ComputeSample> rest;
+        for (const auto& s : samples)
+            if (s.local_batch != b) rest.push_back(s);
+        e_int += std::fabs(lerp_knots(m.knots[j - 1], m.knots[j + 1], b) / t - 1.0);
+        e_par += std::fabs(fit_parametric(rest).parametric(b) / t - 1.0);
+    }
+    const double interior = static_cast<double>(m.knots.size() - 2);
+    m.loo_interpolated = 100.0 * e_int / interior;
+    m.loo_parametric = 100.0 * e_par / interior;
+    m.interpolated = m.loo_interpolated < m.loo_parametric - 1e-6;  // ties keep the fitted curve
+    return m;
+}
+
+double ComputeModel::seconds_per_iter(double b) const {
+    if (!interpolated || knots.size() < 3) return parametric(b);
+    const auto& lo = knots.front();
+    const auto& hi = knots.back();
+    // below the range: the shifted curve, but not below proportional scaling t(b_min) b / b_min
+    if (b <= lo.first) return std::max(lo.second * b / lo.first, lo.second + parametric(b) - parametric(lo.first));
+    if (b >= hi.first) return hi.second + parametric(b) - parametric(hi.first);
+    const auto it = std::lower_bound(knots.begin(), knots.end(), b,
+                                     [](const std::pair<int, double>& k, double x) { return k.first < x; });
+    if (it->first == b) return it->second;
+    return lerp_knots(*(it - 1), *it, b);
 }
 
 double ComputeModel::interval(double b, double level) const {

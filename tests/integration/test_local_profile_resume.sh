@@ -12,7 +12,7 @@ unset TULA_CONF
 export XDG_DATA_HOME=$T_WORK/xdg
 db=$T_WORK/p.db
 W=lenet5@fashion-mnist
-P=(profile compute --workload "$W" --iters 1 --data-dir "$T_DATA_DIR" --db "$db")
+P=(profile compute --workload "$W" --iters 1 --rounds 1 --data-dir "$T_DATA_DIR" --db "$db")
 
 # samples B: how many compute samples of local batch B the database holds (0 when none).
 samples() {
@@ -63,6 +63,18 @@ assert_match "$T_OUT" '^profile compute: skipping local batch 16,' "the resumed 
 assert_eq 1 "$(samples 16)" "batch 16 still measured once"
 assert_eq 1 "$(samples 32)" "batch 32 measured on resume"
 assert_eq 1 "$(samples 64)" "batch 64 measured on resume"
+
+# Rounds: batch 6 measured in 2 interleaved rounds with batch 10 (6, 10, 6, 10); asked for 3
+# rounds later, only the missing third round of each runs.
+expect_ok "profile --rounds 2 (6,10)" "$TULA" "${P[@]}" --batch-sizes 6,10 --rounds 2
+assert_eq 2 "$(samples 6)" "two rounds of batch 6"
+assert_eq 2 "$(samples 10)" "two rounds of batch 10"
+assert_eq "6 10 6 10" "$(printf '%s\n' "$T_OUT" | grep -oE '^profile compute: [0-9]/4 .*local batch [0-9]+' | grep -oE '[0-9]+$' | tr '\n' ' ' | sed 's/ $//')" \
+    "rounds interleaved across the batch sizes"
+expect_ok "profile --rounds 3 (6,10)" "$TULA" "${P[@]}" --batch-sizes 6,10 --rounds 3
+assert_match "$T_OUT" '^profile compute: local batch 6 has 2 of 3 rounds on this host; measuring 1 more' "partial rounds are named"
+assert_eq 3 "$(samples 6)" "the third round of batch 6"
+assert_eq 3 "$(samples 10)" "the third round of batch 10"
 
 # On a terminal: a progress bar redrawn with carriage returns.
 if command -v script >/dev/null; then

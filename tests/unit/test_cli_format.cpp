@@ -495,6 +495,19 @@ public:
         m.flat = false;
         m.aic_flat = INFINITY;
         CPPUNIT_ASSERT(compute_fit_lines(m, s).at(0).rfind("fit: linear (AIC -10.0 linear, flat-then-linear not considered)", 0) == 0);
+        // A fitted model with 3+ batch sizes says which form serves inside the profiled range.
+        std::vector<tula::ComputeSample> convex;
+        for (int b : {16, 32, 64, 128, 256}) {
+            tula::ComputeSample x;
+            x.local_batch = b;
+            x.seconds_per_iter = 1e-3 + 1e-6 * b * b;
+            convex.push_back(x);
+        }
+        const auto mi = tula::ComputeModel::fit(convex);
+        const auto li = compute_fit_lines(mi, convex);
+        CPPUNIT_ASSERT(mi.interpolated);
+        CPPUNIT_ASSERT(li.at(1).rfind("inside local batch 16..256: interpolated between the 5 batch sizes' medians", 0) == 0);
+        CPPUNIT_ASSERT_EQUAL(size_t{1 + 1 + 1 + 5}, li.size());
     }
 
     void test_explain_kv() {

@@ -88,6 +88,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_allreduce_errors);
     CPPUNIT_TEST(test_compute_flat_then_linear);
     CPPUNIT_TEST(test_compute_interval);
+    CPPUNIT_TEST(test_compute_interpolated);
     CPPUNIT_TEST(test_allreduce_rabenseifner);
     CPPUNIT_TEST(test_overlap_gamma);
     CPPUNIT_TEST(test_memory);
@@ -110,7 +111,47 @@ public:
         CPPUNIT_ASSERT_EQUAL(8, m.min_batch);
         CPPUNIT_ASSERT_EQUAL(512, m.max_batch);
         CPPUNIT_ASSERT(m.rmse > 0 && m.rmse < 0.02 * (t0 + t1 * 512));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(m.t0 + m.t1 * 100, m.seconds_per_iter(100), 1e-15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(m.t0 + m.t1 * 100, m.parametric(100), 1e-15);
+        // whichever form won, the prediction at 100 stays within the noise of the truth
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t0 + t1 * 100, m.seconds_per_iter(100), 0.03 * (t0 + t1 * 100));
+    }
+
+    // The interpolated form: on a convex truth t(b) = 1 ms + 50 us b + 0.2 us b^2 (a per-example
+    // cost that grows with the batch, as when activations leave the cache) profiled at 9
+    // batches, leave-one-out prefers interpolation; it then predicts an unprofiled batch
+    // inside the range closer to the truth than the straight line does, returns each knot's
+    // median at a profiled batch, and continues outside the range from the end knots.
+    // Exactly linear data keeps the fitted line (a tie goes to the parametric form).
+    void test_compute_interpolated() {
+        auto truth = [](double b) { return 1e-3 + 5e-5 * b + 2e-7 * b * b; };
+        std::vector<tula::ComputeSample> s;
+        for (int b : {16, 24, 32, 48, 64, 96, 128, 192, 256})
+            for (double f : {0.99, 1.0, 1.02}) s.push_back(cs(b, truth(b) * f));  // median: the truth
+        const auto m = tula::ComputeModel::fit(s);
+        CPPUNIT_ASSERT(m.interpolated);
+        CPPUNIT_ASSERT(m.loo_interpolated < m.loo_parametric);
+        CPPUNIT_ASSERT_EQUAL(size_t{9}, m.knots.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(truth(48), m.seconds_per_iter(48), 1e-15);
+        const double err_int = std::fabs(m.seconds_per_iter(112) / truth(112) - 1);
+        const double err_line = std::fabs(m.parametric(112) / truth(112) - 1);
+        CPPUNIT_ASSERT(err_int < 0.01);
+        CPPUNIT_ASSERT(err_int < err_line);
+        // halfway between knots 96 and 128: the straight line between them
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((truth(96) + truth(128)) / 2, m.seconds_per_iter(112), 1e-15);
+        // above the range: the end knot plus the curve's increase; below: not under t(16) b/16
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(truth(256) + m.parametric(300) - m.parametric(256), m.seconds_per_iter(300), 1e-15);
+        CPPUNIT_ASSERT(m.seconds_per_iter(8) >= truth(16) * 8 / 16 - 1e-15);
+        CPPUNIT_ASSERT(m.seconds_per_iter(8) <= truth(16));
+
+        std::vector<tula::ComputeSample> lin;
+        for (int b : {16, 32, 64, 128, 256}) lin.push_back(cs(b, 2e-3 + 1e-4 * b));
+        const auto ml = tula::ComputeModel::fit(lin);
+        CPPUNIT_ASSERT(!ml.interpolated);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2e-3 + 1e-4 * 1000, ml.seconds_per_iter(1000), 1e-12);
+        // two batches: no interior knot, no cross-validation
+        const auto m2 = tula::ComputeModel::fit({cs(16, 1e-3), cs(64, 4e-3)});
+        CPPUNIT_ASSERT(!m2.interpolated);
+        CPPUNIT_ASSERT(std::isnan(m2.loo_interpolated));
     }
 
     void test_compute_matches_closed_form() {
