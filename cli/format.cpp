@@ -248,6 +248,10 @@ Json plan_json(const PlanReport& r) {
     j["accuracy_excluded"] = r.plan.accuracy_excluded;
     j["time_calibration"] = r.plan.calibration.factor;
     j["time_calibration_runs"] = r.plan.calibration.runs;
+    j["time_calibration_single_node"] = r.plan.calibration.factor_single;
+    j["time_calibration_single_node_runs"] = r.plan.calibration.runs_single;
+    j["time_calibration_multi_node"] = r.plan.calibration.factor_multi;
+    j["time_calibration_multi_node_runs"] = r.plan.calibration.runs_multi;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;

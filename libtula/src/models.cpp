@@ -395,22 +395,29 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
         q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes);
         q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
         q.measured_seconds = r->measured_seconds / n_iter;
+        q.nodes = r->nodes;
         out.push_back(q);
     }
     return out;
 }
 
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap) {
-    std::vector<double> ratios;
-    for (auto it = samples.rbegin(); it != samples.rend() && ratios.size() < kNewest; ++it) {
-        const double pred = overlap.combine(it->compute_seconds, it->comm_seconds);
-        const double r = it->measured_seconds / pred;
-        if (std::isfinite(r) && r > 0 && pred > 0) ratios.push_back(r);
-    }
+    // group: 0 all, 1 single-node, 2 multi-node; the newest kNewest usable samples of it
+    auto group_factor = [&](int group, int* runs) {
+        std::vector<double> ratios;
+        for (auto it = samples.rbegin(); it != samples.rend() && ratios.size() < kNewest; ++it) {
+            if ((group == 1 && it->nodes > 1) || (group == 2 && it->nodes <= 1)) continue;
+            const double pred = overlap.combine(it->compute_seconds, it->comm_seconds);
+            const double r = it->measured_seconds / pred;
+            if (std::isfinite(r) && r > 0 && pred > 0) ratios.push_back(r);
+        }
+        *runs = static_cast<int>(ratios.size());
+        return ratios.empty() ? 1.0 : std::min(kMax, std::max(kMin, median(ratios)));
+    };
     TimeCalibration c;
-    if (ratios.empty()) return c;
-    c.runs = static_cast<int>(ratios.size());
-    c.factor = std::min(kMax, std::max(kMin, median(ratios)));
+    c.factor = group_factor(0, &c.runs);
+    c.factor_single = group_factor(1, &c.runs_single);
+    c.factor_multi = group_factor(2, &c.runs_multi);
     return c;
 }
 

@@ -282,10 +282,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.local_batch = b;
             const double tc = compute.seconds_per_iter(b);
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            c.iter_seconds = req.calibration.factor * req.overlap.combine(tc, tm);
+            const double cal = req.calibration.factor_for(K);
+            c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
             const double half = sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
-            const double iter_upper = req.calibration.factor * req.overlap.combine(tc + half, tm);
+            const double iter_upper = cal * req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds;
@@ -436,9 +437,14 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
-    if (req.calibration.runs > 0)
-        reason += "; times x" + fmt("%.3g", req.calibration.factor) + " from " + std::to_string(req.calibration.runs) +
-                  " finished run" + (req.calibration.runs == 1 ? "" : "s") + " (measured / modelled)";
+    if (req.calibration.runs > 0) {
+        const TimeCalibration& cb = req.calibration;
+        const bool own = ch.nodes <= 1 ? cb.runs_single >= TimeCalibration::kGroupMin : cb.runs_multi >= TimeCalibration::kGroupMin;
+        const int n = own ? (ch.nodes <= 1 ? cb.runs_single : cb.runs_multi) : cb.runs;
+        reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes)) + " from " + std::to_string(n) + " finished " +
+                  (own ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" + (n == 1 ? "" : "s") +
+                  " (measured / modelled)";
+    }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
                   (plan.accuracy_excluded == 1 ? "" : "s") + " left out: expected test accuracy more than " +

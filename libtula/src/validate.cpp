@@ -148,7 +148,7 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
             p.predicted_epoch_seconds =
-                std::floor(D / run.global_batch) * cal.factor * ov.combine(q.compute_seconds, q.comm_seconds);
+                std::floor(D / run.global_batch) * cal.factor_for(run.nodes) * ov.combine(q.compute_seconds, q.comm_seconds);
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;
             r.points.push_back(p);

@@ -534,6 +534,32 @@ public:
         s.swap(wild);
         add(0.01, 0, 10.0);
         CPPUNIT_ASSERT_EQUAL(4.0, tula::TimeCalibration::fit(s, ov).factor);
+
+        // Groups: single-node ratios 1.1, 1.2, 1.3 and multi-node 0.6, 0.7, interleaved.
+        std::vector<tula::IterationSample> g;
+        auto addn = [&](int nodes, double ratio) {
+            tula::IterationSample q;
+            q.compute_seconds = 0.01;
+            q.comm_seconds = nodes > 1 ? 0.002 : 0.0;
+            q.measured_seconds = ratio * (q.compute_seconds + q.comm_seconds);
+            q.nodes = nodes;
+            g.push_back(q);
+        };
+        addn(1, 1.1), addn(2, 0.6), addn(1, 1.2), addn(4, 0.7), addn(1, 1.3);
+        const auto cg = tula::TimeCalibration::fit(g, ov);
+        CPPUNIT_ASSERT_EQUAL(3, cg.runs_single);
+        CPPUNIT_ASSERT_EQUAL(2, cg.runs_multi);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_single, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.factor_multi, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cg.factor, 1e-12);  // pooled median of all five
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.factor_for(3), 1e-12);
+        // one multi-node run is too few for its own factor: the pooled one serves
+        std::vector<tula::IterationSample> one_multi(g.begin(), g.begin() + 3);
+        const auto c1 = tula::TimeCalibration::fit(one_multi, ov);
+        CPPUNIT_ASSERT_EQUAL(1, c1.runs_multi);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(2), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
     }
 };
 

@@ -273,6 +273,16 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
         }
         CPPUNIT_ASSERT_MESSAGE(half.reason, contains(half.reason, "x0.5 from 2 finished runs"));
+        // Separate factors for single-node and multi-node candidates once each group has 2 runs.
+        r.calibration.factor_single = 0.8;
+        r.calibration.runs_single = 2;
+        r.calibration.factor_multi = 1.5;
+        r.calibration.runs_multi = 3;
+        const tula::Plan split = tula::make_plan(r, cm, &am);
+        for (const auto& c : split.candidates) {
+            const double t = (c.nodes == 1 ? 0.8 : 1.5) * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+        }
         r.calibration = tula::TimeCalibration{};
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));

@@ -117,6 +117,7 @@ struct IterationSample {
     double compute_seconds = 0;   ///< T_comp, model prediction at the run's local batch
     double comm_seconds = 0;      ///< T_comm, model prediction at the run's node count
     double measured_seconds = 0;  ///< measured seconds per iteration
+    int nodes = 1;                ///< the run's node count (ranks)
 };
 
 /// Overlap of computation and communication as in Pollux (Qiao et al., OSDI 2021, eq. 9):
@@ -141,12 +142,24 @@ struct OverlapModel {
 /// a few timed steps on one node; a job's steady state can differ (caches, load, data path).
 /// factor = median over the newest kNewest samples of measured / predicted seconds per
 /// iteration, predicted = overlap.combine(compute, comm); clamped to [kMin, kMax]. This
-/// project's own rule (no paper); no samples: factor 1.
+/// project's own rule (no paper); no samples: factor 1. Single-node and multi-node runs
+/// differ in what the profiles miss (a multi-node step adds the data path and the
+/// communication's interference with computation), so the same median is also taken over
+/// each group's newest kNewest samples, and factor_for(K) uses K's group when it has at least
+/// kGroupMin samples, else the pooled factor.
 struct TimeCalibration {
     static constexpr size_t kNewest = 5;
+    static constexpr int kGroupMin = 2;
     static constexpr double kMin = 0.25, kMax = 4.0;
-    double factor = 1.0;  ///< multiplies the predicted seconds per iteration
+    double factor = 1.0;  ///< pooled: all runs, multiplies the predicted seconds per iteration
     int runs = 0;         ///< samples used
+    double factor_single = 1.0, factor_multi = 1.0;  ///< the same over 1-node / multi-node runs
+    int runs_single = 0, runs_multi = 0;             ///< samples used for each
+    /// The factor for a candidate on `nodes` nodes (see above). Pure.
+    double factor_for(int nodes) const {
+        if (nodes <= 1) return runs_single >= kGroupMin ? factor_single : factor;
+        return runs_multi >= kGroupMin ? factor_multi : factor;
+    }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. Errors: none.
     static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap);
