@@ -182,6 +182,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("expected_accuracy",
                     std::isfinite(c.expected_accuracy) ? format_number("%.4f", c.expected_accuracy) : "");
     kv.emplace_back("epochs_to_target", format_number("%.3f", c.epochs_to_target));
+    kv.emplace_back("time_to_target_seconds", format_number("%.1f", c.time_to_target));
+    kv.emplace_back("cost_to_target", format_number("%.4f", c.cost_to_target));
     kv.emplace_back("pareto", c.pareto ? "1" : "0");
     kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
@@ -225,6 +227,8 @@ Json candidate_json(const Candidate& c) {
     j["total_seconds_upper"] = c.total_seconds_upper;
     j["cost_upper"] = c.cost_upper;
     j["epochs_to_target"] = c.epochs_to_target;
+    j["time_to_target_seconds"] = c.time_to_target;
+    j["cost_to_target"] = c.cost_to_target;
     j["expected_accuracy"] = std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr);
     j["memory_bytes"] = c.memory_bytes;
     return j;

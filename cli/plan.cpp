@@ -94,8 +94,8 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
     const bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0;
     Table t;
-    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "training (s)", "upper (s)",
-                "node-hours"};
+    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "to target (s)", "training (s)",
+                "upper (s)", "node-hours"};
     if (gpus) t.header.push_back("GPU-hours");
     if (energy) t.header.push_back("energy (kWh)");
     for (const char* h : {"cost", "accuracy", "pareto"}) t.header.push_back(h);
@@ -105,7 +105,8 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         const Candidate& c = p.candidates[i];
         std::vector<std::string> row = {i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
                                         std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
-                                        format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.total_seconds),
+                                        format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.time_to_target),
+                                        format_number("%.1f", c.total_seconds),
                                         format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)};
         if (gpus) row.push_back(format_number("%.4f", c.gpu_hours));
         if (energy) row.push_back(format_number("%.4f", c.energy_kwh));
@@ -122,8 +123,10 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         else if (!p.candidates[i].pareto) std::printf("%s\n", dim(l, colour).c_str());
         else std::printf("%s\n", l.c_str());
     }
-    std::printf("  (> chosen, * on the time/cost Pareto front; training = %d epochs, without evaluation; upper = 95 %% "
-                "prediction bound%s; accuracy from the run history, - when there is none)\n", r.epochs,
+    std::printf("  (> chosen, * on the Pareto front of time and cost to target; to target = the epochs this batch needs to "
+                "reach what %d reach at batch %d (noise scale, below); training = %d epochs, without evaluation; "
+                "upper = 95 %% prediction bound%s; accuracy from the run history, - when there is none)\n",
+                r.epochs, p.reference_batch, r.epochs,
                 r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     const Candidate& c = p.choice();
@@ -135,13 +138,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
-    // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): informational,
-    // the predicted times are for the requested epochs at every batch.
+    // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the policies
+    // rank by time and cost to that target; the job itself trains the requested epochs.
     std::printf("%s B_noise %s examples (%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs "
-                "to reach what %d reach at batch %d (informational: the times above are for %d epochs at every batch)\n",
+                "to reach what %d reach at batch %d: %s to target (the job trains its %d epochs; the time limit covers them)\n",
                 bold("noise scale:", colour).c_str(), format_number("%.4g", p.convergence.noise_scale).c_str(),
                 p.convergence.origin().c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(),
-                r.epochs, p.reference_batch, r.epochs);
+                r.epochs, p.reference_batch, format_duration(c.time_to_target).c_str(), r.epochs);
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());

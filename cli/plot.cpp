@@ -111,8 +111,11 @@ std::vector<Point> read_points(const Json& plan) {
         Point p;
         p.nodes = c.at("nodes").get<int>();
         p.global_batch = c.at("global_batch").get<int>();
-        p.seconds = c.at("total_seconds").get<double>();
-        p.cost = c.at("cost").get<double>();
+        // time and cost to the target: what the Pareto front and the policies are about
+        // (a plan from before they existed has only the requested epochs' figures)
+        p.seconds = c.contains("time_to_target_seconds") ? c.at("time_to_target_seconds").get<double>()
+                                                         : c.at("total_seconds").get<double>();
+        p.cost = c.contains("cost_to_target") ? c.at("cost_to_target").get<double>() : c.at("cost").get<double>();
         p.pareto = c.at("pareto").get<bool>();
         p.chosen = c.value("chosen", false);
         if (!std::isfinite(p.seconds) || !std::isfinite(p.cost)) continue;
@@ -193,8 +196,8 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
         s += gp_quote(data) + " index " + std::to_string(node_counts.size() + 1) + " using 1:" + std::to_string(col) +
              " with points pt 3 ps 3.5 lw 3 lc rgb 'red' title " + gp_quote("chosen (" + policy + ")") + "\n";
     };
-    panel(2, "predicted training time (s)");
-    panel(3, "predicted cost (node-hours x " + format_number("%g", price) + ")");
+    panel(2, "predicted time to target (s)");
+    panel(3, "predicted cost to target (node-hours x " + format_number("%g", price) + ")");
     s += "unset multiplot\nset output\n";
     return s;
 }

@@ -38,9 +38,9 @@ std::string config_str(const Candidate& c) { return nodes_str(c.nodes) + " x " +
 
 // "X.Xx faster than <what> for Y% more cost" comparing a (faster) to b (cheaper).
 std::string tradeoff(const Candidate& a, const Candidate& b, const std::string& what) {
-    const double speed = a.total_seconds > 0 ? b.total_seconds / a.total_seconds : 1.0;
+    const double speed = a.time_to_target > 0 ? b.time_to_target / a.time_to_target : 1.0;
     std::string s = fmt("%.1fx", speed) + " faster than " + what;
-    if (b.cost > 0) s += " for " + fmt("%.0f", (a.cost / b.cost - 1.0) * 100.0) + "% more cost";
+    if (b.cost_to_target > 0) s += " for " + fmt("%.0f", (a.cost_to_target / b.cost_to_target - 1.0) * 100.0) + "% more cost";
     else s += " at no cost (price per node-hour is 0)";
     return s;
 }
@@ -149,18 +149,18 @@ const char* policy_name(Policy p) {
 std::vector<size_t> pareto_front(const std::vector<Candidate>& c) {
     std::vector<size_t> idx;
     for (size_t i = 0; i < c.size(); ++i)
-        if (std::isfinite(c[i].total_seconds) && std::isfinite(c[i].cost)) idx.push_back(i);
+        if (std::isfinite(c[i].time_to_target) && std::isfinite(c[i].cost_to_target)) idx.push_back(i);
     std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-        if (c[a].total_seconds != c[b].total_seconds) return c[a].total_seconds < c[b].total_seconds;
-        return c[a].cost < c[b].cost;
+        if (c[a].time_to_target != c[b].time_to_target) return c[a].time_to_target < c[b].time_to_target;
+        return c[a].cost_to_target < c[b].cost_to_target;
     });
     // Sweep in increasing time: a point is on the front when its cost is below every cost
     // seen so far, or it equals (time and cost) the point that set the current best cost.
     std::vector<size_t> front;
     for (size_t i : idx) {
-        if (front.empty() || c[i].cost < c[front.back()].cost) {
+        if (front.empty() || c[i].cost_to_target < c[front.back()].cost_to_target) {
             front.push_back(i);
-        } else if (c[i].cost == c[front.back()].cost && c[i].total_seconds == c[front.back()].total_seconds) {
+        } else if (c[i].cost_to_target == c[front.back()].cost_to_target && c[i].time_to_target == c[front.back()].time_to_target) {
             front.push_back(i);  // an exact duplicate of a front point is not dominated either
         }
     }
@@ -297,6 +297,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.total_seconds_upper = req.epochs * iters * iter_upper;
             c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
+            c.time_to_target = c.epochs_to_target * c.epoch_seconds;
+            c.cost_to_target = c.cost * c.epochs_to_target / req.epochs;
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
             plan.candidates.push_back(c);
@@ -344,10 +346,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     // Fastest and cheapest over all candidates; first (fewest nodes, then smallest batch) on ties.
     size_t fastest = front.front(), cheapest = front.front();
     for (size_t i = 0; i < cs.size(); ++i) {
-        if (cs[i].total_seconds < cs[fastest].total_seconds ||
-            (cs[i].total_seconds == cs[fastest].total_seconds && i < fastest))
+        if (cs[i].time_to_target < cs[fastest].time_to_target ||
+            (cs[i].time_to_target == cs[fastest].time_to_target && i < fastest))
             fastest = i;
-        if (cs[i].cost < cs[cheapest].cost || (cs[i].cost == cs[cheapest].cost && i < cheapest)) cheapest = i;
+        if (cs[i].cost_to_target < cs[cheapest].cost_to_target || (cs[i].cost_to_target == cs[cheapest].cost_to_target && i < cheapest)) cheapest = i;
     }
     const std::string n_cand = std::to_string(cs.size()) + " candidate" + (cs.size() == 1 ? "" : "s");
     std::string reason;
@@ -355,13 +357,13 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
         case Policy::Time:
             plan.chosen = fastest;
             reason = "fastest of " + n_cand + " (policy time): " + config_str(cs[fastest]);
-            if (fastest == cheapest || cs[fastest].cost <= cs[cheapest].cost) reason += ", also the cheapest";
+            if (fastest == cheapest || cs[fastest].cost_to_target <= cs[cheapest].cost_to_target) reason += ", also the cheapest";
             else reason += ", " + tradeoff(cs[fastest], cs[cheapest], "the cheapest (" + config_str(cs[cheapest]) + ")");
             break;
         case Policy::Cost:
             plan.chosen = cheapest;
             reason = "cheapest of " + n_cand + " (policy cost): " + config_str(cs[cheapest]);
-            if (fastest == cheapest || cs[cheapest].total_seconds <= cs[fastest].total_seconds)
+            if (fastest == cheapest || cs[cheapest].time_to_target <= cs[fastest].time_to_target)
                 reason += ", also the fastest";
             else reason += "; the fastest (" + config_str(cs[fastest]) + ") is " + tradeoff(cs[fastest], cs[cheapest], "it");
             break;
@@ -370,8 +372,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             size_t best = cs.size();
             for (size_t i = 0; i < cs.size(); ++i) {
                 if (!(cs[i].total_seconds_upper <= req.deadline_seconds)) continue;
-                if (best == cs.size() || cs[i].cost < cs[best].cost ||
-                    (cs[i].cost == cs[best].cost && cs[i].total_seconds < cs[best].total_seconds))
+                if (best == cs.size() || cs[i].cost_to_target < cs[best].cost_to_target ||
+                    (cs[i].cost_to_target == cs[best].cost_to_target && cs[i].time_to_target < cs[best].time_to_target))
                     best = i;
             }
             if (best == cs.size())
@@ -389,8 +391,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             size_t best = cs.size();
             for (size_t i = 0; i < cs.size(); ++i) {
                 if (!(cs[i].cost_upper <= req.budget)) continue;
-                if (best == cs.size() || cs[i].total_seconds < cs[best].total_seconds ||
-                    (cs[i].total_seconds == cs[best].total_seconds && cs[i].cost < cs[best].cost))
+                if (best == cs.size() || cs[i].time_to_target < cs[best].time_to_target ||
+                    (cs[i].time_to_target == cs[best].time_to_target && cs[i].cost_to_target < cs[best].cost_to_target))
                     best = i;
             }
             if (best == cs.size())
@@ -408,13 +410,13 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             // the cost decreases, the orientation Kneedle's decreasing convex case expects.
             std::vector<double> x, y;
             for (size_t i : front) {
-                x.push_back(cs[i].total_seconds);
-                y.push_back(cs[i].cost);
+                x.push_back(cs[i].time_to_target);
+                y.push_back(cs[i].cost_to_target);
             }
             size_t k = front[knee_point(x, y)];
             // Exact duplicates on the front: fewest nodes, then smallest batch.
             for (size_t i : front)
-                if (cs[i].total_seconds == cs[k].total_seconds && cs[i].cost == cs[k].cost && i < k) k = i;
+                if (cs[i].time_to_target == cs[k].time_to_target && cs[i].cost_to_target == cs[k].cost_to_target && i < k) k = i;
             plan.chosen = k;
             const size_t front_cheapest = front.back();
             const size_t front_fastest = front.front();
@@ -423,7 +425,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             if (front.size() == 1) {
                 reason = "the only point on the time/cost Pareto front of " + n_cand + ": " + config_str(cs[k]) +
                          " is both the fastest and the cheapest";
-            } else if (cs[k].cost <= cs[front_cheapest].cost) {
+            } else if (cs[k].cost_to_target <= cs[front_cheapest].cost_to_target) {
                 reason = head + config_str(cs[k]) + " is the cheapest; the fastest (" + config_str(cs[front_fastest]) +
                          ") is " + tradeoff(cs[front_fastest], cs[k], "it");
             } else {

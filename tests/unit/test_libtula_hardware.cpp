@@ -74,8 +74,8 @@ tula::PolicySpec policy(tula::Policy p) {
 
 bool dominated(const std::vector<tula::Candidate>& cs, size_t i) {
     for (size_t j = 0; j < cs.size(); ++j)
-        if (cs[j].total_seconds <= cs[i].total_seconds && cs[j].cost <= cs[i].cost &&
-            (cs[j].total_seconds < cs[i].total_seconds || cs[j].cost < cs[i].cost))
+        if (cs[j].time_to_target <= cs[i].time_to_target && cs[j].cost_to_target <= cs[i].cost_to_target &&
+            (cs[j].time_to_target < cs[i].time_to_target || cs[j].cost_to_target < cs[i].cost_to_target))
             return true;
     return false;
 }

@@ -41,8 +41,8 @@ std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {
     for (size_t i = 0; i < c.size(); ++i) {
         bool dominated = false;
         for (size_t j = 0; j < c.size() && !dominated; ++j)
-            dominated = c[j].total_seconds <= c[i].total_seconds && c[j].cost <= c[i].cost &&
-                        (c[j].total_seconds < c[i].total_seconds || c[j].cost < c[i].cost);
+            dominated = c[j].time_to_target <= c[i].time_to_target && c[j].cost_to_target <= c[i].cost_to_target &&
+                        (c[j].time_to_target < c[i].time_to_target || c[j].cost_to_target < c[i].cost_to_target);
         if (!dominated) out.insert(i);
     }
     return out;
@@ -113,18 +113,18 @@ public:
             std::vector<tula::Candidate> c(n);
             for (auto& x : c) {
                 if (coarse) {
-                    x.total_seconds = static_cast<double>(rng() % 6);
-                    x.cost = static_cast<double>(rng() % 6);
+                    x.time_to_target = static_cast<double>(rng() % 6);
+                    x.cost_to_target = static_cast<double>(rng() % 6);
                 } else {
-                    x.total_seconds = std::uniform_real_distribution<double>(1, 100)(rng);
-                    x.cost = std::uniform_real_distribution<double>(1, 100)(rng);
+                    x.time_to_target = std::uniform_real_distribution<double>(1, 100)(rng);
+                    x.cost_to_target = std::uniform_real_distribution<double>(1, 100)(rng);
                 }
             }
             const std::vector<size_t> f = tula::pareto_front(c);
             const std::set<size_t> want = naive_front(c);
             CPPUNIT_ASSERT_EQUAL(want.size(), f.size());
             CPPUNIT_ASSERT(std::set<size_t>(f.begin(), f.end()) == want);
-            for (size_t i = 1; i < f.size(); ++i) CPPUNIT_ASSERT(c[f[i - 1]].total_seconds <= c[f[i]].total_seconds);
+            for (size_t i = 1; i < f.size(); ++i) CPPUNIT_ASSERT(c[f[i - 1]].time_to_target <= c[f[i]].time_to_target);
         }
         CPPUNIT_ASSERT(tula::pareto_front({}).empty());
     }
@@ -349,8 +349,9 @@ public:
                 for (size_t i = 0; i < p.candidates.size(); ++i) {
                     const auto& c = p.candidates[i];
                     const auto& b = p.candidates[best];
-                    const double vc = pol == tula::Policy::Cost ? c.cost : c.total_seconds;
-                    const double vb = pol == tula::Policy::Cost ? b.cost : b.total_seconds;
+                    // the policies rank by time and cost to the target (epochs_to_target)
+                    const double vc = (pol == tula::Policy::Cost ? c.cost : c.total_seconds) * c.epochs_to_target / r.epochs;
+                    const double vb = (pol == tula::Policy::Cost ? b.cost : b.total_seconds) * b.epochs_to_target / r.epochs;
                     if (vc < vb || (vc == vb && (c.nodes < b.nodes || (c.nodes == b.nodes && c.global_batch < b.global_batch))))
                         best = i;
                 }
@@ -379,6 +380,7 @@ public:
         r.max_nodes = 4;
         r.global_batches = {256, 64, 128};
         r.price_per_node_hour = 1;
+        r.convergence.noise_scale = 1e300;  // every batch needs the same epochs: exact ties
         for (const auto& c : tula::make_plan(r, cm, &am).candidates) CPPUNIT_ASSERT(c.nodes != 3);
         r.policy = tula::Policy::Time;
         tula::Plan p = tula::make_plan(r, cm, &am);
@@ -688,9 +690,9 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost);
-            CPPUNIT_ASSERT(p.choice().total_seconds_upper <= deadline);
-            CPPUNIT_ASSERT_EQUAL(naive, p.choice().cost);
+                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost * c.epochs_to_target / r.epochs);
+            CPPUNIT_ASSERT(p.choice().total_seconds_upper <= deadline);  // the whole job meets it
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().cost_to_target, 1e-12 * naive);  // cheapest to the target
             // The time limit covers the upper bound plus the margins.
             CPPUNIT_ASSERT(p.time_limit_minutes * 60.0 >= p.choice().total_seconds_upper * (1 + r.time_margin) + r.time_overhead);
         }
@@ -705,9 +707,9 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds);
+                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds * c.epochs_to_target / r.epochs);
             CPPUNIT_ASSERT(p.choice().cost_upper <= budget);
-            CPPUNIT_ASSERT_EQUAL(naive, p.choice().total_seconds);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().time_to_target, 1e-12 * naive);
         }
         r.budget = costs[0] * 0.5;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "budget"));

@@ -52,7 +52,9 @@ struct Candidate {
     double total_seconds_upper = 0;  ///< upper end of the 95 % prediction interval of total_seconds
     double cost_upper = 0;        ///< cost at total_seconds_upper
     double epochs_to_target = 0;  ///< epochs this global batch needs to reach what `epochs` reach at the
-                                  ///< smallest global batch (ConvergenceModel); informational
+                                  ///< smallest global batch (ConvergenceModel, McCandlish et al. 2018 eq. 2.11)
+    double time_to_target = 0;    ///< epochs_to_target * epoch_seconds, seconds: what the policies rank by
+    double cost_to_target = 0;    ///< cost * epochs_to_target / epochs: what the policies rank by
     double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
     double memory_bytes = 0;      ///< predicted peak bytes per rank (MemoryModel), 0 when not modelled
 };
@@ -112,8 +114,8 @@ struct Plan {
     const Candidate& choice() const { return candidates.at(chosen); }
 };
 
-/// Indices of the candidates on the Pareto front of (total_seconds, cost), both minimized,
-/// sorted by increasing total_seconds. Pure.
+/// Indices of the candidates on the Pareto front of (time_to_target, cost_to_target), both
+/// minimized, sorted by increasing time_to_target. Non-finite candidates are left out. Pure.
 std::vector<size_t> pareto_front(const std::vector<Candidate>& c);
 
 /// Kneedle knee point (Satopaa, Albrecht, Irwin & Raghavan 2011, "Finding a 'Kneedle'
