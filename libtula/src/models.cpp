@@ -216,19 +216,23 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
     m.loo_interpolated = m.loo_parametric = std::numeric_limits<double>::quiet_NaN();
     if (m.knots.size() < 3) return m;
     // Leave-one-out over the interior knots (Stone 1974): interpolation vs the refitted curve.
-    double e_int = 0, e_par = 0;
+    double e_int = 0, e_par = 0, e_int2 = 0;
     for (size_t j = 1; j + 1 < m.knots.size(); ++j) {
         const int b = m.knots[j].first;
         const double t = m.knots[j].second;
         std::vector<ComputeSample> rest;
         for (const auto& s : samples)
             if (s.local_batch != b) rest.push_back(s);
-        e_int += std::fabs(lerp_knots(m.knots[j - 1], m.knots[j + 1], b) / t - 1.0);
+        const double rel = lerp_knots(m.knots[j - 1], m.knots[j + 1], b) / t - 1.0;
+        e_int += std::fabs(rel);
+        e_int2 += rel * rel;
         e_par += std::fabs(fit_parametric(rest).parametric(b) / t - 1.0);
     }
     const double interior = static_cast<double>(m.knots.size() - 2);
     m.loo_interpolated = 100.0 * e_int / interior;
     m.loo_parametric = 100.0 * e_par / interior;
+    m.loo_rel_rms = std::sqrt(e_int2 / interior);
+    m.loo_points = static_cast<int>(interior);
     m.interpolated = m.loo_interpolated < m.loo_parametric - 1e-6;  // ties keep the fitted curve
     return m;
 }
@@ -247,6 +251,11 @@ double ComputeModel::seconds_per_iter(double b) const {
 }
 
 double ComputeModel::interval(double b, double level) const {
+    if (interpolated && knots.size() >= 3) {
+        if (!(loo_rel_rms > 0) || loo_points < 1 || !(level > 0 && level < 1)) return 0.0;
+        const double h = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, loo_points) * loo_rel_rms * seconds_per_iter(b);
+        return std::isfinite(h) ? h : 0.0;
+    }
     if (dof < 1 || !(sigma > 0) || !(level > 0 && level < 1)) return 0.0;
     const double q = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, dof);
     const double lever = xtx_inv[0] + 2.0 * b * xtx_inv[1] + b * b * xtx_inv[2];

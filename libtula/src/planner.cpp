@@ -263,6 +263,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
+    // the interpolated form's interval is relative: t quantile * RMS leave-one-out error
+    const double rel_q = compute.interpolated && !compute.knots.empty()
+                             ? compute.interval(compute.knots.front().first, q_level) /
+                                   compute.seconds_per_iter(compute.knots.front().first)
+                             : 0.0;
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         for (int B : batches) {
             if (B % K != 0) continue;
@@ -285,7 +290,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             const double cal = req.calibration.factor_for(K);
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
-            const double half = sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
+            const double half = compute.interpolated ? rel_q * tc : sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
             const double iter_upper = cal * req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;

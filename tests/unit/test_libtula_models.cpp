@@ -1,6 +1,7 @@
 // Unit tests of the compute and allreduce models (models.hpp): parameters recovered from
 // synthetic noisy data, agreement with closed-form least squares, non-negativity, errors.
 #include <cppunit/extensions/HelperMacros.h>
+#include <gsl/gsl_cdf.h>
 
 #include <algorithm>
 #include <cmath>
@@ -142,6 +143,17 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(truth(256) + m.parametric(300) - m.parametric(256), m.seconds_per_iter(300), 1e-15);
         CPPUNIT_ASSERT(m.seconds_per_iter(8) >= truth(16) * 8 / 16 - 1e-15);
         CPPUNIT_ASSERT(m.seconds_per_iter(8) <= truth(16));
+        // its interval: Student t (7 interior knots) x RMS of the interior leave-one-out
+        // relative errors, recomputed here from the truth's medians
+        double ss = 0;
+        const int kb[] = {16, 24, 32, 48, 64, 96, 128, 192, 256};
+        for (int j = 1; j < 8; ++j) {
+            const double w = double(kb[j] - kb[j - 1]) / (kb[j + 1] - kb[j - 1]);
+            const double e = (truth(kb[j - 1]) + w * (truth(kb[j + 1]) - truth(kb[j - 1]))) / truth(kb[j]) - 1;
+            ss += e * e;
+        }
+        const double h = gsl_cdf_tdist_Pinv(0.975, 7) * std::sqrt(ss / 7) * m.seconds_per_iter(112);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(h, m.interval(112, 0.95), 1e-12 * h);
 
         std::vector<tula::ComputeSample> lin;
         for (int b : {16, 32, 64, 128, 256}) lin.push_back(cs(b, 2e-3 + 1e-4 * b));

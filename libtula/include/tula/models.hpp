@@ -60,6 +60,10 @@ struct ComputeModel {
     /// Leave-one-out mean relative error over the interior knots, percent, of interpolation
     /// and of the parametric form (NaN with fewer than 3 distinct batches).
     double loo_interpolated = 0, loo_parametric = 0;
+    /// Root mean square of the interpolation's leave-one-out relative errors (a fraction) and
+    /// how many interior knots gave it: the interpolated form's prediction interval.
+    double loo_rel_rms = 0;
+    int loo_points = 0;
 
     /// Fit. Errors: tula::Error when there are fewer than 2 distinct local batches, or a
     /// sample has a local batch < 1 or a non-positive or non-finite time.
@@ -77,7 +81,10 @@ struct ComputeModel {
 
     /// Half-width of the two-sided prediction interval of one new measurement at local
     /// batch `b`, seconds, at confidence `level` in (0, 1) (Student-t quantile from GSL,
-    /// gsl_cdf_tdist_Pinv). 0 when the fit had no residual degrees of freedom.
+    /// gsl_cdf_tdist_Pinv). 0 when the fit had no residual degrees of freedom. With the
+    /// interpolated form: t_{(1+level)/2, k} x loo_rel_rms x seconds_per_iter(b), k =
+    /// loo_points (the leave-one-out errors are out-of-sample prediction errors, relative
+    /// because timing noise scales with the time).
     double interval(double b, double level = 0.95) const;
 
     /// "linear" or "flat-then-linear": the parametric form (interpolated says whether the
