@@ -182,6 +182,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("expected_accuracy",
                     std::isfinite(c.expected_accuracy) ? format_number("%.4f", c.expected_accuracy) : "");
     kv.emplace_back("epochs_to_target", format_number("%.3f", c.epochs_to_target));
+    kv.emplace_back("epochs_to_target_low", format_number("%.3f", c.epochs_to_target_low));
+    kv.emplace_back("epochs_to_target_high", format_number("%.3f", c.epochs_to_target_high));
     kv.emplace_back("time_to_target_seconds", format_number("%.1f", c.time_to_target));
     kv.emplace_back("cost_to_target", format_number("%.4f", c.cost_to_target));
     kv.emplace_back("pareto", c.pareto ? "1" : "0");
@@ -227,6 +229,8 @@ Json candidate_json(const Candidate& c) {
     j["total_seconds_upper"] = c.total_seconds_upper;
     j["cost_upper"] = c.cost_upper;
     j["epochs_to_target"] = c.epochs_to_target;
+    j["epochs_to_target_low"] = c.epochs_to_target_low;
+    j["epochs_to_target_high"] = c.epochs_to_target_high;
     j["time_to_target_seconds"] = c.time_to_target;
     j["cost_to_target"] = c.cost_to_target;
     j["expected_accuracy"] = std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr);
@@ -264,6 +268,13 @@ Json plan_json(const PlanReport& r) {
     // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
     j["noise_scale"] = r.plan.convergence.noise_scale;
     j["noise_scale_source"] = r.plan.convergence.measured_runs > 0 ? "measured" : r.plan.convergence.source;
+    if (r.plan.convergence.confidence > 0) {  // distribution-free interval of the median
+        j["noise_scale_low"] = r.plan.convergence.noise_scale_low;
+        j["noise_scale_high"] = r.plan.convergence.noise_scale_high;
+        j["noise_scale_confidence"] = r.plan.convergence.confidence;
+    } else {
+        j["noise_scale_low"] = j["noise_scale_high"] = j["noise_scale_confidence"] = nullptr;
+    }
     j["noise_scale_runs"] = r.plan.convergence.measured_runs;
     j["reference_batch"] = r.plan.reference_batch;
     Json cands = Json::array();

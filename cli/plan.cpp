@@ -140,11 +140,19 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
     // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the policies
     // rank by time and cost to that target; the job itself trains the requested epochs.
-    std::printf("%s B_noise %s examples (%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs "
+    const ConvergenceModel& cv = p.convergence;
+    const std::string bn_ci = cv.confidence > 0 ? ", " + format_number("%.4g", cv.noise_scale_low) + ".." +
+                                                      format_number("%.4g", cv.noise_scale_high) + " at " +
+                                                      format_number("%.1f", cv.confidence * 100) + " % confidence"
+                                                : "";
+    const std::string ep_ci = cv.confidence > 0 ? " (" + format_number("%.3g", c.epochs_to_target_low) + ".." +
+                                                      format_number("%.3g", c.epochs_to_target_high) + ")"
+                                                : "";
+    std::printf("%s B_noise %s examples (%s%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs%s "
                 "to reach what %d reach at batch %d: %s to target (the job trains its %d epochs; the time limit covers them)\n",
-                bold("noise scale:", colour).c_str(), format_number("%.4g", p.convergence.noise_scale).c_str(),
-                p.convergence.origin().c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(),
-                r.epochs, p.reference_batch, format_duration(c.time_to_target).c_str(), r.epochs);
+                bold("noise scale:", colour).c_str(), format_number("%.4g", cv.noise_scale).c_str(), cv.origin().c_str(),
+                bn_ci.c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(), ep_ci.c_str(), r.epochs,
+                p.reference_batch, format_duration(c.time_to_target).c_str(), r.epochs);
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());

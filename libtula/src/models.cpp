@@ -478,9 +478,13 @@ int MemoryModel::max_local_batch(double device_bytes) const {
     return b >= kMax ? kMax : static_cast<int>(b);
 }
 
-double ConvergenceModel::epochs_for(double B, double epochs_ref, double B_ref) const {
+double ConvergenceModel::epochs_at(double noise_scale, double B, double epochs_ref, double B_ref) {
     const double bn = noise_scale > 0 ? noise_scale : kDefaultNoiseScale;
     return epochs_ref * (1.0 + B / bn) / (1.0 + B_ref / bn);
+}
+
+double ConvergenceModel::epochs_for(double B, double epochs_ref, double B_ref) const {
+    return epochs_at(noise_scale, B, epochs_ref, B_ref);
 }
 
 double median(std::vector<double> v) {
@@ -493,6 +497,7 @@ double median(std::vector<double> v) {
 ConvergenceModel ConvergenceModel::from_runs(const std::vector<RunRecord>& runs, double fallback) {
     ConvergenceModel m;
     m.noise_scale = std::isfinite(fallback) && fallback > 0 ? fallback : kDefaultNoiseScale;
+    m.noise_scale_low = m.noise_scale_high = m.noise_scale;
     std::vector<std::pair<double, double>> measured;  // (created, noise scale)
     for (const auto& r : runs)
         if (std::isfinite(r.noise_scale) && r.noise_scale > 0) measured.push_back({r.created, r.noise_scale});
@@ -504,7 +509,13 @@ ConvergenceModel ConvergenceModel::from_runs(const std::vector<RunRecord>& runs,
     std::vector<double> v;
     for (const auto& x : measured) v.push_back(x.second);
     m.measured_runs = static_cast<int>(v.size());
-    m.noise_scale = median(std::move(v));
+    const auto mm = std::minmax_element(v.begin(), v.end());
+    m.noise_scale_low = m.noise_scale_high = m.noise_scale = median(v);
+    if (v.size() >= 2) {
+        m.noise_scale_low = *mm.first;
+        m.noise_scale_high = *mm.second;
+        m.confidence = 1.0 - 2.0 * std::pow(0.5, static_cast<double>(v.size()));
+    }
     return m;
 }
 

@@ -302,6 +302,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.total_seconds_upper = req.epochs * iters * iter_upper;
             c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
+            const bool ci = req.convergence.confidence > 0;
+            c.epochs_to_target_low =
+                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
+            c.epochs_to_target_high =
+                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
             c.time_to_target = c.epochs_to_target * c.epoch_seconds;
             c.cost_to_target = c.cost * c.epochs_to_target / req.epochs;
             c.expected_accuracy = req.accuracy.at(B);

@@ -489,6 +489,25 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("measured in 2 runs"), m.origin());
         CPPUNIT_ASSERT(std::isnan(tula::median({})));
         CPPUNIT_ASSERT_EQUAL(2.0, tula::median({3, 1, 2}));
+
+        // The median's distribution-free interval: [min, max] of n values covers it with
+        // probability 1 - P(all n above) - P(all n below) = 1 - 2 / 2^n.
+        CPPUNIT_ASSERT_EQUAL(100.0, m.noise_scale_low);
+        CPPUNIT_ASSERT_EQUAL(300.0, m.noise_scale_high);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, m.confidence, 1e-15);
+        std::vector<tula::RunRecord> five(5);
+        const double v[] = {50, 400, 120, 90, 260};
+        for (int i = 0; i < 5; ++i) five[i].noise_scale = v[i];
+        m = tula::ConvergenceModel::from_runs(five, 333);
+        CPPUNIT_ASSERT_EQUAL(120.0, m.noise_scale);
+        CPPUNIT_ASSERT_EQUAL(50.0, m.noise_scale_low);
+        CPPUNIT_ASSERT_EQUAL(400.0, m.noise_scale_high);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0 - 2.0 / 32.0, m.confidence, 1e-15);
+        // one value or none: no interval
+        m = tula::ConvergenceModel::from_runs({five[0]}, 333);
+        CPPUNIT_ASSERT_EQUAL(0.0, m.confidence);
+        CPPUNIT_ASSERT_EQUAL(50.0, m.noise_scale_low);
+        CPPUNIT_ASSERT_EQUAL(50.0, m.noise_scale_high);
     }
 
     void test_accuracy() {

@@ -630,6 +630,15 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("measured in 5 runs"), p.convergence.origin());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(bn, p.convergence.noise_scale, 0.0);
         check(p, bn);
+        // the interval of epochs_to_target: the formula at the smallest and largest of the 5
+        // (200 and 6000): a larger B_noise means fewer epochs
+        for (const auto& c : p.candidates) {
+            const double lo = E * (1.0 + c.global_batch / v[4]) / (1.0 + 64.0 / v[4]);
+            const double hi = E * (1.0 + c.global_batch / v[0]) / (1.0 + 64.0 / v[0]);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(lo, c.epochs_to_target_low, 1e-9 * lo);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(hi, c.epochs_to_target_high, 1e-9 * hi);
+            CPPUNIT_ASSERT(c.epochs_to_target_low <= c.epochs_to_target && c.epochs_to_target <= c.epochs_to_target_high);
+        }
     }
 
     void test_policy_spec() {

@@ -231,6 +231,12 @@ struct ConvergenceModel {
     double noise_scale = kDefaultNoiseScale;  ///< B_noise, examples
     /// Runs whose measured noise scale gave noise_scale; 0: it came from `source`.
     int measured_runs = 0;
+    /// Distribution-free confidence interval of the median B_noise from the order statistics
+    /// of the n measured values: [smallest, largest] covers the median with probability
+    /// confidence = 1 - 2 (1/2)^n (Conover, "Practical Nonparametric Statistics", 3rd ed.,
+    /// sec. 3.2; 0.9375 for n = 5). Equal to noise_scale, confidence 0, without 2 values.
+    double noise_scale_low = kDefaultNoiseScale, noise_scale_high = kDefaultNoiseScale;
+    double confidence = 0;
     /// Where noise_scale came from when measured_runs is 0: "tula.conf" (its noise_scale
     /// key or the built-in default) or "hardware file" (tula plan --hardware).
     const char* source = "tula.conf";
@@ -244,6 +250,8 @@ struct ConvergenceModel {
     /// Epochs needed at global batch `B` to reach what `epochs_ref` epochs reach at
     /// global batch `B_ref`: epochs_ref (1 + B/B_noise) / (1 + B_ref/B_noise).
     double epochs_for(double B, double epochs_ref, double B_ref) const;
+    /// epochs_for at a given B_noise (examples, > 0): the interval's ends use the interval's ends.
+    static double epochs_at(double noise_scale, double B, double epochs_ref, double B_ref);
 
     /// "measured in N runs" or `source`, for messages.
     std::string origin() const;

@@ -53,6 +53,10 @@ struct Candidate {
     double cost_upper = 0;        ///< cost at total_seconds_upper
     double epochs_to_target = 0;  ///< epochs this global batch needs to reach what `epochs` reach at the
                                   ///< smallest global batch (ConvergenceModel, McCandlish et al. 2018 eq. 2.11)
+    /// epochs_to_target at the ends of B_noise's confidence interval (ConvergenceModel):
+    /// low at noise_scale_high, high at noise_scale_low; both equal epochs_to_target when
+    /// B_noise has no interval (tula.conf, a hardware file, fewer than 2 measured runs)
+    double epochs_to_target_low = 0, epochs_to_target_high = 0;
     double time_to_target = 0;    ///< epochs_to_target * epoch_seconds, seconds: what the policies rank by
     double cost_to_target = 0;    ///< cost * epochs_to_target / epochs: what the policies rank by
     double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
