@@ -78,6 +78,24 @@ Checkpoint sample() {
     return c;
 }
 
+// train() of m with cfg on one rank; returns the step losses. With stop_at >= 0 the stop
+// flag is raised after that step; with `resume` it resumes; h gets the hooks' outputs.
+std::vector<double> train_losses(Model& m, const Dataset& tr, const Dataset& te, const TrainConfig& cfg,
+                                 const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, TrainHooks& h) {
+    Comm serial;
+    std::vector<double> losses;
+    h.config = "unit";
+    h.checkpoint_path = ckpt;
+    h.resume = resume;
+    h.on_step = [&](const StepRecord& r) {
+        losses.push_back(r.loss);
+        if (r.step == stop_at) set_stop_requested(true);
+    };
+    train(m, tr, te, cfg, serial, nullptr, &h);
+    set_stop_requested(false);
+    return losses;
+}
+
 // Runs `epochs` epochs of lenet5 on synthetic data; returns the step losses. With
 // stop_at >= 0 the stop flag is raised after that step; with `resume` it resumes.
 // With `dropout`, a small network with a dropout layer inside a sequential block instead
@@ -100,25 +118,44 @@ std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoi
         m = build_model("lenet5");
     }
     m->init(3);
-    Comm serial;
     TrainConfig cfg;
     cfg.epochs = 2;
     cfg.global_batch = 32;
     cfg.lr.lr = 0.05;
     cfg.lr.base_batch = 32;
     cfg.eval_batch = 32;
-    std::vector<double> losses;
     TrainHooks h;
-    h.config = "unit";
-    h.checkpoint_path = ckpt;
-    h.resume = resume;
-    h.on_step = [&](const StepRecord& r) {
-        losses.push_back(r.loss);
-        if (r.step == stop_at) set_stop_requested(true);
-    };
-    train(*m, tr, te, cfg, serial, nullptr, &h);
-    set_stop_requested(false);
+    const std::vector<double> losses = train_losses(*m, tr, te, cfg, ckpt, stop_at, resume, h);
     *stopped = h.stopped;
+    return losses;
+}
+
+// A run that exercises every way a batch is gathered: random crops and flips, an odd global
+// batch whose noise measurement splits it into micro-batches of 7 and 8 (every 2nd step), a
+// training set of 70 = 4 x 15 + 10 (the partial tail is dropped), 3 epochs. Returns the
+// step losses and the final weights; *prefetched gets the steps fed by the loader thread.
+// With stop_at >= 0 the stop flag is raised after that step; with `resume` it resumes.
+std::vector<double> run_gather_mix(bool prefetch, std::vector<float>* weights, int64_t* prefetched,
+                                   const std::string& ckpt = "", int64_t stop_at = -1,
+                                   const Checkpoint* resume = nullptr) {
+    const SyntheticSpec spec{Shape{1, 12, 12}, 4};
+    const Dataset tr = make_synthetic(spec, 70, 11), te = make_synthetic(spec, 20, 12);
+    auto m = build_model("lenet5", spec.shape, spec.classes);
+    m->init(5);
+    TrainConfig cfg;
+    cfg.epochs = 3;
+    cfg.global_batch = 15;
+    cfg.lr.lr = 0.05;
+    cfg.lr.base_batch = 15;
+    cfg.eval_batch = 20;
+    cfg.noise_every = 2;
+    cfg.augment.crop_pad = 2;
+    cfg.augment.flip = true;
+    cfg.prefetch = prefetch;
+    TrainHooks h;
+    const std::vector<double> losses = train_losses(*m, tr, te, cfg, ckpt, stop_at, resume, h);
+    if (weights) weights->assign(m->params(), m->params() + m->num_params());
+    if (prefetched) *prefetched = h.prefetched;
     return losses;
 }
 
@@ -130,6 +167,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_bad_files);
     CPPUNIT_TEST(test_stop_and_resume);
     CPPUNIT_TEST(test_stop_and_resume_dropout);
+    CPPUNIT_TEST(test_prefetch_same_trajectory);
     CPPUNIT_TEST(test_metrics_lines);
     CPPUNIT_TEST(test_backward_callback);
     CPPUNIT_TEST_SUITE_END();
@@ -233,6 +271,34 @@ public:
         CPPUNIT_ASSERT_THROW(run(p, -1, &bad, &stopped, true), TrainError);
     }
 
+    // The prefetching loader (a background thread gathering step k+1 during step k) must
+    // not change a single bit: same step losses and final weights as the synchronous
+    // gather, also across a stop and resume; and it must really have prefetched.
+    void test_prefetch_same_trajectory() {
+        std::vector<float> w_off, w_on;
+        int64_t pf_off = -1, pf_on = -1;
+        const std::vector<double> off = run_gather_mix(false, &w_off, &pf_off);
+        const std::vector<double> on = run_gather_mix(true, &w_on, &pf_on);
+        CPPUNIT_ASSERT_EQUAL(size_t{12}, off.size());  // 3 epochs x floor(70/15) steps
+        CPPUNIT_ASSERT_EQUAL(int64_t{0}, pf_off);
+        // every step but the first of each epoch had its batch gathered in advance
+        CPPUNIT_ASSERT_EQUAL(int64_t{9}, pf_on);
+        CPPUNIT_ASSERT_EQUAL(off.size(), on.size());
+        for (size_t i = 0; i < off.size(); ++i) CPPUNIT_ASSERT_EQUAL(off[i], on[i]);  // bit for bit
+        CPPUNIT_ASSERT(w_off == w_on);
+        // stopped in epoch 2 with a batch in flight, resumed with prefetch: the same again
+        const std::string p = temp_dir() + "/pf.ckpt";
+        std::vector<double> part = run_gather_mix(true, nullptr, nullptr, p, 5);
+        CPPUNIT_ASSERT_EQUAL(size_t{7}, part.size());
+        const Checkpoint c = read_checkpoint(p);
+        std::vector<float> w_res;
+        const std::vector<double> rest = run_gather_mix(true, &w_res, nullptr, p, -1, &c);
+        part.insert(part.end(), rest.begin(), rest.end());
+        CPPUNIT_ASSERT_EQUAL(off.size(), part.size());
+        for (size_t i = 0; i < off.size(); ++i) CPPUNIT_ASSERT_EQUAL(off[i], part[i]);
+        CPPUNIT_ASSERT(w_off == w_res);
+    }
+
     void test_metrics_lines() {
         const std::string p = temp_dir() + "/m.jsonl";
         {
@@ -245,6 +311,7 @@ public:
             s.grad_norm = 1.5;
             s.seconds = 0.25;
             s.images_per_second = 256;
+            s.gather_seconds = 0.125;
             log.step(s);
             EpochResult e;
             e.epoch = 1;
@@ -265,6 +332,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(int64_t{5}, a.at("step").get<int64_t>());
         CPPUNIT_ASSERT_EQUAL(0.1 + 0.2, a.at("loss").get<double>());
         CPPUNIT_ASSERT_EQUAL(256.0, a.at("images_per_second").get<double>());
+        CPPUNIT_ASSERT_EQUAL(0.125, a.at("gather_seconds").get<double>());
         CPPUNIT_ASSERT_EQUAL(std::string("epoch"), b.at("type").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(0.875, b.at("test_accuracy").get<double>());
         CPPUNIT_ASSERT(b.at("train_loss").is_null());

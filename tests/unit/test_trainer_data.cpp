@@ -1,7 +1,9 @@
 // Unit tests of tula-train's IDX reader: a small valid gzip IDX pair written to a
 // temporary directory reads back exactly; truncated files, a bad magic number, a missing
 // file, mismatched counts, out-of-range labels and a broken gzip stream raise DataError.
-// Also the batch gather's normalization.
+// Also the batch gather's normalization, and the prefetching loader (BatchLoader): its batches
+// equal direct gathers, the two buffers stay apart, and an error met on the loader thread
+// reaches the caller as the same DataError the synchronous gather raises.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <sys/stat.h>
@@ -15,7 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "comm.hpp"
 #include "data.hpp"
+#include "model.hpp"
+#include "prefetch.hpp"
+#include "train.hpp"
 
 using namespace tula::train;
 
@@ -85,6 +91,8 @@ class TrainerDataTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_gather_normalizes);
     CPPUNIT_TEST(test_synthetic_spec_parsing);
     CPPUNIT_TEST(test_synthetic_data_set);
+    CPPUNIT_TEST(test_loader_batches_and_errors);
+    CPPUNIT_TEST(test_trainer_prefetch_error);
     CPPUNIT_TEST_SUITE_END();
 
     std::string dir_;
@@ -259,6 +267,93 @@ public:
                 CPPUNIT_ASSERT_DOUBLES_EQUAL((a.images[idx[n] * 60 + j] / 255.0 - 0.5) / 0.25, x.sample(n)[j], 1e-5);
         CPPUNIT_ASSERT_EQUAL(4 % 7, labels[0]);
         CPPUNIT_ASSERT_THROW(make_synthetic(sp, -1, 1), DataError);
+    }
+
+    // The direct gather a BatchLoader batch must equal.
+    static Batch direct(const Dataset& d, const std::vector<int>& idx, const Augment& aug, uint64_t seed) {
+        Batch b;
+        b.labels.resize(idx.size());
+        Rng rng(seed);
+        gather_batch_augmented(d, idx.data(), static_cast<int>(idx.size()), b.x, b.labels.data(), aug, rng);
+        return b;
+    }
+    static bool same(const Batch& a, const Batch& b) {
+        return a.x.n == b.x.n && a.x.data == b.x.data && a.labels == b.labels;
+    }
+    static std::string error_of(BatchLoader& L, const Dataset& d, const std::vector<int>& idx, const Augment& aug) {
+        try {
+            L.take(d, idx.data(), static_cast<int>(idx.size()), aug, 1);
+        } catch (const DataError& e) {
+            return e.what();
+        }
+        return "";
+    }
+
+    void test_loader_batches_and_errors() {
+        const Dataset d = make_synthetic(parse_synthetic("synthetic:2x6x5:3"), 20, 4);
+        Augment aug;
+        aug.crop_pad = 2;
+        aug.flip = true;
+        const std::vector<int> i1 = {3, 19, 0, 7, 7}, i2 = {5, 1, 12}, bad = {2, 20};
+        BatchLoader L(true);
+        CPPUNIT_ASSERT(L.threaded());
+        // prefetched: the loader thread's batch, equal to the direct gather
+        L.submit(BatchKey{&d, i1, aug, 42});
+        const Batch& b1 = L.take(d, i1.data(), 5, aug, 42);
+        CPPUNIT_ASSERT_EQUAL(int64_t{1}, L.hits());
+        CPPUNIT_ASSERT(same(b1, direct(d, i1, aug, 42)));
+        // the next one goes to the other buffer: b1 is intact while and after it is gathered
+        L.submit(BatchKey{&d, i2, aug, 43});
+        const Batch& b2 = L.take(d, i2.data(), 3, aug, 43);
+        CPPUNIT_ASSERT_EQUAL(int64_t{2}, L.hits());
+        CPPUNIT_ASSERT(&b1 != &b2);
+        CPPUNIT_ASSERT(same(b1, direct(d, i1, aug, 42)));
+        CPPUNIT_ASSERT(same(b2, direct(d, i2, aug, 43)));
+        // another seed (or examples) than prefetched: gathered anew, never the stale batch
+        L.submit(BatchKey{&d, i1, aug, 44});
+        CPPUNIT_ASSERT(same(L.take(d, i1.data(), 5, aug, 45), direct(d, i1, aug, 45)));
+        CPPUNIT_ASSERT_EQUAL(int64_t{1}, L.misses());
+        // an index outside the set: the loader thread's DataError, rethrown by take() with
+        // the message of the synchronous gather
+        BatchLoader sync(false);
+        CPPUNIT_ASSERT(!sync.threaded());
+        const std::string want = error_of(sync, d, bad, aug);
+        CPPUNIT_ASSERT(want.find("example index 20 is outside the data set of 20 examples") != std::string::npos);
+        L.submit(BatchKey{&d, bad, aug, 1});
+        CPPUNIT_ASSERT_EQUAL(want, error_of(L, d, bad, aug));
+        CPPUNIT_ASSERT_EQUAL(int64_t{3}, L.hits());  // it came from the thread
+        // still usable afterwards; destroyed with a job in flight: joins, no crash
+        L.submit(BatchKey{&d, i2, aug, 7});
+        CPPUNIT_ASSERT(same(L.take(d, i2.data(), 3, aug, 7), direct(d, i2, aug, 7)));
+        L.submit(BatchKey{&d, i1, aug, 8});
+    }
+
+    // Trainer::step with prefetch: an announced batch the loader cannot gather fails the
+    // step that takes it, with the synchronous path's DataError, not std::terminate.
+    void test_trainer_prefetch_error() {
+        const SyntheticSpec spec = parse_synthetic("synthetic:1x12x12:4");
+        const Dataset d = make_synthetic(spec, 16, 2);
+        const std::vector<int> good = {0, 1, 2, 3}, bad = {4, 5, -1, 6};
+        std::string msg[2];
+        for (int on = 0; on < 2; ++on) {
+            auto m = build_model("lenet5", spec.shape, spec.classes);
+            m->init(1);
+            Comm serial;
+            Trainer tr(*m, serial, 0.9, 0.0);
+            tr.set_prefetch(on == 1);
+            tr.prefetch(d, bad.data(), 4);
+            tr.step(d, good.data(), 4, 0.01, true, nullptr);
+            try {
+                tr.step(d, bad.data(), 4, 0.01, true, nullptr);
+                CPPUNIT_FAIL("no DataError for example index -1");
+            } catch (const DataError& e) {
+                msg[on] = e.what();
+            }
+            CPPUNIT_ASSERT_EQUAL(int64_t{on}, tr.prefetched());
+            tr.step(d, good.data(), 4, 0.01, true, nullptr);  // goes on after the error
+        }
+        CPPUNIT_ASSERT(msg[0].find("example index -1 is outside the data set of 16 examples") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(msg[0], msg[1]);
     }
 };
 

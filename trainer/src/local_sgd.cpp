@@ -154,12 +154,12 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
     oc.momentum = cfg.momentum;
     oc.weight_decay = cfg.weight_decay;
     Trainer tr(model, comm, oc);
+    tr.set_prefetch(cfg.prefetch);
     const bool inner = lc.test == BatchTest::Inner;
     const size_t np = model.num_params();
     BatchVariance bv(np, inner);
     SoftmaxCrossEntropy ce;
     Tensor x;
-    std::vector<int> labels;
     std::vector<float> gsum(np);
 
     std::vector<int> perm(train_set.count);
@@ -178,18 +178,22 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
             const int* idx = perm.data() + pos + static_cast<int64_t>(comm.rank()) * b;
             lr_now = sched.at_progress(seen / total, K * b);
             const bool last = h + 1 == lc.local_steps;
-            if (last && lc.test != BatchTest::None) {
+            const bool test_now = last && lc.test != BatchTest::None;  // the batch may grow after this step
+            const int64_t next = pos + 2 * static_cast<int64_t>(K) * b;
+            if (!test_now && next <= train_set.count) tr.prefetch(train_set, idx + static_cast<int64_t>(K) * b, b);
+            if (test_now) {
                 // the round's last local step as M micro-batches: gradient and its variance
                 bv.clear();
                 std::fill(gsum.begin(), gsum.end(), 0.0f);
+                const Batch& batch = tr.take_batch(train_set, idx, b);
                 const int M = std::min(lc.micro_batches, b);
                 for (int i = 0; i < M; ++i) {
                     const int lo = static_cast<int>(static_cast<int64_t>(i) * b / M);
                     const int cnt = static_cast<int>(static_cast<int64_t>(i + 1) * b / M) - lo;
-                    labels.resize(cnt);
-                    gather_batch(train_set, idx + lo, cnt, x, labels.data());
+                    x.resize(cnt, batch.x.shape());
+                    std::copy(batch.x.sample(lo), batch.x.sample(lo) + x.size(), x.ptr());
                     model.zero_grad();
-                    loss_sum += ce.forward(model.forward(x, true), labels.data(), cnt, &correct) * cnt;
+                    loss_sum += ce.forward(model.forward(x, true), batch.labels.data() + lo, cnt, &correct) * cnt;
                     model.backward(ce.backward());
                     bv.add(model.grads(), cnt);
                     const float* g = model.grads();

@@ -9,9 +9,11 @@
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -101,6 +103,8 @@ struct Options {
     std::string augment;        // none | crop | flip | crop-flip; "": crop-flip for CIFAR, else none
     int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1
     std::string threads_source = "default";
+    std::string prefetch = "auto";  // on | off | auto (on when a CPU is spare: rank_cpus() > threads); default $TULA_PREFETCH
+    std::string prefetch_why;       // for the header line
 };
 
 /// `m` without libtula's "tula: " prefix.
@@ -153,6 +157,22 @@ std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o) {
     return std::make_unique<cuda::GpuContext>(local % n, !o.no_tf32, cuda::parse_precision(o.precision));
 }
 #endif
+
+// The CPUs this rank may use: those of its affinity mask (sched_getaffinity; Slurm's task
+// binding and mpirun's --bind-to narrow it), divided by the ranks on this node
+// (OMPI_COMM_WORLD_LOCAL_SIZE) when the mask is the whole machine, i.e. the ranks are not
+// bound and share it. At least 1.
+int rank_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); v && *v && cpus >= online) {
+        const int local = std::atoi(v);
+        if (local > 1) cpus /= local;
+    }
+    return std::max(1, cpus);
+}
 
 // Parses the command line into `o`. Returns -1 to go on, or the exit status. Only rank 0
 // prints (every rank parses the same arguments and reaches the same verdict).
@@ -229,6 +249,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--augment", o.augment,
                    "training augmentation: none, crop (pad 4, random 32x32-style crop), flip, crop-flip; default crop-flip for CIFAR, else none");
     app.add_option("--threads", o.threads, "threads per rank for the matrix products; default $SLURM_CPUS_PER_TASK, else 1");
+    app.add_option("--prefetch", o.prefetch,
+                   "gather the next training batch on a background thread: on, off, or auto (on when this rank has a CPU beyond --threads); default $TULA_PREFETCH, else auto")
+        ->capture_default_str();
     app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
     app.add_flag("--no-db", o.no_db, "do not write to the profile database");
     app.add_flag("--quiet", o.quiet, "print only the final line");
@@ -336,6 +359,19 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         }
     } else {
         o.threads = 1;
+    }
+    std::string prefetch_from = "--prefetch";
+    if (!app.count("--prefetch"))
+        if (const char* env = std::getenv("TULA_PREFETCH"); env && *env) {
+            o.prefetch = env;
+            prefetch_from = "TULA_PREFETCH";
+        }
+    if (o.prefetch != "on" && o.prefetch != "off" && o.prefetch != "auto")
+        return bad("unknown " + prefetch_from + " '" + o.prefetch + "'; valid: on, off, auto");
+    if (o.prefetch == "auto") {
+        const int cpus = rank_cpus();
+        o.prefetch = cpus > o.threads ? "on" : "off";
+        o.prefetch_why = " (auto: " + std::to_string(cpus) + " CPU(s) for " + std::to_string(o.threads) + " thread(s))";
     }
     if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
     if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
@@ -713,6 +749,7 @@ int run_training(const Options& o, Comm& comm) {
     cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
     cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
     cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
+    cfg.prefetch = o.prefetch == "on";
 
     // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
     // file system all ranks see) and all agree on the verdict.
@@ -814,7 +851,8 @@ int run_training(const Options& o, Comm& comm) {
                       std::to_string(o.seed) +
                       (o.device == "cuda" ? std::string("; device cuda")
                                           : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa())) + ", " +
-                                                std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source + ")") +
+                                                std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source +
+                                                "), prefetch " + o.prefetch + o.prefetch_why) +
                       "; optimizer " +
                       o.optimizer + ", lr scaling " + o.lr_scaling +
                       (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +

@@ -44,7 +44,8 @@ void MetricsLog::step(const StepRecord& r) {
            {"lr", num(r.lr)},
            {"grad_norm", num(r.grad_norm)},
            {"seconds", num(r.seconds)},
-           {"images_per_second", num(r.images_per_second)}});
+           {"images_per_second", num(r.images_per_second)},
+           {"gather_seconds", num(r.gather_seconds)}});
 }
 
 void MetricsLog::epoch(const EpochResult& r) {

@@ -28,7 +28,7 @@ public:
     /// fails (disk full).
     void write(const nlohmann::json& obj);
     /// {"type":"step", "step", "epoch", "step_in_epoch", "loss", "lr", "grad_norm",
-    ///  "seconds", "images_per_second"}.
+    ///  "seconds", "images_per_second", "gather_seconds"}.
     void step(const StepRecord& r);
     /// {"type":"epoch", "epoch", "train_loss", "train_accuracy", "test_loss",
     ///  "test_accuracy", "seconds", "images_per_second", "noise_scale", "lr", "warmup_end"}.

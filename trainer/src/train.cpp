@@ -38,7 +38,7 @@ Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
     : Trainer(model, comm, sgd_config(momentum, weight_decay)) {}
 
 Trainer::Trainer(Model& model, Comm& comm, const OptimConfig& oc)
-    : m_(model), comm_(comm), opt_(model.segments(), model.num_params(), oc) {}
+    : m_(model), comm_(comm), opt_(model.segments(), model.num_params(), oc), loader_(new BatchLoader(false)) {}
 
 namespace {
 // splitmix64 finalizer (Steele, Lea, Flood 2014): a well-mixed 64-bit value from x.
@@ -56,14 +56,40 @@ void Trainer::set_augment(const Augment& a, uint64_t seed, int64_t first_step) {
     aug_step_ = first_step;
 }
 
-void Trainer::gather_train(const Dataset& d, const int* idx, int n, Rng& rng) {
-    gather_batch_augmented(d, idx, n, x_, labels_.data(), aug_, rng);
+namespace {
+// The seed of the augmentation draws of step k on `rank` (see Trainer::set_augment).
+uint64_t augment_seed(uint64_t seed, int64_t k, int rank) {
+    return mix64(mix64(seed ^ mix64(static_cast<uint64_t>(k))) + static_cast<uint64_t>(rank));
+}
+}  // namespace
+
+void Trainer::set_prefetch(bool on) {
+    if (on != loader_->threaded()) loader_.reset(new BatchLoader(on));
+}
+
+void Trainer::prefetch(const Dataset& d, const int* idx, int n) {
+    next_.data = &d;
+    next_.idx.assign(idx, idx + std::max(0, n));
+    next_.aug = aug_;
+    next_.rng_seed = augment_seed(aug_seed_, aug_step_ + 1, comm_.rank());
+}
+
+const Batch& Trainer::take_batch(const Dataset& d, const int* idx, int n, double* gather_seconds) {
+    const uint64_t seed = augment_seed(aug_seed_, aug_step_, comm_.rank());
+    ++aug_step_;
+    const Batch& b = loader_->take(d, idx, n, aug_, seed, gather_seconds);
+    if (next_.data) {
+        loader_->submit(std::move(next_));
+        next_ = BatchKey();
+    }
+    return b;
 }
 
 double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
                      StepStats* stats, bool measure_noise) {
-    Rng aug_rng(mix64(mix64(aug_seed_ ^ mix64(static_cast<uint64_t>(aug_step_))) + static_cast<uint64_t>(comm_.rank())));
-    ++aug_step_;
+    double gather_secs = 0;
+    const Batch& batch = take_batch(d, idx, n, &gather_secs);
+    if (stats) stats->gather_seconds = gather_secs;
     const size_t np = m_.num_params();
     const bool many = sync && comm_.size() > 1;
     const bool split = stats && measure_noise && !many && n >= 2;
@@ -75,11 +101,13 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         double g2s = 0;
         for (int part = 0; part < 2; ++part) {
             const int lo = part == 0 ? 0 : h, cnt = part == 0 ? h : n - h;
-            labels_.resize(cnt);
-            gather_train(d, idx + lo, cnt, aug_rng);
+            // the micro-batch: examples [lo, lo + cnt) of the batch (gathered with one
+            // sequence of draws, example by example, as two gathers in a row would draw)
+            x_.resize(cnt, batch.x.shape());
+            std::copy(batch.x.sample(lo), batch.x.sample(lo) + x_.size(), x_.ptr());
             m_.zero_grad();
             const Tensor& z = m_.forward(x_, true);
-            loss += ce_.forward(z, labels_.data(), cnt, correct) * cnt / n;
+            loss += ce_.forward(z, batch.labels.data() + lo, cnt, correct) * cnt / n;
             m_.backward(ce_.backward());
             g2s += 0.5 * sq_norm(m_.grads(), np);
             const float wgt = static_cast<float>(cnt) / static_cast<float>(n);
@@ -96,11 +124,9 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         stats->g2_small = g2s;
         stats->b_big = n;
     } else {
-        labels_.resize(n);
-        gather_train(d, idx, n, aug_rng);
         m_.zero_grad();
-        const Tensor& z = m_.forward(x_, true);
-        loss = ce_.forward(z, labels_.data(), n, correct);
+        const Tensor& z = m_.forward(batch.x, true);
+        loss = ce_.forward(z, batch.labels.data(), n, correct);
         if (many && !buckets_.empty()) {
             // start each bucket's reduction once backward has passed its first parameter
             float* g = m_.grads();
@@ -309,7 +335,10 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         throw TrainError("checkpoints (--checkpoint, --resume, stop signals) are not implemented with --device cuda");
     if (engine && cfg.augment.any())
         throw TrainError("data augmentation (--augment) is not implemented with --device cuda; give --augment none");
-    if (cpu) cpu->set_augment(cfg.augment, cfg.seed, t);
+    if (cpu) {
+        cpu->set_augment(cfg.augment, cfg.seed, t);
+        cpu->set_prefetch(cfg.prefetch);
+    }
     tr.begin();
     for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());
@@ -324,6 +353,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         double t_prev = t0;
         for (int64_t s = e == e0 ? s0 : 0; s < steps; ++s, ++t) {
             const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * b;
+            if (s + 1 < steps) tr.prefetch(train_set, idx + B, b);  // the next step's slice, while this one computes
             const bool measure = cfg.noise_every > 0 && t % cfg.noise_every == 0;
             lr_now = adaptive ? sched.at_adaptive(t, warm.end_step()) : sched.at(t);
             StepStats st;
@@ -357,6 +387,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                 rec.grad_norm = std::sqrt(st.grad_norm2);
                 rec.seconds = t1 - t_prev;
                 rec.images_per_second = rec.seconds > 0 ? B / rec.seconds : 0;
+                rec.gather_seconds = st.gather_seconds;
                 hooks->on_step(rec);
             }
             t_prev = t1;
@@ -394,6 +425,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
             comm.allreduce_sum(&failed, 1);
             if (failed > 0) throw TrainError(err.empty() ? "rank 0 could not write the checkpoint" : err);
             hooks->stopped = true;
+            if (cpu) hooks->prefetched = cpu->prefetched();
             return out;
         }
         double secs = secs0 + (now_seconds() - t0) - probe_secs;  // the Hessian probe is not training time
@@ -409,6 +441,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.images_per_second = secs > 0 ? seen / secs : 0;
         r.noise_scale = noise.value();
         if (hooks) {
+            if (cpu) hooks->prefetched = cpu->prefetched();
             hooks->noise_scale = noise_trace.empty() ? noise.value() : tula::median(noise_trace);
             hooks->noise_observations = noise.count();
         }

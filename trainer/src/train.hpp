@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "model.hpp"
 #include "noise_scale.hpp"
 #include "optim.hpp"
+#include "prefetch.hpp"
 
 namespace tula {
 namespace train {
@@ -48,6 +50,9 @@ struct TrainConfig {
     size_t bucket_bytes = size_t{25} << 20;
     /// Random crop / flip of the training batches (Trainer::set_augment); none by default.
     Augment augment;
+    /// Gather (and augment) step k+1's batch on a background thread while step k computes
+    /// (Trainer::set_prefetch; CPU path only, the loss trajectory is the same either way).
+    bool prefetch = true;
     /// Fewest steps of the data-driven warmup (at least 1).
     int warmup_min_steps = 1;
     /// Measure the largest Hessian eigenvalue (HessianProbe) every this many steps, after
@@ -86,6 +91,9 @@ struct StepStats {
     bool noise = false;        ///< whether the noise-scale observation below was taken
     double b_small = 0, g2_small = 0;  ///< micro/local batch size and its mean |g|^2
     double b_big = 0, g2_big = 0;      ///< global batch size and its |g|^2
+    /// Seconds the step spent getting its batch: gathering it, or with a prefetched batch
+    /// waiting for the loader thread (0 when the engine does not measure it).
+    double gather_seconds = 0;
 };
 
 /// One training step as the --metrics log and the progress bar see it (identical on all ranks).
@@ -99,6 +107,7 @@ struct StepRecord {
     double grad_norm = 0;        ///< |g| of the averaged gradient (before the update)
     double seconds = 0;          ///< wall time of the step on rank 0 (incl. communication)
     double images_per_second = 0;  ///< global batch / seconds
+    double gather_seconds = 0;   ///< of `seconds`, rank 0's time getting the batch (StepStats::gather_seconds)
 };
 
 /// Optional extras of train(): a per-step callback, a checkpoint to resume from, and where
@@ -123,6 +132,9 @@ struct TrainHooks {
     /// are very noisy). A resumed epoch counts its observations since the resume.
     double noise_scale = 0;
     int64_t noise_observations = 0;  ///< Output: noise-scale observations of the run so far
+    /// Output: steps of this call of train() whose batch the CPU Trainer's loader thread had
+    /// gathered in advance (TrainConfig::prefetch; 0 when off or with another engine).
+    int64_t prefetched = 0;
 };
 
 /// Mean loss and accuracy on a data set.
@@ -142,6 +154,8 @@ public:
     virtual ~StepEngine() = default;
     /// Takes the host Model's current parameters and state (no-op on the CPU).
     virtual void begin() {}
+    /// See Trainer::prefetch (no-op: an engine that does not prefetch).
+    virtual void prefetch(const Dataset& /*d*/, const int* /*idx*/, int /*n*/) {}
     /// See Trainer::step.
     virtual double step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
                         StepStats* stats = nullptr, bool measure_noise = false) = 0;
@@ -206,6 +220,26 @@ public:
     /// Rng(splitmix64(seed, k, rank)), independent of any other state, so the same seed, step
     /// and rank give the same crops and flips.
     void set_augment(const Augment& a, uint64_t seed, int64_t first_step = 0);
+    /// on: a loader thread (BatchLoader) gathers the batch announced by prefetch() while the
+    /// step before it computes; off (the default): every batch is gathered in step(). The
+    /// batches, and so the losses, are bit-identical either way.
+    void set_prefetch(bool on);
+    /// Announces examples idx[0..n) of `d` as the batch of the step() (or take_batch()) call
+    /// AFTER the next one: the next call starts gathering it (with that later step's crops
+    /// and flips) on the loader thread once it has its own batch. A call with another batch
+    /// (e.g. after a batch-size change) gathers its own and drops the prefetched one. The
+    /// indices are copied; `d` must outlive the Trainer or the call that takes the batch.
+    /// Without set_prefetch(true) only remembered and dropped.
+    void prefetch(const Dataset& d, const int* idx, int n) override;
+    /// The training batch of one step, examples idx[0..n) of `d` augmented as set_augment
+    /// says, counting as a step() for the augmentation sequence: the prefetched batch when
+    /// it is this one, else gathered now; then starts the announced next batch. Valid until
+    /// the next step() / take_batch(). *gather_seconds (if given): the seconds it took.
+    /// Errors: DataError (an index outside the set), also one the loader thread met.
+    const Batch& take_batch(const Dataset& d, const int* idx, int n, double* gather_seconds = nullptr);
+    /// Batches step() / take_batch() got from the loader thread (prefetched) since the last
+    /// set_prefetch() that changed the mode.
+    int64_t prefetched() const { return loader_->hits(); }
     Model& model() { return m_; }
     Optimizer& optimizer() { return opt_; }
 
@@ -218,8 +252,8 @@ private:
     Augment aug_;
     uint64_t aug_seed_ = 0;
     int64_t aug_step_ = 0;
-    // the training batch of step(): augmented when set_augment was given crops or flips
-    void gather_train(const Dataset& d, const int* idx, int n, Rng& rng);
+    std::unique_ptr<BatchLoader> loader_;  // gathers the training batches (threaded: prefetching)
+    BatchKey next_;                        // announced by prefetch() (next_.data null: none)
     SoftmaxCrossEntropy ce_;
     Tensor x_;
     std::vector<int> labels_;
