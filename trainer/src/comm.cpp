@@ -40,7 +40,8 @@ Comm::Comm(int* argc, char*** argv) : pending_(new Pending) {
     if (!launched_by_mpi()) return;
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited) MPI_Init(argc, argv);
+    int provided = 0;  // FUNNELED: the loader thread (prefetch.hpp) exists but never calls MPI
+    if (!inited) MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     mpi_ = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);

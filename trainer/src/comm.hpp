@@ -17,8 +17,9 @@ namespace train {
 /// All collectives must be called by every rank in the same order (MPI semantics).
 class Comm {
 public:
-    /// Starts MPI as described above. Errors: none reported; MPI errors abort the job
-    /// (MPI_ERRORS_ARE_FATAL).
+    /// Starts MPI as described above, at MPI_THREAD_FUNNELED (only the main thread calls MPI;
+    /// the prefetching loader's thread never does). Errors: none reported; MPI errors abort
+    /// the job (MPI_ERRORS_ARE_FATAL).
     Comm(int* argc, char*** argv);
     /// A serial communicator (size 1), never touching MPI; for tests and tools.
     Comm();
