@@ -143,12 +143,19 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, int64_t limit) {
     return d;
 }
 
+void check_example_index(const Dataset& d, int i) {
+    if (i < 0 || i >= d.count)
+        throw DataError("example index " + std::to_string(i) + " is outside the data set's examples 0.." +
+                        std::to_string(d.count - 1));
+}
+
 void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean, float std_) {
     x.resize(n, d.channels, d.rows, d.cols);
     const size_t px = static_cast<size_t>(d.channels) * d.rows * d.cols;
     // (v/255 - mean)/std = v*a + b
     const float a = 1.0f / (255.0f * std_), b = -mean / std_;
     for (int i = 0; i < n; ++i) {
+        check_example_index(d, idx[i]);
         const uint8_t* src = d.images.data() + static_cast<size_t>(idx[i]) * px;
         float* dst = x.sample(i);
         for (size_t j = 0; j < px; ++j) dst[j] = src[j] * a + b;

@@ -125,14 +125,20 @@ SyntheticSpec parse_synthetic(const std::string& name);
 /// carry no signal. Errors: DataError when count < 0 or the set would exceed 8 GiB.
 Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed);
 
+/// Errors: DataError "example index I is outside the data set's examples 0..count-1" unless
+/// 0 <= i < d.count (what gather_batch checks for every index).
+void check_example_index(const Dataset& d, int i);
+
 /// x (n, channels, rows, cols) <- (pixel/255 - mean)/std of examples idx[0..n), and
-/// labels[i] <- label of idx[i]. Reuses x's allocation.
+/// labels[i] <- label of idx[i]. Reuses x's allocation. Errors: DataError for an index
+/// outside the data set (check_example_index).
 void gather_batch(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, float mean = kFashionMean,
                   float std_ = kFashionStd);
 
 /// gather_batch with d.mean / d.std and, per example, the random crop and flip of `aug`
 /// drawn from `rng` (padding pixels are 0 after normalization, i.e. the mean). Without
-/// aug.any() it equals gather_batch(d, idx, n, x, labels, d.mean, d.std).
+/// aug.any() it equals gather_batch(d, idx, n, x, labels, d.mean, d.std). Errors: as
+/// gather_batch.
 void gather_batch_augmented(const Dataset& d, const int* idx, int n, Tensor& x, int* labels, const Augment& aug,
                             Rng& rng);
 

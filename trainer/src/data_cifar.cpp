@@ -122,6 +122,7 @@ void gather_batch_augmented(const Dataset& d, const int* idx, int n, Tensor& x, 
     const size_t px = static_cast<size_t>(C) * H * W;
     const float a = 1.0f / (255.0f * d.std), b = -d.mean / d.std;
     for (int i = 0; i < n; ++i) {
+        check_example_index(d, idx[i]);
         // the output pixel (y, x) shows input pixel (y + dy, x + dx), or the padding (0)
         const int dy = p > 0 ? static_cast<int>(rng.below(2 * p + 1)) - p : 0;
         const int dx = p > 0 ? static_cast<int>(rng.below(2 * p + 1)) - p : 0;
