@@ -233,6 +233,27 @@ public:
                 CPPUNIT_ASSERT_DOUBLES_EQUAL((v / 255.0 - 0.2860) / 0.3530, x.sample(i)[j], 1e-5);
             }
         }
+        // an index outside the set is a DataError naming it, never a read out of bounds
+        for (int bad : {-1, d.count}) {
+            const int idx2[2] = {0, bad};
+            std::string what;
+            try {
+                gather_batch(d, idx2, 2, x, labels);
+            } catch (const DataError& e) {
+                what = e.what();
+            }
+            CPPUNIT_ASSERT_MESSAGE(what, what.find("example index " + std::to_string(bad)) != std::string::npos);
+            Augment aug;
+            aug.flip = true;
+            Rng rng(1);
+            what.clear();
+            try {
+                gather_batch_augmented(d, idx2, 2, x, labels, aug, rng);
+            } catch (const DataError& e) {
+                what = e.what();
+            }
+            CPPUNIT_ASSERT_MESSAGE(what, what.find("example index " + std::to_string(bad)) != std::string::npos);
+        }
     }
 
     void test_synthetic_spec_parsing() {
