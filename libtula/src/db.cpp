@@ -145,9 +145,16 @@ ALTER TABLE run ADD COLUMN noise_observations INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version = 2;
 )SQL";
 
+// Migration 2 -> 3: each run's training examples per epoch (RunRecord::train_examples; a run
+// with --limit-train sees fewer than the workload has). Old rows get 0 = the workload's.
+constexpr const char* kMigrateV2toV3 = R"SQL(
+ALTER TABLE run ADD COLUMN train_examples INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 3;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
-constexpr const char* kMigrations[] = {kMigrateV1toV2};
+constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 double now_seconds() {
@@ -377,11 +384,12 @@ void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
 }
 
 // The SELECT of read_run for a database of schema version `schema` (version 1 has no
-// noise-scale columns: NULL and 0 stand in for them).
+// noise-scale columns: NULL and 0 stand in for them; before version 3 train_examples is 0).
 std::string run_columns(int schema) {
     return std::string("SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
                        "test_accuracy, created, ") +
-           (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + " FROM run ";
+           (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + (schema >= 3 ? ", train_examples" : ", 0") +
+           " FROM run ";
 }
 
 // Inserts the run row of `r` (not its epochs) as it is, `created` included; a noise scale
@@ -390,7 +398,8 @@ std::string run_columns(int schema) {
 void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     Stmt s(db, path,
            "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-           "test_accuracy, created, noise_scale, noise_observations) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "test_accuracy, created, noise_scale, noise_observations, train_examples) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind(1, r.job_id);
     s.bind(2, r.workload);
     s.bind(3, r.nodes);
@@ -403,6 +412,7 @@ void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
     else s.bind_null(10);
     s.bind(11, std::max<int64_t>(0, r.noise_observations));
+    s.bind(12, std::max<int64_t>(0, r.train_examples));
     s.run();
 }
 
@@ -420,6 +430,7 @@ RunRecord read_run(const Stmt& s) {
     r.created = s.dbl(9);
     r.noise_scale = s.is_null(10) ? 0.0 : s.dbl(10);
     r.noise_observations = s.i64(11);
+    r.train_examples = s.i64(12);
     return r;
 }
 
@@ -857,7 +868,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                         {"predicted_seconds", r.predicted_seconds}, {"measured_seconds", r.measured_seconds},
                         {"test_accuracy", r.test_accuracy}, {"created", r.created},
                         {"noise_scale", r.noise_scale > 0 ? ExJson(r.noise_scale) : ExJson(nullptr)},
-                        {"noise_observations", r.noise_observations}};
+                        {"noise_observations", r.noise_observations},
+                        {"train_examples", r.train_examples}};
             ExJson es = ExJson::array();
             Stmt e(db_, path_,
                    "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
@@ -963,6 +975,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             if (jr[i].contains("noise_observations"))
                 x.r.noise_observations = r.integer("noise_observations", 0, INT64_MAX);
         }
+        if (version >= 3 && jr[i].contains("train_examples"))  // optional: missing = 0, the workload's
+            x.r.train_examples = r.integer("train_examples", 0, INT64_MAX);
         const ExJson& er = r.field("epoch_rows");
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {

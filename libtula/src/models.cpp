@@ -398,7 +398,8 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
     for (const RunRecord* r : runs) {
         if (r->nodes < 1 || r->global_batch < r->nodes || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
         if (r->nodes > 1 && !allreduce) continue;
-        const double n_iter = std::floor(static_cast<double>(w.train_examples) / r->global_batch) * r->epochs;
+        const double n_iter =
+            std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
         q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes);

@@ -544,7 +544,8 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
         const double grad_bytes = 4.0 * static_cast<double>(w->params);
         for (const auto& r : runs) {
             if (r.nodes < 2 || r.global_batch < r.nodes || r.epochs < 1 || !(r.measured_seconds > 0)) continue;
-            const double n_iter = std::floor(static_cast<double>(w->train_examples) / r.global_batch) * r.epochs;
+            const double n_iter =
+                std::floor(r.examples_per_epoch(static_cast<double>(w->train_examples)) / r.global_batch) * r.epochs;
             if (!(n_iter > 0)) continue;
             IterationSample q;
             q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r.global_batch) / r.nodes);

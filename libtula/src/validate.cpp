@@ -49,7 +49,7 @@ IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const
     IterationSample q;
     q.compute_seconds = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes);
     q.comm_seconds = run.nodes > 1 && am ? am->seconds(run.nodes, grad_bytes) : 0.0;
-    q.measured_seconds = run.measured_seconds / (std::floor(D / run.global_batch) * run.epochs);
+    q.measured_seconds = run.measured_seconds / (std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs);
     return q;
 }
 
@@ -148,7 +148,8 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
             p.predicted_epoch_seconds =
-                std::floor(D / run.global_batch) * cal.factor_for(run.nodes) * ov.combine(q.compute_seconds, q.comm_seconds);
+                std::floor(run.examples_per_epoch(D) / run.global_batch) * cal.factor_for(run.nodes) *
+                ov.combine(q.compute_seconds, q.comm_seconds);
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;
             r.points.push_back(p);
@@ -195,7 +196,7 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
         const double b = static_cast<double>(run.global_batch) / run.nodes;
         const double h = cm.interval(b, level);
-        const double n_it = std::floor(D / run.global_batch) * run.epochs;
+        const double n_it = std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs;
         RunCheck c;
         c.job_id = run.job_id;
         c.nodes = run.nodes;

@@ -176,6 +176,7 @@ void fill_random(tula::ProfileDb& db, unsigned seed) {
         if (w.model == "lenet5") {  // a measured noise scale (no extra draws: the other values stay as they were)
             r.noise_scale = 100.0 + 1000.0 * r.test_accuracy;
             r.noise_observations = 37;
+            r.train_examples = 6000;  // a --limit-train run
         }
         for (int e = 0; e < 3; ++e) {
             r.epoch_seconds.push_back(10 * u(rng));
@@ -431,7 +432,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         const auto after = raw_rows(p, "SELECT * FROM run");
         CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
-        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|", after[0]);
+        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|", after[0]);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
         // The migrated database takes and returns a noise scale like a new one.
@@ -446,11 +447,17 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         r.created = 1700000003;
         r.noise_scale = 321.5;
         r.noise_observations = 9;
+        r.train_examples = 6000;  // a --limit-train run (schema 3)
         rw.add_run(r);
         const auto runs = rw.runs();
         CPPUNIT_ASSERT_EQUAL(size_t(2), runs.size());
         CPPUNIT_ASSERT_EQUAL(321.5, runs[0].noise_scale);
         CPPUNIT_ASSERT_EQUAL(int64_t(9), runs[0].noise_observations);
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), runs[0].train_examples);
+        CPPUNIT_ASSERT_EQUAL(int64_t(0), runs[1].train_examples);  // the old row: the workload's
+        CPPUNIT_ASSERT_EQUAL(6000.0, runs[0].examples_per_epoch(60000));
+        CPPUNIT_ASSERT_EQUAL(60000.0, runs[1].examples_per_epoch(60000));
+        CPPUNIT_ASSERT_EQUAL(std::string("6000"), raw_query(p, "SELECT train_examples FROM run WHERE job_id = '78'"));
         CPPUNIT_ASSERT_EQUAL(std::string("77"), runs[1].job_id);
         CPPUNIT_ASSERT_EQUAL(size_t(2), runs[1].epoch_seconds.size());
         // The columns of a migrated database equal those of a new one.

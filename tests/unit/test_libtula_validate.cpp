@@ -84,6 +84,15 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), v.mape_epoch_time, 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(v.mape_epoch_time, v.mape_cost, 1e-9);
         CPPUNIT_ASSERT(!v.notes.empty());
+        // A --limit-train run of 600 examples per epoch (schema 3): its epochs have
+        // floor(600/64) = 9 steps, not the workload's floor(6000/64) = 93.
+        tula::RunRecord small = r;
+        small.train_examples = 600;
+        small.measured_seconds = 1.1 * std::floor(600.0 / 64) * (1e-3 + 1e-4 * 64);
+        const auto vs = tula::validate_workload(wl(), c, {}, {small}, false, 1.0);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), vs.points.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(std::floor(600.0 / 64) * (1e-3 + 1e-4 * 64), vs.points[0].predicted_epoch_seconds, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), vs.mape_epoch_time, 1e-9);
     }
 
     void test_partial_and_errors() {

@@ -965,6 +965,7 @@ int run_training(const Options& o, Comm& comm) {
             rec.measured_seconds = train_seconds;
             rec.test_accuracy = acc;
             rec.created = static_cast<double>(std::time(nullptr));
+            rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
             if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
                 rec.noise_scale = hooks.noise_scale;
                 rec.noise_observations = hooks.noise_observations;

@@ -26,7 +26,7 @@ namespace tula {
 ///   2: run.noise_scale (REAL, NULL = not measured) and run.noise_observations (INTEGER,
 ///      default 0), the gradient noise scale tula-train measured.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -69,6 +69,11 @@ struct RunRecord {
     /// PROFILE DATABASE). add_run stores a non-finite or non-positive value as NULL.
     double noise_scale = 0;
     int64_t noise_observations = 0;  ///< noise-scale observations of the whole run (0: none)
+    /// Training examples per epoch of this run (tula-train --limit-train trains on a prefix);
+    /// 0 = the workload's train_examples (runs recorded before schema version 3).
+    int64_t train_examples = 0;
+    /// The examples per epoch the models use for this run: train_examples, else `workload_d`.
+    double examples_per_epoch(double workload_d) const { return train_examples > 0 ? double(train_examples) : workload_d; }
     std::vector<double> epoch_seconds;        ///< (epochs,) seconds per epoch
     std::vector<double> epoch_train_loss;     ///< (epochs,)
     std::vector<double> epoch_test_accuracy;  ///< (epochs,) fraction
