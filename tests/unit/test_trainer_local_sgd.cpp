@@ -217,6 +217,13 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         }
         CPPUNIT_ASSERT(res.back().batch > 8);
         CPPUNIT_ASSERT(res.back().noise_scale > 0);
+        // No example is skipped when the batch grows: an epoch trains on consecutive slices of
+        // its permutation, so fewer than one (final) global batch of the 512 is left over.
+        for (const auto& r : res) {
+            const double examples = r.images_per_second * r.seconds;
+            CPPUNIT_ASSERT_MESSAGE(std::to_string(examples) + " examples, batch " + std::to_string(r.batch),
+                                   512.0 - examples < r.batch + 1e-6);
+        }
         CPPUNIT_ASSERT_THROW(local_run(tr, te, 8, 0, 4, true, nullptr), TrainError);
     }
 

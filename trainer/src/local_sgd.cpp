@@ -174,7 +174,9 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
         double loss_sum = 0, gnorm_sum = 0, examples = 0;
         int64_t correct = 0, steps = 0;
         const double t0 = now_seconds();
-        for (int64_t pos = 0; pos + static_cast<int64_t>(K) * b <= train_set.count; pos += static_cast<int64_t>(K) * b) {
+        for (int64_t pos = 0; pos + static_cast<int64_t>(K) * b <= train_set.count;) {
+            // this step's examples; b may grow at the end of the step, the next one starts here
+            const int64_t stride = static_cast<int64_t>(K) * b;
             const int* idx = perm.data() + pos + static_cast<int64_t>(comm.rank()) * b;
             lr_now = sched.at_progress(seen / total, K * b);
             const bool last = h + 1 == lc.local_steps;
@@ -227,6 +229,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                     b = static_cast<int>(nb);
                 }
             }
+            pos += stride;  // not K x the new b: that skipped K (b_new - b_old) examples at each growth
         }
         if (h != 0) {  // the epoch's unfinished round: average before evaluating
             h = 0;
