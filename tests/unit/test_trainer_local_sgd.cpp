@@ -48,7 +48,7 @@ BatchStatistics measure(const std::vector<double>& G, const std::vector<double>&
 // 3 epochs of Local SGD (norm test, eta 0.5) of lenet5 (seed 4) on one rank, from global
 // batch b0 at rate 0.01 for b0; H local steps, M micro-batches; *w gets the final weights.
 std::vector<EpochResult> local_run(const Dataset& tr, const Dataset& te, int b0, int H, int M, bool prefetch,
-                                   std::vector<float>* w) {
+                                   std::vector<float>* w, const Augment& aug = Augment{}) {
     auto m = build_model("lenet5", Shape{tr.channels, tr.rows, tr.cols}, tr.classes);
     m->init(4);
     TrainConfig cfg;
@@ -57,6 +57,7 @@ std::vector<EpochResult> local_run(const Dataset& tr, const Dataset& te, int b0,
     cfg.lr.lr = 0.01;
     cfg.lr.base_batch = b0;
     cfg.prefetch = prefetch;
+    cfg.augment = aug;
     LocalSgdConfig lc;
     lc.local_steps = H;
     lc.micro_batches = M;
@@ -79,6 +80,7 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_parse);
     CPPUNIT_TEST(test_local_sgd_run_grows_batch);
     CPPUNIT_TEST(test_local_sgd_prefetch_same);
+    CPPUNIT_TEST(test_local_sgd_augments);
     CPPUNIT_TEST_SUITE_END();
 
     // per-example gradient covariance diag(sd^2): tr(Sigma) = sum sd^2, known
@@ -243,6 +245,22 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
             CPPUNIT_ASSERT_EQUAL(res[0][e].test_loss, res[1][e].test_loss);
         }
         CPPUNIT_ASSERT(w[0] == w[1]);
+    }
+
+    // --augment reaches Local SGD: crop/flip changes the weights against no augmentation,
+    // and two augmented runs (prefetch on and off) are bit-identical (same per-step draws).
+    void test_local_sgd_augments() {
+        const SyntheticSpec spec = parse_synthetic("synthetic:1x12x12:4");
+        const Dataset tr = make_synthetic(spec, 300, 1), te = make_synthetic(spec, 40, 2);
+        Augment aug;
+        aug.crop_pad = 2;
+        aug.flip = true;
+        std::vector<float> plain, a0, a1;
+        local_run(tr, te, 6, 3, 3, false, &plain);
+        local_run(tr, te, 6, 3, 3, false, &a0, aug);
+        local_run(tr, te, 6, 3, 3, true, &a1, aug);
+        CPPUNIT_ASSERT(plain != a0);
+        CPPUNIT_ASSERT(a0 == a1);
     }
 };
 

@@ -155,6 +155,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
     oc.weight_decay = cfg.weight_decay;
     Trainer tr(model, comm, oc);
     tr.set_prefetch(cfg.prefetch);
+    tr.set_augment(cfg.augment, cfg.seed);  // --augment: the same per-step draws as train()
     const bool inner = lc.test == BatchTest::Inner;
     const size_t np = model.num_params();
     BatchVariance bv(np, inner);
