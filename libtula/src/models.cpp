@@ -250,12 +250,15 @@ double ComputeModel::seconds_per_iter(double b) const {
     return lerp_knots(*(it - 1), *it, b);
 }
 
+double ComputeModel::relative_interval(double level) const {
+    if (!interpolated || knots.size() < 3 || !(loo_rel_rms > 0) || loo_points < 1 || !(level > 0 && level < 1))
+        return 0.0;
+    const double r = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, loo_points) * loo_rel_rms;
+    return std::isfinite(r) ? r : 0.0;
+}
+
 double ComputeModel::interval(double b, double level) const {
-    if (interpolated && knots.size() >= 3) {
-        if (!(loo_rel_rms > 0) || loo_points < 1 || !(level > 0 && level < 1)) return 0.0;
-        const double h = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, loo_points) * loo_rel_rms * seconds_per_iter(b);
-        return std::isfinite(h) ? h : 0.0;
-    }
+    if (interpolated && knots.size() >= 3) return relative_interval(level) * seconds_per_iter(b);
     if (dof < 1 || !(sigma > 0) || !(level > 0 && level < 1)) return 0.0;
     const double q = gsl_cdf_tdist_Pinv(0.5 + level / 2.0, dof);
     const double lever = xtx_inv[0] + 2.0 * b * xtx_inv[1] + b * b * xtx_inv[2];

@@ -264,10 +264,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
     // the interpolated form's interval is relative: t quantile * RMS leave-one-out error
-    const double rel_q = compute.interpolated && !compute.knots.empty()
-                             ? compute.interval(compute.knots.front().first, q_level) /
-                                   compute.seconds_per_iter(compute.knots.front().first)
-                             : 0.0;
+    const double rel_q = compute.relative_interval(q_level);
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         for (int B : batches) {
             if (B % K != 0) continue;
@@ -451,11 +448,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     if (req.calibration.runs > 0) {
         const TimeCalibration& cb = req.calibration;
-        const bool own = ch.nodes <= 1 ? cb.runs_single >= TimeCalibration::kGroupMin : cb.runs_multi >= TimeCalibration::kGroupMin;
-        const int n = own ? (ch.nodes <= 1 ? cb.runs_single : cb.runs_multi) : cb.runs;
+        const int n = cb.runs_for(ch.nodes);
         reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes)) + " from " + std::to_string(n) + " finished " +
-                  (own ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" + (n == 1 ? "" : "s") +
-                  " (measured / modelled)";
+                  (cb.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
+                  (n == 1 ? "" : "s") + " (measured / modelled)";
     }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +

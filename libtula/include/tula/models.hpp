@@ -86,6 +86,9 @@ struct ComputeModel {
     /// loo_points (the leave-one-out errors are out-of-sample prediction errors, relative
     /// because timing noise scales with the time).
     double interval(double b, double level = 0.95) const;
+    /// The interpolated form's half-width as a fraction of the prediction,
+    /// t_{(1+level)/2, loo_points} x loo_rel_rms; 0 for the fitted curve or without points.
+    double relative_interval(double level = 0.95) const;
 
     /// "linear" or "flat-then-linear": the parametric form (interpolated says whether the
     /// knots replace it inside the profiled range).
@@ -162,11 +165,15 @@ struct TimeCalibration {
     int runs = 0;         ///< samples used
     double factor_single = 1.0, factor_multi = 1.0;  ///< the same over 1-node / multi-node runs
     int runs_single = 0, runs_multi = 0;             ///< samples used for each
+    /// Whether a candidate on `nodes` nodes uses its own kind's factor (>= kGroupMin runs of
+    /// that kind) rather than the pooled one. Pure.
+    bool own_kind(int nodes) const { return (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin; }
     /// The factor for a candidate on `nodes` nodes (see above). Pure.
     double factor_for(int nodes) const {
-        if (nodes <= 1) return runs_single >= kGroupMin ? factor_single : factor;
-        return runs_multi >= kGroupMin ? factor_multi : factor;
+        return own_kind(nodes) ? (nodes <= 1 ? factor_single : factor_multi) : factor;
     }
+    /// How many runs factor_for(nodes) came from. Pure.
+    int runs_for(int nodes) const { return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs; }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. Errors: none.
     static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap);
