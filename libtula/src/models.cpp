@@ -409,28 +409,93 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
         q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
         q.measured_seconds = r->measured_seconds / n_iter;
         q.nodes = r->nodes;
+        q.local_batch = static_cast<double>(r->global_batch) / r->nodes;
         out.push_back(q);
     }
     return out;
 }
 
+double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& knots, double b) {
+    if (knots.empty()) return 1.0;
+    if (!(b > knots.front().first)) return knots.front().second;
+    if (!(b < knots.back().first)) return knots.back().second;
+    size_t i = 1;
+    while (knots[i].first < b) ++i;
+    const auto& [b0, r0] = knots[i - 1];
+    const auto& [b1, r1] = knots[i];
+    const double t = std::log(b / b0) / std::log(b1 / b0);
+    return r0 + t * (r1 - r0);
+}
+
+double TimeCalibration::factor_for(int nodes, double local_batch) const {
+    if (!by_local_batch(nodes)) return factor_for(nodes);
+    const double r = curve_at(nodes <= 1 ? curve_single : curve_multi, local_batch);
+    return std::min(kMax, std::max(kMin, r));
+}
+
+namespace {
+
+// (local batch, ratio) of some samples -> knots: the median ratio per distinct local batch,
+// ascending in local batch; samples with an unknown local batch are left out.
+std::vector<std::pair<double, double>> ratio_knots(const std::vector<std::pair<double, double>>& pts) {
+    std::map<double, std::vector<double>> by_b;
+    for (const auto& [b, r] : pts)
+        if (b > 0) by_b[b].push_back(r);
+    std::vector<std::pair<double, double>> knots;
+    for (auto& [b, rs] : by_b) knots.emplace_back(b, median(rs));
+    return knots;
+}
+
+// Whether the ratio curve over the local batch predicts the group's ratios (b, r) at least as
+// well as their median, by leave-one-out (squared error of log ratio); false when the points
+// cover fewer than 2 local batches.
+bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
+    if (ratio_knots(pts).size() < 2) return false;
+    double err_curve = 0, err_median = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+        std::vector<std::pair<double, double>> rest;
+        std::vector<double> rs;
+        for (size_t j = 0; j < pts.size(); ++j)
+            if (j != i) rest.push_back(pts[j]), rs.push_back(pts[j].second);
+        const auto knots = ratio_knots(rest);
+        if (knots.empty() || rs.empty()) return false;
+        const double lr = std::log(pts[i].second);
+        err_curve += std::pow(std::log(TimeCalibration::curve_at(knots, pts[i].first)) - lr, 2);
+        err_median += std::pow(std::log(median(rs)) - lr, 2);
+    }
+    return err_curve <= err_median * (1 + 1e-12);
+}
+
+}  // namespace
+
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap) {
-    // group: 0 all, 1 single-node, 2 multi-node; the newest kNewest usable samples of it
-    auto group_factor = [&](int group, int* runs) {
-        std::vector<double> ratios;
-        for (auto it = samples.rbegin(); it != samples.rend() && ratios.size() < kNewest; ++it) {
+    // group: 0 all, 1 single-node, 2 multi-node; the newest kNewest usable samples of it as
+    // (local batch, measured / modelled)
+    auto group_points = [&](int group) {
+        std::vector<std::pair<double, double>> pts;
+        for (auto it = samples.rbegin(); it != samples.rend() && pts.size() < kNewest; ++it) {
             if ((group == 1 && it->nodes > 1) || (group == 2 && it->nodes <= 1)) continue;
             const double pred = overlap.combine(it->compute_seconds, it->comm_seconds);
             const double r = it->measured_seconds / pred;
-            if (std::isfinite(r) && r > 0 && pred > 0) ratios.push_back(r);
+            if (std::isfinite(r) && r > 0 && pred > 0)
+                pts.emplace_back(std::isfinite(it->local_batch) ? it->local_batch : 0.0, r);
         }
+        return pts;
+    };
+    auto group_factor = [&](const std::vector<std::pair<double, double>>& pts, int* runs) {
+        std::vector<double> ratios;
+        for (const auto& p : pts) ratios.push_back(p.second);
         *runs = static_cast<int>(ratios.size());
         return ratios.empty() ? 1.0 : std::min(kMax, std::max(kMin, median(ratios)));
     };
     TimeCalibration c;
-    c.factor = group_factor(0, &c.runs);
-    c.factor_single = group_factor(1, &c.runs_single);
-    c.factor_multi = group_factor(2, &c.runs_multi);
+    c.factor = group_factor(group_points(0), &c.runs);
+    const auto single = group_points(1), multi = group_points(2);
+    c.factor_single = group_factor(single, &c.runs_single);
+    c.factor_multi = group_factor(multi, &c.runs_multi);
+    // only multi-node runs get a curve: a single-node run is what the compute profile measured,
+    // at the same local batch, so what remains is a steady-state offset (the median)
+    if (c.runs_multi >= kGroupMin && curve_beats_median(multi)) c.curve_multi = ratio_knots(multi);
     return c;
 }
 

@@ -284,7 +284,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.local_batch = b;
             const double tc = compute.seconds_per_iter(b);
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = req.calibration.factor_for(K);
+            const double cal = req.calibration.factor_for(K, b);
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
             const double half = compute.interpolated ? rel_q * tc : sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
@@ -449,9 +449,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     if (req.calibration.runs > 0) {
         const TimeCalibration& cb = req.calibration;
         const int n = cb.runs_for(ch.nodes);
-        reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes)) + " from " + std::to_string(n) + " finished " +
-                  (cb.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
-                  (n == 1 ? "" : "s") + " (measured / modelled)";
+        reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes, ch.local_batch)) + " from " + std::to_string(n) +
+                  " finished " + (cb.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
+                  (n == 1 ? "" : "s") + " (measured / modelled" +
+                  (cb.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
     }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +

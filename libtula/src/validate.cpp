@@ -148,7 +148,8 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
             p.predicted_epoch_seconds =
-                std::floor(run.examples_per_epoch(D) / run.global_batch) * cal.factor_for(run.nodes) *
+                std::floor(run.examples_per_epoch(D) / run.global_batch) *
+                cal.factor_for(run.nodes, static_cast<double>(run.global_batch) / run.nodes) *
                 ov.combine(q.compute_seconds, q.comm_seconds);
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;

@@ -96,6 +96,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_convergence);
     CPPUNIT_TEST(test_accuracy);
     CPPUNIT_TEST(test_time_calibration);
+    CPPUNIT_TEST(test_time_calibration_curve);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -591,6 +592,73 @@ public:
         CPPUNIT_ASSERT_EQUAL(1, c1.runs_multi);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(2), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
+        CPPUNIT_ASSERT(cg.curve_single.empty() && cg.curve_multi.empty());  // no local batches known
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1, 64.0), 1e-12);
+    }
+
+    // The ratio curve over the local batch (TimeCalibration, models.hpp): used when it predicts
+    // the group's runs by leave-one-out at least as well as the median; the expected values are
+    // worked out by hand in the comments.
+    void test_time_calibration_curve() {
+        tula::OverlapModel ov;
+        auto sample = [](int nodes, double b, double ratio) {
+            tula::IterationSample q;
+            q.nodes = nodes;
+            q.local_batch = b;
+            q.compute_seconds = 1e-3 * b;
+            q.comm_seconds = nodes > 1 ? 0.01 : 0.0;
+            q.measured_seconds = ratio * (q.compute_seconds + q.comm_seconds);
+            return q;
+        };
+        // Multi-node ratios rising with the local batch: 0.8 at 128, 1.0 at 256, 1.25 at 512.
+        // Leave-one-out squared log errors, curve vs median of the other two:
+        //   128: curve 1.0 (end value), median 1.125; 256: 1.025 both; 512: curve 1.0, median 0.9
+        // -> the curve wins.
+        std::vector<tula::IterationSample> s{sample(2, 128, 0.8), sample(4, 256, 1.0), sample(2, 512, 1.25)};
+        const auto c = tula::TimeCalibration::fit(s, ov);
+        CPPUNIT_ASSERT_EQUAL(size_t{3}, c.curve_multi.size());
+        CPPUNIT_ASSERT(c.by_local_batch(2));
+        CPPUNIT_ASSERT(!c.by_local_batch(1));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_multi, 1e-12);  // the median is still reported
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(2, 32.0), 1e-12);    // held below the first knot
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, c.factor_for(3, 8192.0), 1e-12); // and above the last
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(2, 256.0), 1e-12);
+        // between 128 and 256, linear in log b: 0.8 + 0.2 * log2(181 / 128)
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 + 0.2 * std::log2(181.0 / 128.0), c.factor_for(2, 181.0), 1e-12);
+        // single-node candidates: no single-node runs, so the pooled median (1.0)
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(1, 128.0), 1e-12);
+
+        // Zig-zag multi-node ratios 1.0, 1.2, 0.9, 1.1 at 32, 64, 128, 256 (noise, no trend):
+        // leave-one-out errors (squared log), curve vs median of the other three:
+        //   32: 0.0332 vs 0.0091; 64: 0.0546 vs 0.0332; 128: 0.0600 vs 0.0403; 256: 0.0403 vs 0.0091
+        // -> the median (1.05) serves.
+        std::vector<tula::IterationSample> z{sample(2, 32, 1.0), sample(2, 64, 1.2), sample(2, 128, 0.9),
+                                             sample(2, 256, 1.1)};
+        const auto cz = tula::TimeCalibration::fit(z, ov);
+        CPPUNIT_ASSERT(cz.curve_multi.empty());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_for(2, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_for(2, 1000.0), 1e-12);
+
+        // Two runs at different local batches: leave-one-out cannot tell the two apart (each is
+        // predicted by the other's ratio either way), so the curve serves.
+        std::vector<tula::IterationSample> two{sample(2, 32, 1.2), sample(3, 64, 0.9)};
+        const auto c2 = tula::TimeCalibration::fit(two, ov);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, c2.curve_multi.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(2, 16.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, c2.factor_for(2, std::sqrt(32.0 * 64.0)), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_for(4, 64.0), 1e-12);
+        // two runs at the SAME local batch: one knot, no curve
+        std::vector<tula::IterationSample> same{sample(2, 64, 1.2), sample(2, 64, 0.9)};
+        CPPUNIT_ASSERT(tula::TimeCalibration::fit(same, ov).curve_multi.empty());
+        // single-node runs keep their median even with a trend (they are what the profile measured)
+        std::vector<tula::IterationSample> one{sample(1, 128, 0.8), sample(1, 256, 1.0), sample(1, 512, 1.25)};
+        const auto c1 = tula::TimeCalibration::fit(one, ov);
+        CPPUNIT_ASSERT(c1.curve_single.empty());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c1.factor_for(1, 128.0), 1e-12);
+        // the curve's factor is clamped like the median's
+        std::vector<tula::IterationSample> wild{sample(2, 64, 9.0), sample(2, 128, 1.0)};
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::TimeCalibration::kMax, tula::TimeCalibration::fit(wild, ov).factor_for(2, 64.0),
+                                     1e-12);
     }
 };
 

@@ -283,6 +283,19 @@ public:
             const double t = (c.nodes == 1 ? 0.8 : 1.5) * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
         }
+        // A multi-node ratio curve over the local batch: 1.0 at b <= 64, 2.0 at b >= 256, linear in
+        // log b between (1.5 at 128); single-node candidates keep their median.
+        r.calibration.curve_multi = {{64.0, 1.0}, {256.0, 2.0}};
+        const tula::Plan curved = tula::make_plan(r, cm, &am);
+        int multi = 0;
+        for (const auto& c : curved.candidates) {
+            const double b = static_cast<double>(c.global_batch) / c.nodes;
+            const double f = c.nodes == 1 ? 0.8 : b <= 64 ? 1.0 : b >= 256 ? 2.0 : 1.0 + std::log2(b / 64.0) / 2.0;
+            const double t = f * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+            multi += c.nodes > 1 && b > 64 && b < 256;
+        }
+        CPPUNIT_ASSERT(multi > 0);  // some candidates fall between the knots
         r.calibration = tula::TimeCalibration{};
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));

@@ -128,6 +128,7 @@ struct IterationSample {
     double comm_seconds = 0;      ///< T_comm, model prediction at the run's node count
     double measured_seconds = 0;  ///< measured seconds per iteration
     int nodes = 1;                ///< the run's node count (ranks)
+    double local_batch = 0;       ///< examples per rank per iteration; 0: not known
 };
 
 /// Overlap of computation and communication as in Pollux (Qiao et al., OSDI 2021, eq. 9):
@@ -157,6 +158,19 @@ struct OverlapModel {
 /// communication's interference with computation), so the same median is also taken over
 /// each group's newest kNewest samples, and factor_for(K) uses K's group when it has at least
 /// kGroupMin samples, else the pooled factor.
+///
+/// What the profiles miss in a multi-node step can also depend on the local batch b (ranks
+/// that share a host's caches and memory bandwidth slow each other more, the larger their
+/// working set; communication weighs less, the more compute there is per step). So the
+/// multi-node group also gets a ratio curve over b: the median ratio at each local batch of its
+/// newest kNewest samples (the knots), interpolated linearly in log b between them and held at
+/// the end knots' values outside (never beyond the measured ratios). It replaces the group's
+/// median when its samples cover at least 2 local batches and leave-one-out prediction of the
+/// samples' ratios (each from the others, squared error of log ratio; Stone 1974) is no worse
+/// with the curve than with the median; with 2 samples the two agree by construction and the
+/// curve is used. Single-node runs get no curve: such a run is what the compute profile
+/// measured, at the same local batch, so what remains is a steady-state offset (the median).
+/// factor_for(K, b) applies it.
 struct TimeCalibration {
     static constexpr size_t kNewest = 5;
     static constexpr int kGroupMin = 2;
@@ -165,6 +179,10 @@ struct TimeCalibration {
     int runs = 0;         ///< samples used
     double factor_single = 1.0, factor_multi = 1.0;  ///< the same over 1-node / multi-node runs
     int runs_single = 0, runs_multi = 0;             ///< samples used for each
+    /// Ratio curves over the local batch, (local batch in examples, ratio) ascending in local
+    /// batch; empty when the group's median serves (see above). fit() leaves curve_single
+    /// empty; it is there for callers that set a curve of their own.
+    std::vector<std::pair<double, double>> curve_single, curve_multi;
     /// Whether a candidate on `nodes` nodes uses its own kind's factor (>= kGroupMin runs of
     /// that kind) rather than the pooled one. Pure.
     bool own_kind(int nodes) const { return (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin; }
@@ -172,11 +190,21 @@ struct TimeCalibration {
     double factor_for(int nodes) const {
         return own_kind(nodes) ? (nodes <= 1 ? factor_single : factor_multi) : factor;
     }
+    /// The factor for a candidate on `nodes` nodes with local batch `local_batch` (examples):
+    /// its kind's ratio curve at local_batch when the kind has one, else factor_for(nodes). Pure.
+    double factor_for(int nodes, double local_batch) const;
+    /// Whether factor_for(nodes, b) comes from a ratio curve. Pure.
+    bool by_local_batch(int nodes) const {
+        return own_kind(nodes) && !(nodes <= 1 ? curve_single : curve_multi).empty();
+    }
     /// How many runs factor_for(nodes) came from. Pure.
     int runs_for(int nodes) const { return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs; }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. Errors: none.
     static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap);
+    /// The curve through `knots` ((local batch, ratio), ascending, non-empty) at local batch b:
+    /// linear in log b between knots, the end knots' ratios outside. Pure.
+    static double curve_at(const std::vector<std::pair<double, double>>& knots, double b);
 };
 
 /// The modelled parts and the measured seconds per iteration of finished runs, in the
