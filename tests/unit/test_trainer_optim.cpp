@@ -82,6 +82,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_adaptive_schedule);
     CPPUNIT_TEST(test_progress_schedule);
     CPPUNIT_TEST(test_warmup_from);
+    CPPUNIT_TEST(test_wsd_schedule);
     CPPUNIT_TEST(test_parse_kind);
     CPPUNIT_TEST_SUITE_END();
 
@@ -333,6 +334,38 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.at_progress(0.6, 1024), 1e-12);
         s.cosine = false;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.9, 1024), 1e-12);
+    }
+
+    // Warmup-stable-decay: the peak until the last decay_fraction of the post-warmup steps,
+    // then linear to 0; checked step by step against the formula written out here, for the
+    // fixed, adaptive and progress forms of the schedule.
+    void test_wsd_schedule() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 1024;  // peak 0.8
+        s.warmup_epochs = 2;
+        s.steps_per_epoch = 10;
+        s.epochs = 10;          // T = 100 steps, W = 20
+        s.decay_fraction = 0.25;  // hold 0.8 for 60 steps after warmup, then 20 steps to 0
+        for (int t = 0; t < 100; ++t) {
+            double want;
+            if (t < 20) want = 0.05 + (0.8 - 0.05) * t / 20.0;
+            else if (t < 80) want = 0.8;
+            else want = 0.8 * (100 - t) / 20.0;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, s.at(t), 1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, s.at_progress(t / 100.0, 1024), 1e-12);
+        }
+        // data-driven warmup ended at step 4: 96 steps after it, the last 24 decay
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_adaptive(4, 4), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_adaptive(76, 4), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 * (100 - 88) / 24.0, s.at_adaptive(88, 4), 1e-12);
+        // cosine is ignored once decay_fraction is set; 1 decays over all post-warmup steps
+        s.cosine = false;
+        s.decay_fraction = 1.0;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 * (100 - 60) / 80.0, s.at(60), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, s.decay(0.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, s.decay(1.0), 1e-12);
     }
 
     // warmup_from: the ramp starts there instead of at lr (all three schedules).

@@ -67,7 +67,8 @@ struct Options {
     double momentum = 0.9;
     double weight_decay = 5e-4;
     double warmup_epochs = -1;  // -1: automatic
-    std::string schedule = "cosine";
+    std::string schedule = "cosine";  // cosine | constant | wsd
+    double decay_fraction = 0.3;      // wsd: fraction of the post-warmup steps spent decaying
     std::string optimizer = "sgd";  // sgd | ags | lars | lamb | auto (resolved to sgd or ags once the batch is known)
     std::string optimizer_why;      // for the header line: how auto chose
     int sgd_max_batch = 0;          // auto: largest global batch trained with plain SGD (0: 4 x lr_base_batch)
@@ -198,7 +199,12 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (not on biases and BN)")->capture_default_str();
     app.add_option("--warmup-epochs", o.warmup_epochs,
                    "linear warmup epochs; default 0 when the batch is <= --lr-base-batch, 1 up to 8 times it, else 2");
-    app.add_option("--schedule", o.schedule, "cosine or constant")->capture_default_str();
+    app.add_option("--schedule", o.schedule,
+                   "rate decay after warmup: cosine, constant, or wsd (warmup-stable-decay: the peak, then linear "
+                   "to 0 over the last --decay-fraction of the steps)")
+        ->capture_default_str();
+    app.add_option("--decay-fraction", o.decay_fraction, "wsd: fraction of the post-warmup steps spent decaying")
+        ->capture_default_str();
     app.add_option("--optimizer", o.optimizer,
                    "sgd, ags (adaptive gradient scaling), lars, lamb, or auto (sgd up to --sgd-max-batch, ags above)")
         ->capture_default_str();
@@ -317,8 +323,12 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) return bad("--weight-decay must be >= 0");
     if (o.warmup_epochs != -1 && !(o.warmup_epochs >= 0 && o.warmup_epochs <= o.epochs))
         return bad("--warmup-epochs must be between 0 and --epochs");
-    if (o.schedule != "cosine" && o.schedule != "constant")
-        return bad("unknown --schedule '" + o.schedule + "'; valid: cosine, constant");
+    if (o.schedule != "cosine" && o.schedule != "constant" && o.schedule != "wsd")
+        return bad("unknown --schedule '" + o.schedule + "'; valid: cosine, constant, wsd");
+    if (!(o.decay_fraction > 0 && o.decay_fraction <= 1))
+        return bad("--decay-fraction must be in (0, 1] (the fraction of the post-warmup steps spent decaying)");
+    if (app.count("--decay-fraction") && o.schedule != "wsd")
+        return bad("--decay-fraction is for --schedule wsd");
     if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
     if (o.optimizer != "sgd" && o.optimizer != "ags" && o.optimizer != "lars" && o.optimizer != "lamb" &&
         o.optimizer != "auto")
@@ -666,6 +676,7 @@ std::string run_config(const Options& o, const TrainConfig& c) {
                     " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
                     " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
                     " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
+                    (o.schedule == "wsd" ? " decay_fraction=" + num(o.decay_fraction) : std::string()) +
                     " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
                     " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
                     " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
@@ -754,6 +765,7 @@ int run_training(const Options& o, Comm& comm) {
                            : o.batch > o.lr_base_batch     ? 1.0
                                                            : 0.0;
     cfg.lr.cosine = o.schedule == "cosine";
+    cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
     cfg.lr.global_batch = o.batch;
     cfg.lr.scaling = o.lr_scaling == "sqrt" ? LrScaling::Sqrt : o.lr_scaling == "noise" ? LrScaling::Noise : LrScaling::Linear;
     cfg.optim.kind = parse_optim_kind(o.optimizer);
@@ -871,7 +883,9 @@ int run_training(const Options& o, Comm& comm) {
                       std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
                       (o.lr_scaling == "noise" ? "; until the first noise-scale estimate, then the noise-scale rule" : "") +
-                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule, momentum " +
+                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
+                      (o.schedule == "wsd" ? fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction) : "") +
+                      ", momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
                       std::to_string(o.seed) +
                       (o.device == "cuda" ? std::string("; device cuda")

@@ -8,6 +8,13 @@
 namespace tula {
 namespace train {
 
+double LrSchedule::decay(double f) const {
+    f = std::min(1.0, std::max(0.0, std::isfinite(f) ? f : 1.0));
+    if (decay_fraction > 0) return std::min(1.0, (1.0 - f) / std::min(1.0, decay_fraction));
+    if (!cosine) return 1.0;
+    return 0.5 * (1.0 + std::cos(3.141592653589793 * f));
+}
+
 double LrSchedule::at(int64_t t) const {
     const double pk = peak();
     const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
@@ -15,9 +22,7 @@ double LrSchedule::at(int64_t t) const {
     const double lr = warm_start();
     const int64_t warm = pk <= lr ? 0 : std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
     if (t < warm) return lr + (pk - lr) * static_cast<double>(t) / static_cast<double>(warm);
-    if (!cosine) return pk;
-    const double frac = static_cast<double>(t - warm) / static_cast<double>(total - warm);
-    return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, std::max(0.0, frac))));
+    return pk * decay(static_cast<double>(t - warm) / static_cast<double>(total - warm));
 }
 
 double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
@@ -31,10 +36,8 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
         return s.at(t);
     }
     if (warm_end < 0) return lr + (pk - lr) * std::min(1.0, static_cast<double>(t) / static_cast<double>(cap));
-    if (!cosine) return pk;
     const int64_t we = std::min(warm_end, total - 1);
-    const double frac = static_cast<double>(t - we) / static_cast<double>(total - we);
-    return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, std::max(0.0, frac))));
+    return pk * decay(static_cast<double>(t - we) / static_cast<double>(total - we));
 }
 
 double LrSchedule::at_progress(double p, int B) const {
@@ -43,9 +46,7 @@ double LrSchedule::at_progress(double p, int B) const {
     const double w = epochs > 0 ? std::min(1.0, std::max(0.0, warmup_epochs / epochs)) : 0.0;
     const double lr = warm_start();
     if (pk > lr && w > 0 && p < w) return lr + (pk - lr) * p / w;
-    if (!cosine) return pk;
-    const double frac = w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0;
-    return pk * 0.5 * (1.0 + std::cos(3.141592653589793 * frac));
+    return pk * decay(w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0);
 }
 
 Sgd::Sgd(Model& model, double momentum, double weight_decay)

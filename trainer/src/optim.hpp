@@ -34,7 +34,11 @@ double scaled_lr(LrScaling rule, double lr0, int base_batch, int global_batch, d
 ///  then cosine decay to 0 over the remaining steps (Loshchilov & Hutter 2017, SGDR eq. 5
 ///         with a single cycle and eta_min = 0):
 ///         lr(t) = peak * (1 + cos(pi * (t - W) / (T - W))) / 2,  T = epochs * steps_per_epoch;
-///  or constant peak (schedule "constant").
+///  or constant peak (schedule "constant");
+///  or warmup-stable-decay (schedule "wsd"; Hu et al. 2024, "MiniCPM", §4.1; Hägele et al.
+///         2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations",
+///         §3): the peak until the last decay_fraction d of the post-warmup steps, then linear
+///         to 0: lr(t) = peak * min(1, (1 - f) / d), f = (t - W) / (T - W).
 struct LrSchedule {
     double lr = 0.05;          ///< base rate for base_batch
     int base_batch = 64;       ///< B0, examples
@@ -42,6 +46,12 @@ struct LrSchedule {
     int global_batch = 64;     ///< B, examples per step over all ranks
     double warmup_epochs = 0;  ///< epochs (fractional allowed)
     bool cosine = true;        ///< cosine decay after warmup, else constant
+    /// > 0: warmup-stable-decay, the fraction of the post-warmup steps (0, 1] over which the
+    /// rate falls linearly to 0 after holding the peak; takes precedence over `cosine`.
+    double decay_fraction = 0;
+    /// The multiplier of the peak at fraction f in [0, 1] of the post-warmup steps: cosine,
+    /// constant or warmup-stable-decay as configured (see above). Pure.
+    double decay(double f) const;
     int64_t steps_per_epoch = 1;
     int epochs = 1;
 
