@@ -273,7 +273,11 @@ int run_show(const ShowOptions& o) {
         std::printf("%s alpha = %s us per step, beta = %s ns per byte  (%zu samples, nodes %s; all workloads)\n",
                     bold("allreduce model:", colour).c_str(), format_number("%.2f", am->alpha * 1e6).c_str(),
                     format_number("%.4f", am->beta * 1e9).c_str(), allreduce.size(), node_list(allreduce).c_str());
-    else
+    if (am && !am->measured.empty()) {
+        std::printf("                 nodes %s: predicted from their own measurements, interpolated between message sizes\n",
+                    am->measured_nodes().c_str());
+    }
+    if (!am)
         std::printf("%s none (%s)\n", bold("allreduce model:", colour).c_str(),
                     am_error.empty() ? "no allreduce samples; run tula profile allreduce" : am_error.c_str());
 

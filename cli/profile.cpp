@@ -473,6 +473,11 @@ int run_allreduce(const AllreduceOptions& o) {
         std::printf("profile allreduce: fit (%s, the smaller residual) alpha = %s us per step, beta = %s ns per byte (rmse %s ms)\n",
                     m.algorithm_name(), format_number("%.2f", m.alpha * 1e6).c_str(), format_number("%.4f", m.beta * 1e9).c_str(),
                     format_number("%.3f", m.rmse * 1e3).c_str());
+        const std::string ks = m.measured_nodes();
+        if (!ks.empty())
+            std::printf("profile allreduce: %s node(s) are predicted from their own measurements (interpolated between "
+                        "message sizes); other node counts from the fit\n",
+                        ks.c_str());
     } catch (const std::exception& e) {
         print_warning(e.what());
     }

@@ -302,13 +302,44 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
         m.algorithm = alg;
         return m;
     };
-    const AllreduceModel ring = fit_alg(Algorithm::Ring);
-    if (node_counts.size() < 3) return ring;
-    const AllreduceModel rab = fit_alg(Algorithm::Rabenseifner);
-    return rab.rmse < ring.rmse ? rab : ring;
+    AllreduceModel best = fit_alg(Algorithm::Ring);
+    if (node_counts.size() >= 3) {
+        const AllreduceModel rab = fit_alg(Algorithm::Rabenseifner);
+        if (rab.rmse < best.rmse) best = rab;
+    }
+    // each node count's own measurements: the median seconds per message size
+    std::map<int, std::map<double, std::vector<double>>> by_k;
+    for (const auto* s : use) by_k[s->nodes][static_cast<double>(s->bytes)].push_back(s->seconds);
+    for (auto& [k, sizes] : by_k) {
+        if (sizes.size() < 2) continue;
+        auto& pts = best.measured[k];
+        for (auto& [bytes, ts] : sizes) pts.emplace_back(bytes, median(ts));
+    }
+    return best;
 }
 
 double AllreduceModel::seconds(int nodes, double bytes) const {
+    if (nodes <= 1) return 0.0;
+    const auto it = measured.find(nodes);
+    if (it == measured.end() || it->second.size() < 2) return modelled_seconds(nodes, bytes);
+    const auto& p = it->second;
+    if (!(bytes > p.front().first)) return p.front().second;
+    size_t i = 1;
+    while (i + 1 < p.size() && p[i].first < bytes) ++i;
+    const auto& [n0, t0] = p[i - 1];
+    const auto& [n1, t1] = p[i];
+    const double slope = (t1 - t0) / (n1 - n0);
+    if (bytes > n1) return t1 + std::max(0.0, slope) * (bytes - n1);  // beyond the largest size
+    return t0 + slope * (bytes - n0);
+}
+
+std::string AllreduceModel::measured_nodes() const {
+    std::string ks;
+    for (const auto& kv : measured) ks += (ks.empty() ? "" : ",") + std::to_string(kv.first);
+    return ks;
+}
+
+double AllreduceModel::modelled_seconds(int nodes, double bytes) const {
     if (nodes <= 1) return 0.0;
     const double K = nodes;
     const double steps = algorithm == Algorithm::Ring ? 2.0 * (K - 1.0) : 2.0 * std::ceil(std::log2(K) - 1e-12);

@@ -1,5 +1,6 @@
 // libtula: performance models fitted from profiles.
 #pragma once
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,19 +106,36 @@ struct ComputeModel {
 /// [seconds], T(1, n) = 0. Both are fitted by non-negative least squares (Eigen) over the
 /// samples; the one with the smaller residual is kept when the samples cover >= 3 node
 /// counts (with 2 node counts both features are proportional and ring is kept).
+///
+/// The fitted model extrapolates to node counts that were not profiled. A node count that
+/// was profiled at 2 or more message sizes is predicted from its own measurements instead
+/// (as nccl-tests' tables are read): the median seconds per message size, interpolated
+/// linearly in bytes between them, held at the smallest size's value below it (latency
+/// bound) and continued with the last two sizes' slope above the largest (bandwidth bound).
+/// One alpha and beta for all node counts cannot follow a cluster whose cost per step
+/// changes with the node count (e.g. ranks oversubscribing a host's cores, or nodes beyond
+/// one switch), and the measured node counts are the ones a small cluster's jobs run on.
 struct AllreduceModel {
     enum class Algorithm { Ring, Rabenseifner };
     double alpha = 0;    ///< latency per step, seconds
     double beta = 0;     ///< seconds per byte
     double rmse = 0;     ///< residual, seconds
     Algorithm algorithm = Algorithm::Ring;
+    /// Node count -> its (bytes, median seconds) points, ascending in bytes; only node counts
+    /// measured at >= 2 message sizes. Empty for a model built from alpha and beta alone.
+    std::map<int, std::vector<std::pair<double, double>>> measured;
 
     /// Errors: tula::Error when there are no samples with nodes >= 2, or fewer than 2
     /// distinct (nodes, bytes) points, or a sample is negative / non-finite.
     static AllreduceModel fit(const std::vector<AllreduceSample>& samples);
 
-    /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks.
+    /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks: from the
+    /// node count's own measurements when there are (see above), else modelled_seconds().
     double seconds(int nodes, double bytes) const;
+    /// The alpha-beta formula of `algorithm` (above), seconds; 0 for nodes <= 1.
+    double modelled_seconds(int nodes, double bytes) const;
+    /// The node counts predicted from their own measurements, comma-separated ("2,4"); "" when none.
+    std::string measured_nodes() const;
     /// "ring" or "rabenseifner".
     const char* algorithm_name() const { return algorithm == Algorithm::Ring ? "ring" : "rabenseifner"; }
 };
