@@ -78,6 +78,7 @@ class TrainerModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_training_learns_synthetic_task);
     CPPUNIT_TEST(test_train_rejects_bad_batch);
     CPPUNIT_TEST(test_serial_comm);
+    CPPUNIT_TEST(test_time_compute_step_min_time);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -394,6 +395,26 @@ public:
         c.barrier();
         CPPUNIT_ASSERT_EQUAL(2.0f, f[1]);
         CPPUNIT_ASSERT_EQUAL(5.0, d[1]);
+    }
+
+    // time_compute_step: exactly --iters timed steps without a floor; with min_seconds, more
+    // steps until their measured sum reaches it (mean x count >= the floor), and never fewer
+    // than iters.
+    void test_time_compute_step_min_time() {
+        const SyntheticSpec spec = parse_synthetic("synthetic:1x28x28:10");
+        const Dataset d = make_synthetic(spec, 256, 1);
+        auto m = build_model("lenet5", Shape{d.channels, d.rows, d.cols}, d.classes);
+        m->init(1);
+        int timed = -1;
+        const double t = time_compute_step(*m, d, 8, 1, 3, 0.0, &timed);
+        CPPUNIT_ASSERT_EQUAL(3, timed);
+        CPPUNIT_ASSERT(t > 0);
+        const double floor_s = 0.05;
+        const double t2 = time_compute_step(*m, d, 8, 1, 3, floor_s, &timed);
+        CPPUNIT_ASSERT(timed > 3);  // a lenet5 step of 8 images takes well under 17 ms
+        CPPUNIT_ASSERT(t2 * timed >= floor_s);
+        CPPUNIT_ASSERT(t2 * (timed - 1) < floor_s + 10 * t2);  // stopped soon after reaching it
+        CPPUNIT_ASSERT(time_compute_step(*m, d, 8, 0, 1000, 1e-9, &timed) > 0 && timed == 1000);
     }
 };
 

@@ -92,6 +92,7 @@ struct Options {
     bool profile_compute = false, profile_allreduce = false;
     std::vector<int> batch_sizes{16, 32, 64, 128, 256};
     int iters = 20;
+    double min_time = 0.2;      // --profile-compute: seconds each batch size is timed for, at least
     std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
     std::string batch_source;   // where the global batch came from, for the header line
     std::string device = "cpu"; // cpu | cuda
@@ -271,7 +272,11 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_flag("--list-models", o.list_models, "list the models and their parameter counts");
     app.add_flag("--profile-compute", o.profile_compute, "measure seconds per training step at --batch-sizes");
     app.add_option("--batch-sizes", o.batch_sizes, "local batch sizes for --profile-compute")->delimiter(',');
-    app.add_option("--iters", o.iters, "timed iterations per batch size")->capture_default_str();
+    app.add_option("--iters", o.iters, "timed iterations per batch size (at least)")->capture_default_str();
+    app.add_option("--min-time", o.min_time,
+                   "--profile-compute: time each batch size for at least this many seconds (more iterations when "
+                   "--iters take less; CPU only)")
+        ->capture_default_str();
     app.add_flag("--profile-allreduce", o.profile_allreduce, "measure MPI_Allreduce at --sizes (bytes)");
     app.add_option("--sizes", o.sizes, "message sizes in bytes for --profile-allreduce")->delimiter(',');
     try {
@@ -392,6 +397,7 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
         return bad("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
     if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
+    if (!(o.min_time >= 0 && o.min_time <= 60)) return bad("--min-time must be between 0 and 60 seconds");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
     if (o.batch_sizes.empty()) return bad("--batch-sizes: give at least one batch size");
@@ -594,21 +600,22 @@ int profile_compute(const Options& o, Comm& comm) {
                                                     std::string(gemm_isa_name(gemm_isa()))) +
                           ", host " + host_name());
             for (int b : o.batch_sizes) {
+                int timed = o.iters;
 #ifdef TULA_HAVE_CUDA
                 const double s = gpu ? cuda::time_compute_step_gpu(*gpu, *model, tr, b, 3, o.iters)
-                                     : time_compute_step(*model, tr, b, 3, o.iters);
+                                     : time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed);
 #else
-                const double s = time_compute_step(*model, tr, b, 3, o.iters);
+                const double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed);
 #endif
                 say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) +
-                              " ms/iter (" + std::to_string(o.iters) + " iters)");
+                              " ms/iter (" + std::to_string(timed) + " iters)");
                 tula::ComputeSample c;
                 c.workload = wl;
                 c.host = host_name();
                 c.local_batch = b;
                 c.threads = gemm_threads();
                 c.seconds_per_iter = s;
-                c.iters = o.iters;
+                c.iters = timed;
                 samples.push_back(c);
             }
             if (!o.no_db) {

@@ -468,7 +468,8 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
     if (on_epoch) on_epoch(r);
 }
 
-double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters) {
+double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds,
+                         int* timed) {
     if (batch <= 0 || iters <= 0 || d.count <= 0) throw TrainError("time_compute_step: empty batch, data or iterations");
     Comm serial;
     Trainer tr(model, serial, 0.9, 5e-4);
@@ -479,18 +480,22 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
         pos = (pos + batch) % d.count;
     };
     const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
-    for (int i = 0; i < warmup; ++i) {
+    const double w0 = now_seconds();
+    for (int i = 0; i < warmup || now_seconds() - w0 < min_seconds / 4; ++i) {
         next();
         tr.step(d, idx.data(), batch, lr, false, nullptr);
     }
     double total = 0;
-    for (int i = 0; i < iters; ++i) {
+    int n = 0;
+    const int64_t cap = int64_t{1000} * iters;
+    for (; n < iters || (total < min_seconds && n < cap); ++n) {
         next();  // choosing the examples is not part of the step's time
         const double t0 = now_seconds();
         tr.step(d, idx.data(), batch, lr, false, nullptr);
         total += now_seconds() - t0;
     }
-    return total / iters;
+    if (timed) *timed = n;
+    return total / n;
 }
 
 double time_allreduce(Comm& comm, int64_t bytes, int warmup, int iters) {

@@ -287,9 +287,15 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                                TrainHooks* hooks = nullptr, StepEngine* engine = nullptr);
 
 /// Mean seconds of one full training step (forward, backward, SGD update, no allreduce)
-/// at local batch `batch` on this process: `warmup` untimed steps, then `iters` timed
-/// ones, on consecutive examples of `d` (wrapping around). The model's weights change.
-double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters);
+/// at local batch `batch` on this process: `warmup` untimed steps (and more until
+/// min_seconds / 4 have passed), then at least `iters` timed ones, continued until they
+/// sum to min_seconds (at most 1000 x iters), on consecutive examples of `d` (wrapping
+/// around). A floor on the timed duration, as benchmark harnesses set one (Google
+/// Benchmark's min_time), keeps millisecond steps from being timed over a few milliseconds
+/// of scheduler and clock-frequency noise. The timed step count goes to *timed when given.
+/// The model's weights change. Errors: TrainError for an empty batch, data set or count.
+double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds = 0,
+                         int* timed = nullptr);
 
 /// Mean seconds of one MPI_Allreduce(SUM) of ceil(bytes/4) float32 values across all
 /// ranks of `comm`: `warmup` untimed, then `iters` timed calls between barriers; the
