@@ -260,8 +260,7 @@ Json plan_json(const PlanReport& r) {
     j["time_calibration_single_node_runs"] = r.plan.calibration.runs_single;
     j["time_calibration_multi_node"] = r.plan.calibration.factor_multi;
     j["time_calibration_multi_node_runs"] = r.plan.calibration.runs_multi;
-    // ratio curves over the local batch ([local batch, factor] knots; empty: the median serves)
-    j["time_calibration_single_node_curve"] = r.plan.calibration.curve_single;
+    // the multi-node ratio curve over the local batch ([local batch, factor] knots; empty: the median serves)
     j["time_calibration_multi_node_curve"] = r.plan.calibration.curve_multi;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;

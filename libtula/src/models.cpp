@@ -460,7 +460,7 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
 
 double TimeCalibration::factor_for(int nodes, double local_batch) const {
     if (!by_local_batch(nodes)) return factor_for(nodes);
-    const double r = curve_at(nodes <= 1 ? curve_single : curve_multi, local_batch);
+    const double r = curve_at(curve_multi, local_batch);
     return std::min(kMax, std::max(kMin, r));
 }
 

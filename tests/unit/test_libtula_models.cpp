@@ -622,7 +622,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(1, c1.runs_multi);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(2), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
-        CPPUNIT_ASSERT(cg.curve_single.empty() && cg.curve_multi.empty());  // no local batches known
+        CPPUNIT_ASSERT(cg.curve_multi.empty());  // no local batches known
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1, 64.0), 1e-12);
     }
 
@@ -683,7 +683,7 @@ public:
         // single-node runs keep their median even with a trend (they are what the profile measured)
         std::vector<tula::IterationSample> one{sample(1, 128, 0.8), sample(1, 256, 1.0), sample(1, 512, 1.25)};
         const auto c1 = tula::TimeCalibration::fit(one, ov);
-        CPPUNIT_ASSERT(c1.curve_single.empty());
+        CPPUNIT_ASSERT(!c1.by_local_batch(1));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c1.factor_for(1, 128.0), 1e-12);
         // the curve's factor is clamped like the median's
         std::vector<tula::IterationSample> wild{sample(2, 64, 9.0), sample(2, 128, 1.0)};

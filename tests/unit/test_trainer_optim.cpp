@@ -336,17 +336,23 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.9, 1024), 1e-12);
     }
 
+    // lr 0.05 for 64 scaled linearly to 0.8 at 1024; 2 warmup epochs of 10 steps; 10 epochs.
+    static LrSchedule peak08_schedule() {
+        LrSchedule s;
+        s.lr = 0.05;
+        s.base_batch = 64;
+        s.global_batch = 1024;
+        s.warmup_epochs = 2;
+        s.steps_per_epoch = 10;
+        s.epochs = 10;
+        return s;
+    }
+
     // Warmup-stable-decay: the peak until the last decay_fraction of the post-warmup steps,
     // then linear to 0; checked step by step against the formula written out here, for the
     // fixed, adaptive and progress forms of the schedule.
     void test_wsd_schedule() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 1024;  // peak 0.8
-        s.warmup_epochs = 2;
-        s.steps_per_epoch = 10;
-        s.epochs = 10;          // T = 100 steps, W = 20
+        LrSchedule s = peak08_schedule();  // T = 100 steps, W = 20
         s.decay_fraction = 0.25;  // hold 0.8 for 60 steps after warmup, then 20 steps to 0
         for (int t = 0; t < 100; ++t) {
             double want;
@@ -370,13 +376,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
 
     // warmup_from: the ramp starts there instead of at lr (all three schedules).
     void test_warmup_from() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 1024;  // peak 0.8
-        s.warmup_epochs = 2;
-        s.steps_per_epoch = 10;
-        s.epochs = 10;
+        LrSchedule s = peak08_schedule();
         s.warmup_from = 0.001;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001, s.at(0), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.001 + (0.8 - 0.001) * 5 / 20.0, s.at(5), 1e-12);

@@ -197,10 +197,9 @@ struct TimeCalibration {
     int runs = 0;         ///< samples used
     double factor_single = 1.0, factor_multi = 1.0;  ///< the same over 1-node / multi-node runs
     int runs_single = 0, runs_multi = 0;             ///< samples used for each
-    /// Ratio curves over the local batch, (local batch in examples, ratio) ascending in local
-    /// batch; empty when the group's median serves (see above). fit() leaves curve_single
-    /// empty; it is there for callers that set a curve of their own.
-    std::vector<std::pair<double, double>> curve_single, curve_multi;
+    /// The multi-node ratio curve over the local batch, (local batch in examples, ratio)
+    /// ascending in local batch; empty when the multi-node median serves (see above).
+    std::vector<std::pair<double, double>> curve_multi;
     /// Whether a candidate on `nodes` nodes uses its own kind's factor (>= kGroupMin runs of
     /// that kind) rather than the pooled one. Pure.
     bool own_kind(int nodes) const { return (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin; }
@@ -212,9 +211,7 @@ struct TimeCalibration {
     /// its kind's ratio curve at local_batch when the kind has one, else factor_for(nodes). Pure.
     double factor_for(int nodes, double local_batch) const;
     /// Whether factor_for(nodes, b) comes from a ratio curve. Pure.
-    bool by_local_batch(int nodes) const {
-        return own_kind(nodes) && !(nodes <= 1 ? curve_single : curve_multi).empty();
-    }
+    bool by_local_batch(int nodes) const { return nodes > 1 && own_kind(nodes) && !curve_multi.empty(); }
     /// How many runs factor_for(nodes) came from. Pure.
     int runs_for(int nodes) const { return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs; }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
