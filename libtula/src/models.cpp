@@ -206,6 +206,17 @@ double lerp_knots(const std::pair<int, double>& a, const std::pair<int, double>&
     return a.second + w * (c.second - a.second);
 }
 
+// The index i >= 1 of the first knot at or after x, so that knots[i - 1] and knots[i] bracket
+// x; knots ascending in .first, at least 2, x > knots.front().first; the last knot's index
+// when x is beyond it (its segment then extends the line). Shared by the compute knots, the
+// allreduce measurements and the time calibration curve.
+template <class Key>
+size_t knot_segment(const std::vector<std::pair<Key, double>>& knots, double x) {
+    const auto it = std::lower_bound(knots.begin() + 1, knots.end() - 1, x,
+                                     [](const std::pair<Key, double>& k, double v) { return k.first < v; });
+    return static_cast<size_t>(it - knots.begin());
+}
+
 }  // namespace
 
 ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
@@ -244,10 +255,9 @@ double ComputeModel::seconds_per_iter(double b) const {
     // below the range: the shifted curve, but not below proportional scaling t(b_min) b / b_min
     if (b <= lo.first) return std::max(lo.second * b / lo.first, lo.second + parametric(b) - parametric(lo.first));
     if (b >= hi.first) return hi.second + parametric(b) - parametric(hi.first);
-    const auto it = std::lower_bound(knots.begin(), knots.end(), b,
-                                     [](const std::pair<int, double>& k, double x) { return k.first < x; });
-    if (it->first == b) return it->second;
-    return lerp_knots(*(it - 1), *it, b);
+    const size_t i = knot_segment(knots, b);
+    if (knots[i].first == b) return knots[i].second;
+    return lerp_knots(knots[i - 1], knots[i], b);
 }
 
 double ComputeModel::relative_interval(double level) const {
@@ -321,11 +331,10 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
 double AllreduceModel::seconds(int nodes, double bytes) const {
     if (nodes <= 1) return 0.0;
     const auto it = measured.find(nodes);
-    if (it == measured.end() || it->second.size() < 2) return modelled_seconds(nodes, bytes);
+    if (it == measured.end()) return modelled_seconds(nodes, bytes);  // fit() keeps >= 2 sizes
     const auto& p = it->second;
     if (!(bytes > p.front().first)) return p.front().second;
-    size_t i = 1;
-    while (i + 1 < p.size() && p[i].first < bytes) ++i;
+    const size_t i = knot_segment(p, bytes);
     const auto& [n0, t0] = p[i - 1];
     const auto& [n1, t1] = p[i];
     const double slope = (t1 - t0) / (n1 - n0);
@@ -450,8 +459,7 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
     if (knots.empty()) return 1.0;
     if (!(b > knots.front().first)) return knots.front().second;
     if (!(b < knots.back().first)) return knots.back().second;
-    size_t i = 1;
-    while (knots[i].first < b) ++i;
+    const size_t i = knot_segment(knots, b);
     const auto& [b0, r0] = knots[i - 1];
     const auto& [b1, r1] = knots[i];
     const double t = std::log(b / b0) / std::log(b1 / b0);

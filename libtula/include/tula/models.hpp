@@ -208,7 +208,8 @@ struct TimeCalibration {
         return own_kind(nodes) ? (nodes <= 1 ? factor_single : factor_multi) : factor;
     }
     /// The factor for a candidate on `nodes` nodes with local batch `local_batch` (examples):
-    /// its kind's ratio curve at local_batch when the kind has one, else factor_for(nodes). Pure.
+    /// the multi-node ratio curve at local_batch when by_local_batch(nodes), else
+    /// factor_for(nodes). Pure.
     double factor_for(int nodes, double local_batch) const;
     /// Whether factor_for(nodes, b) comes from a ratio curve. Pure.
     bool by_local_batch(int nodes) const { return nodes > 1 && own_kind(nodes) && !curve_multi.empty(); }
