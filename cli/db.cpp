@@ -211,6 +211,8 @@ int run_show(const ShowOptions& o) {
         for (const auto& [c, path] : compute) {
             Json x;
             x["local_batch"] = c.local_batch;
+            x["ranks"] = c.ranks;
+            x["startup_seconds"] = std::isfinite(c.startup_seconds) ? Json(c.startup_seconds) : Json(nullptr);
             x["seconds_per_iter"] = c.seconds_per_iter;
             x["iters"] = c.iters;
             x["threads"] = c.threads;
@@ -223,6 +225,12 @@ int run_show(const ShowOptions& o) {
                                       {"min_batch", cm->min_batch}, {"max_batch", cm->max_batch},
                                       {"rmse_seconds", cm->rmse}};
         else j["compute_model"] = nullptr;
+        if (cm) {
+            Json cf = Json::object();  // ranks at once -> [[local batch, factor], ...]
+            for (const auto& [k, knots] : cm->concurrent) cf[std::to_string(k)] = knots;
+            j["compute_model"]["concurrency_factors"] = std::move(cf);
+            j["compute_model"]["startup_seconds"] = cm->startup_knots;  // [[local batch, seconds], ...]
+        }
         if (!cm_error.empty()) j["compute_model_error"] = cm_error;
         if (am) j["allreduce_model"] = {{"alpha_seconds", am->alpha}, {"beta_seconds_per_byte", am->beta},
                                         {"rmse_seconds", am->rmse}, {"samples", allreduce.size()}};
@@ -252,13 +260,17 @@ int run_show(const ShowOptions& o) {
     std::printf("\n%s (%zu):\n", bold("compute samples", colour).c_str(), compute.size());
     if (!compute.empty()) {
         Table t;
-        t.header = {"local batch", "ms/iter", "fit ms/iter", "images/s", "iters", "threads", "host", "database"};
-        t.right = {true, true, true, true, true, true, false, false};
+        t.header = {"local batch", "ranks", "ms/iter", "fit ms/iter", "images/s", "iters", "start-up s", "threads", "host",
+                    "database"};
+        t.right = {true, true, true, true, true, true, true, true, false, false};
         for (const auto& [c, path] : compute)
-            t.rows.push_back({std::to_string(c.local_batch), format_number("%.3f", c.seconds_per_iter * 1e3),
-                              cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch) * 1e3) : "-",
+            t.rows.push_back({std::to_string(c.local_batch), std::to_string(c.ranks),
+                              format_number("%.3f", c.seconds_per_iter * 1e3),
+                              cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch, c.ranks) * 1e3) : "-",
                               c.seconds_per_iter > 0 ? format_number("%.0f", c.local_batch / c.seconds_per_iter) : "-",
-                              std::to_string(c.iters), std::to_string(c.threads), c.host, path});
+                              std::to_string(c.iters),
+                              std::isfinite(c.startup_seconds) ? format_number("%.3f", c.startup_seconds) : "-",
+                              std::to_string(c.threads), c.host, path});
         std::fputs(render_table(t).c_str(), stdout);
     }
     if (cm)
@@ -266,7 +278,9 @@ int run_show(const ShowOptions& o) {
                     bold("compute model:", colour).c_str(), format_number("%.3f", cm->t0 * 1e3).c_str(),
                     format_number("%.4f", cm->t1 * 1e3).c_str(), cm->min_batch, cm->max_batch,
                     format_number("%.3f", cm->rmse * 1e3).c_str());
-    else
+    if (cm)
+        for (const auto& l : compute_extra_lines(*cm)) std::printf("  %s\n", l.c_str());
+    if (!cm)
         std::printf("%s none (%s)\n", bold("compute model:", colour).c_str(),
                     cm_error.empty() ? "no compute samples; run tula profile compute" : cm_error.c_str());
     if (am)

@@ -398,7 +398,7 @@ std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vec
     }
     std::map<int, std::pair<double, int>> by_batch;  // local batch -> (sum of seconds, count)
     for (const auto& s : samples) {
-        if (!(s.seconds_per_iter > 0) || !std::isfinite(s.seconds_per_iter) || s.local_batch < 1) continue;
+        if (!(s.seconds_per_iter > 0) || !std::isfinite(s.seconds_per_iter) || s.local_batch < 1 || s.ranks > 1) continue;
         auto& e = by_batch[s.local_batch];
         e.first += s.seconds_per_iter;
         e.second += 1;
@@ -413,6 +413,26 @@ std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vec
                           format_number("%+.2f", (meas - pred) / meas * 100.0)});
     }
     for (auto& l : render_table_lines(t)) out.push_back(std::move(l));
+    for (auto& l : compute_extra_lines(m)) out.push_back(std::move(l));
+    return out;
+}
+
+std::vector<std::string> compute_extra_lines(const ComputeModel& m) {
+    std::vector<std::string> out;
+    if (!m.startup_knots.empty()) {
+        std::string l = "start-up, once per run:";
+        for (size_t i = 0; i < m.startup_knots.size(); ++i)
+            l += std::string(i ? ", " : " ") + format_number("%.3f", m.startup_knots[i].second) + " s at local batch " +
+                 std::to_string(m.startup_knots[i].first);
+        out.push_back(l);
+    }
+    for (const auto& [k, knots] : m.concurrent) {
+        std::string l = std::to_string(k) + " ranks at once: concurrency factor";
+        for (size_t i = 0; i < knots.size(); ++i)
+            l += std::string(i ? ", " : " ") + format_number("%.3f", knots[i].second) + " at local batch " +
+                 format_number("%.0f", knots[i].first);
+        out.push_back(l + " (a step on " + std::to_string(k) + " nodes computes that many times longer than alone)");
+    }
     return out;
 }
 

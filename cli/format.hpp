@@ -156,9 +156,15 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
 /// chose ("linear" or "flat-then-linear"), both AIC values and the formula with its
 /// coefficients (ms, ms per example); then a table (render_table_lines, header first) with
 /// one row per distinct local batch of `samples`: local batch, samples, measured mean (ms),
-/// predicted (ms), residual measured - predicted (ms and % of measured). Samples with a
-/// non-positive or non-finite time are left out.
+/// predicted (ms), residual measured - predicted (ms and % of measured), over the samples of
+/// one rank alone; then compute_extra_lines(m). Samples with a non-positive or non-finite
+/// time are left out.
 std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples);
+/// The compute model's start-up seconds per profiled local batch (one line, none without a
+/// measured start-up), then one line per node count K profiled with K ranks at once: its
+/// concurrency factors c_K(b) (ComputeModel::concurrent, dimensionless) at each local batch.
+/// Errors: none.
+std::vector<std::string> compute_extra_lines(const ComputeModel& m);
 
 /// A text table: a header row and data rows; columns right-aligned when `right[i]` is true
 /// (numbers), left-aligned otherwise. Every row has the header's column count (missing

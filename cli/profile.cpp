@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -24,8 +25,19 @@
 namespace tula::cli {
 namespace {
 
+// Where and how long the measuring Slurm jobs run (tula profile allreduce, and tula profile
+// compute --nodes).
+struct JobOptions {
+    std::string partition;
+    std::string time = "10";     // Slurm time limit of each measuring job
+    std::string output_dir;      // where job output files go (default: a temporary directory)
+    int timeout = 600;           // seconds each job may take from submission to its end
+};
+
 struct ComputeOptions {
     CommonOptions common;
+    JobOptions job;
+    std::vector<int> nodes;      // also measure with K ranks at once, one job per K (--nodes)
     std::string workload;
     std::vector<int> batch_sizes{16, 24, 32, 48, 64, 96, 128, 192, 256};
     int iters = 10;   // timed iterations per tula-train run
@@ -37,14 +49,11 @@ struct ComputeOptions {
 
 struct AllreduceOptions {
     CommonOptions common;
+    JobOptions job;
     std::vector<int> nodes{2};
     std::vector<int64_t> sizes;  // empty: tula-train's defaults
     std::string workload;        // optional: also measure this workload's gradient size
     std::string trainer;
-    std::string partition;
-    std::string time = "10";     // Slurm time limit of each measuring job
-    std::string output_dir;      // where job output files go (default: a temporary directory)
-    int timeout = 600;           // seconds each job may take from submission to its end
     bool force = false;          // measure again node counts already in the database
 };
 
@@ -79,10 +88,17 @@ std::string this_host() {
     return h;
 }
 
-size_t count_compute(const std::string& db, const std::string& workload) {
+// Compute samples of `workload` in `db`; with ranks > 0 only those of that many ranks at once.
+size_t count_compute(const std::string& db, const std::string& workload, int ranks = 0) {
     auto d = open_existing(db);
-    return d ? d->compute_samples(workload).size() : 0;
+    if (!d) return 0;
+    size_t n = 0;
+    for (const auto& c : d->compute_samples(workload)) n += (ranks == 0 || c.ranks == ranks);
+    return n;
 }
+
+int run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
+                         const std::string& trainer, const std::string& db);
 
 size_t count_allreduce(const std::string& db, int nodes) {
     auto d = open_existing(db);
@@ -115,6 +131,9 @@ int run_compute(const ComputeOptions& o) {
     if (o.batch_sizes.empty()) throw UsageError("--batch-sizes: give at least one local batch size");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) throw UsageError("--batch-sizes: " + std::to_string(b) + " is not in 1..65536");
+    for (int k : o.nodes)
+        if (k < 2 || k > 100000)
+            throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (ranks at once on 1 node is the plain profile)");
     if (!o.common.conf.empty()) load_cli_config(o.common);  // an explicit --conf must be valid
     const std::string db = write_db_path(o.common);
     const std::string trainer = find_trainer(o.trainer);
@@ -135,7 +154,8 @@ int run_compute(const ComputeOptions& o) {
         for (int b : o.batch_sizes) {
             if (std::find(uniq.begin(), uniq.end(), b) != uniq.end()) continue;
             int measured = 0;
-            for (const auto& c : have) measured += (c.local_batch == b && c.host == host && c.threads == 1);
+            for (const auto& c : have)
+                measured += (c.local_batch == b && c.host == host && c.threads == 1 && c.ranks == 1);
             uniq.push_back(b);
             need.push_back(o.force ? o.rounds : std::max(0, o.rounds - measured));
             if (need.back() == 0) done.push_back(b);
@@ -209,6 +229,7 @@ int run_compute(const ComputeOptions& o) {
                     bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
     }
     const double secs = since(t0);
+    if (!o.nodes.empty()) run_compute_together(o, model, dataset, trainer, db);
 
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<ComputeSample> all = d.compute_samples(o.workload);
@@ -365,6 +386,92 @@ std::string job_output(const std::string& file, const std::string& prefix, size_
     return out;
 }
 
+// Runs the measuring job number i of n on k nodes (sbatch --wait -N k --ntasks-per-node=1
+// --wrap `wrap`), prints "profile KIND: i/n K nodes ... TIME, N samples" and the job's output,
+// and checks that `count` (the database's samples of this kind and node count) grew.
+// Errors: tula::Error when the job fails, is cancelled (--timeout, a pending reason that never
+// clears, SIGINT/SIGTERM) or records nothing.
+void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out_dir, int k, size_t i, size_t n,
+                     const std::string& wrap, const std::string& db, const std::function<size_t()>& count) {
+    const size_t before = count();
+    const std::string out = out_dir.path + "/" + kind + "-" + std::to_string(k) + "-nodes.out";
+    out_dir.files.push_back(out);
+    // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
+    const std::string name = "tula-profile-" + kind + "-" + std::to_string(::getpid()) + "-" + std::to_string(k);
+    std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k), "--ntasks-per-node=1",
+                                     "-J", name, "-o", out, "-t", jo.time};
+    if (!jo.partition.empty()) {
+        argv.push_back("-p");
+        argv.push_back(jo.partition);
+    }
+    argv.push_back("--wrap");
+    argv.push_back(wrap);
+    const bool bar = stdout_terminal();
+    std::printf("profile %s: %s%zu/%zu %s ... ", kind.c_str(), bar ? (progress_bar(double(i) / n, 20) + " ").c_str() : "",
+                i + 1, n, nodes_phrase(k).c_str());
+    std::fflush(stdout);
+    const auto t0 = std::chrono::steady_clock::now();
+    const JobOutcome job = run_job(argv, name, k, jo.timeout);
+    const ProcessResult& r = job.result;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.ok() || !job.why.empty()) {
+        std::printf("failed after %s\n", format_duration(secs).c_str());
+        std::fflush(stdout);
+        if (r.started) std::fprintf(stderr, "%s", job_output(out, "  | ", 40).c_str());
+        if (!job.why.empty()) throw Error("profile " + kind + " on " + nodes_phrase(k) + ": " + job.why + "; the job was cancelled");
+        throw Error("profile " + kind + " on " + nodes_phrase(k) + " failed: " + describe_result(r, "sbatch --wait") +
+                    (r.started ? " (its messages and the job's output are above)" : "; is Slurm's sbatch installed and in $PATH?"));
+    }
+    const size_t after = count();
+    std::printf("%s, %zu sample%s\n", format_duration(secs).c_str(), after - std::min(after, before),
+                after - std::min(after, before) == 1 ? "" : "s");
+    std::fputs(job_output(out, "  | ", 40).c_str(), stdout);
+    if (after <= before)
+        throw Error("the job on " + nodes_phrase(k) + " finished but recorded no " + kind + " samples for " +
+                    std::to_string(k) + " nodes in " + db + " (is " + db + " on a file system the job's first node can write?)");
+}
+
+// tula profile compute --nodes: for each K, one job on K nodes in which all K ranks time the
+// --batch-sizes at once (tula-train --profile-compute under mpirun -np K; one round, the
+// slowest rank's time), recorded with ranks = K. A K whose samples the database already has
+// at every batch size is skipped unless --force.
+int run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
+                         const std::string& trainer, const std::string& db) {
+    std::vector<int> todo, done;
+    {
+        auto d = open_existing(db);
+        const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
+        for (int k : o.nodes) {
+            if (std::find(todo.begin(), todo.end(), k) != todo.end() || std::find(done.begin(), done.end(), k) != done.end())
+                continue;
+            bool all = true;
+            for (int b : o.batch_sizes) {
+                bool f = false;
+                for (const auto& c : have) f = f || (c.ranks == k && c.local_batch == b);
+                all = all && f;
+            }
+            (all && !o.force ? done : todo).push_back(k);
+        }
+    }
+    std::printf("profile compute: %s ranks at once (one per node, the slowest rank's time), one job per node count\n",
+                join_ints(o.nodes).c_str());
+    if (!done.empty())
+        std::printf("profile compute: skipping node count%s %s, already measured at every batch size (--force measures again)\n",
+                    done.size() == 1 ? "" : "s", join_ints(done).c_str());
+    TempDir out_dir(o.job.output_dir);
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const int k = todo[i];
+        std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
+                           " --map-by node --bind-to none " + shell_quote(trainer) + " --model " + shell_quote(model) +
+                           " --data " + shell_quote(dataset) + " --profile-compute --batch-sizes " +
+                           join_ints(o.batch_sizes) + " --iters " + std::to_string(o.iters) + " --db " + shell_quote(db);
+        if (!o.data_dir.empty()) wrap += " --data-dir " + shell_quote(o.data_dir);
+        run_profile_job("compute", o.job, out_dir, k, i, todo.size(), wrap, db,
+                        [&] { return count_compute(db, o.workload, k); });
+    }
+    return kExitOk;
+}
+
 int run_allreduce(const AllreduceOptions& o) {
     if (o.nodes.empty()) throw UsageError("--nodes: give at least one node count, e.g. 2,3,4");
     for (int k : o.nodes)
@@ -379,7 +486,7 @@ int run_allreduce(const AllreduceOptions& o) {
     const std::string db = write_db_path(o.common);
     const std::string trainer = find_trainer(o.trainer);
     check_db_writable(db);
-    TempDir out_dir(o.output_dir);
+    TempDir out_dir(o.job.output_dir);
 
     std::vector<std::string> sizes;
     for (int64_t s : o.sizes) sizes.push_back(std::to_string(s));
@@ -417,53 +524,14 @@ int run_allreduce(const AllreduceOptions& o) {
     if (!done.empty())
         std::printf("profile allreduce: skipping node count%s %s, already measured (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
-    const bool bar = stdout_terminal();
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
-        const size_t before = count_allreduce(db, k);
-        const std::string out = out_dir.path + "/allreduce-" + std::to_string(k) + "-nodes.out";
-        out_dir.files.push_back(out);
         std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
                            " --map-by node --bind-to none " + shell_quote(trainer) + " --profile-allreduce --db " +
                            shell_quote(db);
         if (!size_list.empty()) wrap += " --sizes " + size_list;
         if (!model.empty()) wrap += " --model " + shell_quote(model);
-        // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
-        const std::string name = "tula-profile-allreduce-" + std::to_string(::getpid()) + "-" + std::to_string(k);
-        std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k), "--ntasks-per-node=1",
-                                         "-J", name, "-o", out, "-t", o.time};
-        if (!o.partition.empty()) {
-            argv.push_back("-p");
-            argv.push_back(o.partition);
-        }
-        argv.push_back("--wrap");
-        argv.push_back(wrap);
-        std::printf("profile allreduce: %s%zu/%zu %s ... ", bar ? (progress_bar(double(i) / todo.size(), 20) + " ").c_str() : "",
-                    i + 1, todo.size(), nodes_phrase(k).c_str());
-        std::fflush(stdout);
-        const auto t0 = std::chrono::steady_clock::now();
-        const JobOutcome job = run_job(argv, name, k, o.timeout);
-        const ProcessResult& r = job.result;
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!r.ok() || !job.why.empty()) {
-            std::printf("failed after %s\n", format_duration(secs).c_str());
-            std::fflush(stdout);
-            if (r.started) std::fprintf(stderr, "%s", job_output(out, "  | ", 40).c_str());
-            if (!job.why.empty())
-                throw Error("profile allreduce on " + nodes_phrase(k) + ": " + job.why + "; the job was cancelled");
-            throw Error("profile allreduce on " + nodes_phrase(k) + " failed: " + describe_result(r, "sbatch --wait") +
-                        (r.started ? " (its messages and the job's output are above)"
-                                    : "; is Slurm's sbatch installed and in $PATH?"));
-        }
-        const size_t after = count_allreduce(db, k);
-        std::printf("%s, %zu sample%s\n", format_duration(secs).c_str(), after - std::min(after, before),
-                    after - std::min(after, before) == 1 ? "" : "s");
-        std::fputs(job_output(out, "  | ", 40).c_str(), stdout);
-        if (after <= before) {
-            throw Error("the job on " + nodes_phrase(k) + " finished but recorded no allreduce samples for " +
-                        std::to_string(k) + " nodes in " + db + " (is " + db +
-                        " on a file system the job's first node can write?)");
-        }
+        run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), wrap, db, [&] { return count_allreduce(db, k); });
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<AllreduceSample> all = d.allreduce_samples();
@@ -484,6 +552,18 @@ int run_allreduce(const AllreduceOptions& o) {
     return kExitOk;
 }
 
+// The options of the measuring jobs (JobOptions).
+void add_job_options(CLI::App* app, JobOptions* j) {
+    app->add_option("--partition", j->partition, "Slurm partition for the jobs (default: the cluster's)")->type_name("P");
+    app->add_option("--time", j->time, "Slurm time limit of each job")->type_name("TIME")->capture_default_str();
+    app->add_option("--timeout", j->timeout, "seconds each job may take from submission to its end, then it is cancelled")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1, 86400 * 7))
+        ->capture_default_str();
+    app->add_option("--output-dir", j->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
+        ->type_name("DIR");
+}
+
 }  // namespace
 
 void add_profile_command(CLI::App& app, Action* action) {
@@ -493,7 +573,8 @@ void add_profile_command(CLI::App& app, Action* action) {
 
     auto c = std::make_shared<ComputeOptions>();
     CLI::App* comp = prof->add_subcommand("compute", "time training iterations of a workload at several local batch sizes (runs tula-train on this node)");
-    comp->footer("Runs tula-train --profile-compute; exit status 0 when the points were recorded, 1 on failure, 2 usage error.");
+    comp->footer("Runs tula-train --profile-compute on this node; with --nodes also a job per K: mpirun -np K --map-by node "
+                 "tula-train --profile-compute. Exit status 0 when the points were recorded, 1 on failure, 2 usage error.");
     add_common_options(comp, &c->common, true);
     comp->add_option("--workload", c->workload, "MODEL@DATASET, e.g. lenet5@fashion-mnist")->type_name("W")->required();
     comp->add_option("--batch-sizes", c->batch_sizes, "local batch sizes to time (comma list)")
@@ -513,7 +594,13 @@ void add_profile_command(CLI::App& app, Action* action) {
     comp->add_option("--trainer", c->trainer, "tula-train to run (default: beside tula, else $PATH)")->type_name("PATH");
     comp->add_option("--data-dir", c->data_dir, "passed to tula-train --data-dir (directory of the data set files)")
         ->type_name("DIR");
-    comp->add_flag("--force", c->force, "measure again the local batches this host already has in the database");
+    comp->add_option("--nodes", c->nodes,
+                     "then also time the batch sizes with K ranks at once, one per node, in a Slurm job per K (comma "
+                     "list, each >= 2): what nodes that share hardware cost each other")
+        ->delimiter(',')
+        ->type_name("K,...");
+    add_job_options(comp, &c->job);
+    comp->add_flag("--force", c->force, "measure again the local batches (and --nodes counts) the database already has");
     comp->callback([c, action] { *action = [c] { return run_compute(*c); }; });
 
     auto a = std::make_shared<AllreduceOptions>();
@@ -531,14 +618,7 @@ void add_profile_command(CLI::App& app, Action* action) {
     ar->add_option("--workload", a->workload, "also measure this workload's gradient size (4 x parameters)")->type_name("W");
     ar->add_option("--trainer", a->trainer, "tula-train to run (default: beside tula, else $PATH); must be visible on the nodes")
         ->type_name("PATH");
-    ar->add_option("--partition", a->partition, "Slurm partition for the jobs (default: the cluster's)")->type_name("P");
-    ar->add_option("--time", a->time, "Slurm time limit of each job")->type_name("TIME")->capture_default_str();
-    ar->add_option("--timeout", a->timeout, "seconds each job may take from submission to its end, then it is cancelled")
-        ->type_name("SECONDS")
-        ->check(CLI::Range(1, 86400 * 7))
-        ->capture_default_str();
-    ar->add_option("--output-dir", a->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
-        ->type_name("DIR");
+    add_job_options(ar, &a->job);
     ar->add_flag("--force", a->force, "measure again the node counts the database already has samples for");
     ar->callback([a, action] { *action = [a] { return run_allreduce(*a); }; });
 }

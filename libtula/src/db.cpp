@@ -152,9 +152,18 @@ ALTER TABLE run ADD COLUMN train_examples INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version = 3;
 )SQL";
 
+// Migration 3 -> 4: how many ranks of a multi-node job timed a compute point at once
+// (ComputeSample::ranks; old rows were measured by one rank alone: 1) and the start-up
+// seconds of a fresh process (ComputeSample::startup_seconds; old rows: NULL, not measured).
+constexpr const char* kMigrateV3toV4 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE compute_profile ADD COLUMN startup_seconds REAL;
+PRAGMA user_version = 4;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
-constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3};
+constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 double now_seconds() {
@@ -592,14 +601,14 @@ std::vector<Workload> ProfileDb::workloads() const {
 }
 
 void ProfileDb::add_compute(const ComputeSample& c) {
-    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.iters < 0 || !std::isfinite(c.seconds_per_iter) ||
-        c.seconds_per_iter <= 0)
+    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.ranks < 1 || c.iters < 0 ||
+        !std::isfinite(c.seconds_per_iter) || c.seconds_per_iter <= 0)
         throw Error("profile database " + path_ + ": refusing an invalid compute sample (workload '" + c.workload +
-                    "', local batch " + std::to_string(c.local_batch) + ", " + std::to_string(c.seconds_per_iter) +
-                    " s/iter)");
+                    "', local batch " + std::to_string(c.local_batch) + ", " + std::to_string(c.ranks) + " rank(s), " +
+                    std::to_string(c.seconds_per_iter) + " s/iter)");
     Stmt s(db_, path_,
-           "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?)");
+           "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
+           "startup_seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind(1, c.workload);
     s.bind(2, c.host);
     s.bind(3, c.local_batch);
@@ -607,17 +616,18 @@ void ProfileDb::add_compute(const ComputeSample& c) {
     s.bind(5, c.seconds_per_iter);
     s.bind(6, c.iters);
     s.bind(7, now_seconds());
+    s.bind(8, c.ranks);
+    if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
     s.run();
 }
 
 // An empty `workload` returns every workload's samples (used by load_profiles).
 std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workload) const {
-    const char* all =
-        "SELECT workload, host, local_batch, threads, seconds_per_iter, iters FROM compute_profile ORDER BY id";
-    const char* one =
-        "SELECT workload, host, local_batch, threads, seconds_per_iter, iters FROM compute_profile "
-        "WHERE workload = ? ORDER BY id";
-    Stmt s(db_, path_, workload.empty() ? all : one);
+    // A read-only connection to a database older than version 4 has no ranks column: 1.
+    const std::string sql = std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, ") +
+                            (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") + " FROM compute_profile " +
+                            (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
+    Stmt s(db_, path_, sql.c_str());
     if (!workload.empty()) s.bind(1, workload);
     std::vector<ComputeSample> out;
     while (s.step()) {
@@ -628,6 +638,8 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         c.threads = s.i32(3);
         c.seconds_per_iter = s.dbl(4);
         c.iters = s.i32(5);
+        c.ranks = s.i32(6);
+        if (!s.is_null(7)) c.startup_seconds = s.dbl(7);
         out.push_back(std::move(c));
     }
     return out;
@@ -836,16 +848,16 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     ExJson cs = ExJson::array();
     {
         Stmt s(db_, path_,
-               workload.empty()
-                   ? "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created FROM compute_profile "
-                     "ORDER BY id"
-                   : "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created FROM compute_profile "
-                     "WHERE workload = ? ORDER BY id");
+               (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
+                (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") + " FROM compute_profile " +
+                (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
+                   .c_str());
         if (!workload.empty()) s.bind(1, workload);
         while (s.step())
             cs.push_back({{"workload", s.text(0)}, {"host", s.text(1)}, {"local_batch", s.i64(2)},
                           {"threads", s.i64(3)}, {"seconds_per_iter", s.dbl(4)}, {"iters", s.i64(5)},
-                          {"created", s.dbl(6)}});
+                          {"created", s.dbl(6)}, {"ranks", s.i64(7)},
+                          {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))}});
     }
     doc["compute"] = std::move(cs);
     ExJson as = ExJson::array();
@@ -937,6 +949,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         c.s.seconds_per_iter = r.number("seconds_per_iter", true);
         c.s.iters = static_cast<int>(r.integer("iters", 1, INT32_MAX));
         c.created = r.number("created", true, kMaxTime);
+        if (version >= 4 && jc[i].contains("ranks"))  // optional: missing = 1, one rank alone
+            c.s.ranks = static_cast<int>(r.integer("ranks", 1, INT32_MAX));
+        if (version >= 4 && jc[i].contains("startup_seconds")) {  // optional: missing or null = not measured
+            const double v = r.optional_number(jc[i]["startup_seconds"], "startup_seconds", false);
+            if (!std::isnan(v)) c.s.startup_seconds = v;
+        }
         cs.push_back(c);
     }
     std::vector<ImportedAllreduce> as;
@@ -1000,7 +1018,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     for (const auto& c : cs) {
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM compute_profile WHERE workload = ? AND host = ? AND local_batch = ? AND "
-               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ?");
+               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ?");
         q.bind(1, c.s.workload);
         q.bind(2, c.s.host);
         q.bind(3, c.s.local_batch);
@@ -1008,13 +1026,14 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         q.bind(5, c.s.seconds_per_iter);
         q.bind(6, c.s.iters);
         q.bind(7, c.created);
+        q.bind(8, c.s.ranks);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
         Stmt s(db_, path_,
-               "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created) "
-               "VALUES(?, ?, ?, ?, ?, ?, ?)");
+               "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
+               "ranks, startup_seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
         s.bind(1, c.s.workload);
         s.bind(2, c.s.host);
         s.bind(3, c.s.local_batch);
@@ -1022,6 +1041,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         s.bind(5, c.s.seconds_per_iter);
         s.bind(6, c.s.iters);
         s.bind(7, c.created);
+        s.bind(8, c.s.ranks);
+        if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
         s.run();
         ++n.compute;
     }

@@ -219,12 +219,19 @@ size_t knot_segment(const std::vector<std::pair<Key, double>>& knots, double x) 
 
 }  // namespace
 
-ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
+ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& all) {
+    std::vector<ComputeSample> samples, together;  // one rank alone; several ranks at once
+    for (const auto& s : all) (s.ranks > 1 ? together : samples).push_back(s);
     ComputeModel m = fit_parametric(samples);  // validates the samples
     std::map<int, std::vector<double>> by_batch;
     for (const auto& s : samples) by_batch[s.local_batch].push_back(s.seconds_per_iter);
     for (const auto& [b, times] : by_batch) m.knots.emplace_back(b, median(times));
     m.loo_interpolated = m.loo_parametric = std::numeric_limits<double>::quiet_NaN();
+    std::map<int, std::vector<double>> startup;
+    for (const auto& s : samples)
+        if (std::isfinite(s.startup_seconds) && s.startup_seconds >= 0) startup[s.local_batch].push_back(s.startup_seconds);
+    for (const auto& [b, v] : startup) m.startup_knots.emplace_back(b, median(v));
+    m.fit_concurrent(together);
     if (m.knots.size() < 3) return m;
     // Leave-one-out over the interior knots (Stone 1974): interpolation vs the refitted curve.
     double e_int = 0, e_par = 0, e_int2 = 0;
@@ -245,7 +252,49 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& samples) {
     m.loo_rel_rms = std::sqrt(e_int2 / interior);
     m.loo_points = static_cast<int>(interior);
     m.interpolated = m.loo_interpolated < m.loo_parametric - 1e-6;  // ties keep the fitted curve
+    m.fit_concurrent(together);  // again: its ratios are against the form chosen here
     return m;
+}
+
+double ComputeModel::startup_seconds(double b) const {
+    if (startup_knots.empty() || !(b > 0)) return 0.0;
+    const auto& lo = startup_knots.front();
+    const auto& hi = startup_knots.back();
+    if (b <= lo.first) return lo.second * b / lo.first;
+    if (b >= hi.first) {
+        if (startup_knots.size() < 2) return hi.second * b / hi.first;
+        const auto& pre = startup_knots[startup_knots.size() - 2];
+        const double slope = (hi.second - pre.second) / (hi.first - pre.first);
+        return hi.second + std::max(0.0, slope) * (b - hi.first);
+    }
+    const size_t i = knot_segment(startup_knots, b);
+    if (startup_knots[i].first == b) return startup_knots[i].second;
+    return lerp_knots(startup_knots[i - 1], startup_knots[i], b);
+}
+
+void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
+    std::map<int, std::map<int, std::vector<double>>> by;  // ranks -> local batch -> seconds
+    for (const auto& s : together) {
+        if (s.local_batch < 1 || !std::isfinite(s.seconds_per_iter) || s.seconds_per_iter <= 0)
+            throw Error("compute profile of " + s.workload + " has a sample of " + std::to_string(s.ranks) +
+                        " ranks at once with local batch " + std::to_string(s.local_batch) + " and " +
+                        std::to_string(s.seconds_per_iter) + " s/iter; the batch must be >= 1 and the time > 0");
+        by[s.ranks][s.local_batch].push_back(s.seconds_per_iter);
+    }
+    concurrent.clear();
+    for (const auto& [k, batches] : by) {
+        std::vector<std::pair<double, double>> knots;
+        for (const auto& [b, times] : batches) knots.emplace_back(b, median(times) / seconds_per_iter(b));
+        concurrent[k] = std::move(knots);
+    }
+}
+
+double ComputeModel::concurrency_factor(int nodes, double b) const {
+    if (nodes <= 1 || concurrent.empty()) return 1.0;
+    auto it = concurrent.upper_bound(nodes);  // the largest profiled count <= nodes
+    if (it == concurrent.begin()) return 1.0;
+    --it;
+    return TimeCalibration::curve_at(it->second, b);
 }
 
 double ComputeModel::seconds_per_iter(double b) const {
@@ -434,6 +483,12 @@ OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
     return m;
 }
 
+double steady_seconds(const RunRecord& r, const ComputeModel& compute) {
+    if (r.nodes < 1) return r.measured_seconds;
+    const double s = compute.startup_seconds(static_cast<double>(r.global_batch) / r.nodes);
+    return std::max(r.measured_seconds - s, 0.5 * r.measured_seconds);
+}
+
 std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
                                                const ComputeModel& compute, const AllreduceModel* allreduce) {
     std::vector<IterationSample> out;
@@ -445,9 +500,9 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
             std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
-        q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes);
+        q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes, r->nodes);
         q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
-        q.measured_seconds = r->measured_seconds / n_iter;
+        q.measured_seconds = steady_seconds(*r, compute) / n_iter;
         q.nodes = r->nodes;
         q.local_batch = static_cast<double>(r->global_batch) / r->nodes;
         out.push_back(q);

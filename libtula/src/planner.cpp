@@ -282,21 +282,23 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             c.nodes = K;
             c.global_batch = B;
             c.local_batch = b;
-            const double tc = compute.seconds_per_iter(b);
+            const double conc = compute.concurrency_factor(K, b);  // 1 unless K ranks were profiled at once
+            const double tc = compute.seconds_per_iter(b) * conc;
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
             const double cal = req.calibration.factor_for(K, b);
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
-            const double half = compute.interpolated ? rel_q * tc : sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
+            const double half = compute.interpolated ? rel_q * tc : conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
             const double iter_upper = cal * req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
-            c.total_seconds = req.epochs * c.epoch_seconds;
+            const double startup = compute.startup_seconds(b);  // once per run
+            c.total_seconds = req.epochs * c.epoch_seconds + startup;
             c.node_hours = K * c.total_seconds / 3600.0;
             c.gpu_hours = c.node_hours * req.gpus_per_node;
             c.energy_kwh = c.node_hours * req.watts_per_node / 1000.0;
             c.cost = c.node_hours * price;
-            c.total_seconds_upper = req.epochs * iters * iter_upper;
+            c.total_seconds_upper = req.epochs * iters * iter_upper + startup;
             c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
             const bool ci = req.convergence.confidence > 0;
@@ -304,7 +306,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                 ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
             c.epochs_to_target_high =
                 ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.time_to_target = c.epochs_to_target * c.epoch_seconds;
+            c.time_to_target = c.epochs_to_target * c.epoch_seconds + startup;
             c.cost_to_target = c.cost * c.epochs_to_target / req.epochs;
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
@@ -545,9 +547,9 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
                 std::floor(r.examples_per_epoch(static_cast<double>(w->train_examples)) / r.global_batch) * r.epochs;
             if (!(n_iter > 0)) continue;
             IterationSample q;
-            q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r.global_batch) / r.nodes);
+            q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r.global_batch) / r.nodes, r.nodes);
             q.comm_seconds = allreduce->seconds(r.nodes, grad_bytes);
-            q.measured_seconds = r.measured_seconds / n_iter;
+            q.measured_seconds = steady_seconds(r, compute) / n_iter;
             iters.push_back(q);
         }
         try {

@@ -47,9 +47,9 @@ bool usable_run(const RunRecord& run) {
 IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const AllreduceModel* am, double D,
                              double grad_bytes) {
     IterationSample q;
-    q.compute_seconds = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes);
+    q.compute_seconds = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes, run.nodes);
     q.comm_seconds = run.nodes > 1 && am ? am->seconds(run.nodes, grad_bytes) : 0.0;
-    q.measured_seconds = run.measured_seconds / (std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs);
+    q.measured_seconds = steady_seconds(run, cm) / (std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs);
     return q;
 }
 
@@ -90,9 +90,11 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
     const double D = static_cast<double>(w.train_examples);
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
 
-    // Compute points: leave one local batch out (full profiling only: partial keeps 2 batches).
+    // Compute points: leave one local batch out (full profiling only: partial keeps 2 batches);
+    // the points of one rank alone (samples of several ranks at once only scale them).
     std::map<int, std::vector<double>> by_batch;
-    for (const auto& s : compute) by_batch[s.local_batch].push_back(s.seconds_per_iter);
+    for (const auto& s : compute)
+        if (s.ranks <= 1) by_batch[s.local_batch].push_back(s.seconds_per_iter);
     if (by_batch.size() >= 3) {
         for (const auto& [b, times] : by_batch) {
             std::vector<ComputeSample> rest;
@@ -147,10 +149,10 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             p.nodes = run.nodes;
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
-            p.predicted_epoch_seconds =
-                std::floor(run.examples_per_epoch(D) / run.global_batch) *
-                cal.factor_for(run.nodes, static_cast<double>(run.global_batch) / run.nodes) *
-                ov.combine(q.compute_seconds, q.comm_seconds);
+            const double b_local = static_cast<double>(run.global_batch) / run.nodes;
+            p.predicted_epoch_seconds = std::floor(run.examples_per_epoch(D) / run.global_batch) *
+                                            cal.factor_for(run.nodes, b_local) * ov.combine(q.compute_seconds, q.comm_seconds) +
+                                        cm.startup_seconds(b_local) / run.epochs;  // paid once per run
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;
             r.points.push_back(p);
@@ -205,10 +207,12 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         c.epochs = run.epochs;
         c.created = run.created;
         c.measured_seconds = run.measured_seconds;
-        c.predicted_seconds = n_it * ov.combine(q.compute_seconds, q.comm_seconds);
+        const double startup = cm.startup_seconds(b);  // once per run
+        c.predicted_seconds = n_it * ov.combine(q.compute_seconds, q.comm_seconds) + startup;
         c.has_interval = h > 0 && std::isfinite(h);
-        c.lower_seconds = n_it * ov.combine(std::max(0.0, q.compute_seconds - (c.has_interval ? h : 0.0)), q.comm_seconds);
-        c.upper_seconds = n_it * ov.combine(q.compute_seconds + (c.has_interval ? h : 0.0), q.comm_seconds);
+        c.lower_seconds =
+            n_it * ov.combine(std::max(0.0, q.compute_seconds - (c.has_interval ? h : 0.0)), q.comm_seconds) + startup;
+        c.upper_seconds = n_it * ov.combine(q.compute_seconds + (c.has_interval ? h : 0.0), q.comm_seconds) + startup;
         c.flagged = c.has_interval && (run.measured_seconds < c.lower_seconds || run.measured_seconds > c.upper_seconds);
         out.push_back(c);
     }

@@ -127,7 +127,7 @@ std::vector<std::string> all_rows(const std::string& path) {
     std::vector<std::string> out;
     for (const char* sql :
          {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
-          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created FROM compute_profile ORDER BY id",
+          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks FROM compute_profile ORDER BY id",
           "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
           "created, noise_scale, noise_observations FROM run ORDER BY id",
@@ -161,6 +161,7 @@ void fill_random(tula::ProfileDb& db, unsigned seed) {
             c.threads = 1 + static_cast<int>(rng() % 4);
             c.seconds_per_iter = u(rng) / 3.0;
             c.iters = 5 + static_cast<int>(rng() % 20);
+            c.ranks = 1 + static_cast<int>(rng() % 3);
             db.add_compute(c);
         }
         tula::RunRecord r;
@@ -258,6 +259,7 @@ public:
                 c.threads = 1 + i % 4;
                 c.seconds_per_iter = u(rng);
                 c.iters = 20 + i;
+                c.ranks = 1 + i % 3;
                 db.add_compute(c);
                 cs.push_back(c);
                 tula::AllreduceSample a;
@@ -281,6 +283,7 @@ public:
             CPPUNIT_ASSERT_EQUAL(c.threads, got[k].threads);
             CPPUNIT_ASSERT_EQUAL(c.seconds_per_iter, got[k].seconds_per_iter);  // REAL is a double: exact
             CPPUNIT_ASSERT_EQUAL(c.iters, got[k].iters);
+            CPPUNIT_ASSERT_EQUAL(c.ranks, got[k].ranks);
             ++k;
         }
         CPPUNIT_ASSERT_EQUAL(k, got.size());
@@ -435,6 +438,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|", after[0]);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT ranks FROM compute_profile"));  // alone
         // The migrated database takes and returns a noise scale like a new one.
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
         tula::RunRecord r;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,6 +91,8 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_compute_flat_then_linear);
     CPPUNIT_TEST(test_compute_interval);
     CPPUNIT_TEST(test_compute_interpolated);
+    CPPUNIT_TEST(test_compute_concurrency);
+    CPPUNIT_TEST(test_compute_startup);
     CPPUNIT_TEST(test_allreduce_rabenseifner);
     CPPUNIT_TEST(test_overlap_gamma);
     CPPUNIT_TEST(test_memory);
@@ -125,6 +128,92 @@ public:
     // inside the range closer to the truth than the straight line does, returns each knot's
     // median at a profiled batch, and continues outside the range from the end knots.
     // Exactly linear data keeps the fitted line (a tie goes to the parametric form).
+    // Samples of K ranks at once: they leave the one-rank fit alone and give c_K(b) = their
+    // median / t(b) at each batch, linear in log b between batches, held outside, the largest
+    // profiled K <= nodes serving other node counts, 1 without any.
+    void test_compute_concurrency() {
+        auto t = [](double b) { return 1e-3 + 1e-4 * b; };
+        std::vector<tula::ComputeSample> alone;
+        for (int b : {16, 32, 64, 128, 256}) alone.push_back(cs(b, t(b)));
+        auto together = alone;
+        auto at_once = [&](int k, int b, double f) {
+            tula::ComputeSample s = cs(b, t(b) * f);
+            s.ranks = k;
+            together.push_back(s);
+        };
+        for (double f : {1.08, 1.1, 1.5}) at_once(2, 16, f);  // median 1.1
+        at_once(2, 256, 1.4);
+        at_once(4, 64, 2.0);
+        const auto m0 = tula::ComputeModel::fit(alone);
+        const auto m = tula::ComputeModel::fit(together);
+        for (double b : {8.0, 16.0, 50.0, 256.0, 600.0}) {
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(m0.seconds_per_iter(b), m.seconds_per_iter(b), 1e-15);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m0.concurrency_factor(2, b), 0.0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m.concurrency_factor(1, b), 0.0);
+        }
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, m.concurrent.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, m.concurrency_factor(2, 16), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.4, m.concurrency_factor(2, 256), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, m.concurrency_factor(2, 4), 1e-12);     // held below
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.4, m.concurrency_factor(2, 1024), 1e-12);  // held above
+        // b = 64 is halfway between 16 and 256 in log b (16 x 4 = 64, 64 x 4 = 256)
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, m.concurrency_factor(2, 64), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, m.concurrency_factor(3, 64), 1e-12);  // 3 nodes: K = 2's
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0, m.concurrency_factor(4, 16), 1e-12);   // one batch: flat
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0, m.concurrency_factor(100, 256), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t(64) * 1.25, m.seconds_per_iter(64, 2), 1e-15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t(64), m.seconds_per_iter(64, 1), 1e-15);
+        // samples of several ranks alone are not a profile; a bad one is reported
+        std::vector<tula::ComputeSample> only_together(together.begin() + 5, together.end());
+        CPPUNIT_ASSERT(throws([&] { tula::ComputeModel::fit(only_together); }));
+        auto bad = together;
+        bad.back().seconds_per_iter = -1;
+        CPPUNIT_ASSERT(throws([&] { tula::ComputeModel::fit(bad); }));
+    }
+
+    // Start-up: the median of the measured values per batch (one rank alone; unmeasured and
+    // concurrent samples left out), linear between batches, proportional to b below the
+    // smallest, the last slope above (never falling); steady_seconds takes it off a run.
+    void test_compute_startup() {
+        auto t = [](double b) { return 1e-3 + 1e-4 * b; };
+        std::vector<tula::ComputeSample> s;
+        auto add = [&](int b, double startup, int ranks = 1) {
+            tula::ComputeSample c = cs(b, t(b));
+            c.startup_seconds = startup;
+            c.ranks = ranks;
+            s.push_back(c);
+        };
+        add(64, 0.5);
+        add(64, 0.7);
+        add(64, 9.0);  // median of 0.5, 0.7, 9.0: 0.7
+        add(128, std::numeric_limits<double>::quiet_NaN());
+        add(256, 1.9);
+        add(512, 3.1);
+        add(512, 50.0, 2);  // several ranks at once: not a start-up sample
+        const auto m = tula::ComputeModel::fit(s);
+        CPPUNIT_ASSERT_EQUAL(size_t{3}, m.startup_knots.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7, m.startup_seconds(64), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7 + (1.9 - 0.7) * (160.0 - 64) / (256 - 64), m.startup_seconds(160), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7 * 16 / 64, m.startup_seconds(16), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3.1 + (3.1 - 1.9) / 256 * 512, m.startup_seconds(1024), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, tula::ComputeModel::fit({cs(16, 1e-3), cs(64, 4e-3)}).startup_seconds(32), 0.0);
+        // a falling last segment is held, not continued down
+        std::vector<tula::ComputeSample> f;
+        for (auto [b, st] : {std::pair<int, double>{64, 2.0}, {128, 1.0}}) {
+            tula::ComputeSample c = cs(b, t(b));
+            c.startup_seconds = st;
+            f.push_back(c);
+        }
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, tula::ComputeModel::fit(f).startup_seconds(4096), 1e-12);
+        tula::RunRecord r;
+        r.nodes = 2;
+        r.global_batch = 320;  // local batch 160
+        r.measured_seconds = 100;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(100 - m.startup_seconds(160), tula::steady_seconds(r, m), 1e-12);
+        r.measured_seconds = 1.0;  // shorter than twice the start-up: half of it is kept
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, tula::steady_seconds(r, m), 1e-12);
+    }
+
     void test_compute_interpolated() {
         auto truth = [](double b) { return 1e-3 + 5e-5 * b + 2e-7 * b * b; };
         std::vector<tula::ComputeSample> s;

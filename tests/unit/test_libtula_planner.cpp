@@ -297,6 +297,22 @@ public:
         }
         CPPUNIT_ASSERT(multi > 0);  // some candidates fall between the knots
         r.calibration = tula::TimeCalibration{};
+        // A concurrency factor for 2+ nodes (2 ranks profiled at once) multiplies their compute
+        // part only, and the start-up is added once to the total and the time to target.
+        r.watts_per_node = 0;
+        tula::ComputeModel cc = cm;
+        cc.concurrent[2] = {{64.0, 1.5}};  // one batch size: 1.5 everywhere
+        cc.startup_knots = {{64, 2.0}};    // one knot: 2 s x b / 64
+        const tula::Plan conc = tula::make_plan(r, cc, &am);
+        CPPUNIT_ASSERT_EQUAL(p.candidates.size(), conc.candidates.size());
+        for (const auto& c : conc.candidates) {
+            const double b = static_cast<double>(c.global_batch) / c.nodes;
+            const double f = c.nodes >= 2 ? 1.5 : 1.0;
+            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, f * 3e-3, f * 2e-4, 5e-5, 1e-9) +
+                             2.0 * b / 64;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_to_target * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
+        }
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));
     }

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -565,75 +566,96 @@ int list_models(const Options& o) {
     return 0;
 }
 
+// --profile-compute: seconds per training step at each --batch-sizes local batch. On one
+// rank it times alone. Under mpirun -np K (one rank per node of a K-node job) every rank
+// times the same steps at the same time, each batch size started together after a barrier,
+// and the slowest rank's mean is recorded with ranks = K (ComputeSample): what a synchronous
+// step of K nodes waits for when they share hardware. Rank 0 writes the samples.
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const std::string wl = tula::workload_name(o.model, data_name(o));
+    const int ranks = comm.size();
     int rc = 0;
-    if (root) {
-        Dataset tr, te;
+    Dataset tr, te;
+    try {
+        tr = load_set(o, true);
+        te = load_set(o, false);
+    } catch (const std::exception& e) {
+        if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+        rc = 2;
+    }
+    {
+        double r = rc;
+        comm.allreduce_max(&r, 1);  // every rank stops when one cannot read the data
+        if (r != 0) return static_cast<int>(r);
+    }
+    std::vector<tula::ComputeSample> samples;
+    auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
+    model->init(o.seed);
+#ifdef TULA_HAVE_CUDA
+    std::unique_ptr<cuda::GpuContext> gpu;
+    {
+        std::string why;
         try {
-            tr = load_set(o, true);
-            te = load_set(o, false);
+            if (o.device == "cuda") gpu = open_gpu(o);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
-            rc = 2;
+            why = e.what();
         }
-        std::vector<tula::ComputeSample> samples;
-        if (rc == 0) {
-            auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
-            model->init(o.seed);
-            if (comm.size() > 1) say(root, "tula-train: --profile-compute runs on rank 0 only; the other ranks wait");
-#ifdef TULA_HAVE_CUDA
-            std::unique_ptr<cuda::GpuContext> gpu;
-            try {
-                if (o.device == "cuda") gpu = open_gpu(o);
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
-                double r = 2;
-                comm.allreduce_max(&r, 1);
-                return 2;
-            }
+        double r = why.empty() ? 0 : 2;
+        if (!why.empty()) std::fprintf(stderr, "%s\n", msg(why).c_str());
+        comm.allreduce_max(&r, 1);
+        if (r != 0) return 2;
+    }
 #endif
-            say(root, "profile " + wl + ": " +
-                          (o.device == "cuda" ? "GPU (cuda, " + o.precision + ")"
-                                              : std::to_string(gemm_threads()) + " thread(s), matrix kernels " +
-                                                    std::string(gemm_isa_name(gemm_isa()))) +
-                          ", host " + host_name());
-            for (int b : o.batch_sizes) {
-                int timed = o.iters;
+    say(root, "profile " + wl + ": " +
+                  (o.device == "cuda" ? "GPU (cuda, " + o.precision + ")"
+                                      : std::to_string(gemm_threads()) + " thread(s), matrix kernels " +
+                                            std::string(gemm_isa_name(gemm_isa()))) +
+                  ", host " + host_name() +
+                  (ranks > 1 ? ", " + std::to_string(ranks) + " ranks at once (the slowest rank's time is kept)" : ""));
+    bool fresh = true;  // the process's first batch size: its warm-up steps are a run's start-up
+    for (int b : o.batch_sizes) {
+        int timed = o.iters;
+        double startup = std::numeric_limits<double>::quiet_NaN();
+        comm.barrier();  // the ranks start each batch size together
 #ifdef TULA_HAVE_CUDA
-                const double s = gpu ? cuda::time_compute_step_gpu(*gpu, *model, tr, b, 3, o.iters)
-                                     : time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed);
+        double s = gpu ? cuda::time_compute_step_gpu(*gpu, *model, tr, b, 3, o.iters)
+                       : time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup);
 #else
-                const double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed);
+        double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup);
 #endif
-                say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) +
-                              " ms/iter (" + std::to_string(timed) + " iters)");
-                tula::ComputeSample c;
-                c.workload = wl;
-                c.host = host_name();
-                c.local_batch = b;
-                c.threads = gemm_threads();
-                c.seconds_per_iter = s;
-                c.iters = timed;
-                samples.push_back(c);
-            }
-            if (!o.no_db) {
-                try {
-                    tula::ProfileDb db = open_db(o);
-                    db.upsert_workload(workload_of(o, *model, tr.count, te.count));
-                    for (const auto& c : samples) db.add_compute(c);
-                    say(root, "tula-train: wrote " + std::to_string(samples.size()) + " compute samples of " + wl +
-                                  " to " + db.path());
-                } catch (const std::exception& e) {
-                    std::fprintf(stderr, "%s\n", msg("cannot write the compute profile: " + std::string(e.what())).c_str());
-                    rc = 1;
-                }
-            }
+        comm.allreduce_max(&s, 1);
+        // start-up: measured alone in a fresh process only (see ComputeSample)
+        if (!fresh || ranks > 1) startup = std::numeric_limits<double>::quiet_NaN();
+        fresh = false;
+        say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) + " ms/iter (" +
+                      std::to_string(timed) + " iters" + (ranks > 1 ? ", slowest of " + std::to_string(ranks) + " ranks" : "") +
+                      (std::isfinite(startup) ? ", start-up " + fmt("%.3f", startup) + " s" : "") + ")");
+        tula::ComputeSample c;
+        c.workload = wl;
+        c.host = host_name();
+        c.local_batch = b;
+        c.threads = gemm_threads();
+        c.seconds_per_iter = s;
+        c.iters = timed;
+        c.ranks = ranks;
+        c.startup_seconds = startup;
+        samples.push_back(c);
+    }
+    if (root && !o.no_db) {
+        try {
+            tula::ProfileDb db = open_db(o);
+            db.upsert_workload(workload_of(o, *model, tr.count, te.count));
+            for (const auto& c : samples) db.add_compute(c);
+            say(root, "tula-train: wrote " + std::to_string(samples.size()) + " compute samples of " + wl +
+                          (ranks > 1 ? " (" + std::to_string(ranks) + " ranks at once)" : "") + " to " + db.path());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", msg("cannot write the compute profile: " + std::string(e.what())).c_str());
+            rc = 1;
         }
     }
     double r = rc;
-    comm.allreduce_max(&r, 1);  // the other ranks wait here and share the exit status
+    comm.allreduce_max(&r, 1);  // the other ranks share rank 0's exit status
     return static_cast<int>(r);
 }
 

@@ -469,7 +469,7 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
 }
 
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds,
-                         int* timed) {
+                         int* timed, double* startup) {
     if (batch <= 0 || iters <= 0 || d.count <= 0) throw TrainError("time_compute_step: empty batch, data or iterations");
     Comm serial;
     Trainer tr(model, serial, 0.9, 5e-4);
@@ -480,10 +480,13 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
         pos = (pos + batch) % d.count;
     };
     const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
-    const double w0 = now_seconds();
-    for (int i = 0; i < warmup || now_seconds() - w0 < min_seconds / 4; ++i) {
+    double warm_total = 0;  // the warm-up steps' own seconds (examples chosen outside, as below)
+    int warm_steps = 0;
+    for (; warm_steps < warmup || warm_total < min_seconds / 4; ++warm_steps) {
         next();
+        const double t0 = now_seconds();
         tr.step(d, idx.data(), batch, lr, false, nullptr);
+        warm_total += now_seconds() - t0;
     }
     double total = 0;
     int n = 0;
@@ -495,6 +498,7 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
         total += now_seconds() - t0;
     }
     if (timed) *timed = n;
+    if (startup) *startup = std::max(0.0, warm_total - warm_steps * (total / n));
     return total / n;
 }
 

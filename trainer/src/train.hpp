@@ -293,9 +293,12 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
 /// around). A floor on the timed duration, as benchmark harnesses set one (Google
 /// Benchmark's min_time), keeps millisecond steps from being timed over a few milliseconds
 /// of scheduler and clock-frequency noise. The timed step count goes to *timed when given.
-/// The model's weights change. Errors: TrainError for an empty batch, data set or count.
+/// *startup, when given, gets the seconds the warm-up steps took beyond as many timed
+/// steps (>= 0): in a process's first call, what a training run pays once for touching its
+/// buffers for the first time. The model's weights change. Errors: TrainError for an empty
+/// batch, data set or count.
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds = 0,
-                         int* timed = nullptr);
+                         int* timed = nullptr, double* startup = nullptr);
 
 /// Mean seconds of one MPI_Allreduce(SUM) of ceil(bytes/4) float32 values across all
 /// ranks of `comm`: `warmup` untimed, then `iters` timed calls between barriers; the

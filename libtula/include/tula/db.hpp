@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,21 +25,34 @@ namespace tula {
 /// applies, in one transaction, when it opens an older database read-write):
 ///   1: the first schema;
 ///   2: run.noise_scale (REAL, NULL = not measured) and run.noise_observations (INTEGER,
-///      default 0), the gradient noise scale tula-train measured.
+///      default 0), the gradient noise scale tula-train measured;
+///   3: run.train_examples (INTEGER, default 0 = the workload's), examples per epoch;
+///   4: compute_profile.ranks (INTEGER, default 1), ranks that ran the timed steps at once, and
+///      compute_profile.startup_seconds (REAL, NULL = not measured), a fresh process's extra
+///      seconds in its first steps.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
 /// One profiled compute point: mean time of one training iteration (forward, backward,
-/// optimizer step; no allreduce) at local batch `local_batch` on one node.
+/// optimizer step; no allreduce) at local batch `local_batch` on one node. With ranks > 1,
+/// `ranks` ranks of a multi-node job (one per node) timed the same steps at the same time
+/// and the slowest rank's mean is kept: what a synchronous step of that many nodes waits
+/// for when the nodes share hardware (ranks co-located on one host, a shared memory bus or
+/// file system) or differ in speed.
 struct ComputeSample {
     std::string workload;
-    std::string host;          ///< hostname it was measured on
+    std::string host;          ///< hostname it was measured on (rank 0's)
     int local_batch = 0;       ///< examples per rank per iteration
     int threads = 1;           ///< compute threads per rank
     double seconds_per_iter = 0;  ///< seconds
     int iters = 0;             ///< iterations averaged
+    int ranks = 1;             ///< ranks (nodes) that ran at once; 1 = alone
+    /// Seconds the untimed warm-up steps of a fresh process took beyond as many steady steps
+    /// (first touch of the activation buffers, caches): paid once per training run. NaN = not
+    /// measured (a batch size timed after another in the same process is not fresh).
+    double startup_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`

@@ -39,6 +39,27 @@ namespace tula {
 ///   b > b_max: t(b) = m_max + t_par(b) - t_par(b_max);
 ///   b < b_min: max(m_min b / b_min, m_min + t_par(b) - t_par(b_min)), i.e. never below
 ///              proportional scaling of the smallest profiled batch.
+///
+/// All of the above is fitted on the samples of one rank alone (ComputeSample::ranks == 1).
+/// Samples that K ranks of a K-node job timed at once (ranks == K > 1, the slowest rank's
+/// mean) give a concurrency factor for K nodes, this project's own rule (no paper):
+///   c_K(b) = median concurrent seconds at b / t(b),   at each profiled local batch b,
+/// interpolated linearly in log b between those batches and held at the end ones' values
+/// outside (TimeCalibration::curve_at). A step on K nodes then computes for t(b) c_K(b). On
+/// nodes of their own c_K is about 1 (the slowest of K ranks); where nodes share a host's
+/// cores, caches or memory bandwidth (a test cluster of co-located slurmd, a VM) it grows with
+/// K and with the working set, which a one-rank profile cannot see and which a factor fitted
+/// from finished runs can only hold flat beyond the runs' local batches. A node count that
+/// was not profiled at once uses the largest profiled K below it; none: c = 1.
+///
+/// Start-up: a fresh process's first steps take longer than the steady ones (first touch of
+/// buffers that grow with the local batch; measured for fmnist-cnn on the development VM:
+/// the first step at local batch 512 took 3.7 s against 0.69 s for the next ones). A
+/// training run pays it once, so it matters for short runs. s(b) = the median measured
+/// start-up (ComputeSample::startup_seconds, one rank alone) at each profiled local batch,
+/// interpolated linearly in b between them; below the smallest, scaled in proportion to b;
+/// above the largest, continued with the last two batches' slope (not below the last value).
+/// No measured start-up: s = 0. This project's own rule (no paper).
 struct ComputeModel {
     double t0 = 0;       ///< seconds per iteration
     double t1 = 0;       ///< seconds per example
@@ -65,14 +86,32 @@ struct ComputeModel {
     /// how many interior knots gave it: the interpolated form's prediction interval.
     double loo_rel_rms = 0;
     int loo_points = 0;
+    /// Concurrency knots: ranks K -> (local batch in examples, c_K(b)) ascending in the local
+    /// batch (see above); empty without samples of several ranks at once.
+    std::map<int, std::vector<std::pair<double, double>>> concurrent;
+    /// Start-up knots: (local batch, median start-up seconds) ascending; empty when the
+    /// profile has no measured start-up.
+    std::vector<std::pair<int, double>> startup_knots;
 
-    /// Fit. Errors: tula::Error when there are fewer than 2 distinct local batches, or a
-    /// sample has a local batch < 1 or a non-positive or non-finite time.
+    /// Fit. Errors: tula::Error when the one-rank samples have fewer than 2 distinct local
+    /// batches, or any sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
+    /// Sets `concurrent` from samples with ranks > 1, against this model's seconds_per_iter;
+    /// fit() calls it. Errors: tula::Error for a sample with a local batch < 1 or a
+    /// non-positive or non-finite time.
+    void fit_concurrent(const std::vector<ComputeSample>& together);
 
     /// Predicted seconds per iteration at local batch `b` (> 0): the interpolated form inside
     /// the profiled range when it was chosen, else the parametric one (see above).
     double seconds_per_iter(double b) const;
+    /// Predicted seconds per iteration of one of `nodes` ranks (one per node) stepping at
+    /// once at local batch `b`: seconds_per_iter(b) x concurrency_factor(nodes, b).
+    double seconds_per_iter(double b, int nodes) const { return seconds_per_iter(b) * concurrency_factor(nodes, b); }
+    /// c_K(b) (see above), dimensionless; 1 for nodes <= 1 or without concurrent samples. Pure.
+    double concurrency_factor(int nodes, double b) const;
+    /// s(b), seconds a training run at local batch `b` spends once on start-up (see above);
+    /// 0 without measured start-up. Pure.
+    double startup_seconds(double b) const;
 
     /// The parametric form alone (linear or flat-then-linear), seconds per iteration.
     double parametric(double b) const {
@@ -223,9 +262,15 @@ struct TimeCalibration {
     static double curve_at(const std::vector<std::pair<double, double>>& knots, double b);
 };
 
+/// A finished run's measured training seconds without the start-up the compute model
+/// predicts at its local batch (ComputeModel::startup_seconds), not below half the measured
+/// time (a start-up model that explains more of a run than that is not trusted for it).
+/// Seconds. Errors: none.
+double steady_seconds(const RunRecord& r, const ComputeModel& compute);
+
 /// The modelled parts and the measured seconds per iteration of finished runs, in the
 /// order given: compute(global_batch / nodes), allreduce(nodes, 4 x params bytes) (0 on one
-/// node or without `allreduce`), measured_seconds / (floor(train_examples / B) x epochs).
+/// node or without `allreduce`), steady_seconds / (floor(train_examples / B) x epochs).
 /// Runs the models cannot predict (no nodes, fewer examples than nodes, no epochs, no
 /// time, several nodes without `allreduce`) are skipped. Errors: none.
 std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,

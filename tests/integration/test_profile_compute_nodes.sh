@@ -1,0 +1,48 @@
+#!/bin/bash
+# tula profile compute --nodes K: after the profile on this node, one Slurm job on K nodes in
+# which the K ranks time the same batch sizes at once; the samples are recorded with ranks = K
+# beside the one-rank ones, the model's concurrency factor at each batch size is the ratio of
+# the two (recomputed here from the rows sqlite3 reads, not from tula's own figures), a second
+# run skips the node count it already has, and tula db show lists the ranks. Runs on the local
+# cluster, into a private database.
+. "$(dirname "$0")/lib.sh"
+need_cluster
+need_bin "$TULA" "$TULA_TRAIN"
+make_workdir
+command -v sqlite3 >/dev/null || fail "sqlite3 (CLI) is not installed"
+command -v jq >/dev/null || fail "jq is not installed (Debian: jq)"
+db=$T_WORK/c.db
+W=lenet5@fashion-mnist
+P=(profile compute --workload "$W" --batch-sizes 8,32 --iters 2 --rounds 1 --data-dir "$T_DATA_DIR" --db "$db")
+rows() { sqlite3 "$db" "SELECT count(*) FROM compute_profile WHERE ranks = $1"; }
+
+expect_ok "profile with --nodes 2" "$TULA" "${P[@]}" --nodes 2
+assert_eq 2 "$(rows 1)" "one-rank samples (2 batch sizes)"
+assert_eq 2 "$(rows 2)" "samples of 2 ranks at once (2 batch sizes)"
+assert_match "$T_OUT" '^profile compute: 1/1 2 nodes \.\.\. ' "one progress line for the job"
+assert_match "$T_OUT" 'slowest of 2 ranks' "the job's output says whose time was kept"
+assert_match "$T_OUT" '2 ranks at once: concurrency factor' "the factors are printed"
+
+# The factor at each batch size: the 2-rank time over the one-rank time (2 batch sizes: the
+# linear model passes through both one-rank points), from the database rows.
+js=$("$TULA" db show "$W" --db "$db" --format json) || fail "tula db show --format json failed"
+for b in 8 32; do
+    want=$(sqlite3 "$db" "SELECT (SELECT seconds_per_iter FROM compute_profile WHERE ranks = 2 AND local_batch = $b) /
+                                 (SELECT seconds_per_iter FROM compute_profile WHERE ranks = 1 AND local_batch = $b)")
+    got=$(jq --argjson b "$b" '.compute_model.concurrency_factors["2"][] | select(.[0] == $b) | .[1]' <<<"$js")
+    [ -n "$got" ] || fail "no concurrency factor at local batch $b in tula db show --format json"
+    awk -v a="$got" -v b="$want" 'BEGIN { exit !(a / b > 0.999999 && a / b < 1.000001) }' ||
+        fail "concurrency factor at local batch $b: tula says $got, the rows give $want"
+done
+assert_eq 4 "$(jq '.compute_samples | length' <<<"$js")" "tula db show lists all four samples"
+assert_eq 2 "$(jq '[.compute_samples[] | select(.ranks == 2)] | length' <<<"$js")" "with their ranks"
+
+expect_ok "the same profile again" "$TULA" "${P[@]}" --nodes 2
+assert_match "$T_OUT" '^profile compute: skipping node count 2, already measured' "the measured node count is named"
+assert_eq 0 "$(count_lines "$T_OUT" '^profile compute: [0-9]+/[0-9]+ [0-9]+ nodes')" "no job for it"
+assert_eq 2 "$(rows 2)" "samples of 2 ranks unchanged"
+
+expect_fail "--nodes 1" "$TULA" "${P[@]}" --nodes 1
+assert_eq 2 "$T_RC" "exit status of a usage error"
+assert_contains "$T_ERR" "--nodes: 1 is not in 2..100000" "a node count below 2 is a usage error"
+note "ok"
