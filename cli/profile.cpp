@@ -97,8 +97,8 @@ size_t count_compute(const std::string& db, const std::string& workload, int ran
     return n;
 }
 
-int run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
-                         const std::string& trainer, const std::string& db);
+void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
+                          const std::string& trainer, const std::string& db);
 
 size_t count_allreduce(const std::string& db, int nodes) {
     auto d = open_existing(db);
@@ -435,8 +435,8 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
 // --batch-sizes at once (tula-train --profile-compute under mpirun -np K; one round, the
 // slowest rank's time), recorded with ranks = K. A K whose samples the database already has
 // at every batch size is skipped unless --force.
-int run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
-                         const std::string& trainer, const std::string& db) {
+void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
+                          const std::string& trainer, const std::string& db) {
     std::vector<int> todo, done;
     {
         auto d = open_existing(db);
@@ -469,7 +469,6 @@ int run_compute_together(const ComputeOptions& o, const std::string& model, cons
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), wrap, db,
                         [&] { return count_compute(db, o.workload, k); });
     }
-    return kExitOk;
 }
 
 int run_allreduce(const AllreduceOptions& o) {
