@@ -1,8 +1,8 @@
 #!/bin/bash
 # tula profile compute --nodes K: after the profile on this node, one Slurm job on K nodes in
 # which the K ranks time the same batch sizes at once; the samples are recorded with ranks = K
-# beside the one-rank ones, the model's concurrency factor at each batch size is the ratio of
-# the two (recomputed here from the rows sqlite3 reads, not from tula's own figures), a second
+# beside the one-rank ones, the model's concurrency factor at each batch size is the 2-rank
+# time over the one-rank fit there (recomputed here from the rows sqlite3 reads), a second
 # run skips the node count it already has, and tula db show lists the ranks. Runs on the local
 # cluster, into a private database.
 . "$(dirname "$0")/lib.sh"
@@ -23,16 +23,19 @@ assert_match "$T_OUT" '^profile compute: 1/1 2 nodes \.\.\. ' "one progress line
 assert_match "$T_OUT" 'slowest of 2 ranks' "the job's output says whose time was kept"
 assert_match "$T_OUT" '2 ranks at once: concurrency factor' "the factors are printed"
 
-# The factor at each batch size: the 2-rank time over the one-rank time (2 batch sizes: the
-# linear model passes through both one-rank points), from the database rows.
+# The factor at each batch size: the 2-rank time over the one-rank model's time there (2 batch
+# sizes: the linear form t0 + t1 b, no interpolation), the time from the database rows and t0,
+# t1 from tula db show --format json.
 js=$("$TULA" db show "$W" --db "$db" --format json) || fail "tula db show --format json failed"
+t0=$(jq '.compute_model.t0_seconds' <<<"$js")
+t1=$(jq '.compute_model.t1_seconds_per_example' <<<"$js")
 for b in 8 32; do
-    want=$(sqlite3 "$db" "SELECT (SELECT seconds_per_iter FROM compute_profile WHERE ranks = 2 AND local_batch = $b) /
-                                 (SELECT seconds_per_iter FROM compute_profile WHERE ranks = 1 AND local_batch = $b)")
+    t2=$(sqlite3 "$db" "SELECT seconds_per_iter FROM compute_profile WHERE ranks = 2 AND local_batch = $b")
+    want=$(awk -v t="$t2" -v a="$t0" -v c="$t1" -v b="$b" 'BEGIN { printf "%.12g", t / (a + c * b) }')
     got=$(jq --argjson b "$b" '.compute_model.concurrency_factors["2"][] | select(.[0] == $b) | .[1]' <<<"$js")
     [ -n "$got" ] || fail "no concurrency factor at local batch $b in tula db show --format json"
     awk -v a="$got" -v b="$want" 'BEGIN { exit !(a / b > 0.999999 && a / b < 1.000001) }' ||
-        fail "concurrency factor at local batch $b: tula says $got, the rows give $want"
+        fail "concurrency factor at local batch $b: tula says $got, the rows and the fit give $want"
 done
 assert_eq 4 "$(jq '.compute_samples | length' <<<"$js")" "tula db show lists all four samples"
 assert_eq 2 "$(jq '[.compute_samples[] | select(.ranks == 2)] | length' <<<"$js")" "with their ranks"
