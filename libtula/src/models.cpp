@@ -217,23 +217,9 @@ size_t knot_segment(const std::vector<std::pair<Key, double>>& knots, double x) 
     return static_cast<size_t>(it - knots.begin());
 }
 
-}  // namespace
-
-ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& all) {
-    std::vector<ComputeSample> samples, together;  // one rank alone; several ranks at once
-    for (const auto& s : all) (s.ranks > 1 ? together : samples).push_back(s);
-    ComputeModel m = fit_parametric(samples);  // validates the samples
-    std::map<int, std::vector<double>> by_batch;
-    for (const auto& s : samples) by_batch[s.local_batch].push_back(s.seconds_per_iter);
-    for (const auto& [b, times] : by_batch) m.knots.emplace_back(b, median(times));
-    m.loo_interpolated = m.loo_parametric = std::numeric_limits<double>::quiet_NaN();
-    std::map<int, std::vector<double>> startup;
-    for (const auto& s : samples)
-        if (std::isfinite(s.startup_seconds) && s.startup_seconds >= 0) startup[s.local_batch].push_back(s.startup_seconds);
-    for (const auto& [b, v] : startup) m.startup_knots.emplace_back(b, median(v));
-    m.fit_concurrent(together);
-    if (m.knots.size() < 3) return m;
-    // Leave-one-out over the interior knots (Stone 1974): interpolation vs the refitted curve.
+// Leave-one-out over the interior knots of `m` (Stone 1974): interpolation vs the parametric
+// form refitted without each knot; sets the loo_* fields and `interpolated`. >= 3 knots.
+void choose_interpolation(ComputeModel& m, const std::vector<ComputeSample>& samples) {
     double e_int = 0, e_par = 0, e_int2 = 0;
     for (size_t j = 1; j + 1 < m.knots.size(); ++j) {
         const int b = m.knots[j].first;
@@ -252,7 +238,24 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& all) {
     m.loo_rel_rms = std::sqrt(e_int2 / interior);
     m.loo_points = static_cast<int>(interior);
     m.interpolated = m.loo_interpolated < m.loo_parametric - 1e-6;  // ties keep the fitted curve
-    m.fit_concurrent(together);  // again: its ratios are against the form chosen here
+}
+
+}  // namespace
+
+ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& all) {
+    std::vector<ComputeSample> samples, together;  // one rank alone; several ranks at once
+    for (const auto& s : all) (s.ranks > 1 ? together : samples).push_back(s);
+    ComputeModel m = fit_parametric(samples);  // validates the samples
+    std::map<int, std::vector<double>> by_batch;
+    for (const auto& s : samples) by_batch[s.local_batch].push_back(s.seconds_per_iter);
+    for (const auto& [b, times] : by_batch) m.knots.emplace_back(b, median(times));
+    m.loo_interpolated = m.loo_parametric = std::numeric_limits<double>::quiet_NaN();
+    std::map<int, std::vector<double>> startup;
+    for (const auto& s : samples)
+        if (std::isfinite(s.startup_seconds) && s.startup_seconds >= 0) startup[s.local_batch].push_back(s.startup_seconds);
+    for (const auto& [b, v] : startup) m.startup_knots.emplace_back(b, median(v));
+    if (m.knots.size() >= 3) choose_interpolation(m, samples);
+    m.fit_concurrent(together);  // its ratios are against the form chosen here
     return m;
 }
 

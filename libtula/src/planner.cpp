@@ -539,21 +539,11 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     std::stable_sort(by_time.begin(), by_time.end(),
                      [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
     if (allreduce) {
-        std::vector<IterationSample> iters;
-        const double grad_bytes = 4.0 * static_cast<double>(w->params);
-        for (const auto& r : runs) {
-            if (r.nodes < 2 || r.global_batch < r.nodes || r.epochs < 1 || !(r.measured_seconds > 0)) continue;
-            const double n_iter =
-                std::floor(r.examples_per_epoch(static_cast<double>(w->train_examples)) / r.global_batch) * r.epochs;
-            if (!(n_iter > 0)) continue;
-            IterationSample q;
-            q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r.global_batch) / r.nodes, r.nodes);
-            q.comm_seconds = allreduce->seconds(r.nodes, grad_bytes);
-            q.measured_seconds = steady_seconds(r, compute) / n_iter;
-            iters.push_back(q);
-        }
+        std::vector<const RunRecord*> multi;  // the overlap is fitted on multi-node runs
+        for (const auto& r : runs)
+            if (r.nodes >= 2) multi.push_back(&r);
         try {
-            req.overlap = OverlapModel::fit(iters);
+            req.overlap = OverlapModel::fit(iteration_samples(multi, *w, compute, &*allreduce));
         } catch (const Error& e) {
             warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }

@@ -198,7 +198,7 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
         const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
         const double b = static_cast<double>(run.global_batch) / run.nodes;
-        const double h = cm.interval(b, level);
+        const double h = cm.interval(b, level) * cm.concurrency_factor(run.nodes, b);  // as the compute part
         const double n_it = std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs;
         RunCheck c;
         c.job_id = run.job_id;
