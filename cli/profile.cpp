@@ -387,13 +387,16 @@ std::string job_output(const std::string& file, const std::string& prefix, size_
 }
 
 // Runs the measuring job number i of n on k nodes (sbatch --wait -N k --ntasks-per-node=1
-// --wrap `wrap`), prints "profile KIND: i/n K nodes ... TIME, N samples" and the job's output,
+// --wrap "mpirun ... -np k --map-by node TRAINER ARGS", one rank per node), prints "profile KIND: i/n K nodes ... TIME, N samples" and the job's output,
 // and checks that `count` (the database's samples of this kind and node count) grew.
 // Errors: tula::Error when the job fails, is cancelled (--timeout, a pending reason that never
 // clears, SIGINT/SIGTERM) or records nothing.
 void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out_dir, int k, size_t i, size_t n,
-                     const std::string& wrap, const std::string& db, const std::function<size_t()>& count) {
+                     const std::string& trainer, const std::string& args, const std::string& db,
+                     const std::function<size_t()>& count) {
     const size_t before = count();
+    const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
+                             " --map-by node --bind-to none " + shell_quote(trainer) + " " + args;
     const std::string out = out_dir.path + "/" + kind + "-" + std::to_string(k) + "-nodes.out";
     out_dir.files.push_back(out);
     // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
@@ -461,12 +464,11 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
     TempDir out_dir(o.job.output_dir);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
-        std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
-                           " --map-by node --bind-to none " + shell_quote(trainer) + " --model " + shell_quote(model) +
-                           " --data " + shell_quote(dataset) + " --profile-compute --batch-sizes " +
-                           join_ints(o.batch_sizes) + " --iters " + std::to_string(o.iters) + " --db " + shell_quote(db);
-        if (!o.data_dir.empty()) wrap += " --data-dir " + shell_quote(o.data_dir);
-        run_profile_job("compute", o.job, out_dir, k, i, todo.size(), wrap, db,
+        std::string args = "--model " + shell_quote(model) + " --data " + shell_quote(dataset) +
+                           " --profile-compute --batch-sizes " + join_ints(o.batch_sizes) + " --iters " +
+                           std::to_string(o.iters) + " --db " + shell_quote(db);
+        if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
+        run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
                         [&] { return count_compute(db, o.workload, k); });
     }
 }
@@ -525,12 +527,11 @@ int run_allreduce(const AllreduceOptions& o) {
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
-        std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
-                           " --map-by node --bind-to none " + shell_quote(trainer) + " --profile-allreduce --db " +
-                           shell_quote(db);
-        if (!size_list.empty()) wrap += " --sizes " + size_list;
-        if (!model.empty()) wrap += " --model " + shell_quote(model);
-        run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), wrap, db, [&] { return count_allreduce(db, k); });
+        std::string args = "--profile-allreduce --db " + shell_quote(db);
+        if (!size_list.empty()) args += " --sizes " + size_list;
+        if (!model.empty()) args += " --model " + shell_quote(model);
+        run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
+                        [&] { return count_allreduce(db, k); });
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<AllreduceSample> all = d.allreduce_samples();

@@ -581,7 +581,7 @@ int profile_compute(const Options& o, Comm& comm) {
         tr = load_set(o, true);
         te = load_set(o, false);
     } catch (const std::exception& e) {
-        if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+        std::fprintf(stderr, "%s\n", msg(e.what()).c_str());  // whichever rank it is: it may be the only one
         rc = 2;
     }
     {
