@@ -220,6 +220,7 @@ Json candidate_json(const Candidate& c) {
     j["local_batch"] = c.local_batch;
     j["iter_seconds"] = c.iter_seconds;
     j["epoch_seconds"] = c.epoch_seconds;
+    j["startup_seconds"] = c.startup_seconds;
     j["total_seconds"] = c.total_seconds;
     j["node_hours"] = c.node_hours;
     j["gpu_hours"] = c.gpu_hours;

@@ -292,7 +292,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             const double iter_upper = cal * req.overlap.combine(tc + half, tm);
             const double iters = std::floor(static_cast<double>(w.train_examples) / B);
             c.epoch_seconds = iters * c.iter_seconds;
-            const double startup = compute.startup_seconds(b);  // once per run
+            c.startup_seconds = compute.startup_seconds(b);  // once per run
+            const double startup = c.startup_seconds;
             c.total_seconds = req.epochs * c.epoch_seconds + startup;
             c.node_hours = K * c.total_seconds / 3600.0;
             c.gpu_hours = c.node_hours * req.gpus_per_node;

@@ -38,7 +38,7 @@ python3 - "$T_OUT" "$HW" <<'PY' || fail "json check failed"
 import json, sys
 j = json.loads(sys.argv[1])
 assert j["status"] == "ok" and j["simulated"] is True, j.get("simulated")
-keys = {"nodes", "global_batch", "local_batch", "iter_seconds", "epoch_seconds", "total_seconds", "node_hours",
+keys = {"nodes", "global_batch", "local_batch", "iter_seconds", "epoch_seconds", "startup_seconds", "total_seconds", "node_hours",
         "cost", "pareto", "total_seconds_upper", "cost_upper", "epochs_to_target", "expected_accuracy",
         "memory_bytes", "chosen"}
 for c in j["candidates"]:

@@ -311,6 +311,7 @@ public:
             const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, f * 3e-3, f * 2e-4, 5e-5, 1e-9) +
                              2.0 * b / 64;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * b / 64, c.startup_seconds, 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_to_target * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
         }
         r.watts_per_node = -1;

@@ -42,8 +42,11 @@ struct Candidate {
     int global_batch = 0;         ///< examples per step over all ranks
     int local_batch = 0;          ///< global_batch / nodes
     double iter_seconds = 0;      ///< overlap(compute(local batch), allreduce(nodes, gradient bytes)), seconds
-    double epoch_seconds = 0;     ///< ceil(train_examples / global_batch) * iter_seconds
-    double total_seconds = 0;     ///< epochs * epoch_seconds (training only, no evaluation)
+    double epoch_seconds = 0;     ///< floor(train_examples / global_batch) * iter_seconds (the last
+                                  ///< partial batch is dropped, as tula-train does), seconds
+    double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
+                                  ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
+    double total_seconds = 0;     ///< epochs * epoch_seconds + startup_seconds (training only, no evaluation)
     double node_hours = 0;        ///< nodes * total_seconds / 3600
     double gpu_hours = 0;         ///< node_hours * gpus_per_node (0 on a CPU partition)
     double energy_kwh = 0;        ///< node_hours * watts_per_node / 1000, kWh (0: watts unknown)
@@ -57,7 +60,8 @@ struct Candidate {
     /// low at noise_scale_high, high at noise_scale_low; both equal epochs_to_target when
     /// B_noise has no interval (tula.conf, a hardware file, fewer than 2 measured runs)
     double epochs_to_target_low = 0, epochs_to_target_high = 0;
-    double time_to_target = 0;    ///< epochs_to_target * epoch_seconds, seconds: what the policies rank by
+    double time_to_target = 0;    ///< epochs_to_target * epoch_seconds + startup_seconds, seconds: what the
+                                  ///< policies rank by
     double cost_to_target = 0;    ///< cost * epochs_to_target / epochs: what the policies rank by
     double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
     double memory_bytes = 0;      ///< predicted peak bytes per rank (MemoryModel), 0 when not modelled
