@@ -7,6 +7,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -81,6 +82,7 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_local_sgd_run_grows_batch);
     CPPUNIT_TEST(test_local_sgd_prefetch_same);
     CPPUNIT_TEST(test_local_sgd_augments);
+    CPPUNIT_TEST(test_memory_cap);
     CPPUNIT_TEST_SUITE_END();
 
     // per-example gradient covariance diag(sd^2): tr(Sigma) = sum sd^2, known
@@ -261,6 +263,32 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         local_run(tr, te, 6, 3, 3, true, &a1, aug);
         CPPUNIT_ASSERT(plain != a0);
         CPPUNIT_ASSERT(a0 == a1);
+    }
+
+    // The memory cap against the formula worked by hand: 1 GB before the first step, 1.5 GB
+    // at local batch 100 (5 MB an example), 10 GB available, 3/4 of it all:
+    // floor((0.75 (1.5 + 10 / ranks) GB - 1 GB) / 5 MB).
+    void test_memory_cap() {
+        constexpr int none = std::numeric_limits<int>::max();
+        CPPUNIT_ASSERT_EQUAL(1525, memory_local_batch_cap(1e9, 1.5e9, 100, 10e9, 1, 0.75));
+        CPPUNIT_ASSERT_EQUAL(775, memory_local_batch_cap(1e9, 1.5e9, 100, 10e9, 2, 0.75));
+        // never below the current batch: the batch only grows
+        CPPUNIT_ASSERT_EQUAL(100, memory_local_batch_cap(1e9, 1.5e9, 100, 1e6, 1, 0.75));
+        // nothing measured or a figure missing: no cap
+        CPPUNIT_ASSERT_EQUAL(none, memory_local_batch_cap(1e9, 1e9, 100, 10e9, 1, 0.75));
+        CPPUNIT_ASSERT_EQUAL(none, memory_local_batch_cap(1e9, 1.5e9, 100, std::nan(""), 1, 0.75));
+        CPPUNIT_ASSERT_EQUAL(none, memory_local_batch_cap(std::nan(""), 1.5e9, 100, 10e9, 1, 0.75));
+        CPPUNIT_ASSERT_EQUAL(none, memory_local_batch_cap(1e9, 1.5e9, 100, 10e9, 1, 0.0));
+        // the readers give this process's figures: both positive, and a 64 MiB buffer that is
+        // written shows up in the resident set
+        const double avail = available_memory_bytes(), r0 = resident_bytes();
+        CPPUNIT_ASSERT(std::isfinite(avail) && avail > 0);
+        CPPUNIT_ASSERT(std::isfinite(r0) && r0 > 0);
+        std::vector<char> buf(64 << 20, 1);
+        const double r1 = resident_bytes();
+        if (!(r1 - r0 > 0.9 * buf.size()))
+            CPPUNIT_FAIL("resident set grew by " + std::to_string(r1 - r0) + " bytes for a 64 MiB buffer");
+        CPPUNIT_ASSERT_EQUAL(char(1), buf[buf.size() / 2]);
     }
 };
 

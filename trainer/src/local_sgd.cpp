@@ -4,8 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 #include "layers.hpp"
 #include "rng.hpp"
@@ -130,6 +137,80 @@ void average(Comm& comm, float* buf, size_t n) {
 }
 }  // namespace
 
+int memory_local_batch_cap(double rss_base, double rss_now, int b, double available, int local_ranks,
+                           double fraction) {
+    constexpr int none = std::numeric_limits<int>::max();
+    if (!(std::isfinite(rss_base) && std::isfinite(rss_now) && std::isfinite(available) && rss_base > 0 &&
+          available > 0 && fraction > 0 && local_ranks > 0 && b > 0 && rss_now > rss_base))
+        return none;
+    const double per_example = (rss_now - rss_base) / b;
+    const double budget = fraction * (rss_now + available / local_ranks);
+    const double cap = std::floor((budget - rss_base) / per_example);
+    if (cap >= static_cast<double>(none)) return none;
+    return std::max(b, static_cast<int>(cap));
+}
+
+double resident_bytes() {
+    std::ifstream f("/proc/self/statm");
+    double pages_total = 0, pages_resident = 0;
+    if (!(f >> pages_total >> pages_resident)) return std::numeric_limits<double>::quiet_NaN();
+    return pages_resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+// The first number of file `path`; NaN when it cannot be read or says "max" (no limit).
+double read_number(const std::string& path) {
+    std::ifstream f(path);
+    double v = 0;
+    return f >> v ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
+// What the memory limit of this process's control group leaves, bytes: cgroup v2's
+// memory.max - memory.current, or v1's memory.limit_in_bytes - memory.usage_in_bytes (a
+// Slurm job under task/cgroup gets its --mem there). NaN when no limit is set or none is read.
+double cgroup_memory_left() {
+    std::ifstream f("/proc/self/cgroup");
+    std::string line;
+    double left = std::numeric_limits<double>::quiet_NaN();
+    while (std::getline(f, line)) {  // "0::/path" (v2) or "4:memory:/path" (v1)
+        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+        std::vector<std::pair<std::string, std::string>> files;
+        if (ctrl.empty())
+            for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
+                files.emplace_back(root + path + "/memory.max", root + path + "/memory.current");
+        else if (ctrl == "memory")
+            files.emplace_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes",
+                               "/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes");
+        for (const auto& [limit_file, usage_file] : files) {
+            const double limit = read_number(limit_file), usage = read_number(usage_file);
+            if (std::isfinite(limit) && limit < 1e18 && std::isfinite(usage))  // v1 "unlimited" is ~9.2e18
+                left = std::isfinite(left) ? std::min(left, limit - usage) : limit - usage;
+        }
+    }
+    return left;
+}
+
+}  // namespace
+
+double available_memory_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string key, unit;
+    double kib = 0, avail = std::numeric_limits<double>::quiet_NaN();
+    while (f >> key >> kib) {
+        std::getline(f, unit);
+        if (key == "MemAvailable:") {
+            avail = kib * 1024.0;
+            break;
+        }
+    }
+    const double left = cgroup_memory_left();
+    if (std::isfinite(left)) avail = std::isfinite(avail) ? std::min(avail, std::max(0.0, left)) : std::max(0.0, left);
+    return avail;
+}
+
 std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,
                                          const TrainConfig& cfg, const LocalSgdConfig& lc, Comm& comm,
                                          const std::function<void(const EpochResult&)>& on_epoch) {
@@ -150,6 +231,8 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
 
     comm.broadcast(model.params(), model.num_params(), 0);
     if (model.state_size() > 0) comm.broadcast(model.state(), model.state_size(), 0);
+    const double rss_base = lc.memory_fraction > 0 ? resident_bytes() : 0.0;  // before any batch buffer
+    bool memory_capped = false;
     OptimConfig oc = cfg.optim;
     oc.momentum = cfg.momentum;
     oc.weight_decay = cfg.weight_decay;
@@ -227,6 +310,21 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                     if (bs.grad_norm2 > 0 && bs.trace > 0) noise = sched.noise_scale = bs.trace / bs.grad_norm2;
                     double nb = next_local_batch(lc.test, b, bs, lc.eta, lc.theta, cap, lc.max_growth);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank
+                    if (nb > b && lc.memory_fraction > 0) {
+                        // every rank's memory bound, the smallest of them for all
+                        const double avail = available_memory_bytes();
+                        double mem = memory_local_batch_cap(rss_base, resident_bytes(), b, avail, lc.local_ranks,
+                                                            lc.memory_fraction);
+                        mem = -mem;
+                        comm.allreduce_max(&mem, 1);  // the minimum over ranks
+                        mem = -mem;
+                        if (nb > mem) {
+                            nb = mem;
+                            if (!memory_capped && comm.rank() == 0 && lc.on_memory_cap)
+                                lc.on_memory_cap(K * static_cast<int>(mem), avail);
+                            memory_capped = true;
+                        }
+                    }
                     b = static_cast<int>(nb);
                 }
             }

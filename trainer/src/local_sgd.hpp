@@ -109,7 +109,35 @@ struct LocalSgdConfig {
     int micro_batches = 4;        ///< M >= 2 micro-batches per local batch for the variance
     int max_local_batch = 0;      ///< cap on the local batch; 0: the training set / K
     double max_growth = 0;        ///< largest factor the batch may grow by per round (0: unlimited)
+    /// Share of memory the growing batch may take (memory_local_batch_cap); 0: no memory cap.
+    double memory_fraction = 0.75;
+    int local_ranks = 1;          ///< ranks of this job on this host, sharing its memory
+    /// Called once, on rank 0, when the memory cap first stops a growth: the global batch it
+    /// stops at (examples) and the bytes the kernel reported available (MemAvailable).
+    std::function<void(int global_batch, double available_bytes)> on_memory_cap;
 };
+
+/// The largest local batch (examples per rank) whose training buffers fit in memory, from
+/// what the run has measured: the process held rss_base bytes before its first step and
+/// holds rss_now bytes with buffers for local batch b, so one example costs about
+/// (rss_now - rss_base) / b bytes (an over-estimate: what does not grow with b counts too).
+/// The budget is fraction * (rss_now + available / local_ranks) bytes: this rank's share of
+/// what the kernel reports available (MemAvailable) plus what it holds already. Returns
+/// floor((budget - rss_base) / per_example), never below b; INT_MAX (no cap) when a figure
+/// is not finite or not positive, or nothing grew with the batch (rss_now <= rss_base).
+/// Byte figures in bytes. This project's guard (Lau et al. 2024 have a fixed cap): the norm
+/// test grows fmnist-cnn's batch to 20,000-40,000 examples, about 2 MB each on the CPU path.
+int memory_local_batch_cap(double rss_base, double rss_now, int b, double available, int local_ranks,
+                           double fraction);
+
+/// This process's resident set in bytes (/proc/self/statm); NaN when it cannot be read.
+double resident_bytes();
+
+/// The memory this process may still allocate, bytes: the kernel's MemAvailable
+/// (/proc/meminfo), or less when its control group has a memory limit (cgroup v2
+/// memory.max - memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes: a Slurm
+/// job's --mem under task/cgroup); NaN when neither can be read.
+double available_memory_bytes();
 
 /// Trains like train() (same TrainConfig: rate, optimizer, epochs, seed, evaluation) with
 /// Local SGD: each rank r takes its own slice of every global batch (the first K b

@@ -246,7 +246,7 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->capture_default_str();
     app.add_option("--batch-test-eta", o.batch_test_eta, "eta of the norm test")->capture_default_str();
     app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
-    app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set)")
+    app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set); memory caps it too")
         ->capture_default_str();
     app.add_option("--max-batch-growth", o.max_batch_growth,
                    "largest factor the adaptive batch grows by per averaging round (0: unlimited)")
@@ -989,6 +989,14 @@ int run_training(const Options& o, Comm& comm) {
             lc.theta = o.batch_test_theta;
             lc.max_local_batch = o.max_batch / K;
             lc.max_growth = o.max_batch_growth;
+            if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); v && std::atoi(v) > 1)
+                lc.local_ranks = std::atoi(v);
+            lc.on_memory_cap = [&](int global_cap, double avail) {
+                bar.clear();
+                warn("the adaptive global batch stops growing at " + std::to_string(global_cap) +
+                     " examples: a larger one would not fit in memory (" + fmt("%.1f", avail / (1 << 30)) +
+                     " GiB available on this host); --max-batch-size sets a cap of your own");
+            };
             res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
         } else {
             res = train(*model, tr, te, cfg, comm, on_epoch, &hooks, engine.get());
