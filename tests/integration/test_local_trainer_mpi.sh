@@ -10,7 +10,11 @@
 #  3. SIGUSR1 to mpirun (which forwards it to the ranks; 200 steps leave it time to arrive
 #     before the end): all ranks agree to stop at the
 #     same step, rank 0 writes the checkpoint, and the 2-rank resumed run continues the
-#     uninterrupted 2-rank trajectory bit for bit.
+#     uninterrupted 2-rank trajectory bit for bit;
+#  4. --profile-compute on 2 ranks with a --min-time floor: each rank alone would reach the
+#     floor after its own number of steps (their speeds differ from step to step) and the
+#     per-step maximum over ranks would wait forever; the ranks agree on every step, so it
+#     ends, with the time per step printed for each batch size.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN"
 command -v mpirun >/dev/null || fail "mpirun is needed (apt-get install openmpi-bin)"
@@ -68,4 +72,11 @@ rc=$?
 note "stopped after $(grep -c '"type":"step"' stop.jsonl) steps"
 expect_ok "2-rank resume" "${mpi[@]}" "$TULA_TRAIN" "${run[@]}" --metrics stop.jsonl --bucket-mb 0.01 --checkpoint two.ckpt --resume
 close buckets.jsonl stop.jsonl 0
+
+note "4: concurrent compute profile with a time floor"
+expect_ok "2-rank profile" "${mpi[@]}" "$TULA_TRAIN" --model lenet5 --data fashion-mnist --data-dir "$T_DATA_DIR" \
+    --limit-train 2000 --limit-test 100 --profile-compute --batch-sizes 8,32 --iters 2 --min-time 0.3 --threads 1 --no-db
+for b in 8 32; do
+    assert_match "$T_OUT" "local batch $b: [0-9.]+ ms/iter \\([0-9]+ iters, slowest of 2 ranks" "batch $b timed on 2 ranks"
+done
 exit 0

@@ -568,8 +568,8 @@ int list_models(const Options& o) {
 
 // --profile-compute: seconds per training step at each --batch-sizes local batch. On one
 // rank it times alone. Under mpirun -np K (one rank per node of a K-node job) every rank
-// times the same steps at the same time, each batch size started together after a barrier,
-// and the slowest rank's mean is recorded with ranks = K (ComputeSample): what a synchronous
+// times the same steps at the same time, every step started together, and the mean of each
+// step's slowest rank is recorded with ranks = K (ComputeSample): what a synchronous
 // step of K nodes waits for when they share hardware. Rank 0 writes the samples.
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
@@ -612,7 +612,7 @@ int profile_compute(const Options& o, Comm& comm) {
                                       : std::to_string(gemm_threads()) + " thread(s), matrix kernels " +
                                             std::string(gemm_isa_name(gemm_isa()))) +
                   ", host " + host_name() +
-                  (ranks > 1 ? ", " + std::to_string(ranks) + " ranks at once (the slowest rank's time is kept)" : ""));
+                  (ranks > 1 ? ", " + std::to_string(ranks) + " ranks at once (each step at its slowest rank)" : ""));
     bool fresh = true;  // the process's first batch size: its warm-up steps are a run's start-up
     for (int b : o.batch_sizes) {
         int timed = o.iters;
@@ -620,9 +620,9 @@ int profile_compute(const Options& o, Comm& comm) {
         comm.barrier();  // the ranks start each batch size together
 #ifdef TULA_HAVE_CUDA
         double s = gpu ? cuda::time_compute_step_gpu(*gpu, *model, tr, b, 3, o.iters)
-                       : time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup);
+                       : time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup, &comm);
 #else
-        double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup);
+        double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup, &comm);
 #endif
         comm.allreduce_max(&s, 1);
         // start-up: measured alone in a fresh process only (see ComputeSample)

@@ -469,8 +469,9 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
 }
 
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds,
-                         int* timed, double* startup) {
+                         int* timed, double* startup, Comm* together) {
     if (batch <= 0 || iters <= 0 || d.count <= 0) throw TrainError("time_compute_step: empty batch, data or iterations");
+    if (together && together->size() <= 1) together = nullptr;
     Comm serial;
     Trainer tr(model, serial, 0.9, 5e-4);
     std::vector<int> idx(batch);
@@ -479,10 +480,18 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
         for (int i = 0; i < batch; ++i) idx[i] = static_cast<int>((pos + i) % d.count);
         pos = (pos + batch) % d.count;
     };
+    // whether to take one more step: this rank's answer, or with `together` any rank's (an
+    // untimed allreduce that also starts the step on every rank at once)
+    auto more = [&](bool mine) {
+        if (!together) return mine;
+        double v = mine ? 1.0 : 0.0;
+        together->allreduce_max(&v, 1);
+        return v > 0;
+    };
     const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
     double warm_total = 0;  // the warm-up steps' own seconds (examples chosen outside, as below)
     int warm_steps = 0;
-    for (; warm_steps < warmup || warm_total < min_seconds / 4; ++warm_steps) {
+    for (; more(warm_steps < warmup || warm_total < min_seconds / 4); ++warm_steps) {
         next();
         const double t0 = now_seconds();
         tr.step(d, idx.data(), batch, lr, false, nullptr);
@@ -491,11 +500,19 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
     double total = 0;
     int n = 0;
     const int64_t cap = int64_t{1000} * iters;
-    for (; n < iters || (total < min_seconds && n < cap); ++n) {
+    std::vector<double> per_step;  // (n,) seconds of each timed step, with `together` only
+    for (; more(n < iters || (total < min_seconds && n < cap)); ++n) {
         next();  // choosing the examples is not part of the step's time
         const double t0 = now_seconds();
         tr.step(d, idx.data(), batch, lr, false, nullptr);
-        total += now_seconds() - t0;
+        const double dt = now_seconds() - t0;
+        total += dt;
+        if (together) per_step.push_back(dt);
+    }
+    if (together) {  // each step at its slowest rank
+        together->allreduce_max(per_step.data(), per_step.size());
+        total = 0;
+        for (double t : per_step) total += t;
     }
     if (timed) *timed = n;
     if (startup) *startup = std::max(0.0, warm_total - warm_steps * (total / n));

@@ -295,10 +295,15 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
 /// of scheduler and clock-frequency noise. The timed step count goes to *timed when given.
 /// *startup, when given, gets the seconds the warm-up steps took beyond as many timed
 /// steps (>= 0): in a process's first call, what a training run pays once for touching its
-/// buffers for the first time. The model's weights change. Errors: TrainError for an empty
-/// batch, data set or count.
+/// buffers for the first time. The model's weights change.
+/// With `together` (the ranks of a job measured at once, size > 1) every step starts on all
+/// ranks together (the ranks agree through an untimed allreduce whether to take one more
+/// step, which also lines them up), and a step counts as its slowest rank's time: the mean
+/// over steps of the per-step maximum, what a data-parallel step waits for before its
+/// allreduce (a rank's jitter delays every rank). The result is the same on every rank.
+/// Errors: TrainError for an empty batch, data set or count.
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds = 0,
-                         int* timed = nullptr, double* startup = nullptr);
+                         int* timed = nullptr, double* startup = nullptr, Comm* together = nullptr);
 
 /// Mean seconds of one MPI_Allreduce(SUM) of ceil(bytes/4) float32 values across all
 /// ranks of `comm`: `warmup` untimed, then `iters` timed calls between barriers; the

@@ -37,8 +37,8 @@ constexpr int kOldestSchemaVersion = 1;
 
 /// One profiled compute point: mean time of one training iteration (forward, backward,
 /// optimizer step; no allreduce) at local batch `local_batch` on one node. With ranks > 1,
-/// `ranks` ranks of a multi-node job (one per node) timed the same steps at the same time
-/// and the slowest rank's mean is kept: what a synchronous step of that many nodes waits
+/// `ranks` ranks of a multi-node job (one per node) timed the same steps at the same time,
+/// every step started together, and the mean over steps of each step's slowest rank is kept: what a synchronous step of that many nodes waits
 /// for when the nodes share hardware (ranks co-located on one host, a shared memory bus or
 /// file system) or differ in speed.
 struct ComputeSample {

@@ -41,8 +41,8 @@ namespace tula {
 ///              proportional scaling of the smallest profiled batch.
 ///
 /// All of the above is fitted on the samples of one rank alone (ComputeSample::ranks == 1).
-/// Samples that K ranks of a K-node job timed at once (ranks == K > 1, the slowest rank's
-/// mean) give a concurrency factor for K nodes, this project's own rule (no paper):
+/// Samples that K ranks of a K-node job timed at once (ranks == K > 1, the mean of each
+/// step's slowest rank) give a concurrency factor for K nodes, this project's own rule (no paper):
 ///   c_K(b) = median concurrent seconds at b / t(b),   at each profiled local batch b,
 /// interpolated linearly in log b between those batches and held at the end ones' values
 /// outside (TimeCalibration::curve_at). A step on K nodes then computes for t(b) c_K(b). On
