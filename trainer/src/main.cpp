@@ -163,6 +163,12 @@ std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o) {
 }
 #endif
 
+// The ranks of this job on this host (OMPI_COMM_WORLD_LOCAL_SIZE; 1 when not under mpirun).
+int local_ranks() {
+    const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return v && std::atoi(v) > 1 ? std::atoi(v) : 1;
+}
+
 // The CPUs this rank may use: those of its affinity mask (sched_getaffinity; Slurm's task
 // binding and mpirun's --bind-to narrow it), divided by the ranks on this node
 // (OMPI_COMM_WORLD_LOCAL_SIZE) when the mask is the whole machine, i.e. the ranks are not
@@ -172,10 +178,7 @@ int rank_cpus() {
     CPU_ZERO(&set);
     int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); v && *v && cpus >= online) {
-        const int local = std::atoi(v);
-        if (local > 1) cpus /= local;
-    }
+    if (cpus >= online) cpus /= local_ranks();
     return std::max(1, cpus);
 }
 
@@ -624,7 +627,7 @@ int profile_compute(const Options& o, Comm& comm) {
 #else
         double s = time_compute_step(*model, tr, b, 3, o.iters, o.min_time, &timed, &startup, &comm);
 #endif
-        comm.allreduce_max(&s, 1);
+        comm.allreduce_max(&s, 1);  // the GPU path times each rank alone (the CPU path's s is already the same)
         // start-up: measured alone in a fresh process only (see ComputeSample)
         if (!fresh || ranks > 1) startup = std::numeric_limits<double>::quiet_NaN();
         fresh = false;
@@ -989,8 +992,7 @@ int run_training(const Options& o, Comm& comm) {
             lc.theta = o.batch_test_theta;
             lc.max_local_batch = o.max_batch / K;
             lc.max_growth = o.max_batch_growth;
-            if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); v && std::atoi(v) > 1)
-                lc.local_ranks = std::atoi(v);
+            lc.local_ranks = local_ranks();
             lc.on_memory_cap = [&](int global_cap, double avail) {
                 bar.clear();
                 warn("the adaptive global batch stops growing at " + std::to_string(global_cap) +
