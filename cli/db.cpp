@@ -214,6 +214,8 @@ int run_show(const ShowOptions& o) {
             x["ranks"] = c.ranks;
             x["startup_seconds"] = std::isfinite(c.startup_seconds) ? Json(c.startup_seconds) : Json(nullptr);
             x["seconds_per_iter"] = c.seconds_per_iter;
+            x["synced_seconds_per_iter"] =
+                std::isfinite(c.synced_seconds_per_iter) ? Json(c.synced_seconds_per_iter) : Json(nullptr);
             x["iters"] = c.iters;
             x["threads"] = c.threads;
             x["host"] = c.host;
@@ -260,13 +262,16 @@ int run_show(const ShowOptions& o) {
     std::printf("\n%s (%zu):\n", bold("compute samples", colour).c_str(), compute.size());
     if (!compute.empty()) {
         Table t;
-        t.header = {"local batch", "ranks", "ms/iter", "fit ms/iter", "images/s", "iters", "start-up s", "threads", "host",
-                    "database"};
-        t.right = {true, true, true, true, true, true, true, true, false, false};
+        t.header = {"local batch", "ranks", "ms/iter", "fit ms/iter", "synced ms/iter", "images/s", "iters", "start-up s",
+                    "threads", "host", "database"};
+        t.right = {true, true, true, true, true, true, true, true, true, false, false};
         for (const auto& [c, path] : compute)
             t.rows.push_back({std::to_string(c.local_batch), std::to_string(c.ranks),
                               format_number("%.3f", c.seconds_per_iter * 1e3),
                               cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch, c.ranks) * 1e3) : "-",
+                              std::isfinite(c.synced_seconds_per_iter)
+                                  ? format_number("%.3f", c.synced_seconds_per_iter * 1e3)
+                                  : "-",
                               c.seconds_per_iter > 0 ? format_number("%.0f", c.local_batch / c.seconds_per_iter) : "-",
                               std::to_string(c.iters),
                               std::isfinite(c.startup_seconds) ? format_number("%.3f", c.startup_seconds) : "-",

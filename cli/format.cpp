@@ -219,6 +219,8 @@ Json candidate_json(const Candidate& c) {
     j["global_batch"] = c.global_batch;
     j["local_batch"] = c.local_batch;
     j["iter_seconds"] = c.iter_seconds;
+    j["time_factor"] = c.time_factor;
+    j["synced_profile"] = c.synced_profile;
     j["epoch_seconds"] = c.epoch_seconds;
     j["startup_seconds"] = c.startup_seconds;
     j["total_seconds"] = c.total_seconds;

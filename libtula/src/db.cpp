@@ -161,9 +161,16 @@ ALTER TABLE compute_profile ADD COLUMN startup_seconds REAL;
 PRAGMA user_version = 4;
 )SQL";
 
+// Migration 4 -> 5: the seconds of a synchronized data-parallel step that ranks > 1 timed
+// next to the compute part (ComputeSample::synced_seconds_per_iter; old rows: NULL).
+constexpr const char* kMigrateV4toV5 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN synced_seconds_per_iter REAL;
+PRAGMA user_version = 5;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
-constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4};
+constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 double now_seconds() {
@@ -608,7 +615,7 @@ void ProfileDb::add_compute(const ComputeSample& c) {
                     std::to_string(c.seconds_per_iter) + " s/iter)");
     Stmt s(db_, path_,
            "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
-           "startup_seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind(1, c.workload);
     s.bind(2, c.host);
     s.bind(3, c.local_batch);
@@ -618,14 +625,18 @@ void ProfileDb::add_compute(const ComputeSample& c) {
     s.bind(7, now_seconds());
     s.bind(8, c.ranks);
     if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
+    if (std::isfinite(c.synced_seconds_per_iter) && c.synced_seconds_per_iter > 0)
+        s.bind(10, c.synced_seconds_per_iter);  // else NULL
     s.run();
 }
 
 // An empty `workload` returns every workload's samples (used by load_profiles).
 std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workload) const {
-    // A read-only connection to a database older than version 4 has no ranks column: 1.
+    // A read-only connection to a database older than version 4 has no ranks column: 1 (and
+    // older than 5 no synced column: NULL).
     const std::string sql = std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, ") +
-                            (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") + " FROM compute_profile " +
+                            (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
+                            (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + " FROM compute_profile " +
                             (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
     Stmt s(db_, path_, sql.c_str());
     if (!workload.empty()) s.bind(1, workload);
@@ -640,6 +651,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         c.iters = s.i32(5);
         c.ranks = s.i32(6);
         if (!s.is_null(7)) c.startup_seconds = s.dbl(7);
+        if (!s.is_null(8)) c.synced_seconds_per_iter = s.dbl(8);
         out.push_back(std::move(c));
     }
     return out;
@@ -849,7 +861,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     {
         Stmt s(db_, path_,
                (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
-                (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") + " FROM compute_profile " +
+                (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
+                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + " FROM compute_profile " +
                 (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
                    .c_str());
         if (!workload.empty()) s.bind(1, workload);
@@ -857,7 +870,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
             cs.push_back({{"workload", s.text(0)}, {"host", s.text(1)}, {"local_batch", s.i64(2)},
                           {"threads", s.i64(3)}, {"seconds_per_iter", s.dbl(4)}, {"iters", s.i64(5)},
                           {"created", s.dbl(6)}, {"ranks", s.i64(7)},
-                          {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))}});
+                          {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))},
+                          {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))}});
     }
     doc["compute"] = std::move(cs);
     ExJson as = ExJson::array();
@@ -955,6 +969,10 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             const double v = r.optional_number(jc[i]["startup_seconds"], "startup_seconds", false);
             if (!std::isnan(v)) c.s.startup_seconds = v;
         }
+        if (version >= 5 && jc[i].contains("synced_seconds_per_iter")) {  // optional: missing or null = not measured
+            const double v = r.optional_number(jc[i]["synced_seconds_per_iter"], "synced_seconds_per_iter", true);
+            if (!std::isnan(v)) c.s.synced_seconds_per_iter = v;
+        }
         cs.push_back(c);
     }
     std::vector<ImportedAllreduce> as;
@@ -1033,7 +1051,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         Stmt s(db_, path_,
                "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
-               "ranks, startup_seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "ranks, startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         s.bind(1, c.s.workload);
         s.bind(2, c.s.host);
         s.bind(3, c.s.local_batch);
@@ -1043,6 +1061,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         s.bind(7, c.created);
         s.bind(8, c.s.ranks);
         if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
+        if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
         s.run();
         ++n.compute;
     }

@@ -290,6 +290,37 @@ void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
         for (const auto& [b, times] : batches) knots.emplace_back(b, median(times) / seconds_per_iter(b));
         concurrent[k] = std::move(knots);
     }
+    std::map<int, std::map<int, std::vector<double>>> sync;  // ranks -> local batch -> synced seconds
+    for (const auto& s : together)
+        if (std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
+            sync[s.ranks][s.local_batch].push_back(s.synced_seconds_per_iter);
+    synced.clear();
+    for (const auto& [k, batches] : sync)
+        for (const auto& [b, times] : batches) synced[k].emplace_back(b, median(times));
+}
+
+bool ComputeModel::has_synced(int nodes) const {
+    return nodes > 1 && !synced.empty() && synced.begin()->first <= nodes;
+}
+
+std::map<int, std::vector<std::pair<double, double>>> ComputeModel::synced_ratios(
+    const std::function<double(int, double)>& modelled) const {
+    std::map<int, std::vector<std::pair<double, double>>> out;
+    for (const auto& [k, knots] : synced)
+        for (const auto& [bj, secs] : knots) {
+            const double m = modelled(k, bj);
+            if (m > 0 && std::isfinite(m)) out[k].emplace_back(bj, secs / m);
+        }
+    return out;
+}
+
+double ComputeModel::synced_factor_at(const std::map<int, std::vector<std::pair<double, double>>>& ratios, int nodes,
+                                      double b) {
+    if (nodes <= 1 || ratios.empty()) return 1.0;
+    auto it = ratios.upper_bound(nodes);  // the largest profiled count <= nodes
+    if (it == ratios.begin()) return 1.0;
+    --it;
+    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, TimeCalibration::curve_at(it->second, b)));
 }
 
 double ComputeModel::concurrency_factor(int nodes, double b) const {
@@ -522,6 +553,15 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
     const auto& [b1, r1] = knots[i];
     const double t = std::log(b / b0) / std::log(b1 / b0);
     return r0 + t * (r1 - r0);
+}
+
+double step_time_factor(const TimeCalibration& calibration,
+                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
+                        bool* from_synced) {
+    const bool synced =
+        nodes > 1 && !calibration.own_kind(nodes) && !synced_ratios.empty() && synced_ratios.begin()->first <= nodes;
+    if (from_synced) *from_synced = synced;
+    return synced ? ComputeModel::synced_factor_at(synced_ratios, nodes, b) : calibration.factor_for(nodes, b);
 }
 
 double TimeCalibration::factor_for(int nodes, double local_batch) const {

@@ -260,6 +260,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     std::vector<double> comm(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0), 0.0);
     for (int K = req.min_nodes; K <= max_nodes; ++K)
         comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
+    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
+    // for node counts whose run history has no multi-node runs of its own.
+    const auto synced = compute.synced_ratios([&](int k, double b) {
+        return allreduce ? req.overlap.combine(compute.seconds_per_iter(b, k), allreduce->seconds(k, bytes)) : 0.0;
+    });
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
@@ -285,7 +290,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             const double conc = compute.concurrency_factor(K, b);  // 1 unless K ranks were profiled at once
             const double tc = compute.seconds_per_iter(b) * conc;
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = req.calibration.factor_for(K, b);
+            const double cal = step_time_factor(req.calibration, synced, K, b, &c.synced_profile);
+            c.time_factor = cal;
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
             const double half = compute.interpolated ? rel_q * tc : conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
@@ -449,7 +455,11 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
-    if (req.calibration.runs > 0) {
+    if (ch.synced_profile) {
+        reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
+                  std::to_string((--synced.upper_bound(ch.nodes))->first) +
+                  " ranks at once (measured / modelled; no multi-node runs yet)";
+    } else if (req.calibration.runs > 0) {
         const TimeCalibration& cb = req.calibration;
         const int n = cb.runs_for(ch.nodes);
         reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes, ch.local_batch)) + " from " + std::to_string(n) +

@@ -144,6 +144,9 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             std::stable_sort(others.begin(), others.end(),
                              [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
             const TimeCalibration cal = TimeCalibration::fit(iteration_samples(others, w, cm, amp), ov);
+            const auto synced = cm.synced_ratios([&](int k, double bk) {
+                return amp ? ov.combine(cm.seconds_per_iter(bk, k), amp->seconds(k, grad_bytes)) : 0.0;
+            });
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;
@@ -151,7 +154,8 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
             const double b_local = static_cast<double>(run.global_batch) / run.nodes;
             p.predicted_epoch_seconds = std::floor(run.examples_per_epoch(D) / run.global_batch) *
-                                            cal.factor_for(run.nodes, b_local) * ov.combine(q.compute_seconds, q.comm_seconds) +
+                                            step_time_factor(cal, synced, run.nodes, b_local) *
+                                                ov.combine(q.compute_seconds, q.comm_seconds) +
                                         cm.startup_seconds(b_local) / run.epochs;  // paid once per run
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
             p.predicted_cost = run.nodes * p.predicted_epoch_seconds / 3600.0 * price;

@@ -14,7 +14,9 @@
 #  4. --profile-compute on 2 ranks with a --min-time floor: each rank alone would reach the
 #     floor after its own number of steps (their speeds differ from step to step) and the
 #     per-step maximum over ranks would wait forever; the ranks agree on every step, so it
-#     ends, with the time per step printed for each batch size.
+#     ends, with the time per step printed for each batch size, and after it the time of the
+#     whole synchronized step (the ranks' agreement on the step count rides on the step's own
+#     2-value allreduce, so this loop must end too).
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN"
 command -v mpirun >/dev/null || fail "mpirun is needed (apt-get install openmpi-bin)"
@@ -77,6 +79,6 @@ note "4: concurrent compute profile with a time floor"
 expect_ok "2-rank profile" "${mpi[@]}" "$TULA_TRAIN" --model lenet5 --data fashion-mnist --data-dir "$T_DATA_DIR" \
     --limit-train 2000 --limit-test 100 --profile-compute --batch-sizes 8,32 --iters 2 --min-time 0.3 --threads 1 --no-db
 for b in 8 32; do
-    assert_match "$T_OUT" "local batch $b: [0-9.]+ ms/iter \\([0-9]+ iters, slowest of 2 ranks" "batch $b timed on 2 ranks"
+    assert_match "$T_OUT" "local batch $b: [0-9.]+ ms/iter \\([0-9]+ iters, slowest of 2 ranks\\); synchronized step with its allreduce [0-9.]+ ms" "batch $b timed on 2 ranks"
 done
 exit 0

@@ -3,8 +3,11 @@
 # which the K ranks time the same batch sizes at once; the samples are recorded with ranks = K
 # beside the one-rank ones, the model's concurrency factor at each batch size is the 2-rank
 # time over the one-rank fit there (recomputed here from the rows sqlite3 reads), a second
-# run skips the node count it already has, and tula db show lists the ranks. Runs on the local
-# cluster, into a private database.
+# run skips the node count it already has, and tula db show lists the ranks. The same job also
+# times the whole synchronized step (synced_seconds_per_iter, NULL for the one-rank rows); with
+# an allreduce profile, tula plan on 2 nodes multiplies the modelled step by the sync factor,
+# which at a profiled local batch gives back exactly the synced time of the database row, and
+# says so. Runs on the local cluster, into a private database.
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
@@ -39,6 +42,24 @@ for b in 8 32; do
 done
 assert_eq 4 "$(jq '.compute_samples | length' <<<"$js")" "tula db show lists all four samples"
 assert_eq 2 "$(jq '[.compute_samples[] | select(.ranks == 2)] | length' <<<"$js")" "with their ranks"
+
+# the synchronized step: measured by the 2 ranks at each batch size, not by one rank alone
+assert_eq 2 "$(sqlite3 "$db" "SELECT count(*) FROM compute_profile WHERE ranks = 2 AND synced_seconds_per_iter > 0")" \
+    "synced step time of 2 ranks at both batch sizes"
+assert_eq 2 "$(sqlite3 "$db" "SELECT count(*) FROM compute_profile WHERE ranks = 1 AND synced_seconds_per_iter IS NULL")" \
+    "no synced time for one rank alone"
+assert_match "$T_OUT" 'synchronized step with its allreduce [0-9.]+ ms' "the job prints the synchronized step"
+expect_ok "allreduce profile on 2 nodes" "$TULA" profile allreduce --nodes 2 --db "$db"
+expect_ok "plan on 2 nodes" "$TULA" plan --workload "$W" --db "$db" --nodes 2 --epochs 1 --format json
+plan=$T_OUT
+synced32=$(sqlite3 "$db" "SELECT synced_seconds_per_iter FROM compute_profile WHERE ranks = 2 AND local_batch = 32")
+iter32=$(jq '.candidates[] | select(.local_batch == 32) | .iter_seconds' <<<"$plan")
+[ -n "$iter32" ] || fail "no candidate with local batch 32 in the 2-node plan" "$plan"
+awk -v a="$iter32" -v b="$synced32" 'BEGIN { exit !(a / b > 0.999999 && a / b < 1.000001) }' ||
+    fail "2 nodes x local batch 32: predicted $iter32 s per step, the synchronized profile measured $synced32 s"
+assert_eq true "$(jq '[.candidates[] | .synced_profile] | all' <<<"$plan")" "every 2-node candidate uses the sync factor"
+expect_ok "plan on 2 nodes, table" "$TULA" plan --workload "$W" --db "$db" --nodes 2 --epochs 1
+assert_match "$T_OUT" 'from the synchronized-step profile of 2 ranks at once' "the why line names the sync factor"
 
 expect_ok "the same profile again" "$TULA" "${P[@]}" --nodes 2
 assert_match "$T_OUT" '^profile compute: skipping node count 2, already measured' "the measured node count is named"

@@ -127,7 +127,8 @@ std::vector<std::string> all_rows(const std::string& path) {
     std::vector<std::string> out;
     for (const char* sql :
          {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
-          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks FROM compute_profile ORDER BY id",
+          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, synced_seconds_per_iter "
+          "FROM compute_profile ORDER BY id",
           "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
           "created, noise_scale, noise_observations FROM run ORDER BY id",
@@ -162,6 +163,7 @@ void fill_random(tula::ProfileDb& db, unsigned seed) {
             c.seconds_per_iter = u(rng) / 3.0;
             c.iters = 5 + static_cast<int>(rng() % 20);
             c.ranks = 1 + static_cast<int>(rng() % 3);
+            if (c.ranks > 1) c.synced_seconds_per_iter = 1.25 * c.seconds_per_iter;  // no extra draw
             db.add_compute(c);
         }
         tula::RunRecord r;
@@ -260,6 +262,7 @@ public:
                 c.seconds_per_iter = u(rng);
                 c.iters = 20 + i;
                 c.ranks = 1 + i % 3;
+                if (c.ranks > 1) c.synced_seconds_per_iter = c.seconds_per_iter * (1.0 + 0.01 * i);
                 db.add_compute(c);
                 cs.push_back(c);
                 tula::AllreduceSample a;
@@ -284,6 +287,11 @@ public:
             CPPUNIT_ASSERT_EQUAL(c.seconds_per_iter, got[k].seconds_per_iter);  // REAL is a double: exact
             CPPUNIT_ASSERT_EQUAL(c.iters, got[k].iters);
             CPPUNIT_ASSERT_EQUAL(c.ranks, got[k].ranks);
+            // measured with several ranks: the same double back; alone: not measured (NULL -> NaN)
+            if (c.ranks > 1)
+                CPPUNIT_ASSERT_EQUAL(c.synced_seconds_per_iter, got[k].synced_seconds_per_iter);
+            else
+                CPPUNIT_ASSERT(std::isnan(got[k].synced_seconds_per_iter));
             ++k;
         }
         CPPUNIT_ASSERT_EQUAL(k, got.size());
@@ -439,6 +447,10 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT ranks FROM compute_profile"));  // alone
+        CPPUNIT_ASSERT(std::isnan(tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly)
+                                      .compute_samples("lenet5@fashion-mnist")
+                                      .at(0)
+                                      .synced_seconds_per_iter));  // not measured
         // The migrated database takes and returns a noise scale like a new one.
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
         tula::RunRecord r;

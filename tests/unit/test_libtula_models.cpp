@@ -92,6 +92,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_compute_interval);
     CPPUNIT_TEST(test_compute_interpolated);
     CPPUNIT_TEST(test_compute_concurrency);
+    CPPUNIT_TEST(test_synced_factor);
     CPPUNIT_TEST(test_compute_startup);
     CPPUNIT_TEST(test_allreduce_rabenseifner);
     CPPUNIT_TEST(test_overlap_gamma);
@@ -169,6 +170,69 @@ public:
         auto bad = together;
         bad.back().seconds_per_iter = -1;
         CPPUNIT_ASSERT(throws([&] { tula::ComputeModel::fit(bad); }));
+    }
+
+    // The sync factor y_K(b): each profiled batch's median synced time over the caller's
+    // modelled step at that batch, linear in log b between batches, held outside, the largest
+    // profiled K <= nodes, clamped to [0.25, 4], 1 without synced samples or on 1 node; and
+    // step_time_factor: the synced factor only while the calibration has no multi-node group.
+    void test_synced_factor() {
+        auto t = [](double b) { return 1e-3 + 1e-4 * b; };
+        std::vector<tula::ComputeSample> all;
+        for (int b : {16, 32, 64, 128, 256}) all.push_back(cs(b, t(b)));
+        auto synced = [&](int k, int b, double secs) {
+            tula::ComputeSample s = cs(b, t(b));
+            s.ranks = k;
+            s.synced_seconds_per_iter = secs;
+            all.push_back(s);
+        };
+        // modelled(k, b) = t(b) + 1 ms x k: ratios 1.2 at b = 16 (median of three), 1.8 at 256
+        auto modelled = [&](int k, double b) { return t(b) + 1e-3 * k; };
+        for (double f : {1.1, 1.2, 1.6}) synced(2, 16, f * modelled(2, 16));
+        synced(2, 256, 1.8 * modelled(2, 256));
+        synced(4, 64, 100.0 * modelled(4, 64));  // clamped to 4
+        tula::ComputeSample unmeasured = cs(32, t(32));
+        unmeasured.ranks = 3;  // NaN synced: not a knot
+        all.push_back(unmeasured);
+        const auto m = tula::ComputeModel::fit(all);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, m.synced.size());
+        CPPUNIT_ASSERT(!m.has_synced(1));
+        CPPUNIT_ASSERT(m.has_synced(2) && m.has_synced(3));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m.synced_factor(1, 64, modelled), 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, m.synced_factor(2, 16, modelled), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, m.synced_factor(2, 256, modelled), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, m.synced_factor(2, 2, modelled), 1e-12);     // held below
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, m.synced_factor(2, 4096, modelled), 1e-12);  // held above
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.synced_factor(2, 64, modelled), 1e-12);    // halfway in log b
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.synced_factor(3, 64, modelled), 1e-12);    // 3 nodes: K = 2's
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, m.synced_factor(4, 64, modelled), 1e-12);    // clamped
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, m.synced_factor(512, 16, modelled), 1e-12);
+        // a modelled step that is not > 0 leaves its knot out; none left: 1
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m.synced_factor(2, 64, [](int, double) { return 0.0; }), 0.0);
+        // without synced samples: 1 everywhere
+        std::vector<tula::ComputeSample> alone(all.begin(), all.begin() + 5);
+        const auto m0 = tula::ComputeModel::fit(alone);
+        CPPUNIT_ASSERT(!m0.has_synced(2));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m0.synced_factor(2, 64, modelled), 0.0);
+        // step_time_factor: the synced factor until 2 multi-node runs calibrate K > 1
+        const auto ratios = m.synced_ratios(modelled);
+        tula::TimeCalibration cal;
+        cal.factor = 0.9;
+        cal.runs = 1;
+        cal.factor_single = 0.7;
+        cal.runs_single = 2;
+        bool from = false;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(cal, ratios, 2, 64, &from), 1e-12);
+        CPPUNIT_ASSERT(from);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7, tula::step_time_factor(cal, ratios, 1, 64, &from), 1e-12);
+        CPPUNIT_ASSERT(!from);
+        cal.factor_multi = 1.1;
+        cal.runs_multi = 2;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, tula::step_time_factor(cal, ratios, 2, 64, &from), 1e-12);
+        CPPUNIT_ASSERT(!from);
+        cal.runs_multi = 0;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, tula::step_time_factor(cal, {}, 2, 64, &from), 1e-12);  // no profile: pooled
+        CPPUNIT_ASSERT(!from);
     }
 
     // Start-up: the median of the measured values per batch (one rank alone; unmeasured and

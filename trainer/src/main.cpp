@@ -631,9 +631,15 @@ int profile_compute(const Options& o, Comm& comm) {
         // start-up: measured alone in a fresh process only (see ComputeSample)
         if (!fresh || ranks > 1) startup = std::numeric_limits<double>::quiet_NaN();
         fresh = false;
+        // with several ranks on the CPU, also the whole data-parallel step as a job takes it
+        double synced = std::numeric_limits<double>::quiet_NaN();
+        if (ranks > 1 && o.device != "cuda" && static_cast<int64_t>(b) * ranks <= tr.count)
+            synced = time_synced_step(*model, tr, b, 3, o.iters, o.min_time, comm,
+                                      static_cast<size_t>(o.bucket_mb * 1048576.0));
         say(root, "profile " + wl + ": local batch " + std::to_string(b) + ": " + fmt("%.2f", s * 1e3) + " ms/iter (" +
                       std::to_string(timed) + " iters" + (ranks > 1 ? ", slowest of " + std::to_string(ranks) + " ranks" : "") +
-                      (std::isfinite(startup) ? ", start-up " + fmt("%.3f", startup) + " s" : "") + ")");
+                      (std::isfinite(startup) ? ", start-up " + fmt("%.3f", startup) + " s" : "") + ")" +
+                      (std::isfinite(synced) ? "; synchronized step with its allreduce " + fmt("%.2f", synced * 1e3) + " ms" : ""));
         tula::ComputeSample c;
         c.workload = wl;
         c.host = host_name();
@@ -643,6 +649,7 @@ int profile_compute(const Options& o, Comm& comm) {
         c.iters = timed;
         c.ranks = ranks;
         c.startup_seconds = startup;
+        c.synced_seconds_per_iter = synced;
         samples.push_back(c);
     }
     if (root && !o.no_db) {

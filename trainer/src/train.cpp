@@ -519,6 +519,47 @@ double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, 
     return total / n;
 }
 
+double time_synced_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds, Comm& comm,
+                        size_t bucket_bytes) {
+    const int64_t B = static_cast<int64_t>(batch) * comm.size();  // global batch
+    if (batch <= 0 || iters <= 0 || d.count <= 0) throw TrainError("time_synced_step: empty batch, data or iterations");
+    if (B > d.count)
+        throw TrainError("time_synced_step: global batch " + std::to_string(B) + " exceeds the " +
+                         std::to_string(d.count) + " examples");
+    Trainer tr(model, comm, 0.9, 5e-4);
+    tr.set_bucket_bytes(bucket_bytes);
+    std::vector<int> perm(static_cast<size_t>(d.count));  // (count,) a shuffled epoch order, as train() draws
+    std::iota(perm.begin(), perm.end(), 0);
+    Rng rng(12345);
+    rng.shuffle(perm.data(), perm.size());
+    const int64_t steps = d.count / B;
+    int64_t s = 0, t = 0, correct = 0;
+    const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
+    // one step; its allreduce of 2 values is train()'s per-step agreement (the global loss and
+    // whether any rank stops), here whether any rank wants another step: returns that
+    auto one = [&](bool mine) {
+        if (s == steps) s = 0;
+        const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * batch;
+        StepStats st;
+        const double l = tr.step(d, idx, batch, lr, true, &correct, &st, t % 10 == 0);
+        double agree[2] = {l * batch, mine ? 1.0 : 0.0};
+        comm.allreduce_sum(agree, 2);
+        ++s;
+        ++t;
+        return agree[1] > 0;
+    };
+    for (int i = 0; i < warmup; ++i) one(true);
+    comm.barrier();
+    const double t0 = now_seconds();
+    int n = 0;
+    const int64_t cap = int64_t{1000} * iters;
+    for (bool more = true; more; ++n)
+        more = one(n + 1 < iters || (now_seconds() - t0 < min_seconds && n + 1 < cap));
+    double secs = (now_seconds() - t0) / n;
+    comm.allreduce_max(&secs, 1);
+    return secs;
+}
+
 double time_allreduce(Comm& comm, int64_t bytes, int warmup, int iters) {
     if (comm.size() <= 1 || iters <= 0) return 0.0;
     // zeros: the sums stay finite however many calls (no overflow, no denormals)

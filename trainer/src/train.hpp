@@ -305,6 +305,22 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
 double time_compute_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds = 0,
                          int* timed = nullptr, double* startup = nullptr, Comm* together = nullptr);
 
+/// Mean seconds of one data-parallel training step at local batch `batch` on the ranks of
+/// `comm`, taken as train() takes it in a job under Slurm: each rank's slice of a shuffled
+/// order of `d` (global batch batch x ranks), the gradients allreduced and averaged in
+/// buckets of `bucket_bytes` (Trainer::set_bucket_bytes; 0: one blocking allreduce), the
+/// squared gradient norm of every step and the noise-scale statistics every 10th, the
+/// momentum-SGD update, and the 2-value allreduce by which the ranks agree on stopping.
+/// `warmup` untimed steps, then at least `iters` and (up to 1000 x iters) `min_seconds`,
+/// the ranks agreeing on the count; the time of the whole timed stretch over its steps, the
+/// maximum over ranks (ranks that wait for each other in the allreduce share the stretch).
+/// What it adds over time_compute_step (of the same ranks at once) plus time_allreduce is
+/// what the planner's sync factor corrects (ComputeModel::synced_factor, libtula). The
+/// model's weights change. Collective. Errors: TrainError for an empty batch, data set or
+/// count, or a data set smaller than one global batch.
+double time_synced_step(Model& model, const Dataset& d, int batch, int warmup, int iters, double min_seconds, Comm& comm,
+                        size_t bucket_bytes);
+
 /// Mean seconds of one MPI_Allreduce(SUM) of ceil(bytes/4) float32 values across all
 /// ranks of `comm`: `warmup` untimed, then `iters` timed calls between barriers; the
 /// maximum over ranks. Collective: every rank must call it. 0 for a single rank.

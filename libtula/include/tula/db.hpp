@@ -29,9 +29,11 @@ namespace tula {
 ///   3: run.train_examples (INTEGER, default 0 = the workload's), examples per epoch;
 ///   4: compute_profile.ranks (INTEGER, default 1), ranks that ran the timed steps at once, and
 ///      compute_profile.startup_seconds (REAL, NULL = not measured), a fresh process's extra
-///      seconds in its first steps.
+///      seconds in its first steps;
+///   5: compute_profile.synced_seconds_per_iter (REAL, NULL = not measured), the seconds of a
+///      synchronized data-parallel step that ranks > 1 timed next to the compute part.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -53,6 +55,14 @@ struct ComputeSample {
     /// (first touch of the activation buffers, caches): paid once per training run. NaN = not
     /// measured (a batch size timed after another in the same process is not fresh).
     double startup_seconds = std::numeric_limits<double>::quiet_NaN();
+    /// With ranks > 1: seconds of one data-parallel training step as a job takes it, on the
+    /// same ranks at once: shuffled examples, the gradients allreduced over the ranks in the
+    /// training's buckets (MPI_Iallreduce), the update, and the per-step agreement a job under
+    /// Slurm makes; the mean over steps of each step's slowest rank. What the compute part
+    /// (seconds_per_iter) and the allreduce profile (MPI_Allreduce alone) leave out of a
+    /// multi-node step is its ratio to their sum (ComputeModel::synced_factor). NaN = not
+    /// measured (one rank alone, or a profile older than schema version 5).
+    double synced_seconds_per_iter = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`

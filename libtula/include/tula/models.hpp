@@ -1,5 +1,6 @@
 // libtula: performance models fitted from profiles.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -52,6 +53,20 @@ namespace tula {
 /// from finished runs can only hold flat beyond the runs' local batches. A node count that
 /// was not profiled at once uses the largest profiled K below it; none: c = 1.
 ///
+/// Synchronized steps: the same K ranks also time a whole training step as a job takes it
+/// (ComputeSample::synced_seconds_per_iter: shuffled examples, the gradients allreduced in
+/// the training's buckets with MPI_Iallreduce, the update, the per-step agreement). The
+/// modelled step combine(t(b) c_K(b), T_comm(K)) leaves out what that adds beyond a blocking
+/// MPI_Allreduce of the profile (nonblocking collectives progress more slowly, the ranks'
+/// waits for each other, the gradient averaging and norms, the data path). The sync factor
+///   y_K(b) = median synced seconds at b / modelled(K, b),   at each profiled local batch b,
+/// interpolated like c_K (linear in log b, held at the end values), clamped to
+/// [TimeCalibration::kMin, kMax], multiplies the prediction of a K-node step until finished
+/// multi-node runs calibrate it (planner.hpp). This project's own rule (no paper); measured
+/// on the 4-node test cluster of co-located slurmd (lenet5, 2 ranks, local batch 32): the
+/// synced step took 0.11-0.24 ms more than the compute part, where the allreduce profile
+/// gave 0.06 ms.
+///
 /// Start-up: a fresh process's first steps take longer than the steady ones (first touch of
 /// buffers that grow with the local batch; measured for fmnist-cnn on the development VM:
 /// the first step at local batch 512 took 3.7 s against 0.69 s for the next ones). A
@@ -89,6 +104,9 @@ struct ComputeModel {
     /// Concurrency knots: ranks K -> (local batch in examples, c_K(b)) ascending in the local
     /// batch (see above); empty without samples of several ranks at once.
     std::map<int, std::vector<std::pair<double, double>>> concurrent;
+    /// Synchronized-step knots: ranks K -> (local batch in examples, median synced seconds
+    /// per iteration) ascending in the local batch; empty without such samples.
+    std::map<int, std::vector<std::pair<double, double>>> synced;
     /// Start-up knots: (local batch, median start-up seconds) ascending; empty when the
     /// profile has no measured start-up.
     std::vector<std::pair<int, double>> startup_knots;
@@ -96,9 +114,10 @@ struct ComputeModel {
     /// Fit. Errors: tula::Error when the one-rank samples have fewer than 2 distinct local
     /// batches, or any sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
-    /// Sets `concurrent` from samples with ranks > 1, against this model's seconds_per_iter;
-    /// fit() calls it. Errors: tula::Error for a sample with a local batch < 1 or a
-    /// non-positive or non-finite time.
+    /// Sets `concurrent` (and `synced`) from samples with ranks > 1, against this model's
+    /// seconds_per_iter; fit() calls it. Errors: tula::Error for a sample with a local batch
+    /// < 1 or a non-positive or non-finite time (a non-positive or non-finite synced time
+    /// counts as not measured).
     void fit_concurrent(const std::vector<ComputeSample>& together);
 
     /// Predicted seconds per iteration at local batch `b` (> 0): the interpolated form inside
@@ -109,6 +128,24 @@ struct ComputeModel {
     double seconds_per_iter(double b, int nodes) const { return seconds_per_iter(b) * concurrency_factor(nodes, b); }
     /// c_K(b) (see above), dimensionless; 1 for nodes <= 1 or without concurrent samples. Pure.
     double concurrency_factor(int nodes, double b) const;
+    /// y_K(b) (see above), dimensionless: the synced knots of the largest profiled K <= nodes,
+    /// each divided by modelled(K, b_j), the caller's predicted seconds of that step from the
+    /// compute and allreduce models; 1 for nodes <= 1, without synced samples, or where
+    /// modelled is not > 0. Pure (modelled must be).
+    double synced_factor(int nodes, double b, const std::function<double(int, double)>& modelled) const {
+        return synced_factor_at(synced_ratios(modelled), nodes, b);
+    }
+    /// The ratio knots behind synced_factor, computed once for many candidates: ranks K ->
+    /// (local batch in examples, synced / modelled(K, b_j)) ascending; knots where modelled
+    /// is not > 0 are left out. Pure (modelled must be).
+    std::map<int, std::vector<std::pair<double, double>>> synced_ratios(
+        const std::function<double(int, double)>& modelled) const;
+    /// y at `nodes` and local batch `b` from synced_ratios' result (the largest K <= nodes;
+    /// 1 for nodes <= 1 or none), clamped to [TimeCalibration::kMin, kMax]. Pure.
+    static double synced_factor_at(const std::map<int, std::vector<std::pair<double, double>>>& ratios, int nodes,
+                                   double b);
+    /// Whether synced_factor(nodes, ...) has synced knots to use. Pure.
+    bool has_synced(int nodes) const;
     /// s(b), seconds a training run at local batch `b` spends once on start-up (see above);
     /// 0 without measured start-up. Pure.
     double startup_seconds(double b) const;
@@ -261,6 +298,16 @@ struct TimeCalibration {
     /// linear in log b between knots, the end knots' ratios outside. Pure.
     static double curve_at(const std::vector<std::pair<double, double>>& knots, double b);
 };
+
+/// The factor on the modelled seconds of a step of `nodes` nodes at local batch `b` as the
+/// planner applies it (Candidate::time_factor): on more than one node, when `calibration` has
+/// no multi-node runs of its own (own_kind false) and `synced_ratios`
+/// (ComputeModel::synced_ratios) covers a count <= nodes, the synchronized-step profile's
+/// ComputeModel::synced_factor_at; otherwise calibration.factor_for(nodes, b). Sets
+/// *from_synced (when given) to which one it was. Dimensionless. Pure.
+double step_time_factor(const TimeCalibration& calibration,
+                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
+                        bool* from_synced = nullptr);
 
 /// A finished run's measured training seconds without the start-up the compute model
 /// predicts at its local batch (ComputeModel::startup_seconds), not below half the measured

@@ -41,7 +41,13 @@ struct Candidate {
     int nodes = 0;
     int global_batch = 0;         ///< examples per step over all ranks
     int local_batch = 0;          ///< global_batch / nodes
-    double iter_seconds = 0;      ///< overlap(compute(local batch), allreduce(nodes, gradient bytes)), seconds
+    double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce(nodes, gradient
+                                  ///< bytes)), seconds
+    /// Dimensionless factor on the modelled step: the run history's TimeCalibration, or on
+    /// more than one node without multi-node runs of its own, the synchronized-step profile's
+    /// ComputeModel::synced_factor (synced_profile true) when the profile has one.
+    double time_factor = 1.0;
+    bool synced_profile = false;  ///< time_factor came from the synchronized-step profile
     double epoch_seconds = 0;     ///< floor(train_examples / global_batch) * iter_seconds (the last
                                   ///< partial batch is dropped, as tula-train does), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
