@@ -435,9 +435,11 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
 }
 
 // tula profile compute --nodes: for each K, one job on K nodes in which all K ranks time the
-// --batch-sizes at once (tula-train --profile-compute under mpirun -np K; one round, the
-// slowest rank's time), recorded with ranks = K. A K whose samples the database already has
-// at every batch size is skipped unless --force.
+// --batch-sizes at once (tula-train --profile-compute under mpirun -np K; --rounds rounds in
+// the one job, interleaved across the batch sizes as on this node, so that a slow phase of the
+// shared host spoils one sample per batch size rather than all; the slowest rank's time),
+// recorded with ranks = K. A K whose samples the database already has at every batch size is
+// skipped unless --force.
 void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
                           const std::string& trainer, const std::string& db) {
     std::vector<int> todo, done;
@@ -464,8 +466,10 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
     TempDir out_dir(o.job.output_dir);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
+        std::vector<int> rounds;  // the batch sizes, then again: interleaved rounds
+        for (int r = 0; r < o.rounds; ++r) rounds.insert(rounds.end(), o.batch_sizes.begin(), o.batch_sizes.end());
         std::string args = "--model " + shell_quote(model) + " --data " + shell_quote(dataset) +
-                           " --profile-compute --batch-sizes " + join_ints(o.batch_sizes) + " --iters " +
+                           " --profile-compute --batch-sizes " + join_ints(rounds) + " --iters " +
                            std::to_string(o.iters) + " --db " + shell_quote(db);
         if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
