@@ -380,6 +380,20 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
     return kv;
 }
 
+double round_spread_percent(const std::vector<ComputeSample>& samples) {
+    std::map<int, std::vector<double>> by_batch;  // local batch -> seconds per iteration
+    for (const auto& s : samples)
+        if (s.ranks <= 1 && s.local_batch >= 1 && std::isfinite(s.seconds_per_iter) && s.seconds_per_iter > 0)
+            by_batch[s.local_batch].push_back(s.seconds_per_iter);
+    std::vector<double> spreads;
+    for (const auto& [b, v] : by_batch) {
+        if (v.size() < 2) continue;
+        const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+        spreads.push_back((*hi - *lo) / tula::median(v) * 100.0);
+    }
+    return spreads.empty() ? std::nan("") : tula::median(spreads);
+}
+
 std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples) {
     std::vector<std::string> out;
     std::string head = "fit: " + std::string(m.form()) + " (AIC " + format_number("%.1f", m.aic_linear) + " linear, ";

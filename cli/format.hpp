@@ -160,6 +160,14 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
 /// one rank alone; then compute_extra_lines(m). Samples with a non-positive or non-finite
 /// time are left out.
 std::vector<std::string> compute_fit_lines(const ComputeModel& m, const std::vector<ComputeSample>& samples);
+/// How much a profile's rounds disagree, percent: for each local batch with at least 2
+/// samples of one rank alone (finite, > 0), (max - min) / median of their seconds per
+/// iteration; then the median of that over those batch sizes (tula::median). A robust summary
+/// of the host's noise while it profiled, which every prediction from the profile inherits;
+/// this project's own measure (no paper). NaN when no batch size has 2 samples. Pure.
+double round_spread_percent(const std::vector<ComputeSample>& samples);
+/// Above this round_spread_percent, `tula profile compute` warns that the host was busy.
+constexpr double kNoisyProfilePercent = 15.0;
 /// The compute model's start-up seconds per profiled local batch (one line, none without a
 /// measured start-up), then one line per node count K profiled with K ranks at once: its
 /// concurrency factors c_K(b) (ComputeModel::concurrent, dimensionless) at each local batch.

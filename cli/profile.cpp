@@ -240,6 +240,20 @@ int run_compute(const ComputeOptions& o) {
     try {
         const ComputeModel m = ComputeModel::fit(all);
         for (const auto& l : compute_fit_lines(m, all)) std::printf("profile compute: %s\n", l.c_str());
+        // this host's rounds (the samples of other hosts in the same database are theirs)
+        std::vector<ComputeSample> here;
+        for (const auto& c : all)
+            if (c.host == this_host()) here.push_back(c);
+        const double spread = round_spread_percent(here);
+        if (std::isfinite(spread)) {
+            std::printf("profile compute: round spread %s %% (the rounds' (max - min) / median per local batch, median "
+                        "over the batch sizes): the noise every prediction from this profile inherits\n",
+                        format_number("%.1f", spread).c_str());
+            if (spread > kNoisyProfilePercent)
+                print_warning("the profile's rounds differ by " + format_number("%.0f", spread) +
+                              " % at a typical batch size: the host was busy while it was profiled, and the predictions "
+                              "inherit that; profile again on a quiet node (tula profile compute --force)");
+        }
     } catch (const std::exception& e) {
         print_warning(std::string(e.what()) + "; tula plan needs at least 2 distinct local batch sizes");
     }

@@ -39,10 +39,24 @@ assert_eq 1 "$(count_lines "$T_OUT" '^profile compute: 1/1 ')" "one batch size m
 expect_ok "third profile (2,4,8), nothing to do" "$TULA" "${P[@]}" --batch-sizes 2,4,8
 assert_eq 0 "$(count_lines "$T_OUT" '^profile compute: [0-9]+/[0-9]+ ')" "nothing measured"
 assert_match "$T_OUT" '^profile compute: fit: .*t\(b\) = ' "the fit is printed"
+assert_not_contains "$T_OUT" "round spread" "one round per batch size: no spread to report"
 
 # --force measures again.
 expect_ok "profile --force (4)" "$TULA" "${P[@]}" --batch-sizes 4 --force
 assert_eq 2 "$(samples 4)" "batch 4 measured again with --force"
+# The round spread: batch 4 is the only one with 2 rounds, so it is (max - min) / median of its
+# two samples, read back here with tula db export; above 15 % a warning says the host was busy.
+want=$("$TULA" db export --db "$db" | jq '[.compute[] | select(.local_batch == 4) | .seconds_per_iter] | sort
+    | (.[1] - .[0]) / ((.[0] + .[1]) / 2) * 100')
+got=$(sed -n 's/^profile compute: round spread \([0-9.]*\) %.*/\1/p' <<<"$T_OUT")
+[ -n "$got" ] || fail "no round spread line after a second round of batch 4" "$T_OUT"
+awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; exit !(d < 0.051 && d > -0.051) }' ||
+    fail "round spread: tula prints $got %, the two samples of batch 4 give $want %"
+if awk -v w="$want" 'BEGIN { exit !(w > 15) }'; then
+    assert_match "$T_ERR" '^tula: warning: the profile.s rounds differ by [0-9]+ %' "a busy host is named"
+else
+    assert_not_contains "$T_ERR" "rounds differ" "no warning below 15 %"
+fi
 
 # A trainer that fails at local batch 32: the batch sizes before it are kept, the command
 # fails with one tula: line, and the same command with a working trainer resumes.

@@ -112,6 +112,7 @@ class CliFormatTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_policy_phrase);
     CPPUNIT_TEST(test_plan_kv_json_carry_every_field);
     CPPUNIT_TEST(test_compute_fit_lines);
+    CPPUNIT_TEST(test_round_spread);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -448,6 +449,37 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(40.1, std::stod(ek.at("interval_lower")), 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(48.3, std::stod(ek.at("interval_upper")), 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(44.2, std::stod(ek.at("refit_predicted_seconds")), 1e-9);
+    }
+
+    // The rounds' spread against a naive computation: per batch (max - min) / median, then the
+    // median over batches; one-sample batches, other ranks and bad times left out; none: NaN.
+    void test_round_spread() {
+        std::vector<tula::ComputeSample> s;
+        auto add = [&](int b, double secs, int ranks = 1) {
+            tula::ComputeSample x;
+            x.local_batch = b;
+            x.seconds_per_iter = secs;
+            x.ranks = ranks;
+            s.push_back(x);
+        };
+        CPPUNIT_ASSERT(std::isnan(round_spread_percent(s)));
+        add(16, 1.0);
+        CPPUNIT_ASSERT(std::isnan(round_spread_percent(s)));  // one sample: no spread
+        add(16, 1.2);
+        add(16, 1.1);               // batch 16: (1.2 - 1.0) / 1.1 = 18.18 %
+        add(32, 2.0);
+        add(32, 3.0);               // batch 32: (3 - 2) / 2.5 = 40 %
+        add(64, 4.0);
+        add(64, 4.4);
+        add(64, 4.2);
+        add(64, 4.0);               // batch 64: 0.4 / 4.1 = 9.756 %
+        add(128, 8.0);              // one sample: left out
+        add(64, 100.0, 2);          // several ranks at once: left out
+        add(64, std::nan(""));      // not a time: left out
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * 0.2 / 1.1, round_spread_percent(s), 1e-9);  // median of 3
+        add(256, 10.0);
+        add(256, 10.0);             // batch 256: 0 %; median of 4 = (9.756 + 18.18) / 2
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((100.0 * 0.4 / 4.1 + 100.0 * 0.2 / 1.1) / 2, round_spread_percent(s), 1e-9);
     }
 
     // The fit summary names the chosen form and its residuals: read back, each residual is the
