@@ -6,7 +6,10 @@
 // Local SGD run on synthetic data grows its batch monotonically.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -17,6 +20,7 @@
 #include "local_sgd.hpp"
 #include "model.hpp"
 #include "rng.hpp"
+#include "test_util.hpp"
 
 using namespace tula::train;
 
@@ -83,6 +87,7 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_local_sgd_prefetch_same);
     CPPUNIT_TEST(test_local_sgd_augments);
     CPPUNIT_TEST(test_memory_cap);
+    CPPUNIT_TEST(test_cgroup_memory_left);
     CPPUNIT_TEST_SUITE_END();
 
     // per-example gradient covariance diag(sd^2): tr(Sigma) = sum sd^2, known
@@ -289,6 +294,34 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         if (!(r1 - r0 > 0.9 * buf.size()))
             CPPUNIT_FAIL("resident set grew by " + std::to_string(r1 - r0) + " bytes for a 64 MiB buffer");
         CPPUNIT_ASSERT_EQUAL(char(1), buf[buf.size() / 2]);
+    }
+
+    // cgroup_memory_left on a made-up cgroup tree: v1 and v2 limits minus usage, the smaller of
+    // both, "max" and v1's huge "unlimited" as no limit, and a group path that the mount does not
+    // show (a container mounting its own group as the root) found with its leading parts dropped.
+    void test_cgroup_memory_left() {
+        tula_test::TempDir d("cgroup");
+        auto put = [&](const std::string& dir, const std::string& file, const std::string& text) {
+            const std::string p = d / dir;
+            for (size_t i = 1; i <= p.size(); ++i)
+                if (i == p.size() || p[i] == '/') ::mkdir(p.substr(0, i).c_str(), 0700);
+            std::ofstream(p + "/" + file) << text << "\n";
+        };
+        CPPUNIT_ASSERT(std::isnan(cgroup_memory_left("0::/job\n", d.path)));  // nothing mounted
+        put("job/step", "memory.max", "5000000");
+        put("job/step", "memory.current", "1000000");
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4e6, cgroup_memory_left("0::/job/step\n", d.path), 0.0);
+        // the container's view: its group is the mount's root, /proc/self/cgroup names the host's path
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4e6, cgroup_memory_left("0::/docker/abc/job/step\n", d.path), 0.0);
+        put("memory", "memory.limit_in_bytes", "3000000");
+        put("memory", "memory.usage_in_bytes", "500000");
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.5e6, cgroup_memory_left("4:memory:/slurm/uid_0/job_7\n", d.path), 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.5e6, cgroup_memory_left("4:memory:/slurm/uid_0/job_7\n0::/job/step\n", d.path),
+                                     0.0);  // both: the smaller
+        put("job/step", "memory.max", "max");
+        put("memory", "memory.limit_in_bytes", "9223372036854771712");
+        CPPUNIT_ASSERT(std::isnan(cgroup_memory_left("4:memory:/x\n0::/job/step\n", d.path)));  // no limits
+        CPPUNIT_ASSERT(std::isnan(cgroup_memory_left("garbage\n\n", d.path)));
     }
 };
 

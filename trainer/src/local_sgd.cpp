@@ -7,11 +7,13 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "layers.hpp"
@@ -166,11 +168,25 @@ double read_number(const std::string& path) {
     return f >> v ? v : std::numeric_limits<double>::quiet_NaN();
 }
 
-// What the memory limit of this process's control group leaves, bytes: cgroup v2's
-// memory.max - memory.current, or v1's memory.limit_in_bytes - memory.usage_in_bytes (a
-// Slurm job under task/cgroup gets its --mem there). NaN when no limit is set or none is read.
-double cgroup_memory_left() {
-    std::ifstream f("/proc/self/cgroup");
+// The directory of cgroup `path` (as /proc/self/cgroup gives it) under the file system
+// mounted at `mount`: the path itself when it exists there, else the path with its leading
+// components dropped one at a time, down to the mount itself (a container that mounts its
+// own group as the root without a cgroup namespace). "" when none exists.
+std::string cgroup_dir(const std::string& mount, std::string path) {
+    struct stat st {};
+    for (;;) {
+        const std::string d = mount + (path == "/" ? "" : path);
+        if (::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return d;
+        if (path.empty() || path == "/") return "";
+        const size_t next = path.find('/', 1);
+        path = next == std::string::npos ? "/" : path.substr(next);
+    }
+}
+
+}  // namespace
+
+double cgroup_memory_left(const std::string& proc_self_cgroup, const std::string& root) {
+    std::istringstream f(proc_self_cgroup);
     std::string line;
     double left = std::numeric_limits<double>::quiet_NaN();
     while (std::getline(f, line)) {  // "0::/path" (v2) or "4:memory:/path" (v1)
@@ -178,12 +194,15 @@ double cgroup_memory_left() {
         if (b == std::string::npos) continue;
         const std::string ctrl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
         std::vector<std::pair<std::string, std::string>> files;
-        if (ctrl.empty())
-            for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
-                files.emplace_back(root + path + "/memory.max", root + path + "/memory.current");
-        else if (ctrl == "memory")
-            files.emplace_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes",
-                               "/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes");
+        if (ctrl.empty()) {
+            for (const std::string& mount : {root, root + "/unified"}) {
+                const std::string d = cgroup_dir(mount, path);
+                if (!d.empty()) files.emplace_back(d + "/memory.max", d + "/memory.current");
+            }
+        } else if (ctrl == "memory") {
+            const std::string d = cgroup_dir(root + "/memory", path);
+            if (!d.empty()) files.emplace_back(d + "/memory.limit_in_bytes", d + "/memory.usage_in_bytes");
+        }
         for (const auto& [limit_file, usage_file] : files) {
             const double limit = read_number(limit_file), usage = read_number(usage_file);
             if (std::isfinite(limit) && limit < 1e18 && std::isfinite(usage))  // v1 "unlimited" is ~9.2e18
@@ -192,8 +211,6 @@ double cgroup_memory_left() {
     }
     return left;
 }
-
-}  // namespace
 
 double available_memory_bytes() {
     std::ifstream f("/proc/meminfo");
@@ -206,7 +223,10 @@ double available_memory_bytes() {
             break;
         }
     }
-    const double left = cgroup_memory_left();
+    std::ifstream cg("/proc/self/cgroup");
+    std::stringstream text;
+    text << cg.rdbuf();
+    const double left = cgroup_memory_left(text.str());
     if (std::isfinite(left)) avail = std::isfinite(avail) ? std::min(avail, std::max(0.0, left)) : std::max(0.0, left);
     return avail;
 }

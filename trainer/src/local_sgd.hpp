@@ -133,6 +133,16 @@ int memory_local_batch_cap(double rss_base, double rss_now, int b, double availa
 /// This process's resident set in bytes (/proc/self/statm); NaN when it cannot be read.
 double resident_bytes();
 
+/// What the memory limit of a control group leaves, bytes: cgroup v2's memory.max -
+/// memory.current, v1's memory.limit_in_bytes - memory.usage_in_bytes (a Slurm job under
+/// task/cgroup gets its --mem there), the smaller where both are set. `proc_self_cgroup` is
+/// the text of /proc/self/cgroup ("0::/path" for v2, "N:memory:/path" for v1); `root` is where
+/// the cgroup file systems are mounted (v2 at root or root/unified, v1 at root/memory). A
+/// group path that does not exist under its mount (a container that shows its own group as
+/// the mount's root, without a cgroup namespace) is looked up with its leading components
+/// dropped, down to the mount itself. NaN when no limit is set or none can be read.
+double cgroup_memory_left(const std::string& proc_self_cgroup, const std::string& root = "/sys/fs/cgroup");
+
 /// The memory this process may still allocate, bytes: the kernel's MemAvailable
 /// (/proc/meminfo), or less when its control group has a memory limit (cgroup v2
 /// memory.max - memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes: a Slurm
