@@ -242,8 +242,9 @@ int run_compute(const ComputeOptions& o) {
         for (const auto& l : compute_fit_lines(m, all)) std::printf("profile compute: %s\n", l.c_str());
         // this host's rounds (the samples of other hosts in the same database are theirs)
         std::vector<ComputeSample> here;
+        const std::string host = this_host();
         for (const auto& c : all)
-            if (c.host == this_host()) here.push_back(c);
+            if (c.host == host) here.push_back(c);
         const double spread = round_spread_percent(here);
         if (std::isfinite(spread)) {
             std::printf("profile compute: round spread %s %% (the rounds' (max - min) / median per local batch, median "

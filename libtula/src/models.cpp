@@ -299,9 +299,7 @@ void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
         for (const auto& [b, times] : batches) synced[k].emplace_back(b, median(times));
 }
 
-bool ComputeModel::has_synced(int nodes) const {
-    return nodes > 1 && !synced.empty() && synced.begin()->first <= nodes;
-}
+bool ComputeModel::has_synced(int nodes) const { return profiled_count(synced, nodes) > 0; }
 
 std::map<int, std::vector<std::pair<double, double>>> ComputeModel::synced_ratios(
     const std::function<double(int, double)>& modelled) const {
@@ -316,19 +314,14 @@ std::map<int, std::vector<std::pair<double, double>>> ComputeModel::synced_ratio
 
 double ComputeModel::synced_factor_at(const std::map<int, std::vector<std::pair<double, double>>>& ratios, int nodes,
                                       double b) {
-    if (nodes <= 1 || ratios.empty()) return 1.0;
-    auto it = ratios.upper_bound(nodes);  // the largest profiled count <= nodes
-    if (it == ratios.begin()) return 1.0;
-    --it;
-    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, TimeCalibration::curve_at(it->second, b)));
+    const int k = profiled_count(ratios, nodes);
+    if (k == 0) return 1.0;
+    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, TimeCalibration::curve_at(ratios.at(k), b)));
 }
 
 double ComputeModel::concurrency_factor(int nodes, double b) const {
-    if (nodes <= 1 || concurrent.empty()) return 1.0;
-    auto it = concurrent.upper_bound(nodes);  // the largest profiled count <= nodes
-    if (it == concurrent.begin()) return 1.0;
-    --it;
-    return TimeCalibration::curve_at(it->second, b);
+    const int k = profiled_count(concurrent, nodes);
+    return k == 0 ? 1.0 : TimeCalibration::curve_at(concurrent.at(k), b);
 }
 
 double ComputeModel::seconds_per_iter(double b) const {
@@ -558,8 +551,7 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
 double step_time_factor(const TimeCalibration& calibration,
                         const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
                         bool* from_synced) {
-    const bool synced =
-        nodes > 1 && !calibration.own_kind(nodes) && !synced_ratios.empty() && synced_ratios.begin()->first <= nodes;
+    const bool synced = !calibration.own_kind(nodes) && profiled_count(synced_ratios, nodes) > 0;
     if (from_synced) *from_synced = synced;
     return synced ? ComputeModel::synced_factor_at(synced_ratios, nodes, b) : calibration.factor_for(nodes, b);
 }

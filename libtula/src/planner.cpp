@@ -457,7 +457,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     if (ch.synced_profile) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
-                  std::to_string((--synced.upper_bound(ch.nodes))->first) +
+                  std::to_string(profiled_count(synced, ch.nodes)) +
                   " ranks at once (measured / modelled; no multi-node runs yet)";
     } else if (req.calibration.runs > 0) {
         const TimeCalibration& cb = req.calibration;

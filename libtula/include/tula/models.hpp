@@ -1,6 +1,7 @@
 // libtula: performance models fitted from profiles.
 #pragma once
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -75,6 +76,16 @@ namespace tula {
 /// interpolated linearly in b between them; below the smallest, scaled in proportion to b;
 /// above the largest, continued with the last two batches' slope (not below the last value).
 /// No measured start-up: s = 0. This project's own rule (no paper).
+/// The node count whose profile serves `nodes` nodes in a map keyed by profiled node count
+/// (ComputeModel::concurrent, synced, or their ratios): the largest key <= nodes; 0 when
+/// nodes <= 1 or no key is that small. Pure.
+template <class V>
+int profiled_count(const std::map<int, V>& by_count, int nodes) {
+    if (nodes <= 1) return 0;
+    auto it = by_count.upper_bound(nodes);
+    return it == by_count.begin() ? 0 : std::prev(it)->first;
+}
+
 struct ComputeModel {
     double t0 = 0;       ///< seconds per iteration
     double t1 = 0;       ///< seconds per example
