@@ -548,12 +548,25 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
     return r0 + t * (r1 - r0);
 }
 
+std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const ComputeModel& compute,
+                                                                         const AllreduceModel* allreduce,
+                                                                         const OverlapModel& overlap,
+                                                                         double grad_bytes) {
+    if (!allreduce) return {};
+    return compute.synced_ratios([&](int k, double b) {
+        return overlap.combine(compute.seconds_per_iter(b, k), allreduce->seconds(k, grad_bytes));
+    });
+}
+
 double step_time_factor(const TimeCalibration& calibration,
                         const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
                         bool* from_synced) {
-    const bool synced = !calibration.own_kind(nodes) && profiled_count(synced_ratios, nodes) > 0;
+    const bool synced = profiled_count(synced_ratios, nodes) > 0;
     if (from_synced) *from_synced = synced;
-    return synced ? ComputeModel::synced_factor_at(synced_ratios, nodes, b) : calibration.factor_for(nodes, b);
+    if (!synced) return calibration.factor_for(nodes, b);
+    const double y = ComputeModel::synced_factor_at(synced_ratios, nodes, b);
+    if (!calibration.own_kind(nodes)) return y;
+    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, y * calibration.factor_for(nodes, b)));
 }
 
 double TimeCalibration::factor_for(int nodes, double local_batch) const {
@@ -597,17 +610,20 @@ bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
 
 }  // namespace
 
-TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap) {
+TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
+                                     const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios) {
     // group: 0 all, 1 single-node, 2 multi-node; the newest kNewest usable samples of it as
-    // (local batch, measured / modelled)
+    // (local batch, measured / (modelled x the sync factor the prediction carried))
     auto group_points = [&](int group) {
         std::vector<std::pair<double, double>> pts;
         for (auto it = samples.rbegin(); it != samples.rend() && pts.size() < kNewest; ++it) {
             if ((group == 1 && it->nodes > 1) || (group == 2 && it->nodes <= 1)) continue;
-            const double pred = overlap.combine(it->compute_seconds, it->comm_seconds);
+            const double lb = std::isfinite(it->local_batch) ? it->local_batch : 0.0;
+            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes, lb) : 1.0;
+            const double pred = overlap.combine(it->compute_seconds, it->comm_seconds) * y;
             const double r = it->measured_seconds / pred;
             if (std::isfinite(r) && r > 0 && pred > 0)
-                pts.emplace_back(std::isfinite(it->local_batch) ? it->local_batch : 0.0, r);
+                pts.emplace_back(lb, r);
         }
         return pts;
     };

@@ -262,9 +262,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
         comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
     // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
     // for node counts whose run history has no multi-node runs of its own.
-    const auto synced = compute.synced_ratios([&](int k, double b) {
-        return allreduce ? req.overlap.combine(compute.seconds_per_iter(b, k), allreduce->seconds(k, bytes)) : 0.0;
-    });
+    const auto synced = step_synced_ratios(compute, allreduce, req.overlap, bytes);
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
@@ -455,17 +453,25 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
-    if (ch.synced_profile) {
+    const TimeCalibration& cal = req.calibration;
+    if (ch.synced_profile && cal.own_kind(ch.nodes)) {
+        const int n = cal.runs_for(ch.nodes);
+        reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " +
+                  std::to_string(profiled_count(synced, ch.nodes)) + " ranks at once (x" +
+                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ch.nodes, ch.local_batch)) + ") and " +
+                  std::to_string(n) + " finished multi-node runs (x" +
+                  fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + ", measured / profiled" +
+                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+    } else if (ch.synced_profile) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
                   std::to_string(profiled_count(synced, ch.nodes)) +
-                  " ranks at once (measured / modelled; no multi-node runs yet)";
-    } else if (req.calibration.runs > 0) {
-        const TimeCalibration& cb = req.calibration;
-        const int n = cb.runs_for(ch.nodes);
-        reason += "; times x" + fmt("%.3g", cb.factor_for(ch.nodes, ch.local_batch)) + " from " + std::to_string(n) +
-                  " finished " + (cb.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
+                  " ranks at once (measured / modelled; fewer than 2 finished multi-node runs to calibrate it)";
+    } else if (cal.runs > 0) {
+        const int n = cal.runs_for(ch.nodes);
+        reason += "; times x" + fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + " from " + std::to_string(n) +
+                  " finished " + (cal.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
                   (n == 1 ? "" : "s") + " (measured / modelled" +
-                  (cb.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
     }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
@@ -559,8 +565,9 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
             warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }
     }
-    req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, allreduce ? &*allreduce : nullptr),
-                                           req.overlap);
+    const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
+    req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
+                                           step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
     if (fixed_nodes > 0) {
         if (fixed_nodes > 1 && !allreduce)
             throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +

@@ -143,10 +143,8 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
                 if (j != i) others.push_back(good[j]);
             std::stable_sort(others.begin(), others.end(),
                              [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
-            const TimeCalibration cal = TimeCalibration::fit(iteration_samples(others, w, cm, amp), ov);
-            const auto synced = cm.synced_ratios([&](int k, double bk) {
-                return amp ? ov.combine(cm.seconds_per_iter(bk, k), amp->seconds(k, grad_bytes)) : 0.0;
-            });
+            const auto synced = step_synced_ratios(cm, amp, ov, grad_bytes);
+            const TimeCalibration cal = TimeCalibration::fit(iteration_samples(others, w, cm, amp), ov, synced);
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;

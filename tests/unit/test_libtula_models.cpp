@@ -214,7 +214,8 @@ public:
         const auto m0 = tula::ComputeModel::fit(alone);
         CPPUNIT_ASSERT(!m0.has_synced(2));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m0.synced_factor(2, 64, modelled), 0.0);
-        // step_time_factor: the synced factor until 2 multi-node runs calibrate K > 1
+        // step_time_factor: the synced factor alone until 2 multi-node runs calibrate K > 1,
+        // then times their residual
         const auto ratios = m.synced_ratios(modelled);
         tula::TimeCalibration cal;
         cal.factor = 0.9;
@@ -226,10 +227,16 @@ public:
         CPPUNIT_ASSERT(from);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7, tula::step_time_factor(cal, ratios, 1, 64, &from), 1e-12);
         CPPUNIT_ASSERT(!from);
+        cal.runs_multi = 1;  // one run is too few: the synced factor alone
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(cal, ratios, 2, 64, &from), 1e-12);
         cal.factor_multi = 1.1;
         cal.runs_multi = 2;
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, tula::step_time_factor(cal, ratios, 2, 64, &from), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * 1.1, tula::step_time_factor(cal, ratios, 2, 64, &from), 1e-12);
+        CPPUNIT_ASSERT(from);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, tula::step_time_factor(cal, {}, 2, 64, &from), 1e-12);  // no profile
         CPPUNIT_ASSERT(!from);
+        cal.factor_multi = 3.0;  // the product is clamped to [0.25, 4]: 1.8 x 3 at K = 3, b = 256
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, tula::step_time_factor(cal, ratios, 3, 256, &from), 1e-12);
         cal.runs_multi = 0;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, tula::step_time_factor(cal, {}, 2, 64, &from), 1e-12);  // no profile: pooled
         CPPUNIT_ASSERT(!from);
@@ -777,6 +784,35 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
         CPPUNIT_ASSERT(cg.curve_multi.empty());  // no local batches known
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1, 64.0), 1e-12);
+
+        // With a synchronized-step profile of 2 ranks (ratios 1.2 at local batch 32, 1.5 at
+        // 128: 1.35 at 64 by log interpolation), a multi-node run's ratio is its residual over
+        // the sync factor its prediction carried; single-node runs and runs without a known
+        // local batch are taken as they are.
+        const std::map<int, std::vector<std::pair<double, double>>> sr{{2, {{32.0, 1.2}, {128.0, 1.5}}}};
+        std::vector<tula::IterationSample> h;
+        auto addb = [&](int nodes, double b, double ratio) {
+            tula::IterationSample q;
+            q.compute_seconds = 0.01;
+            q.comm_seconds = nodes > 1 ? 0.002 : 0.0;
+            q.measured_seconds = ratio * (q.compute_seconds + q.comm_seconds);
+            q.nodes = nodes;
+            q.local_batch = b;
+            h.push_back(q);
+        };
+        addb(2, 64, 1.35 * 0.9), addb(4, 128, 1.5 * 1.1), addb(1, 64, 1.3);
+        const auto cr = tula::TimeCalibration::fit(h, ov, sr);
+        CPPUNIT_ASSERT_EQUAL(2, cr.runs_multi);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, cr.curve_multi.size());  // 2 runs: the curve, by construction
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, cr.curve_multi[0].second, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cr.curve_multi[1].second, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3, cr.factor_single, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cr.factor, 1e-12);  // median of 0.9, 1.1, 1.3
+        // the next 2-node step at local batch 32: the profile's 1.2 times the residual held at 0.9
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2 * 0.9, tula::step_time_factor(cr, sr, 2, 32), 1e-12);
+        // without the profile the same runs give their plain ratios
+        const auto cp = tula::TimeCalibration::fit(h, ov);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.35 * 0.9, cp.curve_multi[0].second, 1e-12);
     }
 
     // The ratio curve over the local batch (TimeCalibration, models.hpp): used when it predicts

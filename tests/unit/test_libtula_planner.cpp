@@ -315,7 +315,8 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_to_target * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
         }
         // A synchronized-step profile of 2 ranks (local batch 64 only: flat) multiplies every
-        // multi-node step by synced / modelled at b = 64 until 2 multi-node runs calibrate it.
+        // multi-node step by synced / modelled at b = 64; once 2 multi-node runs are in the
+        // history, their residual factor multiplies it.
         tula::ComputeModel cs = cm;
         const double step64 = 3e-3 + 2e-4 * 64 + 2.0 * 5e-5 + 4.0 * 61706 * 1e-9;  // hand: compute + ring allreduce, K = 2
         cs.synced[2] = {{64.0, 1.3 * step64}};
@@ -334,11 +335,18 @@ public:
         r.calibration.factor = r.calibration.factor_multi = 0.5;
         r.calibration.runs = r.calibration.runs_multi = 2;
         for (const auto& c : tula::make_plan(r, cs, &am).candidates) {
-            const double f = c.nodes >= 2 ? 0.5 : 1.0;  // the runs' own factor wins; 1 node: no single runs, pooled 0.5
-            const double t = (c.nodes >= 2 ? f : 0.5) * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            // multi-node: the profile's 1.3 times the runs' residual 0.5; 1 node: no single
+            // runs, the pooled 0.5
+            const double f = c.nodes >= 2 ? 1.3 * 0.5 : 0.5;
+            const double t = f * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
-            CPPUNIT_ASSERT(!c.synced_profile);
+            CPPUNIT_ASSERT_EQUAL(c.nodes >= 2, c.synced_profile);
         }
+        r.min_nodes = r.max_nodes = 2;  // the why line names both factors
+        CPPUNIT_ASSERT(contains(tula::make_plan(r, cs, &am).reason,
+                                "x0.65: the synchronized-step profile of 2 ranks at once (x1.3) and 2 finished multi-node runs (x0.5"));
+        r.min_nodes = 1;
+        r.max_nodes = 5;
         r.calibration = tula::TimeCalibration{};
         r.watts_per_node = -1;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));

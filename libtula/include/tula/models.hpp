@@ -62,8 +62,9 @@ namespace tula {
 /// waits for each other, the gradient averaging and norms, the data path). The sync factor
 ///   y_K(b) = median synced seconds at b / modelled(K, b),   at each profiled local batch b,
 /// interpolated like c_K (linear in log b, held at the end values), clamped to
-/// [TimeCalibration::kMin, kMax], multiplies the prediction of a K-node step until finished
-/// multi-node runs calibrate it (planner.hpp). This project's own rule (no paper); measured
+/// [TimeCalibration::kMin, kMax], multiplies the prediction of a K-node step; finished
+/// multi-node runs then calibrate what it leaves (TimeCalibration, step_time_factor). This
+/// project's own rule (no paper); measured
 /// on the 4-node test cluster of co-located slurmd (lenet5, 2 ranks, local batch 32): the
 /// synced step took 0.11-0.24 ms more than the compute part, where the allreduce profile
 /// gave 0.06 ms.
@@ -276,6 +277,16 @@ struct OverlapModel {
 /// curve is used. Single-node runs get no curve: such a run is what the compute profile
 /// measured, at the same local batch, so what remains is a steady-state offset (the median).
 /// factor_for(K, b) applies it.
+///
+/// Where the synchronized-step profile covers a multi-node run's node count, the run's
+/// prediction already carried the sync factor y_K(b) (ComputeModel::synced_factor_at), so its
+/// ratio is taken against that: measured / (modelled x y_K(b)), the residual of what the
+/// profile of K ranks at once did not foresee (the host's speed since the profile, a job's
+/// steady state). step_time_factor multiplies y_K(b) by it. Calibrating the residual keeps the
+/// profile's dependence on the local batch: a 2-node run at local batch 64 says little about
+/// the synchronization overhead at local batch 32, which the profile measured (lenet5 eval on
+/// the co-located test cluster, 2026-11-24: the ratio to the bare model, held flat from 64 to
+/// 32, put the next 2 x 32 job 13 % too low).
 struct TimeCalibration {
     static constexpr size_t kNewest = 5;
     static constexpr int kGroupMin = 2;
@@ -303,19 +314,33 @@ struct TimeCalibration {
     /// How many runs factor_for(nodes) came from. Pure.
     int runs_for(int nodes) const { return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs; }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
-    /// non-positive measured or predicted time are skipped. Errors: none.
-    static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap);
+    /// non-positive measured or predicted time are skipped. `synced_ratios`
+    /// (ComputeModel::synced_ratios; empty: none) turns a multi-node sample's ratio into the
+    /// residual over the sync factor (see above). Errors: none.
+    static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
+                               const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios = {});
     /// The curve through `knots` ((local batch, ratio), ascending, non-empty) at local batch b:
     /// linear in log b between knots, the end knots' ratios outside. Pure.
     static double curve_at(const std::vector<std::pair<double, double>>& knots, double b);
 };
 
+/// ComputeModel::synced_ratios against the planner's modelled step of K ranks at local batch
+/// b: overlap.combine(compute.seconds_per_iter(b, K), allreduce->seconds(K, grad_bytes))
+/// (grad_bytes: bytes allreduced per step, 4 x params for float32). Empty without
+/// `allreduce` (no multi-node prediction to correct). Pure.
+std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const ComputeModel& compute,
+                                                                         const AllreduceModel* allreduce,
+                                                                         const OverlapModel& overlap,
+                                                                         double grad_bytes);
+
 /// The factor on the modelled seconds of a step of `nodes` nodes at local batch `b` as the
-/// planner applies it (Candidate::time_factor): on more than one node, when `calibration` has
-/// no multi-node runs of its own (own_kind false) and `synced_ratios`
-/// (ComputeModel::synced_ratios) covers a count <= nodes, the synchronized-step profile's
-/// ComputeModel::synced_factor_at; otherwise calibration.factor_for(nodes, b). Sets
-/// *from_synced (when given) to which one it was. Dimensionless. Pure.
+/// planner applies it (Candidate::time_factor). On more than one node, when `synced_ratios`
+/// (ComputeModel::synced_ratios) covers a count <= nodes: the synchronized-step profile's
+/// ComputeModel::synced_factor_at, times calibration.factor_for(nodes, b) once `calibration`
+/// has multi-node runs of its own (own_kind; fitted with the same synced_ratios, so it is the
+/// residual over the profile), clamped to [TimeCalibration::kMin, kMax]. Otherwise
+/// calibration.factor_for(nodes, b). Sets *from_synced (when given) to whether the profile
+/// entered. Dimensionless. Pure.
 double step_time_factor(const TimeCalibration& calibration,
                         const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
                         bool* from_synced = nullptr);

@@ -43,11 +43,12 @@ struct Candidate {
     int local_batch = 0;          ///< global_batch / nodes
     double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce(nodes, gradient
                                   ///< bytes)), seconds
-    /// Dimensionless factor on the modelled step: the run history's TimeCalibration, or on
-    /// more than one node without multi-node runs of its own, the synchronized-step profile's
-    /// ComputeModel::synced_factor (synced_profile true) when the profile has one.
+    /// Dimensionless factor on the modelled step (step_time_factor): on more than one node,
+    /// when the profile has one, the synchronized-step profile's ComputeModel::synced_factor
+    /// (synced_profile true), times the run history's TimeCalibration residual once 2
+    /// multi-node runs are in it; otherwise the TimeCalibration factor.
     double time_factor = 1.0;
-    bool synced_profile = false;  ///< time_factor came from the synchronized-step profile
+    bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
     double epoch_seconds = 0;     ///< floor(train_examples / global_batch) * iter_seconds (the last
                                   ///< partial batch is dropped, as tula-train does), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
