@@ -3,7 +3,7 @@
 #
 #     . "$(dirname "$0")/lib.sh"
 #
-# A test is a bash script that exits 0 when it passes. tests/run runs the test_local_*.sh ones
+# A test is a bash script that exits 0 when it passes (77, by skip(): it cannot run here). tests/run runs the test_local_*.sh ones
 # without a cluster and every other test_*.sh inside one local Slurm cluster started by
 # scripts/tula-cluster (SLURM_CONF, TULA_CONF, XDG_DATA_HOME, TULA_CLUSTER_DIR and PATH set from
 # the cluster's env file). Run one by hand with
@@ -25,6 +25,13 @@ T_WORKLOAD=lenet5@fashion-mnist
 T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 
 note() { printf '# %s\n' "$*"; }
+
+# skip WHY: this machine cannot run the test (a kernel feature or a privilege it needs is not
+# there); exits 77, which tests/run reports as SKIP with WHY and counts neither passed nor failed.
+skip() {
+    printf 'SKIP %s: %s\n' "$T_NAME" "$1"
+    exit 77
+}
 
 fail() {
     printf 'FAIL %s: %s\n' "$T_NAME" "$1" >&2

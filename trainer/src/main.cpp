@@ -1002,9 +1002,11 @@ int run_training(const Options& o, Comm& comm) {
             lc.local_ranks = local_ranks();
             lc.on_memory_cap = [&](int global_cap, double avail) {
                 bar.clear();
-                warn("the adaptive global batch stops growing at " + std::to_string(global_cap) +
-                     " examples: a larger one would not fit in memory (" + fmt("%.1f", avail / (1 << 30)) +
-                     " GiB available on this host); --max-batch-size sets a cap of your own");
+                warn("the adaptive global batch is held at " + std::to_string(global_cap) +
+                     " examples: a larger one would not fit in memory (" + fmt("%.2f", avail / (1 << 30)) +
+                     " GiB left to this process: MemAvailable, or its control group's memory limit); the bound is"
+                     " measured again at each growth, so the batch grows further only as memory allows;"
+                     " --max-batch-size sets a cap of your own");
             };
             res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
         } else {
