@@ -260,8 +260,8 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     std::vector<double> comm(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0), 0.0);
     for (int K = req.min_nodes; K <= max_nodes; ++K)
         comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
-    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
-    // for node counts whose run history has no multi-node runs of its own.
+    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor);
+    // step_time_factor multiplies them by the multi-node runs' residual once there are 2.
     const auto synced = step_synced_ratios(compute, allreduce, req.overlap, bytes);
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))

@@ -285,8 +285,8 @@ struct OverlapModel {
 /// steady state). step_time_factor multiplies y_K(b) by it. Calibrating the residual keeps the
 /// profile's dependence on the local batch: a 2-node run at local batch 64 says little about
 /// the synchronization overhead at local batch 32, which the profile measured (lenet5 eval on
-/// the co-located test cluster, 2026-11-24: the ratio to the bare model, held flat from 64 to
-/// 32, put the next 2 x 32 job 13 % too low).
+/// the co-located test cluster, 2026-11-24: a 2 x 32 job predicted with a 2 x 64 run's ratio to
+/// the bare model, held flat from 64 to 32, ran 13 % longer than predicted).
 struct TimeCalibration {
     static constexpr size_t kNewest = 5;
     static constexpr int kGroupMin = 2;
