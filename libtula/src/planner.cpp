@@ -63,6 +63,34 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
     return static_cast<int>(m);
 }
 
+// A plan for a given node count (`fixed`, the nodes a job was allocated) picks the knee of that
+// node count's candidates, which can differ from the global batch the plan over every node
+// count chose on the same nodes (what sbatch announced to the user at submission). When the
+// plan over every node count (`free_req`) chooses `fixed` nodes, the fixed plan takes the same
+// candidate, so the job trains with the batch it was submitted for. A plan over every node
+// count that fails (no candidate within a deadline or budget) leaves `plan` as it is.
+void keep_free_choice(Plan& plan, const PlanRequest& free_req, const ComputeModel& compute,
+                      const AllreduceModel* allreduce, int fixed) {
+    Plan free_plan;
+    try {
+        free_plan = make_plan(free_req, compute, allreduce);
+    } catch (const Error&) {
+        return;
+    }
+    const Candidate& want = free_plan.choice();
+    if (want.nodes != fixed) return;
+    for (size_t i = 0; i < plan.candidates.size(); ++i) {
+        const Candidate& c = plan.candidates[i];
+        if (c.nodes != want.nodes || c.global_batch != want.global_batch || i == plan.chosen) continue;
+        plan.chosen = i;
+        plan.reason = free_plan.reason + "; on " + std::to_string(fixed) +
+                      (fixed == 1 ? " node" : " nodes") + " as given, the plan over every node count's choice";
+        plan.time_limit_minutes = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), free_req.time_margin,
+                                                free_req.time_overhead);
+        return;
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -568,6 +596,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
     req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
                                            step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
+    const PlanRequest free_req = req;  // over every node count, for a given one's consistency below
     if (fixed_nodes > 0) {
         if (fixed_nodes > 1 && !allreduce)
             throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
@@ -579,7 +608,8 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
         for (int& b : req.global_batches)
             if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
     }
-    Plan plan = make_plan(req, compute, allreduce ? &*allreduce : nullptr);
+    Plan plan = make_plan(req, compute, ar);
+    if (fixed_nodes > 0) keep_free_choice(plan, free_req, compute, ar, fixed_nodes);
     // Online refit: the newest runs checked against the interval of the models without them.
     try {
         for (auto& c : check_runs(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns, req.interval_level))

@@ -596,6 +596,26 @@ public:
             CPPUNIT_ASSERT_EQUAL(3, c.nodes);
             CPPUNIT_ASSERT_EQUAL(0, c.global_batch % 3);
         }
+        // A plan for the node count the plan over every node count chose (the nodes a job is
+        // allocated after sbatch --tula=auto) keeps that plan's global batch and time limit;
+        // checked for each policy, B_noise and list of global batches. (With these exact linear
+        // profiles the node count's own knee is that batch already; the case where it is not
+        // came from a measured profile, test_sbatch_auto on the cluster.)
+        for (const auto& batches : {std::vector<int>{64, 128, 256, 512, 1024},
+                                    std::vector<int>{32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048}})
+            for (double ns : {64.0, 512.0, 4096.0})
+            for (auto pol : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost}) {
+                tula::Config c2 = cfg;
+                c2.global_batches = batches;
+                c2.noise_scale = ns;
+                const tula::Plan all = tula::plan_workload(c2, {db_path}, "lenet5@fashion-mnist", 4, 0, 0, pol, &warn);
+                const int k = all.choice().nodes;
+                const tula::Plan fixed = tula::plan_workload(c2, {db_path}, "lenet5@fashion-mnist", 4, 0, k, pol, &warn);
+                CPPUNIT_ASSERT_EQUAL(k, fixed.choice().nodes);
+                CPPUNIT_ASSERT_EQUAL(all.choice().global_batch, fixed.choice().global_batch);
+                CPPUNIT_ASSERT_EQUAL(all.time_limit_minutes, fixed.time_limit_minutes);
+                // the reason says so where the node count's own knee was another batch
+            }
         // a bad database next to the good one: a warning, still a plan
         {
             FILE* f = std::fopen((d / "bad.db").c_str(), "w");

@@ -163,7 +163,9 @@ constexpr size_t kCheckedRuns = 8;
 /// The whole planning path used by the CLI and the plugin: loads the profiles of
 /// `workload` from `db_paths` (see load_profiles), fits the models, plans.
 /// `fixed_nodes` > 0 restricts the plan to exactly that node count (used in the job, where
-/// the node count is known). Errors: tula::Error for an unknown workload ("run tula
+/// the node count is known); when the plan over every node count chooses that node count, the
+/// restricted plan chooses the same candidate (the job trains with the global batch sbatch
+/// announced), else the knee of that node count's candidates. Errors: tula::Error for an unknown workload ("run tula
 /// profile"), too few profile points, or no feasible candidate; database warnings are
 /// appended to `warnings`.
 /// Besides the profiles it reads the run history of `workload` from every database
