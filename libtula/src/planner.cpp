@@ -65,7 +65,9 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
 
 // A plan for a given node count (`fixed`, the nodes a job was allocated) picks the knee of that
 // node count's candidates, which can differ from the global batch the plan over every node
-// count chose on the same nodes (what sbatch announced to the user at submission). When the
+// count chose on the same nodes (what sbatch announced to the user at submission): the
+// accuracy bound is measured from the best candidate, and a global batch too small to split
+// over `fixed` nodes can be the best only in the plan over every node count. When the
 // plan over every node count (`free_req`) chooses `fixed` nodes, the fixed plan takes the same
 // candidate, so the job trains with the batch it was submitted for. A plan over every node
 // count that fails (no candidate within a deadline or budget) leaves `plan` as it is.

@@ -91,6 +91,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_make_plan_request);
     CPPUNIT_TEST(test_plan_workload);
     CPPUNIT_TEST(test_plan_workload_measured_noise_scale);
+    CPPUNIT_TEST(test_plan_workload_fixed_nodes_keeps_choice);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -598,9 +599,9 @@ public:
         }
         // A plan for the node count the plan over every node count chose (the nodes a job is
         // allocated after sbatch --tula=auto) keeps that plan's global batch and time limit;
-        // checked for each policy, B_noise and list of global batches. (With these exact linear
-        // profiles the node count's own knee is that batch already; the case where it is not
-        // came from a measured profile, test_sbatch_auto on the cluster.)
+        // checked for each policy, B_noise and list of global batches. (With these profiles and
+        // no accuracy history the node count's own knee is that batch already; the case where
+        // it is not is test_plan_workload_fixed_nodes_keeps_choice.)
         for (const auto& batches : {std::vector<int>{64, 128, 256, 512, 1024},
                                     std::vector<int>{32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048}})
             for (double ns : {64.0, 512.0, 4096.0})
@@ -614,7 +615,6 @@ public:
                 CPPUNIT_ASSERT_EQUAL(k, fixed.choice().nodes);
                 CPPUNIT_ASSERT_EQUAL(all.choice().global_batch, fixed.choice().global_batch);
                 CPPUNIT_ASSERT_EQUAL(all.time_limit_minutes, fixed.time_limit_minutes);
-                // the reason says so where the node count's own knee was another batch
             }
         // a bad database next to the good one: a warning, still a plan
         {
@@ -626,6 +626,77 @@ public:
         p = tula::plan_workload(cfg, {d / "bad.db", db_path}, "lenet5@fashion-mnist", 4, 2, 0, tula::Policy::Cost, &warn);
         CPPUNIT_ASSERT_EQUAL(size_t(1), warn.size());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT(c.nodes <= 2);
+    }
+
+    // The case test_plan_workload's exact profiles cannot reach: the run history's accuracy
+    // falls with the global batch, and the smallest batch fits only on 1 node (its local batch
+    // on 2 or more nodes is below 1/4 of the smallest profiled one). The plan over every node
+    // count then measures the accuracy bound from that batch, the plan for a given node count
+    // from its own smallest batch, so it admits a larger and faster batch. A plan for the node
+    // count the plan over every node count chose must still keep that plan's global batch and
+    // time limit; the loop must meet at least one case where the node count's own plan would
+    // have chosen another batch (said in the reason), else it tests nothing.
+    void test_plan_workload_fixed_nodes_keeps_choice() {
+        TempDir d;
+        const std::string db_path = d / "p.db";
+        const double t0 = 2e-3, t1 = 1.5e-4, alpha = 4e-5, beta = 2e-9;
+        {
+            auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(workload(61706, 60000));
+            for (int b : {64, 128, 256, 512}) {  // local batches below 16 are not planned
+                tula::ComputeSample c;
+                c.workload = "lenet5@fashion-mnist";
+                c.local_batch = b;
+                c.seconds_per_iter = t0 + t1 * b;
+                db.add_compute(c);
+            }
+            for (int k : {2, 3, 4})
+                for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
+                    tula::AllreduceSample a;
+                    a.nodes = k;
+                    a.bytes = n;
+                    a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
+                    db.add_allreduce(a);
+                }
+            // accuracy history: 0.90 at 16, 0.84 at 1024 (-1 point per doubling); no time
+            // measured, so no time calibration
+            int id = 0;
+            for (auto ba : {std::pair<int, double>{16, 0.90}, {1024, 0.84}}) {
+                tula::RunRecord r;
+                r.job_id = std::to_string(++id);
+                r.workload = "lenet5@fashion-mnist";
+                r.nodes = 1;
+                r.global_batch = ba.first;
+                r.epochs = 5;
+                r.test_accuracy = ba.second;
+                r.created = 1.7e9 + id;
+                db.add_run(r);
+            }
+        }
+        std::vector<std::string> warn;
+        int kept = 0, cases = 0;
+        for (double loss : {0.005, 0.01, 0.02})
+            for (double ns : {64.0, 512.0, 4096.0})
+                for (auto pol : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost}) {
+                    tula::Config cfg;
+                    cfg.max_nodes = 4;
+                    cfg.default_epochs = 5;
+                    cfg.global_batches = {16, 32, 64, 128, 256, 512, 1024};
+                    cfg.noise_scale = ns;
+                    cfg.max_accuracy_loss = loss;
+                    const tula::Plan all = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 5, 0, 0, pol, &warn);
+                    const int k = all.choice().nodes;
+                    if (k < 2) continue;  // one node: no smaller batch is lost, nothing to keep
+                    ++cases;
+                    const tula::Plan fixed = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 5, 0, k, pol, &warn);
+                    CPPUNIT_ASSERT_EQUAL(k, fixed.choice().nodes);
+                    CPPUNIT_ASSERT_EQUAL_MESSAGE(all.reason + " | " + fixed.reason, all.choice().global_batch,
+                                                 fixed.choice().global_batch);
+                    CPPUNIT_ASSERT_EQUAL(all.time_limit_minutes, fixed.time_limit_minutes);
+                    if (contains(fixed.reason, "as given, the plan over every node count's choice")) ++kept;
+                }
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(cases) + " multi-node cases", cases > 0);
+        CPPUNIT_ASSERT_MESSAGE("no case where the node count's own plan differs", kept > 0);
     }
 
     // The convergence model takes B_noise from the runs' measured noise scale (the median of the
