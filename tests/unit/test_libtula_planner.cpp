@@ -69,6 +69,31 @@ double hand_total(int K, int B, int epochs, int64_t train, int64_t params, doubl
     return epochs * iters_per_epoch * iter;
 }
 
+// Exact linear compute samples of lenet5@fashion-mnist: t0 + t1 b seconds per iteration at
+// each local batch b (the fit must reproduce t0, t1).
+void add_linear_compute(tula::ProfileDb& db, std::initializer_list<int> local_batches, double t0, double t1) {
+    for (int b : local_batches) {
+        tula::ComputeSample c;
+        c.workload = "lenet5@fashion-mnist";
+        c.local_batch = b;
+        c.seconds_per_iter = t0 + t1 * b;
+        db.add_compute(c);
+    }
+}
+
+// Exact ring-allreduce samples on 2-4 nodes, 4 KiB to 4 MiB: 2 (K-1) alpha + 2 (K-1)/K n beta
+// seconds (alpha in seconds, beta in seconds per byte; the model of models.hpp).
+void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
+    for (int k : {2, 3, 4})
+        for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
+            tula::AllreduceSample a;
+            a.nodes = k;
+            a.bytes = n;
+            a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
+            db.add_allreduce(a);
+        }
+}
+
 }  // namespace
 
 class LibtulaPlannerTest : public CppUnit::TestFixture {
@@ -540,13 +565,7 @@ public:
         {
             auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
             db.upsert_workload(workload(61706, 60000));
-            for (int b : {16, 32, 64, 128, 256}) {
-                tula::ComputeSample c;
-                c.workload = "lenet5@fashion-mnist";
-                c.local_batch = b;
-                c.seconds_per_iter = t0 + t1 * b;  // exact: the fit must reproduce t0, t1
-                db.add_compute(c);
-            }
+            add_linear_compute(db, {16, 32, 64, 128, 256}, t0, t1);
         }
         tula::Config cfg;
         cfg.max_nodes = 4;
@@ -573,14 +592,7 @@ public:
 
         {
             auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
-            for (int k : {2, 3, 4})
-                for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
-                    tula::AllreduceSample a;
-                    a.nodes = k;
-                    a.bytes = n;
-                    a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
-                    db.add_allreduce(a);
-                }
+            add_ring_allreduce(db, alpha, beta);
         }
         p = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 4, 0, 0, tula::Policy::Auto, &warn);
         int max_k = 0;
@@ -643,21 +655,8 @@ public:
         {
             auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
             db.upsert_workload(workload(61706, 60000));
-            for (int b : {64, 128, 256, 512}) {  // local batches below 16 are not planned
-                tula::ComputeSample c;
-                c.workload = "lenet5@fashion-mnist";
-                c.local_batch = b;
-                c.seconds_per_iter = t0 + t1 * b;
-                db.add_compute(c);
-            }
-            for (int k : {2, 3, 4})
-                for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
-                    tula::AllreduceSample a;
-                    a.nodes = k;
-                    a.bytes = n;
-                    a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
-                    db.add_allreduce(a);
-                }
+            add_linear_compute(db, {64, 128, 256, 512}, t0, t1);  // local batches below 16 are not planned
+            add_ring_allreduce(db, alpha, beta);
             // accuracy history: 0.90 at 16, 0.84 at 1024 (-1 point per doubling); no time
             // measured, so no time calibration
             int id = 0;
@@ -708,13 +707,7 @@ public:
         {
             auto db = tula::ProfileDb::open(sys, tula::ProfileDb::Mode::ReadWrite);
             db.upsert_workload(workload(61706, 60000));
-            for (int b : {16, 32, 64, 128, 256}) {
-                tula::ComputeSample c;
-                c.workload = "lenet5@fashion-mnist";
-                c.local_batch = b;
-                c.seconds_per_iter = 2e-3 + 1.5e-4 * b;
-                db.add_compute(c);
-            }
+            add_linear_compute(db, {16, 32, 64, 128, 256}, 2e-3, 1.5e-4);
         }
         tula::Config cfg;
         cfg.max_nodes = 1;
