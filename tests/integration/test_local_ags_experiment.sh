@@ -7,7 +7,9 @@
 #     accuracy of the seeds and each seed's final global batch (the last epoch line's "batch B");
 #  4. --from-logs on the kept logs gives the same rows;
 #  5. a batch that the rank count does not divide, or 0 ranks, is refused with exit status 2
-#     and a `tula: ags-experiment: ` message.
+#     and a `tula: ags-experiment: ` message;
+#  6. method local-ags starts Local SGD with AGS as the local update (--optimizer ags
+#     --local-steps 4 --batch-test norm), method local with plain SGD, and its row is its own.
 # The stand-in trainer's accuracy and final batch depend on --batch-size and --seed, so a row
 # built from the wrong run or seed shows different numbers.
 . "$(dirname "$0")/lib.sh"
@@ -18,9 +20,11 @@ script=$REPO/scripts/ags-experiment
 # final batch 10 x batch + seed; records its arguments.
 cat > fake-train <<'EOF'
 #!/bin/bash
-b=0 s=0
-while [ $# -gt 0 ]; do case "$1" in --batch-size) b=$2; shift ;; --seed) s=$2; shift ;; esac; shift; done
+b=0 s=0 o=none h=0 t=none
+while [ $# -gt 0 ]; do case "$1" in --batch-size) b=$2; shift ;; --seed) s=$2; shift ;; --optimizer) o=$2; shift ;;
+    --local-steps) h=$2; shift ;; --batch-test) t=$2; shift ;; esac; shift; done
 echo "train $b $s" >> "$(dirname "$0")/calls"
+echo "options $b $o $h $t" >> "$(dirname "$0")/calls"
 acc=$(awk -v b="$b" -v s="$s" 'BEGIN { printf "%.4f", 0.8 + s / 100 + (b == 1024 ? 0.05 : 0) }')
 echo "tula-train: fake: global batch $b"
 echo "epoch 1/2  loss 0.5  train-acc 0.8  test-acc 0.700  images/s 100  epoch-time 1.00s  noise-scale 50  batch $((2 * b))"
@@ -75,4 +79,15 @@ refuse() {
 }
 refuse "batch not divisible by the ranks" "not a multiple of 3 ranks" "local:1000x3"
 refuse "zero ranks" "rank count" "local:64x0"
+
+rm -f calls
+expect_ok "local-ags" timeout 120 "$script" --trainer "$T_WORK/fake-train" --seeds "1" --runs "local:512 local-ags:2048" \
+    --epochs 2 --keep-logs logs2 --out both.md
+calls=$(cat calls)
+assert_eq 1 "$(count_lines "$calls" '^options 2048 ags 4 norm$')" "local-ags: AGS inside Local SGD with the norm test"
+assert_eq 1 "$(count_lines "$calls" '^options 512 sgd 4 norm$')" "local: plain SGD inside Local SGD"
+[ -s logs2/local-ags-2048-1.log ] || fail "no kept log logs2/local-ags-2048-1.log" "$(ls logs2)"
+ra=$(grep -E '^\| local-ags \| 2048 \| 1 \| ' both.md) || fail "no row for local-ags 2048" "$(cat both.md)"
+assert_contains "$ra" "| $((10 * 2048 + 1)) |" "final batch of local-ags 2048"
+assert_contains "$(cat both.md)" "local-ags \`--optimizer ags --local-steps 4" "the options line names local-ags's options"
 note "ok"
