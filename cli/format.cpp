@@ -265,6 +265,11 @@ Json plan_json(const PlanReport& r) {
     j["time_calibration_multi_node_runs"] = r.plan.calibration.runs_multi;
     // the multi-node ratio curve over the local batch ([local batch, factor] knots; empty: the median serves)
     j["time_calibration_multi_node_curve"] = r.plan.calibration.curve_multi;
+    // per node count with runs of its own: what a candidate on exactly that many nodes uses
+    nlohmann::json by_nodes = nlohmann::json::object();
+    for (const auto& [k, g] : r.plan.calibration.by_nodes)
+        by_nodes[std::to_string(k)] = {{"factor", g.factor}, {"runs", g.runs}, {"curve", g.curve}};
+    j["time_calibration_by_nodes"] = by_nodes;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;

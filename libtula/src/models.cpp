@@ -571,7 +571,8 @@ double step_time_factor(const TimeCalibration& calibration,
 
 double TimeCalibration::factor_for(int nodes, double local_batch) const {
     if (!by_local_batch(nodes)) return factor_for(nodes);
-    const double r = curve_at(curve_multi, local_batch);
+    const NodeGroup* g = node_group(nodes);
+    const double r = curve_at(g ? g->curve : curve_multi, local_batch);
     return std::min(kMax, std::max(kMin, r));
 }
 
@@ -612,12 +613,12 @@ bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
 
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
                                      const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios) {
-    // group: 0 all, 1 single-node, 2 multi-node; the newest kNewest usable samples of it as
-    // (local batch, measured / (modelled x the sync factor the prediction carried))
-    auto group_points = [&](int group) {
+    // the newest kNewest usable samples whose node count `in_group` accepts, as (local batch,
+    // measured / (modelled x the sync factor the prediction carried))
+    auto group_points = [&](const auto& in_group) {
         std::vector<std::pair<double, double>> pts;
         for (auto it = samples.rbegin(); it != samples.rend() && pts.size() < kNewest; ++it) {
-            if ((group == 1 && it->nodes > 1) || (group == 2 && it->nodes <= 1)) continue;
+            if (!in_group(it->nodes)) continue;
             const double lb = std::isfinite(it->local_batch) ? it->local_batch : 0.0;
             const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes, lb) : 1.0;
             const double pred = overlap.combine(it->compute_seconds, it->comm_seconds) * y;
@@ -634,13 +635,23 @@ TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples
         return ratios.empty() ? 1.0 : std::min(kMax, std::max(kMin, median(ratios)));
     };
     TimeCalibration c;
-    c.factor = group_factor(group_points(0), &c.runs);
-    const auto single = group_points(1), multi = group_points(2);
+    c.factor = group_factor(group_points([](int) { return true; }), &c.runs);
+    const auto single = group_points([](int k) { return k <= 1; }), multi = group_points([](int k) { return k > 1; });
     c.factor_single = group_factor(single, &c.runs_single);
     c.factor_multi = group_factor(multi, &c.runs_multi);
     // only multi-node runs get a curve: a single-node run is what the compute profile measured,
     // at the same local batch, so what remains is a steady-state offset (the median)
     if (c.runs_multi >= kGroupMin && curve_beats_median(multi)) c.curve_multi = ratio_knots(multi);
+    std::set<int> counts;
+    for (const auto& q : samples)
+        if (q.nodes > 1) counts.insert(q.nodes);
+    for (int k : counts) {
+        const auto pts = group_points([k](int n) { return n == k; });
+        if (pts.empty()) continue;
+        NodeGroup& g = c.by_nodes[k];
+        g.factor = group_factor(pts, &g.runs);
+        if (g.runs >= kGroupMin && curve_beats_median(pts)) g.curve = ratio_knots(pts);
+    }
     return c;
 }
 

@@ -484,23 +484,29 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     const TimeCalibration& cal = req.calibration;
+    // "N finished K-node run(s)" when the runs on the chosen node count serve, else of its kind
+    auto runs_text = [&](int n) {
+        const std::string kind = cal.own_nodes(ch.nodes) ? std::to_string(ch.nodes) + "-node "
+                                 : cal.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ")
+                                                          : "";
+        return std::to_string(n) + " finished " + kind + "run" + (n == 1 ? "" : "s");
+    };
     if (ch.synced_profile && cal.own_kind(ch.nodes)) {
         const int n = cal.runs_for(ch.nodes);
         reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " +
                   std::to_string(profiled_count(synced, ch.nodes)) + " ranks at once (x" +
                   fmt("%.3g", ComputeModel::synced_factor_at(synced, ch.nodes, ch.local_batch)) + ") and " +
-                  std::to_string(n) + " finished multi-node runs (x" +
+                  runs_text(n) + " (x" +
                   fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + ", measured / profiled" +
                   (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
     } else if (ch.synced_profile) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
                   std::to_string(profiled_count(synced, ch.nodes)) +
-                  " ranks at once (measured / modelled; fewer than 2 finished multi-node runs to calibrate it)";
+                  " ranks at once (measured / modelled; no finished run on " + std::to_string(ch.nodes) +
+                  " nodes and fewer than 2 finished multi-node runs to calibrate it)";
     } else if (cal.runs > 0) {
-        const int n = cal.runs_for(ch.nodes);
-        reason += "; times x" + fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + " from " + std::to_string(n) +
-                  " finished " + (cal.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ") : "") + "run" +
-                  (n == 1 ? "" : "s") + " (measured / modelled" +
+        reason += "; times x" + fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + " from " +
+                  runs_text(cal.runs_for(ch.nodes)) + " (measured / modelled" +
                   (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
     }
     if (plan.accuracy_excluded > 0)

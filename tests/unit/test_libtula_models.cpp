@@ -102,6 +102,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_time_calibration);
     CPPUNIT_TEST(test_allreduce_measured_node_counts);
     CPPUNIT_TEST(test_time_calibration_curve);
+    CPPUNIT_TEST(test_time_calibration_by_nodes);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -776,11 +777,16 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cg.factor, 1e-12);  // pooled median of all five
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.factor_for(3), 1e-12);
-        // one multi-node run is too few for its own factor: the pooled one serves
+        // one multi-node run is too few for the multi-node factor: on another node count the
+        // pooled one serves; on its own node count (2) that run's ratio does
         std::vector<tula::IterationSample> one_multi(g.begin(), g.begin() + 3);
         const auto c1 = tula::TimeCalibration::fit(one_multi, ov);
         CPPUNIT_ASSERT_EQUAL(1, c1.runs_multi);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(2), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(3), 1e-12);
+        CPPUNIT_ASSERT(!c1.own_kind(3));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.6, c1.factor_for(2), 1e-12);
+        CPPUNIT_ASSERT(c1.own_nodes(2) && c1.own_kind(2));
+        CPPUNIT_ASSERT_EQUAL(1, c1.runs_for(2));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
         CPPUNIT_ASSERT(cg.curve_multi.empty());  // no local batches known
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1, 64.0), 1e-12);
@@ -815,6 +821,57 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.35 * 0.9, cp.curve_multi[0].second, 1e-12);
     }
 
+    // Runs on the candidate's own node count first (TimeCalibration::by_nodes, models.hpp):
+    // a 2-node and a 4-node history with different residuals, each group's newest 5.
+    void test_time_calibration_by_nodes() {
+        tula::OverlapModel ov;
+        std::vector<tula::IterationSample> s;
+        auto add = [&](int nodes, double b, double ratio) {
+            tula::IterationSample q;
+            q.nodes = nodes;
+            q.local_batch = b;
+            q.compute_seconds = 1e-3 * b;
+            q.comm_seconds = 0.01;
+            q.measured_seconds = ratio * (q.compute_seconds + q.comm_seconds);
+            s.push_back(q);
+        };
+        // oldest first: two old 2-node runs (left out of the 2-node group by the newest 5), then
+        // 2-node ratios 1.10, 1.20, 1.15, 1.05, 1.30 at local batch 64 interleaved with 4-node
+        // ratios 0.80, 0.70 at 128
+        add(2, 64, 3.0), add(2, 64, 3.0);
+        add(2, 64, 1.10), add(4, 128, 0.80), add(2, 64, 1.20), add(2, 64, 1.15), add(4, 128, 0.70), add(2, 64, 1.05),
+            add(2, 64, 1.30);
+        const auto c = tula::TimeCalibration::fit(s, ov);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, c.by_nodes.size());
+        CPPUNIT_ASSERT_EQUAL(5, c.runs_for(2));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c.factor_for(2, 128.0), 1e-12);  // median of its newest 5
+        CPPUNIT_ASSERT_EQUAL(2, c.runs_for(4));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, c.factor_for(4, 64.0), 1e-12);
+        CPPUNIT_ASSERT(!c.by_local_batch(2) && !c.by_local_batch(4));  // one local batch each
+        // 3 nodes: no runs of its own, so the multi-node group of the newest 5 of both (1.30,
+        // 1.05, 1.15, 1.20 at 64 and 0.70 at 128). Leave-one-out squared log errors: curve 0.3047,
+        // median 0.3169 -> its curve, knots (64, median 1.175) and (128, 0.70)
+        CPPUNIT_ASSERT(!c.own_nodes(3) && c.own_kind(3) && c.by_local_batch(3));
+        CPPUNIT_ASSERT_EQUAL(5, c.runs_for(3));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.175, c.factor_for(3, 32.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.70, c.factor_for(3, 2048.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c.factor_multi, 1e-12);
+        // single-node candidates are untouched by the node groups (no single-node runs: pooled)
+        CPPUNIT_ASSERT(!c.own_nodes(1));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.factor, c.factor_for(1, 64.0), 1e-12);
+        // step_time_factor with a 2-rank and a 4-rank synchronized-step profile (flat 1.3 and
+        // 2.0): each node count's profile times its own runs' residual
+        const std::map<int, std::vector<std::pair<double, double>>> sr{{2, {{64.0, 1.3}}}, {4, {{64.0, 2.0}}}};
+        s.clear();
+        add(2, 64, 1.3 * 1.2), add(4, 128, 2.0 * 0.8);
+        const auto cs = tula::TimeCalibration::fit(s, ov, sr);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3 * 1.2, tula::step_time_factor(cs, sr, 2, 128.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * 0.8, tula::step_time_factor(cs, sr, 4, 32.0), 1e-12);
+        // 3 nodes: the 2-rank profile and the multi-node curve (1.2 at 64, 0.8 at 128) at 90
+        const double r90 = 1.2 + (0.8 - 1.2) * std::log(90.0 / 64.0) / std::log(2.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3 * r90, tula::step_time_factor(cs, sr, 3, 90.0), 1e-12);
+    }
+
     // The ratio curve over the local batch (TimeCalibration, models.hpp): used when it predicts
     // the group's runs by leave-one-out at least as well as the median; the expected values are
     // worked out by hand in the comments.
@@ -839,11 +896,19 @@ public:
         CPPUNIT_ASSERT(c.by_local_batch(2));
         CPPUNIT_ASSERT(!c.by_local_batch(1));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_multi, 1e-12);  // the median is still reported
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(2, 32.0), 1e-12);    // held below the first knot
+        // a node count without runs of its own (3) gets the multi-node curve
+        CPPUNIT_ASSERT(c.by_local_batch(3) && !c.own_nodes(3));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(3, 32.0), 1e-12);    // held below the first knot
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, c.factor_for(3, 8192.0), 1e-12); // and above the last
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(2, 256.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(3, 256.0), 1e-12);
         // between 128 and 256, linear in log b: 0.8 + 0.2 * log2(181 / 128)
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 + 0.2 * std::log2(181.0 / 128.0), c.factor_for(2, 181.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 + 0.2 * std::log2(181.0 / 128.0), c.factor_for(3, 181.0), 1e-12);
+        // 2 nodes: the curve of its own two runs, 0.8 at 128 and 1.25 at 512 (1.025 at 256), and
+        // 4 nodes its one run's 1.0 at every local batch
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.025, c.factor_for(2, 256.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(2, 32.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(4, 512.0), 1e-12);
+        CPPUNIT_ASSERT(!c.by_local_batch(4));
         // single-node candidates: no single-node runs, so the pooled median (1.0)
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(1, 128.0), 1e-12);
 
@@ -863,9 +928,12 @@ public:
         std::vector<tula::IterationSample> two{sample(2, 32, 1.2), sample(3, 64, 0.9)};
         const auto c2 = tula::TimeCalibration::fit(two, ov);
         CPPUNIT_ASSERT_EQUAL(size_t{2}, c2.curve_multi.size());
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(2, 16.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, c2.factor_for(2, std::sqrt(32.0 * 64.0)), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(4, 16.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, c2.factor_for(4, std::sqrt(32.0 * 64.0)), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_for(4, 64.0), 1e-12);
+        // on 2 and 3 nodes each run's own ratio, at every local batch
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(2, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_for(3, 32.0), 1e-12);
         // two runs at the SAME local batch: one knot, no curve
         std::vector<tula::IterationSample> same{sample(2, 64, 1.2), sample(2, 64, 0.9)};
         CPPUNIT_ASSERT(tula::TimeCalibration::fit(same, ov).curve_multi.empty());

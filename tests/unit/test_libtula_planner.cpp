@@ -371,6 +371,15 @@ public:
         r.min_nodes = r.max_nodes = 2;  // the why line names both factors
         CPPUNIT_ASSERT(contains(tula::make_plan(r, cs, &am).reason,
                                 "x0.65: the synchronized-step profile of 2 ranks at once (x1.3) and 2 finished multi-node runs (x0.5"));
+        // one run on exactly 2 nodes (residual 0.8) serves 2-node candidates; 3 and more nodes keep
+        // the multi-node 0.5
+        r.calibration.by_nodes[2] = {0.8, 1, {}};
+        r.max_nodes = 4;
+        for (const auto& c : tula::make_plan(r, cs, &am).candidates)
+            if (c.nodes >= 2) CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3 * (c.nodes == 2 ? 0.8 : 0.5), c.time_factor, 1e-12);
+        r.max_nodes = 2;
+        CPPUNIT_ASSERT(contains(tula::make_plan(r, cs, &am).reason,
+                                "x1.04: the synchronized-step profile of 2 ranks at once (x1.3) and 1 finished 2-node run (x0.8"));
         r.min_nodes = 1;
         r.max_nodes = 5;
         r.calibration = tula::TimeCalibration{};

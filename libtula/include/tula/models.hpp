@@ -278,6 +278,14 @@ struct OverlapModel {
 /// measured, at the same local batch, so what remains is a steady-state offset (the median).
 /// factor_for(K, b) applies it.
 ///
+/// A multi-node candidate on K nodes uses, before all of that, the runs on exactly K nodes
+/// when there is at least one (the newest kNewest of them: their median, or their curve over
+/// b by the same leave-one-out rule): they ran as many ranks on the same kind of hosts and
+/// network, which runs on other node counts did not. On the co-located test cluster a 4-node
+/// run's residual (0.81, 4 ranks on 2 cores) was 30 % below a 2-node run's (1.13) in the same
+/// eval, and the pooled curve over b gave the next 2-node job at local batch 128 the 4-node
+/// run's 0.81 (it ran 23 % longer than predicted; lenet5 eval, 2026-11-25). This project's rule.
+///
 /// Where the synchronized-step profile covers a multi-node run's node count, the run's
 /// prediction already carried the sync factor y_K(b) (ComputeModel::synced_factor_at), so its
 /// ratio is taken against that: measured / (modelled x y_K(b)), the residual of what the
@@ -298,21 +306,48 @@ struct TimeCalibration {
     /// The multi-node ratio curve over the local batch, (local batch in examples, ratio)
     /// ascending in local batch; empty when the multi-node median serves (see above).
     std::vector<std::pair<double, double>> curve_multi;
-    /// Whether a candidate on `nodes` nodes uses its own kind's factor (>= kGroupMin runs of
-    /// that kind) rather than the pooled one. Pure.
-    bool own_kind(int nodes) const { return (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin; }
-    /// The factor for a candidate on `nodes` nodes (see above). Pure.
+    /// The runs on one node count K > 1 (see above): their median ratio, how many, and their
+    /// curve over the local batch (empty: the median serves).
+    struct NodeGroup {
+        double factor = 1.0;
+        int runs = 0;
+        std::vector<std::pair<double, double>> curve;
+    };
+    /// Node count K > 1 -> the group of its runs; only counts with at least one run.
+    std::map<int, NodeGroup> by_nodes;
+    /// The group of the runs on exactly `nodes` nodes (> 1), or nullptr when there is none. Pure.
+    const NodeGroup* node_group(int nodes) const {
+        const auto it = nodes > 1 ? by_nodes.find(nodes) : by_nodes.end();
+        return it == by_nodes.end() ? nullptr : &it->second;
+    }
+    /// Whether a candidate on `nodes` nodes uses runs of its own kind (runs on exactly that
+    /// node count, or >= kGroupMin runs of its kind: single-node or multi-node) rather than
+    /// the pooled factor. Pure.
+    bool own_kind(int nodes) const {
+        return node_group(nodes) || (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin;
+    }
+    /// Whether the factor for `nodes` nodes comes from runs on exactly that node count. Pure.
+    bool own_nodes(int nodes) const { return node_group(nodes) != nullptr; }
+    /// The factor for a candidate on `nodes` nodes (see above): its node count's median, its
+    /// kind's, or the pooled one. Pure.
     double factor_for(int nodes) const {
+        if (const NodeGroup* g = node_group(nodes)) return g->factor;
         return own_kind(nodes) ? (nodes <= 1 ? factor_single : factor_multi) : factor;
     }
     /// The factor for a candidate on `nodes` nodes with local batch `local_batch` (examples):
-    /// the multi-node ratio curve at local_batch when by_local_batch(nodes), else
-    /// factor_for(nodes). Pure.
+    /// the ratio curve at local_batch when by_local_batch(nodes) (its node count's curve, else
+    /// the multi-node one), else factor_for(nodes). Pure.
     double factor_for(int nodes, double local_batch) const;
     /// Whether factor_for(nodes, b) comes from a ratio curve. Pure.
-    bool by_local_batch(int nodes) const { return nodes > 1 && own_kind(nodes) && !curve_multi.empty(); }
+    bool by_local_batch(int nodes) const {
+        if (const NodeGroup* g = node_group(nodes)) return !g->curve.empty();
+        return nodes > 1 && own_kind(nodes) && !curve_multi.empty();
+    }
     /// How many runs factor_for(nodes) came from. Pure.
-    int runs_for(int nodes) const { return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs; }
+    int runs_for(int nodes) const {
+        if (const NodeGroup* g = node_group(nodes)) return g->runs;
+        return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs;
+    }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. `synced_ratios`
     /// (ComputeModel::synced_ratios; empty: none) turns a multi-node sample's ratio into the
