@@ -155,6 +155,38 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
             for (int j = 0; j < n; ++j) naive += ms[i] * (hs[i][j] - g[j]) * (hs[i][j] - g[j]);
         naive /= 5;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, two.trace, 1e-4 * naive);
+        // the within-rank variance: each micro-batch around its own rank's mean, naively,
+        // sum_i m_i |h_i - gbar_r(i)|^2 / (M - R), M = 6 micro-batches, R = 2 ranks; the 0.5
+        // shift of rank b is between the ranks, so it is in `trace` and not in `trace_within`
+        double within = 0;
+        for (int r = 0; r < 2; ++r) {
+            std::vector<double> gr(n, 0.0);
+            double br = 0;
+            for (int i = 3 * r; i < 3 * r + 3; ++i) {
+                br += ms[i];
+                for (int j = 0; j < n; ++j) gr[j] += ms[i] * hs[i][j];
+            }
+            for (int i = 3 * r; i < 3 * r + 3; ++i)
+                for (int j = 0; j < n; ++j) within += ms[i] * (hs[i][j] - gr[j] / br) * (hs[i][j] - gr[j] / br);
+        }
+        within /= 6 - 2;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(within, two.trace_within, 1e-4 * within);
+        // law of total variance: (M - 1) trace = (M - R) trace_within + sum_r b_r |gbar_r - g|^2,
+        // the between-rank sum (here mostly the shift) worked out naively
+        double between = 0;
+        for (int r = 0; r < 2; ++r) {
+            double br = 0;
+            std::vector<double> gr(n, 0.0);
+            for (int i = 3 * r; i < 3 * r + 3; ++i) {
+                br += ms[i];
+                for (int j = 0; j < n; ++j) gr[j] += ms[i] * hs[i][j];
+            }
+            for (int j = 0; j < n; ++j) between += br * (gr[j] / br - g[j]) * (gr[j] / br - g[j]);
+        }
+        CPPUNIT_ASSERT(between > 0.2 * 4 * within);  // the shift is a sizeable part of the pooled sum
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(5 * two.trace, 4 * two.trace_within + between, 1e-4 * 5 * two.trace);
+        // one rank holding them all: the within-rank variance is the pooled one
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(one.trace, one.trace_within, 1e-9 * one.trace);
     }
 
     void test_norm_test_grows_on_noisy_not_on_noiseless() {

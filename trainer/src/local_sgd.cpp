@@ -39,6 +39,8 @@ BatchSums combine_batch_sums(const std::vector<BatchSums>& parts) {
         out.examples += p.examples;
         out.micro += p.micro;
         out.sq_within += p.sq_within;
+        out.sq_rank_means += p.sq_rank_means;
+        out.ranks += p.ranks;
     }
     return out;
 }
@@ -51,6 +53,8 @@ BatchStatistics batch_statistics(const BatchSums& s) {
     for (double v : s.weighted_sum) g2 += (v / s.examples) * (v / s.examples);
     st.grad_norm2 = g2;
     if (s.micro >= 2) st.trace = std::max(0.0, (s.sq_within - s.examples * g2) / (s.micro - 1));
+    if (s.ranks >= 1 && s.micro > s.ranks)
+        st.trace_within = std::max(0.0, (s.sq_within - s.sq_rank_means) / (s.micro - s.ranks));
     return st;
 }
 
@@ -99,16 +103,29 @@ void BatchVariance::add(const float* h, int m) {
     }
 }
 
+BatchSums BatchVariance::sums() const {
+    BatchSums s = s_;
+    s.ranks = 1;
+    s.sq_rank_means = 0;
+    if (s.examples > 0) {
+        for (double v : s.weighted_sum) s.sq_rank_means += v * v;  // b_r^2 |gbar_r|^2
+        s.sq_rank_means /= s.examples;
+    }
+    return s;
+}
+
 BatchStatistics BatchVariance::finish(Comm& comm, bool inner) {
     const size_t np = s_.weighted_sum.size();
-    BatchSums all = s_;
+    BatchSums all = sums();
     if (comm.size() > 1) {
         comm.allreduce_sum(all.weighted_sum.data(), np);
-        double sc[3] = {all.examples, all.micro, all.sq_within};
-        comm.allreduce_sum(sc, 3);
+        double sc[5] = {all.examples, all.micro, all.sq_within, all.sq_rank_means, all.ranks};
+        comm.allreduce_sum(sc, 5);
         all.examples = sc[0];
         all.micro = sc[1];
         all.sq_within = sc[2];
+        all.sq_rank_means = sc[3];
+        all.ranks = sc[4];
     }
     BatchStatistics st = batch_statistics(all);
     if (inner && keep_ && all.examples > 0) {
@@ -327,7 +344,8 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                 if (model.state_size() > 0) average(comm, model.state(), model.state_size());
                 if (lc.test != BatchTest::None) {
                     const BatchStatistics bs = bv.finish(comm, inner);
-                    if (bs.grad_norm2 > 0 && bs.trace > 0) noise = sched.noise_scale = bs.trace / bs.grad_norm2;
+                    if (bs.grad_norm2 > 0 && bs.trace_within > 0)
+                        noise = sched.noise_scale = bs.trace_within / bs.grad_norm2;
                     double nb = next_local_batch(lc.test, b, bs, lc.eta, lc.theta, cap, lc.max_growth);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank
                     if (nb > b && lc.memory_fraction > 0) {

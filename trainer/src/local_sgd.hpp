@@ -41,6 +41,10 @@ struct BatchSums {
     double examples = 0;               ///< sum_i m_i (the rank's local batch b_r)
     double micro = 0;                  ///< M, micro-batches
     double sq_within = 0;              ///< sum_i m_i |h_i|^2
+    /// b_r |gbar_r|^2 of the rank's own mean gradient gbar_r = weighted_sum / b_r (summed
+    /// over ranks once combined); set by BatchVariance::sums().
+    double sq_rank_means = 0;
+    double ranks = 0;                  ///< ranks whose sums these are (1 per rank; set by sums())
 };
 
 /// Sums of several ranks combined (what the allreduce computes): elementwise sums of every
@@ -50,6 +54,14 @@ BatchSums combine_batch_sums(const std::vector<BatchSums>& parts);
 /// What the batch tests need, over the examples of all ranks.
 struct BatchStatistics {
     double trace = 0;     ///< tr(Var_i grad f_i), the per-example gradient variance summed over parameters
+    /// The same variance from the spread of the micro-batches around their own rank's mean
+    /// only: sum_r [sum_{i in r} m_i |h_i|^2 - b_r |gbar_r|^2] / (M_total - R), R ranks (the
+    /// within-group term of the law of total variance; each group's mean costs one degree of
+    /// freedom). In Local SGD the ranks' parameters drift apart between averaging rounds, so
+    /// the between-rank term of `trace` also holds that drift, which is not gradient noise;
+    /// this one does not. Equals `trace` on one rank. 0 when M_total <= R or the rank sums are
+    /// not set (ranks = 0).
+    double trace_within = 0;
     double grad_norm2 = 0;  ///< |g|^2 of the mean gradient g
     double ip_var = 0;    ///< Var_i(grad f_i . g) (inner-product test; 0 unless asked for)
     double examples = 0;  ///< N, examples over all ranks
@@ -63,7 +75,8 @@ struct BatchStatistics {
 ///   tr(Sigma) ~ that / (M_total - 1)  (unbiased for equal micro-batch sizes).
 /// The within and between terms telescope to sum_all m_i |h_i|^2 - N |g|^2, so the ranks
 /// need to add up only weighted_sum, examples, micro and sq_within. 0 when M_total < 2
-/// (clamped at 0 against rounding). `s` is already combined over ranks.
+/// (clamped at 0 against rounding). trace_within from sq_rank_means and ranks (see
+/// BatchStatistics). `s` is already combined over ranks.
 BatchStatistics batch_statistics(const BatchSums& s);
 
 /// The local batch after the test: max(b, ceil(need)) capped at max_batch and, when
@@ -85,11 +98,11 @@ public:
     void clear();
     /// Adds micro-batch mean gradient h (num_params,) of m > 0 examples.
     void add(const float* h, int m);
-    /// This rank's sums so far.
-    const BatchSums& sums() const { return s_; }
-    /// Allreduces the sums over comm (one vector and one scalar allreduce; with Inner one
-    /// more scalar allreduce for the inner products with the global mean gradient) and
-    /// returns the statistics, identical on every rank. Collective.
+    /// This rank's sums so far, with sq_rank_means and ranks (1) set as for the allreduce.
+    BatchSums sums() const;
+    /// Allreduces sums() over comm (one vector and one scalar allreduce; with Inner one more
+    /// scalar allreduce for the inner products with the global mean gradient) and returns the
+    /// statistics, identical on every rank. Collective.
     BatchStatistics finish(Comm& comm, bool inner);
 
 private:
@@ -161,9 +174,13 @@ double available_memory_bytes();
 /// rate of a step is the schedule's rule for the current global batch K b (LrSchedule::
 /// at_progress) at the fraction of the run's examples seen so far. EpochResult::batch is
 /// the global batch at the epoch's end, noise_scale the last tr(Sigma)/|g|^2 of the test,
-/// grad_norm the mean over steps and ranks of the LOCAL gradient's norm. That
-/// tr(Sigma)/|g|^2 (B_simple, McCandlish et al. 2018) is also the schedule's B_noise for
-/// LrScaling::Noise; the McCandlish two-batch estimate (noise_every) is not taken here.
+/// grad_norm the mean over steps and ranks of the LOCAL gradient's norm. The noise scale
+/// reported and used as the schedule's B_noise for LrScaling::Noise (B_simple = tr(Sigma)/|g|^2,
+/// McCandlish et al. 2018) takes BatchStatistics::trace_within, not the pooled trace of the
+/// batch test: on 2 ranks the pooled one (with the drift between the ranks' parameters) was
+/// 490-2,973 examples against 22-450 on 1 rank, the noise-scale rule raised AGS's rate to 1.1-1.5,
+/// and all 6 lenet5 runs from global batch 1024 and 4096 fell to chance. The McCandlish
+/// two-batch estimate (noise_every) is not taken here.
 /// cfg.global_batch is the starting global batch (a multiple of K). Errors: TrainError as
 /// train(), and for H < 1 or M < 2.
 std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,
