@@ -178,8 +178,8 @@ double available_memory_bytes();
 /// reported and used as the schedule's B_noise for LrScaling::Noise (B_simple = tr(Sigma)/|g|^2,
 /// McCandlish et al. 2018) takes BatchStatistics::trace_within, not the pooled trace of the
 /// batch test: on 2 ranks the pooled one (with the drift between the ranks' parameters) was
-/// 490-2,973 examples against 22-450 on 1 rank, the noise-scale rule raised AGS's rate to 1.1-1.5,
-/// and all 6 lenet5 runs from global batch 1024 and 4096 fell to chance. The McCandlish
+/// 180-1,820 examples against 22-490 on 1 rank (lenet5, epochs 2-4), the noise-scale rule raised
+/// AGS's rate to 0.59-1.22, and all 6 runs from global batch 1024 and 4096 fell to chance. The McCandlish
 /// two-batch estimate (noise_every) is not taken here.
 /// cfg.global_batch is the starting global batch (a multiple of K). Errors: TrainError as
 /// train(), and for H < 1 or M < 2.
