@@ -69,6 +69,14 @@ double hand_total(int K, int B, int epochs, int64_t train, int64_t params, doubl
     return epochs * iters_per_epoch * iter;
 }
 
+// The profile database at `path`, opened read-write, with lenet5@fashion-mnist (61,706
+// parameters, 60,000 training examples) in its workload table.
+tula::ProfileDb lenet5_db(const std::string& path) {
+    auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
+    db.upsert_workload(workload(61706, 60000));
+    return db;
+}
+
 // Exact linear compute samples of lenet5@fashion-mnist: t0 + t1 b seconds per iteration at
 // each local batch b (the fit must reproduce t0, t1).
 void add_linear_compute(tula::ProfileDb& db, std::initializer_list<int> local_batches, double t0, double t1) {
@@ -572,8 +580,7 @@ public:
         const std::string db_path = d / "p.db";
         const double t0 = 2e-3, t1 = 1.5e-4, alpha = 4e-5, beta = 2e-9;
         {
-            auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
-            db.upsert_workload(workload(61706, 60000));
+            auto db = lenet5_db(db_path);
             add_linear_compute(db, {16, 32, 64, 128, 256}, t0, t1);
         }
         tula::Config cfg;
@@ -662,8 +669,7 @@ public:
         const std::string db_path = d / "p.db";
         const double t0 = 2e-3, t1 = 1.5e-4, alpha = 4e-5, beta = 2e-9;
         {
-            auto db = tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadWrite);
-            db.upsert_workload(workload(61706, 60000));
+            auto db = lenet5_db(db_path);
             add_linear_compute(db, {64, 128, 256, 512}, t0, t1);  // local batches below 16 are not planned
             add_ring_allreduce(db, alpha, beta);
             // accuracy history: 0.90 at 16, 0.84 at 1024 (-1 point per doubling); no time
@@ -714,8 +720,7 @@ public:
         TempDir d;
         const std::string sys = d / "sys.db", user = d / "user.db";
         {
-            auto db = tula::ProfileDb::open(sys, tula::ProfileDb::Mode::ReadWrite);
-            db.upsert_workload(workload(61706, 60000));
+            auto db = lenet5_db(sys);
             add_linear_compute(db, {16, 32, 64, 128, 256}, 2e-3, 1.5e-4);
         }
         tula::Config cfg;
