@@ -176,12 +176,27 @@ endif
 $(TULA_TRAIN): $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_LIBS) $(TRAIN_GPU_LIBS) -lz -lpthread
-# The SPANK plugin: no -lslurm (symbols come from the host process); only plugin_* and
-# slurm_spank_* are exported (plugin/tula.map).
-$(SPANK_SO): $(PLUGIN_OBJ) $(LIBTULA_A) plugin/tula.map
+# The SPANK plugin: C and libc only (no libtula, SQLite, GSL or C++ runtime: it plans nothing),
+# built hardened (stack protector, fortify, full RELRO, immediate binding, no executable stack,
+# NDEBUG). No -lslurm: its Slurm symbols come from the host process (sbatch, slurmstepd); only
+# plugin_* and slurm_spank_* are exported (plugin/tula.map). $(PLUGIN_LINKCHECK), built by
+# `make check`, links the same objects with -z defs against libslurm: any symbol that is
+# neither libc's nor Slurm's fails the build (the spank_* calls are defined in libslurmfull,
+# which sbatch and slurmstepd link; libslurm's public API lacks them).
+HARDEN_CFLAGS  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -DNDEBUG -fno-strict-overflow
+HARDEN_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
+PLUGIN_LINKCHECK := $(B)/lib/tula-linkcheck.so
+comma          := ,
+SLURM_FULL     := $(wildcard $(slurmplugindir)/libslurmfull.so)
+SLURM_LINK     := $(if $(SLURM_FULL),$(SLURM_FULL) -Wl$(comma)-rpath$(comma)$(slurmplugindir),-lslurm)
+$(PLUGIN_OBJ): ALL_CFLAGS += $(HARDEN_CFLAGS)
+$(SPANK_SO): $(PLUGIN_OBJ) plugin/tula.map
 	@mkdir -p $(@D)
-	$(CXX) -shared -fPIC -Wl,--version-script=plugin/tula.map -o $@ \
-	  $(PLUGIN_OBJ) $(LIBTULA_A) -lsqlite3 $(GSL_LIBS) -Wl,--unresolved-symbols=ignore-all
+	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ)
+$(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
+	@mkdir -p $(@D)
+	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
+	  $(SLURM_LINK)
 # cli/format.o: the CLI's pure helpers (tables, kv output) are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(B)/obj/cli/format.o
 # bench/: planner latency benchmark (bench/bench-planner runs it).
@@ -207,7 +222,7 @@ endif
 
 check:
 	@scripts/install-deps
-	@$(MAKE) --no-print-directory -j2 all
+	@$(MAKE) --no-print-directory -j2 all $(PLUGIN_LINKCHECK)
 	@B=$(B) tests/run
 
 unit: $(UNIT_TESTS)

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +31,7 @@ struct PlanOptions {
     int epochs = 0;     // 0: the script's, else tula.conf's default_epochs
     int max_nodes = 0;  // 0: tula.conf's max_nodes
     int nodes = 0;      // 0: any node count up to max_nodes
+    std::string node_range;  // --node-range LO-HI: Slurm may give the job any count in it
     std::string policy = "auto";
     std::string hardware;  // --hardware FILE: simulation mode
     std::string format = "table";
@@ -178,6 +181,33 @@ int fail(const std::string& format, const std::string& message, const std::vecto
     return status;
 }
 
+// Most node counts in a --node-range (rows of the plan table the job receives).
+constexpr int kMaxTableRows = 64;
+
+// --node-range "LO-HI" (or "N"): the counts, 1 <= LO <= HI <= 1000000, at most kMaxTableRows
+// of them. Throws UsageError otherwise.
+std::pair<int, int> parse_node_range(const std::string& s) {
+    int lo = 0, hi = 0;
+    char tail = 0;
+    const int n = std::sscanf(s.c_str(), "%d-%d%c", &lo, &hi, &tail);
+    if (n == 1 && s.find('-') == std::string::npos) hi = lo;
+    if ((n != 1 && n != 2) || s.empty() || s.size() > 16 || !std::isdigit(static_cast<unsigned char>(s[0])) ||
+        lo < 1 || hi < lo || hi > 1000000)
+        throw UsageError("--node-range '" + one_line(s, 40) + "' is not LO-HI with 1 <= LO <= HI, e.g. 2-4");
+    if (hi - lo + 1 > kMaxTableRows)
+        throw UsageError("--node-range " + s + " spans more than " + std::to_string(kMaxTableRows) +
+                         " node counts; give a narrower -N range");
+    return {lo, hi};
+}
+
+// One row of the plan table: NODES:GLOBAL_BATCH:EPOCHS:SECONDS (seconds with one decimal).
+std::string table_row(const Candidate& c, int epochs) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%d:%d:%d:%.1f", c.nodes, c.global_batch, epochs,
+                  std::min(std::max(c.total_seconds, 0.0), 1e9));
+    return buf;
+}
+
 int run_plan(const PlanOptions& o) {
     const std::string format = o.json ? "json" : o.format;
     std::vector<std::string> warnings;
@@ -185,6 +215,8 @@ int run_plan(const PlanOptions& o) {
         arm_timeout(o.timeout);
         if (o.workload.empty() && o.script.empty() && o.hardware.empty())
             throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
+        if (o.nodes > 0 && !o.node_range.empty())
+            throw UsageError("give --nodes or --node-range, not both");
         if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
             throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
                              std::to_string(o.max_nodes));
@@ -216,7 +248,7 @@ int run_plan(const PlanOptions& o) {
             if (workload.empty()) {
                 if (!tc.found)
                     throw Error("no `tula-train --model NAME` line in " + o.script +
-                                "; name the workload with --workload MODEL@DATASET");
+                                "; name the workload with --workload MODEL@DATASET (sbatch: --tula-workload=MODEL@DATASET)");
                 workload = tc.workload();
                 if (!valid_workload_name(workload))
                     throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
@@ -248,6 +280,7 @@ int run_plan(const PlanOptions& o) {
         r.time_overhead = lc.config.time_overhead;
         r.fixed_nodes = o.nodes;
         std::optional<SimulatedModels> sim;
+        std::string table;  // the kv key `table`: the plan table the job receives (spank-tula(8))
         if (hw) {
             // Simulation mode: no profile database is read.
             r.simulated = true;
@@ -259,14 +292,36 @@ int run_plan(const PlanOptions& o) {
             r.watts_per_node = hw->watts_per_node;
             sim = derive_models(*hw);
             r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
+        } else if (!o.node_range.empty()) {
+            // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
+            // plan shown for the largest, and a time limit that covers the slowest row. The
+            // user asked for these counts, so tula.conf's max_nodes does not cut them.
+            const auto [lo, hi] = parse_node_range(o.node_range);
+            Config cfg = lc.config;
+            cfg.max_nodes = std::max(cfg.max_nodes, hi);
+            const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
+            table = workload;
+            int limit = 0;
+            for (int n = lo; n <= hi; ++n) {
+                std::vector<std::string> row_warnings;
+                Plan p = plan_workload(cfg, dbs, workload, r.epochs, hi, n, spec, n == hi ? &warnings : &row_warnings);
+                table += ";" + table_row(p.choice(), r.epochs);
+                limit = std::max(limit, p.time_limit_minutes);
+                if (n == hi) r.plan = std::move(p);
+            }
+            r.plan.time_limit_minutes = limit;
+            r.fixed_nodes = hi;
         } else {
             const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
             r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings);
+            table = workload + ";" + table_row(r.plan.choice(), r.epochs);
         }
         r.warnings = warnings;
 
         if (format == "kv") {
-            std::fputs(render_kv(plan_kv(r)).c_str(), stdout);
+            KeyValues kv = plan_kv(r);
+            if (!table.empty()) kv.emplace_back("table", table);
+            std::fputs(render_kv(kv).c_str(), stdout);
         } else if (format == "json") {
             std::printf("%s\n", plan_json(r).dump(2).c_str());
         } else {
@@ -306,6 +361,10 @@ void add_plan_command(CLI::App& app, Action* action) {
     sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));
+    sub->add_option("--node-range", o->node_range,
+                    "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
+                    "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")
+        ->type_name("LO-HI");
     sub->add_option("--hardware", o->hardware,
                     "simulation mode: plan the workload of this JSON hardware file on the cluster it describes, "
                     "from published figures, without profiles (see tula(1), HARDWARE FILE)")

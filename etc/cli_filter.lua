@@ -2,10 +2,11 @@
 cli_filter.lua: Tula's shim for Slurm's cli_filter/lua plugin (Lua 5.1).
 
 With `sbatch --tula[=auto|time|cost|dry-run]` (or $TULA_MODE), this script asks the `tula`
-CLI for a plan before the job is submitted and applies the planned node count and time limit
-(`options["nodes"]`, `options["time"]`): no SPANK call can change them. The SPANK plugin
-tula.so (spank-tula(8)) then gives the job's tasks the batch size for the nodes actually
-allocated.
+CLI for a plan before the job is submitted, fills in the node count and time limit the user
+left open (`options["nodes"]`, `options["time"]`: no SPANK call can change them), and writes
+the plan table (global batch, epochs and predicted seconds for every node count the job may
+be given) into the memory file of the SPANK plugin tula.so (spank-tula(8)), which passes it
+to the job. In slurmstepd the plugin only picks the row for the nodes actually allocated.
 
 Installation: beside slurm.conf, with `CliFilterPlugins=cli_filter/lua` in slurm.conf. The
 placeholders @TULA_BIN@ (the tula CLI) and @TULA_CONF@ (tula.conf) are substituted by
@@ -13,30 +14,37 @@ placeholders @TULA_BIN@ (the tula CLI) and @TULA_CONF@ (tula.conf) are substitut
 
 Rules:
   * only sbatch, only the first component of a heterogeneous job, only when Tula is on;
+    `salloc --tula` prints one line saying why it is not planned (no batch step);
   * --tula on the command line or in #SBATCH lines wins over $TULA_MODE; a bare --tula is auto;
   * workload: --tula-workload, else $TULA_WORKLOAD, else the batch script (a file, --wrap, or
     a regular file on standard input; a pipe cannot be read again: then the user is told to
     pass --tula-workload);
-  * an explicit --nodes (or the maximum of a range such as 1-4) is the upper bound the plan
-    may use; an explicit --time is kept unless the plan needs less;
+  * what the user gave is kept, never cut: an explicit --nodes N (or a range LO-HI) is planned
+    as `tula plan --node-range` with a row for each count and left as it is; an explicit
+    --time (command line, #SBATCH, SBATCH_TIMELIMIT) is kept, and the line says "kept";
+    Tula sets --nodes and --time only when they were not given;
   * --tula-deadline=HH:MM:SS (else $TULA_DEADLINE) becomes `tula plan --policy deadline=HH:MM:SS`,
     --tula-budget=X (else $TULA_BUDGET) `--policy budget=X`; giving either option on the command
     line or in #SBATCH turns Tula on (auto) unless --tula=off; both at once is an error;
-  * `tula plan` runs with `--timeout 5` (SIGALRM ends it after 5 s, which spares a timeout(1)
-    process per submission); any failure prints one line
+  * `tula plan` runs under `timeout -k 1 5`: the whole call, from exec to exit, takes at most
+    about 6 s, and its output is read to the end (what is past T.MAX_OUTPUT is dropped), so a
+    `tula` that hangs or writes without end cannot hang sbatch; any failure prints one line
     `tula: warning: ...; job submitted unchanged` and the job goes on unchanged (fail open);
   * success prints one line saying what changed from what; dry-run prints the plan only.
   * site settings from the plugstack line reach this script through the sbatch process's
     environment, set by tula.so's slurm_spank_init (which runs before this hook) and removed
     again in slurm_spank_init_post_opt (after it, before the job's environment is taken):
-    TULA_PLUGSTACK_CONF (conf=, replaces @TULA_CONF@), TULA_PLUGSTACK_DB (db=) and
-    TULA_PLUGSTACK_MARGIN (margin=): a temporary copy of tula.conf with that system_db and
-    time_margin (the user's database stays in the list), TULA_PLUGSTACK_STRICT=1 (strict: a planning error refuses the submission
-    with one `tula: error: ...` line instead of the warning).
+    TULA_PLUGSTACK_LOADED=1 (the plugin is there), TULA_PLUGSTACK_PLAN (/proc/self/fd/N, the
+    plugin's memory file for the plan table), TULA_PLUGSTACK_CONF (conf=, replaces @TULA_CONF@),
+    TULA_PLUGSTACK_DB (db=) and TULA_PLUGSTACK_MARGIN (margin=): a temporary copy of tula.conf
+    with that system_db and time_margin (the user's database stays in the list),
+    TULA_PLUGSTACK_DISABLED (why the plugin refused its plugstack arguments: Tula is off),
+    TULA_PLUGSTACK_STRICT=1 (strict: a Tula problem refuses that one `--tula` submission with one
+    `tula: error: ...` line instead of the warning; jobs without --tula are never affected).
 
 `tula plan --format kv` contract: exit 0 with status=ok, nodes=N, global_batch=B, epochs=E,
-predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE; on failure a non-zero exit,
-status=error and message=LINE.
+predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE, table=WORKLOAD;N:B:E:S[;...];
+on failure a non-zero exit, status=error and message=LINE.
 
 The helpers are in the global table `tula_cli_filter` so that tests can call them
 (tests/integration/test_local_cli_filter_lua.sh).
@@ -47,8 +55,11 @@ tula_cli_filter = T
 
 T.TULA_BIN = "@TULA_BIN@"
 T.TULA_CONF = "@TULA_CONF@"
-T.PLAN_TIMEOUT = 5          -- seconds `tula plan` may take before the job goes on unchanged (--timeout)
-T.MAX_OUTPUT = 65536        -- bytes of `tula plan` output read
+T.PLAN_TIMEOUT = 5          -- seconds `tula plan` may take before the job goes on unchanged
+T.KILL_AFTER = 1            -- seconds after that until timeout(1) kills its whole process group
+T.MAX_OUTPUT = 65536        -- bytes of `tula plan` output kept (the rest is read and dropped)
+T.MAX_TABLE = 4095          -- bytes of the plan table passed to the plugin (TULA_PLAN_MAX - 1)
+T.MAX_TABLE_ROWS = 64       -- node counts of a -N LO-HI range the plan table covers
 T.MAX_SCRIPT = 1048576      -- bytes of a batch script read from standard input
 T.MAX_LINE = 400            -- bytes of a message shown to the user
 T.NO_VAL_MINUTES = 4294967294  -- Slurm's NO_VAL: a time limit that was not given
@@ -167,8 +178,10 @@ function T.policy_of(options, mode)
     return (mode == "dry-run") and "auto" or mode
 end
 
--- Site settings from the plugstack line (see the header): a table with conf, db, margin
--- (strings or nil) and strict (boolean). Bounded: over-long or malformed values are ignored.
+-- Site settings from the plugstack line (see the header): a table with conf, db, margin and
+-- plan (the memory file for the plan table; strings or nil), strict and loaded (booleans) and
+-- disabled (why the plugin refused its plugstack arguments, or nil). Bounded: over-long or
+-- malformed values are ignored.
 function T.site()
     local function path(name)
         local v = os.getenv(name)
@@ -180,8 +193,14 @@ function T.site()
     if type(m) ~= "string" or #m > 32 or not string.match(m, "^%d*%.?%d*$") or tonumber(m) == nil then
         m = nil
     end
+    local disabled = os.getenv("TULA_PLUGSTACK_DISABLED")
+    if type(disabled) ~= "string" then disabled = nil end
+    -- plan: /proc/self/fd/N from the plugin; written as the user, like any file the user names
     return { conf = path("TULA_PLUGSTACK_CONF"), db = path("TULA_PLUGSTACK_DB"), margin = m,
-             strict = os.getenv("TULA_PLUGSTACK_STRICT") == "1" }
+             plan = path("TULA_PLUGSTACK_PLAN"),
+             strict = os.getenv("TULA_PLUGSTACK_STRICT") == "1",
+             loaded = os.getenv("TULA_PLUGSTACK_LOADED") == "1",
+             disabled = disabled and T.one_line(disabled) or nil }
 end
 
 -- A temporary copy of tula.conf `conf` (missing = empty) with the keys of `over` (a table
@@ -212,20 +231,24 @@ function T.valid_workload(w)
         string.match(w, "^[%w_%.%-]+@[%w_%.%-]+$") ~= nil
 end
 
--- Upper bound on the node count from what options["nodes"] shows: "N", or "MIN-MAX";
--- Slurm shows "1-0" when --nodes was not given (MAX 0 = no bound). nil = no bound.
-function T.node_bound(nodes)
+-- What the user asked for with --nodes (or #SBATCH -N, or SBATCH_NNODES), from what
+-- options["nodes"] shows: nil when nothing was asked (Slurm shows "1-0", or nothing), else
+-- lo, hi: "N" gives N, N; "LO-HI" gives LO, HI. Tula keeps what was asked: it plans a row of
+-- the plan table for every count of the range and never changes options["nodes"].
+function T.node_request(nodes)
     if type(nodes) ~= "string" then return nil end
     local n = string.match(nodes, "^%s*(%d+)%s*$")
     if n then
         n = tonumber(n)
-        if n and n >= 1 then return n end
+        if n and n >= 1 and n <= 1000000 then return n, n end
         return nil
     end
-    local _, hi = string.match(nodes, "^%s*(%d+)%s*%-%s*(%d+)%s*$")
-    hi = tonumber(hi)
-    if hi and hi >= 1 then return hi end
-    return nil
+    local lo, hi = string.match(nodes, "^%s*(%d+)%s*%-%s*(%d+)%s*$")
+    lo, hi = tonumber(lo), tonumber(hi)
+    if not lo or not hi or hi == 0 then return nil end   -- "1-0": not given
+    if lo < 1 then lo = 1 end
+    if hi < lo or hi > 1000000 then return nil end
+    return lo, hi
 end
 
 -- Whole minutes (seconds rounded up) of a Slurm time string: M, M:S, H:M:S, D-H, D-H:M,
@@ -258,15 +281,19 @@ function T.minutes_of(t)
 end
 
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
--- conf (optional) overrides T.TULA_CONF. `tula plan --timeout` ends itself (SIGALRM, status
--- 142) when the time is up, as timeout(1) would: one process fewer to start per submission.
-function T.plan_command(policy, workload, script, max_nodes, conf)
-    local c = { T.shell_quote(T.TULA_BIN), "plan", "--timeout", string.format("%d", T.PLAN_TIMEOUT),
+-- conf (optional) overrides T.TULA_CONF. node_range "LO-HI" (optional): the counts the user
+-- asked for. timeout(1) bounds the whole call: after T.PLAN_TIMEOUT s it signals `tula` and
+-- its whole process group (anything it started), and kills them T.KILL_AFTER s later, so the
+-- output pipe closes however `tula` behaves; `tula plan --timeout` ends itself at the same
+-- time (SIGALRM, status 142).
+function T.plan_command(policy, workload, script, node_range, conf)
+    local c = { "timeout", "-k", string.format("%d", T.KILL_AFTER), string.format("%d", T.PLAN_TIMEOUT),
+                T.shell_quote(T.TULA_BIN), "plan", "--timeout", string.format("%d", T.PLAN_TIMEOUT),
                 "--conf", T.shell_quote(conf or T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
     -- Both when both are known: the workload from --tula-workload, the epochs from the script.
     if workload then c[#c + 1] = "--workload " .. T.shell_quote(workload) end
     if script then c[#c + 1] = "--script " .. T.shell_quote(script) end
-    if max_nodes then c[#c + 1] = "--max-nodes " .. string.format("%d", max_nodes) end
+    if node_range then c[#c + 1] = "--node-range " .. T.shell_quote(node_range) end
     return table.concat(c, " ") .. " </dev/null 2>&1; echo \"__tula_exit=$?\""
 end
 
@@ -280,17 +307,34 @@ function T.parse_kv(text)
     return kv
 end
 
--- Runs a shell command, returns at most T.MAX_OUTPUT bytes of its output (nil on failure).
+-- Runs a shell command and reads its output to the end (so that it never blocks on a full
+-- pipe); returns the first T.MAX_OUTPUT bytes of it plus the last line (where plan_command
+-- puts the exit status) when more came; nil on failure.
 function T.run(cmd)
     local f = io.popen(cmd, "r")
     if not f then return nil end
-    local out = f:read(T.MAX_OUTPUT) or ""
+    local parts, kept, tail = {}, 0, ""
+    while true do
+        local chunk = f:read(16384)
+        if not chunk then break end
+        if kept < T.MAX_OUTPUT then
+            local take = string.sub(chunk, 1, T.MAX_OUTPUT - kept)
+            parts[#parts + 1] = take
+            kept = kept + #take
+        end
+        tail = string.sub(tail .. chunk, -256)
+    end
     f:close()
+    local out = table.concat(parts)
+    if kept >= T.MAX_OUTPUT then
+        out = out .. "\n" .. (string.match(tail, "([^\n]*)\n?$") or "")
+    end
     return out
 end
 
--- The plan from `tula plan`'s key=value output, or nil and a message.
-function T.evaluate(kv, max_nodes, policy)
+-- The plan from `tula plan`'s key=value output, or nil and a message. lo, hi: the node counts
+-- the user asked for (nil: none).
+function T.evaluate(kv, lo, hi, policy)
     local code = tonumber(kv.__tula_exit)
     if kv.status == "ok" and code == 0 then
         local nodes = string.match(kv.nodes or "", "^%d+$") and tonumber(kv.nodes)
@@ -299,15 +343,20 @@ function T.evaluate(kv, max_nodes, policy)
             return nil, "tula plan returned an unusable plan (nodes '" .. T.one_line(kv.nodes) ..
                 "', time_limit '" .. T.one_line(kv.time_limit) .. "')"
         end
-        if max_nodes and nodes > max_nodes then
-            return nil, "tula plan chose " .. nodes .. " nodes, more than the " .. max_nodes .. " of --nodes"
+        if hi and (nodes > hi or nodes < lo) then
+            return nil, "tula plan chose " .. nodes .. " nodes, outside the " .. lo .. "-" .. hi .. " of --nodes"
+        end
+        local tbl = kv.table
+        if type(tbl) ~= "string" or #tbl > T.MAX_TABLE or
+            not string.match(tbl, "^[%w_%.%-]+@[%w_%.%-]+;[%d:%.;]+$") then
+            tbl = nil
         end
         local summary = T.one_line(kv.summary)
         if summary == "" then
             summary = (kv.workload and T.one_line(kv.workload) .. ": " or "") .. nodes .. " node(s), global batch " ..
                 T.one_line(kv.global_batch) .. ", predicted " .. T.one_line(kv.predicted_seconds) .. " s"
         end
-        return { nodes = nodes, time_limit = limit, summary = summary }
+        return { nodes = nodes, time_limit = limit, summary = summary, table = tbl }
     end
     if kv.message and T.one_line(kv.message) ~= "" then
         -- the first warning often says why (e.g. a database that was skipped)
@@ -384,10 +433,20 @@ function T.job_source(options)
     return nil, tmp, tmp
 end
 
+-- Writes the plan table into the plugin's memory file (site.plan); true on success.
+function T.pass_table(site, tbl)
+    if not site.plan or not tbl then return false end
+    local f = io.open(site.plan, "w")
+    if not f then return false end
+    local ok = f:write(tbl)
+    f:close()
+    return ok and true or false
+end
+
 -- The work of slurm_cli_pre_submit (may raise; the caller catches). Returns nil when the job
 -- goes on (changed or not), or a message when a strict site refuses it.
 function T.pre_submit(options, offset)
-    if options.type ~= "sbatch" then return end
+    if options.type ~= "sbatch" and options.type ~= "salloc" then return end
     if offset ~= nil and tonumber(offset) ~= 0 then return end   -- het job: first component only
     local site = T.site()
     local function problem(msg)
@@ -397,6 +456,18 @@ function T.pre_submit(options, offset)
     local mode, err = T.mode_of(options)
     if not mode then return problem(err) end
     if mode == "off" then return end
+    if options.type == "salloc" then
+        -- an allocation has no batch step to give the batch size to
+        T.say("tula: --tula plans batch jobs (sbatch) only: an salloc allocation has no batch script to " ..
+              "give the planned batch size to; allocation requested unchanged")
+        return
+    end
+    if site.disabled then
+        return problem("the Tula plugin is disabled: " .. site.disabled .. " (tell your administrator)")
+    end
+    if not site.loaded then
+        return problem("the Tula SPANK plugin is not loaded (plugstack.conf), so no plan can reach the job")
+    end
     local policy, perr = T.policy_of(options, mode)
     if not policy then return problem(perr) end
 
@@ -413,11 +484,18 @@ function T.pre_submit(options, offset)
         conf = conf_tmp
     end
     local nodes_before = options.nodes
-    local bound = T.node_bound(nodes_before)
-    local out = T.run(T.plan_command(policy, workload, script, bound, conf))
+    local lo, hi = T.node_request(nodes_before)
+    if hi and hi - lo + 1 > T.MAX_TABLE_ROWS then
+        if tmp then os.remove(tmp) end
+        if conf_tmp then os.remove(conf_tmp) end
+        return problem("--nodes " .. T.one_line(nodes_before) .. " spans more than " .. T.MAX_TABLE_ROWS ..
+            " node counts; give a narrower range")
+    end
+    local range = hi and (lo .. "-" .. hi) or nil
+    local out = T.run(T.plan_command(policy, workload, script, range, conf))
     if tmp then os.remove(tmp) end
     if conf_tmp then os.remove(conf_tmp) end
-    local plan, msg = T.evaluate(T.parse_kv(out), bound, policy)
+    local plan, msg = T.evaluate(T.parse_kv(out), lo, hi, policy)
     if not plan then
         -- name the site's tula.conf, not the temporary copy
         if conf_tmp then
@@ -426,24 +504,34 @@ function T.pre_submit(options, offset)
         return problem(msg)
     end
 
-    local nodes_from = bound and T.one_line(nodes_before) or "default"
-    local user_minutes = T.minutes_of(options.time)
-    local time_from = user_minutes and (user_minutes .. " min") or "default"
-    local keep_time = user_minutes ~= nil and user_minutes <= plan.time_limit
-    local time_change
-    if keep_time then
-        time_change = "time limit " .. user_minutes .. " min kept (plan: " .. plan.time_limit .. " min)"
+    -- What the user gave explicitly is kept: --nodes (a count or a range) and --time
+    -- (command line, #SBATCH or SBATCH_TIMELIMIT). Tula fills in only what was left open.
+    local node_change
+    if hi then
+        node_change = "nodes " .. T.one_line(nodes_before) .. " kept"
     else
-        time_change = "time limit " .. time_from .. " -> " .. plan.time_limit .. " min"
+        node_change = "nodes default -> " .. plan.nodes
     end
-    local change = "nodes " .. nodes_from .. " -> " .. plan.nodes .. ", " .. time_change
+    local user_minutes = T.minutes_of(options.time)
+    local time_change
+    if user_minutes then
+        time_change = "time limit " .. user_minutes .. " min kept (plan: " .. plan.time_limit .. " min" ..
+            (user_minutes < plan.time_limit and "; the job may not finish within it" or "") .. ")"
+    else
+        time_change = "time limit default -> " .. plan.time_limit .. " min"
+    end
+    local change = node_change .. ", " .. time_change
 
     if mode == "dry-run" then
         T.say("tula: dry-run: " .. plan.summary .. "; would set " .. change .. "; job submitted unchanged")
         return
     end
-    options["nodes"] = tostring(plan.nodes)
-    if not keep_time then options["time"] = tostring(plan.time_limit) end
+    if not T.pass_table(site, plan.table) then
+        return problem("the plan could not be passed to the job (" ..
+            (plan.table and "the plugin's memory file cannot be written" or "tula plan gave no plan table") .. ")")
+    end
+    if not hi then options["nodes"] = tostring(plan.nodes) end
+    if not user_minutes then options["time"] = tostring(plan.time_limit) end
     T.say("tula: " .. plan.summary .. "; " .. change)
 end
 

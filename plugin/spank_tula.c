@@ -1,65 +1,66 @@
-/* spank_tula.c: the Tula SPANK plugin (tula.so), thin C glue between Slurm and libtula's
- * C API (tula/tula.h). See spank-tula(8).
+/* spank_tula.c: the Tula SPANK plugin (tula.so), thin C glue between Slurm and the plan that
+ * `tula plan` made at submission. See spank-tula(8), SECURITY. It links nothing but libc: no
+ * libtula, SQLite, GSL or C++ runtime, and it never opens a file of the user's.
  *
  * Contexts and what happens in each (Slurm 22.05):
- *   allocator (sbatch, salloc)
+ *   allocator (sbatch, salloc; runs as the submitting user)
  *     slurm_spank_init       parses the plugstack arguments, registers --tula[=MODE],
  *                            --tula-workload=NAME, --tula-deadline=HH:MM:SS and --tula-budget=X
  *                            with spank_option_register (sbatch ignores a static spank_options
- *                            table), and hands the site settings (conf=, db=, margin=, strict)
- *                            to cli_filter.lua through sbatch's own environment
- *                            (TULA_PLUGSTACK_CONF, _DB, _MARGIN, _STRICT; the hook runs in the
- *                            same process after this and cannot see plugstack.conf).
+ *                            table), and hands cli_filter.lua (which runs in the same process
+ *                            after this and cannot see plugstack.conf) the site settings through
+ *                            sbatch's own environment: TULA_PLUGSTACK_LOADED=1, _CONF, _DB,
+ *                            _MARGIN, _STRICT, _DISABLED (why the arguments were refused; set
+ *                            even then, with _STRICT when the word strict was there), and
+ *                            _PLAN, the name (/proc/self/fd/N) of an anonymous memory file
+ *                            (memfd_create) into which cli_filter.lua writes the plan table.
  *     option callbacks       validate and store the value (idempotent: Slurm may call them
  *                            for #SBATCH lines and again for the command line); an invalid
  *                            --tula value makes sbatch refuse the job with one message that
  *                            lists the valid values.
  *     slurm_spank_init_post_opt
  *                            when the mode (option, else $TULA_MODE) is auto/time/cost/dry-run:
- *                            spank_job_control_setenv TULA_MODE and TULA_WORKLOAD, which reach
- *                            the job as SLURM_SPANK_TULA_MODE / SLURM_SPANK_TULA_WORKLOAD.
- *                            and, with a deadline or budget, TULA_POLICY=deadline=HH:MM:SS or
- *                            budget=X. Removes the TULA_PLUGSTACK_* variables again first,
- *                            so that they never reach the job (sbatch takes the job's
- *                            environment after this callback).
- *                            The node count and time limit are set by cli_filter.lua, not here
- *                            (no SPANK call can change them).
+ *                            reads the plan table from the memory file (at most TULA_PLAN_MAX
+ *                            bytes), checks it (tula_plugin_plan_table) and passes it with
+ *                            spank_job_control_setenv as TULA_PLAN, with TULA_MODE and
+ *                            TULA_WORKLOAD; the job sees SLURM_SPANK_TULA_*. Removes the
+ *                            TULA_PLUGSTACK_* variables first, so that they never reach the job
+ *                            (sbatch takes the job's environment after this callback), and
+ *                            closes the memory file. The node count and time limit are set by
+ *                            cli_filter.lua, not here (no SPANK call can change them).
  *   remote (slurmstepd, root)
  *     slurm_spank_init       the same options, so that their values are accepted there.
- *     slurm_spank_user_init  (privileges already dropped to the job user) batch step only:
- *                            plans the global batch for the nodes actually allocated with
- *                            tula_plan_job and exports TULA_BATCH_SIZE, TULA_NODES,
- *                            TULA_EPOCHS, TULA_PREDICTED_SECONDS, TULA_WORKLOAD to the batch
- *                            script (other steps inherit them from it); on failure
- *                            TULA_WARNING with the reason. Runs only with the job user's
- *                            effective uid (checked): the batch script and the user's database
- *                            are opened with the user's privileges; the plugin writes no file
- *                            as root. Every string from the job's environment is read into a
- *                            fixed buffer; longer ones are refused, not truncated.
+ *     slurm_spank_user_init  batch step only: picks the row of SLURM_SPANK_TULA_PLAN for
+ *                            SLURM_JOB_NUM_NODES and exports TULA_BATCH_SIZE, TULA_NODES,
+ *                            TULA_EPOCHS, TULA_PREDICTED_SECONDS and TULA_WORKLOAD to the batch
+ *                            script (other steps inherit them from it). Every value comes from
+ *                            the job's environment into a fixed buffer and is checked as bounded
+ *                            integers and a name of [A-Za-z0-9_.-@]; nothing else is parsed, no
+ *                            file is opened and no model runs here. A missing or malformed table
+ *                            leaves the job unchanged with one TULA_WARNING.
  *   local (srun), slurmd, prolog/epilog: nothing.
  *
- * Failure policy: Tula never breaks a submission or a job; every problem is one "tula: ..."
- * line (TULA_WARNING in the job). With `strict` on the plugstack line, bad plugstack
- * arguments or a mode that cannot be passed to the job make the sbatch callbacks fail (which
- * stops the submission when the line is `required`); in slurmstepd the plugin never fails,
- * because a failing SPANK plugin there drains the node. libtula's C API never throws.
+ * Failure policy: Tula never breaks a submission or a job: every problem is one "tula: ..."
+ * line (TULA_WARNING in the job), and every callback returns 0 but an option callback given an
+ * invalid value. A site's `strict` is enforced by cli_filter.lua, which refuses that one
+ * submission; it never makes the plugin fail, so non-Tula jobs are never affected, and a
+ * failing plugin in slurmstepd (which would drain the node) cannot happen.
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
 #include "tula_plugin.h"
-#include "tula/tula.h"
 
 SPANK_PLUGIN(tula, 1);
-
-/* Longest $XDG_DATA_HOME / $HOME taken from the job's environment, bytes with the NUL. */
-#define ENV_PATH_MAX 1024
 
 static struct tula_plugin_config g_cfg;  /* plugstack arguments */
 static int g_disabled;                    /* 1: bad plugstack arguments, the plugin does nothing */
@@ -68,12 +69,14 @@ static char g_opt_mode[16];               /* canonical --tula value; "" = option
 static char g_opt_workload[TULA_NAME_MAX]; /* --tula-workload value; "" = not given */
 static char g_opt_deadline[16];           /* --tula-deadline value (HH:MM:SS); "" = not given */
 static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
+static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the plan to */
 
 enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4 };
 
 /* The variables that carry the plugstack's site settings to cli_filter.lua inside sbatch. */
-static const char *const g_site_vars[] = {"TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB", "TULA_PLUGSTACK_MARGIN",
-                                          "TULA_PLUGSTACK_STRICT"};
+static const char *const g_site_vars[] = {"TULA_PLUGSTACK_LOADED", "TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB",
+                                          "TULA_PLUGSTACK_MARGIN", "TULA_PLUGSTACK_STRICT",
+                                          "TULA_PLUGSTACK_DISABLED", "TULA_PLUGSTACK_PLAN"};
 
 static void site_env_clear(void)
 {
@@ -82,20 +85,43 @@ static void site_env_clear(void)
         unsetenv(g_site_vars[i]);
 }
 
-/* sbatch only: the site settings for cli_filter.lua (any value the user had set is dropped). */
+static void plan_fd_close(void)
+{
+    if (g_plan_fd >= 0)
+        close(g_plan_fd);
+    g_plan_fd = -1;
+}
+
+/* sbatch only: the site settings for cli_filter.lua (any value the user had set is dropped),
+ * and the memory file for the plan table. */
 static void site_env_export(void)
 {
+    char name[64];
     site_env_clear();
-    if (g_disabled)
+    plan_fd_close();
+    setenv("TULA_PLUGSTACK_LOADED", "1", 1);
+    if (g_cfg.strict)
+        setenv("TULA_PLUGSTACK_STRICT", "1", 1);
+    if (g_disabled) {
+        char line[TULA_MSG_MAX];
+        tula_plugin_one_line(g_cfg_err, line, sizeof line);
+        setenv("TULA_PLUGSTACK_DISABLED", line, 1);
         return;
+    }
     if (g_cfg.conf[0])
         setenv("TULA_PLUGSTACK_CONF", g_cfg.conf, 1);
     if (g_cfg.db[0])
         setenv("TULA_PLUGSTACK_DB", g_cfg.db, 1);
     if (g_cfg.margin[0])
         setenv("TULA_PLUGSTACK_MARGIN", g_cfg.margin, 1);
-    if (g_cfg.strict)
-        setenv("TULA_PLUGSTACK_STRICT", "1", 1);
+    /* Close-on-exec: only this process (cli_filter.lua runs in it) sees the file. */
+    g_plan_fd = memfd_create("tula-plan", MFD_CLOEXEC);
+    if (g_plan_fd < 0) {
+        slurm_verbose("tula: cannot create the plan's memory file: %s", strerror(errno));
+        return;
+    }
+    snprintf(name, sizeof name, "/proc/self/fd/%d", g_plan_fd);
+    setenv("TULA_PLUGSTACK_PLAN", name, 1);
 }
 
 /* --tula[=MODE]: bare --tula (optarg NULL or "") means auto. */
@@ -103,7 +129,7 @@ static int opt_mode_cb(int val, const char *optarg, int remote)
 {
     char mode[16], err[TULA_MSG_MAX];
     (void)val;
-    if (tula_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0) {
+    if (tula_plugin_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0) {
         if (!remote)
             slurm_error("%s", err);
         else
@@ -194,9 +220,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     g_cfg_err[0] = '\0';
     if (tula_plugin_config_parse(&g_cfg, ac, av, g_cfg_err, sizeof g_cfg_err) != 0) {
         g_disabled = 1;
-        /* In sbatch, only users who ask for --tula hear about it (init_post_opt). */
-        if (ctx == S_CTX_REMOTE || g_cfg.strict)
-            slurm_error("%s; the Tula plugin is disabled", g_cfg_err);
+        /* In sbatch, only users who ask for --tula hear about it (cli_filter.lua). */
+        if (ctx == S_CTX_REMOTE)
+            slurm_info("%s; the Tula plugin is disabled", g_cfg_err);
         else
             slurm_verbose("%s; the Tula plugin is disabled", g_cfg_err);
     }
@@ -208,11 +234,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     for (i = 0; g_options[i].name; i++) {
         spank_err_t rc = spank_option_register(sp, &g_options[i]);
         if (rc != ESPANK_SUCCESS)
-            slurm_error("tula: cannot register option --%s: %s", g_options[i].name, spank_strerror(rc));
+            slurm_info("tula: cannot register option --%s: %s", g_options[i].name, spank_strerror(rc));
     }
-    /* strict fails the submission (a `required` line then stops sbatch), never a job step:
-     * a failing plugin in slurmstepd drains the node. */
-    return (g_disabled && g_cfg.strict && ctx == S_CTX_ALLOCATOR) ? -1 : 0;
+    return 0;
 }
 
 /* The mode for this submission: --tula, else $TULA_MODE, else off. 0 and the canonical
@@ -232,8 +256,44 @@ static int submission_mode(char *mode)
         snprintf(mode, 16, "%s", (g_opt_deadline[0] || g_opt_budget[0]) ? "auto" : "off");
         return 0;
     }
-    if (tula_parse_mode(env, mode, 16, err, sizeof err) != 0) {
+    if (tula_plugin_parse_mode(env, mode, 16, err, sizeof err) != 0) {
         slurm_verbose("%s (from $TULA_MODE); Tula is off for this job", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The plan table cli_filter.lua wrote into the memory file, checked; 0 and the table in
+ * `table` (TULA_PLAN_MAX bytes), or -1 when there is none or it is unusable (logged). */
+static int read_plan_table(char *table)
+{
+    char err[TULA_MSG_MAX];
+    ssize_t n;
+    size_t got = 0;
+
+    table[0] = '\0';
+    if (g_plan_fd < 0)
+        return -1;
+    while (got < TULA_PLAN_MAX) {
+        n = pread(g_plan_fd, table + got, TULA_PLAN_MAX - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got == 0 || got >= TULA_PLAN_MAX) {
+        if (got >= TULA_PLAN_MAX)
+            slurm_verbose("tula: the plan table is longer than %d bytes; not passed to the job", TULA_PLAN_MAX - 1);
+        table[0] = '\0';
+        return -1;
+    }
+    table[got] = '\0';
+    if (got > 0 && table[got - 1] == '\n')
+        table[got - 1] = '\0';
+    if (tula_plugin_plan_table(table, 0, NULL, err, sizeof err) < 1) {
+        slurm_verbose("%s; not passed to the job", err);
+        table[0] = '\0';
         return -1;
     }
     return 0;
@@ -241,12 +301,10 @@ static int submission_mode(char *mode)
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    char mode[16], err[TULA_MSG_MAX];
-    const char *workload = NULL;
+    char mode[16], err[TULA_MSG_MAX], table[TULA_PLAN_MAX], policy[48];
+    const char *workload = NULL, *deadline = NULL, *budget = NULL;
     spank_err_t rc;
-
-    char policy[48];
-    const char *deadline = NULL, *budget = NULL;
+    int have_table;
 
     (void)ac;
     (void)av;
@@ -255,29 +313,26 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return 0;
     /* cli_filter.lua has run: the site settings must not reach the job's environment. */
     site_env_clear();
-    if (submission_mode(mode) != 0 || !tula_plugin_mode_active(mode))
+    have_table = read_plan_table(table) == 0;
+    plan_fd_close();
+    if (submission_mode(mode) != 0 || !tula_plugin_mode_active(mode) || g_disabled)
         return 0;
-    if (g_disabled) {
-        slurm_error("%s; the Tula plugin is disabled (tell your administrator)", g_cfg_err);
-        return g_cfg.strict ? -1 : 0;
-    }
 
     if (g_opt_workload[0] != '\0') {
         workload = g_opt_workload;
     } else {
         const char *env = getenv("TULA_WORKLOAD");
-        if (env && env[0] != '\0') {
-            if (tula_plugin_check_workload(env, err, sizeof err) != 0) {
-                /* cli_filter.lua reports it and leaves the job unchanged; so do we. */
-                slurm_verbose("%s (from $TULA_WORKLOAD); Tula is off for this job", err);
-                return 0;
-            }
+        if (env && env[0] != '\0' && tula_plugin_check_workload(env, err, sizeof err) == 0)
             workload = env;
-        }
     }
 
-    /* deadline / budget: option, else environment; invalid or both -> cli_filter.lua warns and
-     * leaves the job unchanged; the batch size is then planned with the mode alone. */
+    /* idempotent: values from an earlier pass (e.g. a het job component) must not stay */
+    spank_job_control_unsetenv(sp, "TULA_PLAN");
+    spank_job_control_unsetenv(sp, "TULA_WORKLOAD");
+    spank_job_control_unsetenv(sp, "TULA_POLICY");
+
+    /* deadline / budget (option, else environment), for the job's information: the plan
+     * table already follows it. Invalid or both: cli_filter.lua warned; nothing passed. */
     deadline = g_opt_deadline[0] ? g_opt_deadline : getenv("TULA_DEADLINE");
     budget = g_opt_budget[0] ? g_opt_budget : getenv("TULA_BUDGET");
     if (deadline && deadline[0] == '\0')
@@ -289,49 +344,38 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         snprintf(policy, sizeof policy, "deadline=%s", deadline);
     else if (budget && !deadline && tula_plugin_check_budget(budget, err, sizeof err) == 0)
         snprintf(policy, sizeof policy, "budget=%s", budget);
-    if (policy[0]) {
-        rc = spank_job_control_setenv(sp, "TULA_POLICY", policy, 1);
-        if (rc != ESPANK_SUCCESS)
-            slurm_verbose("tula: cannot pass the policy to the job: %s", spank_strerror(rc));
-    } else {
-        spank_job_control_unsetenv(sp, "TULA_POLICY");
-    }
-
+    if (policy[0] && spank_job_control_setenv(sp, "TULA_POLICY", policy, 1) != ESPANK_SUCCESS)
+        slurm_verbose("tula: cannot pass the policy to the job");
     rc = spank_job_control_setenv(sp, "TULA_MODE", mode, 1);
     if (rc != ESPANK_SUCCESS) {
-        slurm_error("tula: cannot pass the mode to the job: %s", spank_strerror(rc));
-        return g_cfg.strict ? -1 : 0;
+        slurm_info("tula: cannot pass the mode to the job: %s; the job runs unchanged", spank_strerror(rc));
+        return 0;
+    }
+    if (have_table) {
+        rc = spank_job_control_setenv(sp, "TULA_PLAN", table, 1);
+        if (rc != ESPANK_SUCCESS)
+            slurm_info("tula: cannot pass the plan to the job: %s; the job runs unchanged", spank_strerror(rc));
     }
     if (workload) {
         rc = spank_job_control_setenv(sp, "TULA_WORKLOAD", workload, 1);
-        if (rc != ESPANK_SUCCESS) {
-            slurm_error("tula: cannot pass the workload to the job: %s", spank_strerror(rc));
-            spank_job_control_unsetenv(sp, "TULA_MODE");
-            return g_cfg.strict ? -1 : 0;
-        }
-    } else {
-        /* idempotent: a value from an earlier pass (e.g. a het job component) must not stay */
-        spank_job_control_unsetenv(sp, "TULA_WORKLOAD");
+        if (rc != ESPANK_SUCCESS)
+            slurm_verbose("tula: cannot pass the workload to the job: %s", spank_strerror(rc));
     }
     return 0;
 }
 
 /* spank_getenv into buf; 1 when the variable exists and fits, 0 when it is absent, -1 when
- * it is longer than the buffer (logged). */
+ * it is longer than the buffer. */
 static int job_getenv(spank_t sp, const char *name, char *buf, int len)
 {
     spank_err_t rc = spank_getenv(sp, name, buf, len);
     if (rc == ESPANK_SUCCESS)
         return 1;
     buf[0] = '\0';
-    if (rc == ESPANK_NOSPACE) {
-        slurm_info("tula: ignoring $%s: longer than %d bytes", name, len - 1);
-        return -1;
-    }
-    return 0;
+    return rc == ESPANK_NOSPACE ? -1 : 0;
 }
 
-/* Tells the job why it did not get a plan: $TULA_WARNING and a line in slurmd's log. */
+/* Tells the job why it got no plan: $TULA_WARNING and a line in slurmd's log. */
 static int plan_failed(spank_t sp, uint32_t jobid, const char *why)
 {
     char line[TULA_MSG_MAX];
@@ -344,15 +388,11 @@ static int plan_failed(spank_t sp, uint32_t jobid, const char *why)
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-    char raw_mode[32], mode[16], err[TULA_MSG_MAX], policy[48];
-    uid_t job_uid = 0;
-    char nodes_s[32], workload[TULA_NAME_MAX];
-    char xdg[ENV_PATH_MAX], home[ENV_PATH_MAX];
+    char raw_mode[32], mode[16], err[TULA_MSG_MAX], msg[TULA_MSG_MAX + 32];
+    char nodes_s[32], table[TULA_PLAN_MAX];
     uint32_t stepid = 0, jobid = 0, nnodes = 0;
-    int argc = 0, nodes, i, prc;
-    char **argv = NULL;
-    tula_job_query q;
-    tula_job_plan plan;
+    int nodes, i, rc;
+    struct tula_plan_row row;
     struct tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
 
     (void)ac;
@@ -367,19 +407,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     /* Only a job submitted with an active --tula has SLURM_SPANK_TULA_MODE. */
     if (job_getenv(sp, "SLURM_SPANK_TULA_MODE", raw_mode, sizeof raw_mode) != 1)
         return 0;
-    if (tula_parse_mode(raw_mode, mode, sizeof mode, err, sizeof err) != 0) {
-        slurm_info("%s (SLURM_SPANK_TULA_MODE of job %u); nothing done", err, jobid);
+    if (tula_plugin_parse_mode(raw_mode, mode, sizeof mode, err, sizeof err) != 0 || !tula_plugin_mode_plans(mode))
         return 0;
-    }
-    if (!tula_plugin_mode_plans(mode))
-        return 0;
-
-    /* Files of the user are opened below: only with the user's privileges (Slurm drops them
-     * before user_init; if a Slurm ever did not, do nothing rather than read as root). */
-    if (spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS || geteuid() != job_uid)
-        return plan_failed(sp, jobid, "tula: not running with the job user's privileges; no batch size planned");
-    if (job_getenv(sp, "SLURM_SPANK_TULA_POLICY", policy, sizeof policy) != 1)
-        policy[0] = '\0';
 
     /* S_JOB_NNODES is 0 in the batch step: the allocation is in SLURM_JOB_NUM_NODES. */
     nodes = -1;
@@ -390,50 +419,31 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         nodes = (int)nnodes;
     if (nodes < 1)
         return plan_failed(sp, jobid, "tula: cannot tell how many nodes the job has (SLURM_JOB_NUM_NODES); "
-                                      "no batch size planned");
+                                      "the job runs unchanged");
 
-    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS) {
-        argc = 0;
-        argv = NULL;
+    rc = job_getenv(sp, "SLURM_SPANK_TULA_PLAN", table, sizeof table);
+    if (rc == 0)
+        return plan_failed(sp, jobid, "tula: no plan reached the job (tula plan failed or timed out at "
+                                      "submission, see sbatch's message); the job runs unchanged");
+    if (rc < 0)
+        return plan_failed(sp, jobid, "tula: the job's plan table is too long; the job runs unchanged");
+    rc = tula_plugin_plan_table(table, nodes, &row, err, sizeof err);
+    if (rc <= 0) {
+        snprintf(msg, sizeof msg, "%s; the job runs unchanged", err);
+        return plan_failed(sp, jobid, msg);
     }
-    if (job_getenv(sp, "SLURM_SPANK_TULA_WORKLOAD", workload, sizeof workload) == -1)
-        return plan_failed(sp, jobid, "tula: the workload name is too long; no batch size planned");
-    if (job_getenv(sp, "XDG_DATA_HOME", xdg, sizeof xdg) != 1)
-        xdg[0] = '\0';
-    if (job_getenv(sp, "HOME", home, sizeof home) != 1)
-        home[0] = '\0';
-
-    memset(&q, 0, sizeof q);
-    q.conf_path = g_cfg.conf[0] ? g_cfg.conf : NULL;
-    q.system_db = g_cfg.db[0] ? g_cfg.db : NULL;
-    q.xdg_data_home = xdg[0] ? xdg : NULL;
-    q.home = home[0] ? home : NULL;
-    q.workload = workload[0] ? workload : NULL;
-    q.script_path = (argc > 0 && argv && argv[0] && argv[0][0]) ? argv[0] : NULL;
-    q.policy = policy[0] ? policy : mode;
-    q.nodes = nodes;
-
-    prc = tula_plan_job(&q, &plan);
-    if (prc != 0 && policy[0]) {
-        /* a libtula without that policy, or no plan meets it on this allocation: the mode */
-        q.policy = mode;
-        prc = tula_plan_job(&q, &plan);
+    if (tula_plugin_plan_env(&row, env, err, sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "%s; the job runs unchanged", err);
+        return plan_failed(sp, jobid, msg);
     }
-    if (prc != 0) {
-        plan.message[sizeof plan.message - 1] = '\0';
-        return plan_failed(sp, jobid, plan.message[0] ? plan.message : "tula: planning failed");
-    }
-    if (tula_plugin_plan_env(&plan, env, err, sizeof err) != 0)
-        return plan_failed(sp, jobid, err);
     for (i = 0; i < TULA_PLUGIN_ENV_COUNT; i++) {
-        spank_err_t rc = spank_setenv(sp, env[i].name, env[i].value, 1);
-        if (rc != ESPANK_SUCCESS) {
-            slurm_error("tula: cannot set %s for job %u: %s", env[i].name, jobid, spank_strerror(rc));
+        spank_err_t src = spank_setenv(sp, env[i].name, env[i].value, 1);
+        if (src != ESPANK_SUCCESS) {
+            slurm_info("tula: cannot set %s for job %u: %s", env[i].name, jobid, spank_strerror(src));
             return 0;
         }
     }
-    plan.message[sizeof plan.message - 1] = '\0';
-    tula_plugin_one_line(plan.message, err, sizeof err);
-    slurm_info("%s (job %u)", err, jobid);
+    slurm_info("tula: %s on %d node%s: global batch %d, %d epochs, predicted %s s (job %u)", row.workload,
+               row.nodes, row.nodes == 1 ? "" : "s", row.global_batch, row.epochs, env[3].value, jobid);
     return 0;
 }

@@ -334,7 +334,154 @@ int tula_plugin_parse_nodes(const char *s)
     return (int)v;
 }
 
-int tula_plugin_plan_env(const tula_job_plan *plan, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
+int tula_plugin_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len)
+{
+    static const char *const modes[] = {"auto", "time", "cost", "off", "dry-run"};
+    char lower[16], shown[72];
+    size_t i, len;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!mode || mode_len < 16) {
+        set_err(err, err_len, "internal error: the mode buffer must hold at least 16 bytes");
+        return -1;
+    }
+    mode[0] = '\0';
+    if (!value || value[0] == '\0') {
+        strcpy(mode, "auto");
+        return 0;
+    }
+    len = strnlen(value, 64);
+    if (len < sizeof lower) {
+        for (i = 0; i < len; i++)
+            lower[i] = (value[i] >= 'A' && value[i] <= 'Z') ? (char)(value[i] - 'A' + 'a') : value[i];
+        lower[len] = '\0';
+        for (i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            if (strcmp(lower, modes[i]) == 0) {
+                strcpy(mode, modes[i]);
+                return 0;
+            }
+        }
+    }
+    excerpt(value, shown);
+    set_err(err, err_len, "invalid --tula value '%s'; valid values: auto, time, cost, off, dry-run", shown);
+    return -1;
+}
+
+/* Reads a plain decimal integer of at most `max_digits` digits from *p, stopping at any
+ * other byte; with `tenths`, also an optional '.' and one digit, and the value is in tenths.
+ * Returns the value, or -1 when there is no digit, too many digits or a bad fraction. */
+static long read_uint(const char **p, int max_digits, int tenths)
+{
+    const char *s = *p;
+    long v = 0;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9') {
+        if (++digits > max_digits)
+            return -1;
+        v = v * 10 + (*s - '0');
+        s++;
+    }
+    if (digits == 0)
+        return -1;
+    if (tenths) {
+        v *= 10;
+        if (*s == '.') {
+            if (s[1] < '0' || s[1] > '9')
+                return -1;
+            v += s[1] - '0';
+            s += 2;
+        }
+    }
+    *p = s;
+    return v;
+}
+
+int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *row, char *err, size_t err_len)
+{
+    char workload[TULA_NAME_MAX], werr[TULA_MSG_MAX];
+    const char *p, *semi;
+    size_t len, wlen;
+    int rows = 0, found = 0, i;
+    int seen[TULA_PLAN_ROWS_MAX];
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!table || table[0] == '\0') {
+        set_err(err, err_len, "empty plan table");
+        return -1;
+    }
+    len = strnlen(table, TULA_PLAN_MAX);
+    if (len >= TULA_PLAN_MAX) {
+        set_err(err, err_len, "plan table longer than %d bytes", TULA_PLAN_MAX - 1);
+        return -1;
+    }
+    semi = memchr(table, ';', len);
+    wlen = semi ? (size_t)(semi - table) : len;
+    if (!semi || wlen >= sizeof workload) {
+        set_err(err, err_len, "malformed plan table: no WORKLOAD; before the rows");
+        return -1;
+    }
+    memcpy(workload, table, wlen);
+    workload[wlen] = '\0';
+    if (tula_plugin_check_workload(workload, werr, sizeof werr) != 0) {
+        set_err(err, err_len, "malformed plan table: %s", werr + 6);
+        return -1;
+    }
+    p = semi + 1;
+    for (;;) {
+        struct tula_plan_row r;
+        long v[4];
+        static const int digits[4] = {7, 8, 7, 10};
+        for (i = 0; i < 4; i++) {
+            v[i] = read_uint(&p, digits[i], i == 3);
+            if (v[i] < 0 || (i < 3 && *p != ':') || (i == 3 && *p != ';' && *p != '\0')) {
+                set_err(err, err_len, "malformed plan table: row %d is not NODES:GLOBAL_BATCH:EPOCHS:SECONDS",
+                        rows + 1);
+                return -1;
+            }
+            if (i < 3)
+                p++;
+        }
+        if (v[0] < 1 || v[0] > 1000000 || v[1] < 1 || v[1] > 16777216 || v[2] < 1 || v[2] > 1000000 ||
+            v[3] > 10000000000L) {
+            set_err(err, err_len, "plan table row %d is out of range (nodes %ld, global batch %ld, epochs %ld)",
+                    rows + 1, v[0], v[1], v[2]);
+            return -1;
+        }
+        if (rows >= TULA_PLAN_ROWS_MAX) {
+            set_err(err, err_len, "plan table has more than %d rows", TULA_PLAN_ROWS_MAX);
+            return -1;
+        }
+        for (i = 0; i < rows; i++) {
+            if (seen[i] == (int)v[0]) {
+                set_err(err, err_len, "plan table has two rows for %ld nodes", v[0]);
+                return -1;
+            }
+        }
+        seen[rows++] = (int)v[0];
+        if (nodes > 0 && v[0] == nodes) {
+            r.nodes = (int)v[0];
+            r.global_batch = (int)v[1];
+            r.epochs = (int)v[2];
+            r.predicted_tenths = v[3];
+            memcpy(r.workload, workload, wlen + 1);
+            if (row)
+                *row = r;
+            found = 1;
+        }
+        if (*p == '\0')
+            break;
+        p++; /* ';' */
+    }
+    if (nodes > 0 && !found) {
+        set_err(err, err_len, "the plan has no row for %d nodes", nodes);
+        return 0;
+    }
+    return rows;
+}
+
+int tula_plugin_plan_env(const struct tula_plan_row *row, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
                          char *err, size_t err_len)
 {
     char werr[TULA_MSG_MAX];
@@ -342,36 +489,36 @@ int tula_plugin_plan_env(const tula_job_plan *plan, struct tula_plugin_env out[T
 
     if (err && err_len)
         err[0] = '\0';
-    if (!plan || !out) {
+    if (!row || !out) {
         set_err(err, err_len, "internal error: no plan");
         return -1;
     }
     memset(out, 0, sizeof(struct tula_plugin_env) * TULA_PLUGIN_ENV_COUNT);
-    if (plan->nodes < 1 || plan->global_batch < 1 || plan->epochs < 1) {
-        set_err(err, err_len, "unusable plan: nodes %d, global batch %d, epochs %d", plan->nodes,
-                plan->global_batch, plan->epochs);
+    if (row->nodes < 1 || row->nodes > 1000000 || row->global_batch < 1 || row->global_batch > 16777216 ||
+        row->epochs < 1 || row->epochs > 1000000) {
+        set_err(err, err_len, "unusable plan: nodes %d, global batch %d, epochs %d", row->nodes,
+                row->global_batch, row->epochs);
         return -1;
     }
-    if (!isfinite(plan->predicted_seconds) || plan->predicted_seconds < 0.0 ||
-        plan->predicted_seconds > 1e12) {
-        set_err(err, err_len, "unusable plan: predicted time is not a finite number of seconds");
+    if (row->predicted_tenths < 0 || row->predicted_tenths > 10000000000L) {
+        set_err(err, err_len, "unusable plan: predicted time out of range");
         return -1;
     }
-    /* the workload field may lack its NUL if the library misbehaved: bound it */
-    memcpy(wl, plan->workload, sizeof wl);
+    /* the workload field may lack its NUL: bound it */
+    memcpy(wl, row->workload, sizeof wl);
     wl[sizeof wl - 1] = '\0';
     if (tula_plugin_check_workload(wl, werr, sizeof werr) != 0) {
         set_err(err, err_len, "unusable plan: %s", werr + 6);
         return -1;
     }
     out[0].name = "TULA_BATCH_SIZE";
-    snprintf(out[0].value, sizeof out[0].value, "%d", plan->global_batch);
+    snprintf(out[0].value, sizeof out[0].value, "%d", row->global_batch);
     out[1].name = "TULA_NODES";
-    snprintf(out[1].value, sizeof out[1].value, "%d", plan->nodes);
+    snprintf(out[1].value, sizeof out[1].value, "%d", row->nodes);
     out[2].name = "TULA_EPOCHS";
-    snprintf(out[2].value, sizeof out[2].value, "%d", plan->epochs);
+    snprintf(out[2].value, sizeof out[2].value, "%d", row->epochs);
     out[3].name = "TULA_PREDICTED_SECONDS";
-    snprintf(out[3].value, sizeof out[3].value, "%.1f", plan->predicted_seconds);
+    snprintf(out[3].value, sizeof out[3].value, "%ld.%ld", row->predicted_tenths / 10, row->predicted_tenths % 10);
     out[4].name = "TULA_WORKLOAD";
     snprintf(out[4].value, sizeof out[4].value, "%s", wl);
     return 0;

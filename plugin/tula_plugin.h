@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+/* TULA_MSG_MAX and TULA_NAME_MAX only: the plugin links nothing of libtula. */
 #include "tula/tula.h"
 
 #ifdef __cplusplus
@@ -48,7 +49,7 @@ struct tula_plugin_config {
 int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const *av,
                              char *err, size_t err_len);
 
-/* 1 if `mode` (a canonical value from tula_parse_mode) asks Tula to do anything at all
+/* 1 if `mode` (a canonical value from tula_plugin_parse_mode) asks Tula to do anything at all
  * (auto, time, cost, dry-run); 0 for "off", "", NULL or anything else. Pure. */
 int tula_plugin_mode_active(const char *mode);
 
@@ -77,6 +78,44 @@ int tula_plugin_check_budget(const char *value, char *err, size_t err_len);
  * range. Pure. */
 int tula_plugin_parse_nodes(const char *s);
 
+/* Checks a --tula option value: NULL or "" (bare --tula) means "auto"; valid values are
+ * auto, time, cost, off, dry-run, in any letter case, shorter than 64 bytes. Writes the
+ * canonical value to `mode` (mode_len >= 16). Returns 0 when valid, -1 otherwise with a
+ * message listing the valid values in `err`. Pure. */
+int tula_plugin_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len);
+
+/* Longest plan table accepted, bytes including the NUL. */
+#define TULA_PLAN_MAX 4096
+
+/* Most rows (node counts) in a plan table. */
+#define TULA_PLAN_ROWS_MAX 64
+
+/* One row of the plan table: what a job on `nodes` nodes trains. */
+struct tula_plan_row {
+    int nodes;                   /* node count, 1 .. 1000000 */
+    int global_batch;            /* examples per optimizer step over all ranks, 1 .. 16777216 */
+    int epochs;                  /* epochs, 1 .. 1000000 */
+    long predicted_tenths;       /* predicted training time, tenths of a second, 0 .. 10^10 */
+    char workload[TULA_NAME_MAX]; /* MODEL@DATASET */
+};
+
+/* Parses the plan table that `tula plan --format kv` writes as `table=` and that reaches the
+ * job as SLURM_SPANK_TULA_PLAN:
+ *
+ *     WORKLOAD;NODES:GLOBAL_BATCH:EPOCHS:SECONDS[;NODES:GLOBAL_BATCH:EPOCHS:SECONDS...]
+ *
+ * e.g. "lenet5@fashion-mnist;2:128:12:95.5;3:192:12:71". WORKLOAD as for
+ * tula_plugin_check_workload; every field a plain decimal integer in the range of struct
+ * tula_plan_row, SECONDS with at most one decimal; 1 .. TULA_PLAN_ROWS_MAX rows, each node
+ * count once; shorter than TULA_PLAN_MAX. One pass over at most TULA_PLAN_MAX bytes, no
+ * allocation.
+ * With nodes > 0, copies the row for that node count to *row (when row is not NULL).
+ * Returns the number of rows when the table is valid and (nodes <= 0 or) it has a row for
+ * `nodes`; 0 when it is valid but has no row for `nodes` (message in err); -1 when it is
+ * malformed (NULL, empty, too long, bad field, out of range, repeated node count; message in
+ * err). Pure. */
+int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *row, char *err, size_t err_len);
+
 /* One environment variable the plugin gives the job's tasks. */
 struct tula_plugin_env {
     const char *name;  /* TULA_BATCH_SIZE, TULA_NODES, TULA_EPOCHS, TULA_PREDICTED_SECONDS, TULA_WORKLOAD */
@@ -85,13 +124,12 @@ struct tula_plugin_env {
 
 #define TULA_PLUGIN_ENV_COUNT 5
 
-/* The variables for a successful plan, in this order: TULA_BATCH_SIZE (global batch,
+/* The variables for one row of the plan, in this order: TULA_BATCH_SIZE (global batch,
  * examples per step over all ranks), TULA_NODES (node count), TULA_EPOCHS,
- * TULA_PREDICTED_SECONDS (predicted training time in seconds, "%.1f"), TULA_WORKLOAD.
- * Returns 0, or -1 with a message in err when the plan is unusable (NULL, nodes < 1,
- * global batch < 1, epochs < 1, predicted time not finite or negative, empty or invalid
- * workload name). Pure. */
-int tula_plugin_plan_env(const tula_job_plan *plan, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
+ * TULA_PREDICTED_SECONDS (predicted training time in seconds, one decimal), TULA_WORKLOAD.
+ * Returns 0, or -1 with a message in err when the row is unusable (NULL, a field out of the
+ * ranges of struct tula_plan_row, an invalid workload name). Pure. */
+int tula_plugin_plan_env(const struct tula_plan_row *row, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],
                          char *err, size_t err_len);
 
 /* Copies a one-line message for the job's environment or a log: at most out_len - 1 bytes,

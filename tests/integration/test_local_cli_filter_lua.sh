@@ -2,12 +2,20 @@
 # etc/cli_filter.lua under lua5.1 without Slurm: a mocked `slurm` table and `options` object
 # (with Slurm's getter conventions: nodes "1-0" and time "UNLIMITED" when not given) and a fake
 # `tula` CLI that logs its arguments and answers as told. Checks that
-#   - on a good plan options["nodes"] / ["time"] are set, with one `tula:` line saying what
-#     changed; the node bound (--nodes N or a range's maximum) reaches `tula plan --max-nodes`;
-#     an explicit shorter --time is kept;
-#   - on an error, a timeout, a missing CLI, garbage output or a plan above the bound the job
-#     is unchanged with exactly one `tula: warning: ...; job submitted unchanged` line; the CLI
-#     gets `--timeout 5` and a CLI killed by its SIGALRM (status 142) is a timeout;
+#   - on a good plan options["nodes"] / ["time"] are set when the user left them open, with one
+#     `tula:` line saying what changed, and the plan table is written to the plugin's memory
+#     file (TULA_PLUGSTACK_PLAN; a plain file here); an explicit --nodes N or range LO-HI
+#     reaches `tula plan --node-range` and is kept; an explicit --time, shorter or longer than
+#     the plan, is kept and the line says "kept";
+#   - on an error, a timeout, a missing CLI, garbage output, no plan table or a plan outside the
+#     range the job is unchanged with exactly one `tula: warning: ...; job submitted unchanged`
+#     line; the CLI gets `--timeout 5` under timeout(1), a CLI killed by its SIGALRM (status
+#     142) is a timeout, and a CLI that writes 1 MiB and then sleeps is read to its end and
+#     killed: the hook returns within about PLAN_TIMEOUT + 1 s;
+#   - without the plugin (no TULA_PLUGSTACK_LOADED), or with the plugin disabled by bad
+#     plugstack arguments, a --tula job is unchanged with one warning (strict: refused with one
+#     error line), and a job without --tula is never touched; salloc --tula says in one line
+#     why it is not planned;
 #   - --tula=off, no --tula, srun, and later het-job components change nothing and run nothing;
 #   - dry-run changes nothing; $TULA_MODE / $TULA_WORKLOAD are the fallbacks; a bad
 #     $TULA_MODE is reported with the valid values;
@@ -38,21 +46,28 @@ cat > "$T_WORK/bin/tula" <<'EOF'
 #!/bin/bash
 log=${FAKE_LOG:?}
 printf '%s\n' "$@" > "$log"
-prev="" max="" tmo=""
+prev="" range="" tmo=""
 for a in "$@"; do
     [ "$prev" = --script ] && cat -- "$a" > "$log.script" 2>/dev/null
-    [ "$prev" = --max-nodes ] && max=$a
+    [ "$prev" = --node-range ] && range=$a
     [ "$prev" = --timeout ] && tmo=$a
     [ "$prev" = --conf ] && { cat -- "$a" > "$log.conf" 2>/dev/null || echo MISSING > "$log.conf"; }
     prev=$a
 done
 n=${FAKE_NODES:-2}
-[ -n "$max" ] && [ "$max" -lt "$n" ] && n=$max
+lo=$n hi=$n
+if [ -n "$range" ]; then lo=${range%-*} hi=${range#*-} n=$hi; fi
+table=lenet5@fashion-mnist
+for ((k = lo; k <= hi; k++)); do table="$table;$k:$((64 * k)):10:123.4"; done
 case ${FAKE_MODE:-ok} in
-    ok) printf '%s\n' status=ok workload=lenet5@fashion-mnist "nodes=$n" "global_batch=$((64 * n))" epochs=10 \
+    ok|notable)
+        printf '%s\n' status=ok workload=lenet5@fashion-mnist "nodes=$n" "global_batch=$((64 * n))" epochs=10 \
             predicted_seconds=123.4 cost=0.07 "time_limit=${FAKE_LIMIT:-5}" \
             "summary=tula: lenet5@fashion-mnist on $n nodes, global batch $((64 * n)), predicted 123 s"
+        [ "$FAKE_MODE" = notable ] || echo "table=$table"
         exit 0 ;;
+    # writes 1 MiB without a newline, then sleeps in a child that keeps the output open
+    flood) head -c 1048576 /dev/zero | tr '\0' x; sleep 30; exit 0 ;;
     error) echo status=error
            echo "message=tula: no profile for workload lenet5@fashion-mnist; run tula profile"
            exit 1 ;;
@@ -62,7 +77,7 @@ case ${FAKE_MODE:-ok} in
     garbage) echo "Segmentation fault? no, just noise"; exit 0 ;;
     usage) echo "--policy: deadline=02:00:00 not in {auto,time,cost}" >&2
            echo "Run with --help for more information." >&2; exit 2 ;;
-    toomany) printf '%s\n' status=ok nodes=99 time_limit=5 summary=x; exit 0 ;;
+    toomany) printf '%s\n' status=ok nodes=99 time_limit=5 summary=x "table=a@b;99:64:1:1"; exit 0 ;;
 esac
 EOF
 chmod +x "$T_WORK/bin/tula"
@@ -108,10 +123,12 @@ local cases = {
     off        = { tula = "off", argv = { script } },
     none       = { argv = { script } },
     srun       = { type = "srun", tula = "auto", argv = { script } },
+    salloc     = { type = "salloc", tula = "auto" },
+    salloc_off = { type = "salloc" },
     range      = { tula = "auto", nodes = "1-4", argv = { script } },
     exact      = { tula = "auto", nodes = "1", argv = { script } },
     time_kept  = { tula = "auto", time = "00:03:00", argv = { script } },
-    time_cut   = { tula = "auto", time = "1-00:00:00", argv = { script } },
+    time_long  = { tula = "auto", time = "1-00:00:00", argv = { script } },
     unlimited  = { tula = "auto", time = "UNLIMITED", argv = { script } },
     dryrun     = { tula = "dry-run", argv = { script } },
     workload   = { tula = "cost", workload = "fmnist-cnn@fashion-mnist", argv = { script } },
@@ -147,19 +164,20 @@ nfail=0
 # scenario NAME [ENV=VALUE...]: runs the driver with a fresh log; output in $OUT.
 scenario() {
     local name=$1; shift
-    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script"
-    OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" SCRIPT="$script" "$@" \
+    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script" "$T_WORK/plan.table"
+    OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" SCRIPT="$script" TULA_PLUGSTACK_LOADED=1 \
+        TULA_PLUGSTACK_PLAN="$T_WORK/plan.table" "$@" \
         timeout 60 lua5.1 "$T_WORK/driver.lua" "$name" "$T_WORK/cli_filter.lua" 2>&1 </dev/null)
 }
 # Same, with standard input from a file or a pipe.
 scenario_stdin() {
     local how=$1; shift
-    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script"
+    rm -f "$T_WORK/fake.log" "$T_WORK/fake.log.script" "$T_WORK/plan.table"
     if [ "$how" = file ]; then
-        OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" "$@" \
+        OUT=$(cd "$T_WORK" && env FAKE_LOG="$T_WORK/fake.log" TULA_PLUGSTACK_LOADED=1 TULA_PLUGSTACK_PLAN="$T_WORK/plan.table" "$@" \
             timeout 60 lua5.1 "$T_WORK/driver.lua" stdin "$T_WORK/cli_filter.lua" 2>&1 < "$script")
     else
-        OUT=$(cd "$T_WORK" && cat "$script" | env FAKE_LOG="$T_WORK/fake.log" "$@" \
+        OUT=$(cd "$T_WORK" && cat "$script" | env FAKE_LOG="$T_WORK/fake.log" TULA_PLUGSTACK_LOADED=1 "$@" \
             timeout 60 lua5.1 "$T_WORK/driver.lua" stdin "$T_WORK/cli_filter.lua" 2>&1)
     fi
 }
@@ -203,8 +221,10 @@ check auto "CLI called with plan --format kv --policy auto --conf" \
     eval 'has_arg_pair --policy auto && has_arg_pair --format kv && has_arg_pair --conf "$T_WORK/etc/tula.conf" && [ "$(head -n 1 "$T_WORK/fake.log")" = plan ]'
 check auto "script path with quotes, spaces, \$() and backquotes reaches the CLI intact" has_arg_pair --script "$script"
 check auto "no shell injection through the script path" test ! -e "$T_WORK/INJECTED"
-check auto "no --max-nodes without --nodes" no_arg --max-nodes
-check auto "the CLI is given --timeout 5 (it ends itself; no timeout(1) around it)" \
+check auto "no --node-range without --nodes" no_arg --node-range
+check auto "the plan table is written to the plugin's memory file" \
+    eval '[ "$(cat "$T_WORK/plan.table")" = "lenet5@fashion-mnist;2:128:10:123.4" ]'
+check auto "the CLI is given --timeout 5 (and runs under timeout(1))" \
     eval 'has_arg_pair --timeout 5 && [ "$(head -n 1 "$T_WORK/fake.log")" = plan ]'
 check auto "returns SUCCESS from all three hooks" common_ok
 
@@ -214,17 +234,18 @@ scenario upper
 check upper "--tula=TIME is the time policy" eval '[ "$(get sets)" = "nodes=2,time=5" ] && has_arg_pair --policy time'
 
 scenario range FAKE_NODES=8
-check range "-N 1-4: --max-nodes 4, plan within the range" \
-    eval 'has_arg_pair --max-nodes 4 && [ "$(get nodes)" = 4 ] && get said | grep -qF "nodes 1-4 -> 4"'
+check range "-N 1-4: --node-range 1-4, the range kept, a table row per count" \
+    eval 'has_arg_pair --node-range 1-4 && [ "$(get sets)" = "time=5" ] && [ "$(get nodes)" = 1-4 ] && get said | grep -qF "nodes 1-4 kept" && [ "$(tr ";" "\n" < "$T_WORK/plan.table" | grep -c :)" = 4 ]'
 scenario exact FAKE_NODES=3
-check exact "-N 1: --max-nodes 1, stays on 1 node" eval 'has_arg_pair --max-nodes 1 && [ "$(get nodes)" = 1 ]'
+check exact "-N 1: --node-range 1-1, kept on 1 node" \
+    eval 'has_arg_pair --node-range 1-1 && [ "$(get nodes)" = 1 ] && [ "$(get sets)" = "time=5" ] && grep -qF ";1:64:10:" "$T_WORK/plan.table"'
 
 scenario time_kept FAKE_LIMIT=5
 check time_kept "explicit --time 3 min shorter than the plan's 5 is kept" \
     eval '[ "$(get sets)" = "nodes=2" ] && [ "$(get time)" = 00:03:00 ] && get said | grep -qF "time limit 3 min kept"'
-scenario time_cut FAKE_LIMIT=7
-check time_cut "explicit --time 1 day is cut to the plan's 7 min" \
-    eval '[ "$(get sets)" = "nodes=2,time=7" ] && get said | grep -qF "time limit 1440 min -> 7 min"'
+scenario time_long FAKE_LIMIT=7
+check time_long "explicit --time 1 day, longer than the plan's 7 min, is kept" \
+    eval '[ "$(get sets)" = "nodes=2" ] && [ "$(get time)" = 1-00:00:00 ] && get said | grep -qF "time limit 1440 min kept (plan: 7 min)"'
 
 scenario unlimited FAKE_LIMIT=7
 check unlimited "--time=0 (UNLIMITED) counts as no limit: set to the plan's 7 min" \
@@ -257,6 +278,22 @@ scenario none
 check none "no --tula, no TULA_MODE: nothing changed, nothing said, CLI not run" silent_noop
 scenario srun
 check srun "srun (not sbatch): nothing" silent_noop
+scenario salloc
+check salloc "salloc --tula: one line saying why it is not planned, nothing changed, CLI not run" \
+    eval '[ "$(get sets)" = "" ] && [ "$(get lines)" = 1 ] && get said | grep -qF "sbatch" && common_ok && not_run'
+scenario salloc_off
+check salloc-off "salloc without --tula: nothing" silent_noop
+scenario auto TULA_PLUGSTACK_LOADED=
+check no-plugin "--tula without the plugin loaded: unchanged, one warning, CLI not run" \
+    eval 'unchanged_one_warning && get said | grep -qF "not loaded" && not_run'
+scenario auto TULA_PLUGSTACK_DISABLED="tula: unknown plugstack argument 'bogus=1'" TULA_PLUGSTACK_STRICT=1
+check disabled-strict "plugin disabled by bad arguments under strict: that --tula job is refused with one error line" \
+    eval '[ "$(get rc)" = -1 ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: error: .*disabled.*bogus=1.*job not submitted" && not_run'
+scenario none TULA_PLUGSTACK_DISABLED="tula: unknown plugstack argument 'bogus=1'" TULA_PLUGSTACK_STRICT=1
+check disabled-strict-nontula "plugin disabled under strict: a job without --tula is untouched" silent_noop
+scenario auto TULA_PLUGSTACK_DISABLED="tula: unknown plugstack argument 'bogus=1'"
+check disabled "plugin disabled, not strict: unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "bogus=1" && not_run'
 scenario auto OFFSET=1
 check het "het job component 1: nothing" silent_noop
 scenario dryrun
@@ -274,9 +311,17 @@ check hang "CLI hangs: killed by SIGALRM after --timeout 1, unchanged, one warni
     eval 'has_arg_pair --timeout 1 && unchanged_one_warning && get said | grep -qF "did not answer within 1 s" && [ $(( $(date +%s) - start )) -lt 10 ]'
 scenario auto FAKE_MODE=garbage
 check garbage "garbage output with exit 0: unchanged, one warning" unchanged_one_warning
+scenario auto FAKE_MODE=notable
+check notable "a plan without a table (an older tula): unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "no plan table" && [ ! -s "$T_WORK/plan.table" ]'
+start=$(date +%s)
+scenario auto FAKE_MODE=flood PLAN_TIMEOUT=1
+secs=$(( $(date +%s) - start ))
+check flood "a CLI that writes 1 MiB and sleeps: read to its end, killed, unchanged, one warning, back in ${secs}s" \
+    eval 'unchanged_one_warning && [ "$secs" -le 4 ]'
 scenario range FAKE_MODE=toomany
-check toomany "a plan above the --nodes bound: unchanged, one warning" \
-    eval 'unchanged_one_warning && get said | grep -qF "more than the 4"'
+check toomany "a plan outside the --nodes range: unchanged, one warning" \
+    eval 'unchanged_one_warning && get said | grep -qF "outside the 1-4"'
 chmod -x "$T_WORK/bin/tula"
 scenario auto
 check nocli "CLI not executable: unchanged, one warning" eval 'unchanged_one_warning && get said | grep -qF "cannot run"'

@@ -2,7 +2,9 @@
 # sbatch --tula=auto in the other ways users submit (issue 4): the tasks get the batch for the
 # nodes actually allocated (TULA_NODES = allocation, TULA_BATCH_SIZE a multiple of it, used by
 # tula-train) also
-#   - with a node range -N 1-4 (the allocation may differ from the plan, never above the range),
+#   - with a node range -N 1-4: the range is kept (Tula never cuts an explicit -N), the time limit
+#     is that of `tula plan --node-range 1-4` (it covers the slowest count), and the job gets the
+#     plan table's row for the count it was given,
 #   - with --export=NONE (the plugin's variables do not come from the submitting shell),
 #   - with --wrap (no script file),
 #   - with the script on standard input.
@@ -19,9 +21,14 @@ p_nodes=$(kv_get "$T_OUT" nodes)
 p_limit=$(kv_get "$T_OUT" time_limit)
 assert_int "planned nodes" "$p_nodes"
 assert_int "planned time limit" "$p_limit"
+expect_ok "tula plan --node-range 1-4" "$TULA" plan --script "$script" --node-range 1-4 --format kv
+r_limit=$(kv_get "$T_OUT" time_limit)
+assert_int "time limit planned for the range" "$r_limit"
+assert_match "$(kv_get "$T_OUT" table)" '^lenet5@fashion-mnist;1:[0-9]+:[0-9]+:[0-9.]+;2:[0-9]+:[0-9]+:[0-9.]+;3:[0-9]+:[0-9]+:[0-9.]+;4:[0-9]+:[0-9]+:[0-9.]+$' \
+    "the plan table of the range has a row for each of 1..4 nodes"
 
 jobs=()
-# node range: --nodes is an upper bound
+# node range: kept as it is
 submit --tula=auto -N 1-4 -o "$T_WORK/%j.out" "$script"; jobs+=("$T_JOB:range")
 # --export=NONE: absolute trainer path, no database writes (no XDG_DATA_HOME in the job)
 T_TRAINER=$TULA_TRAIN T_TRAIN_EXTRA=--no-db write_train_script "$T_WORK/export-none.sbatch"
@@ -37,10 +44,11 @@ for j in "${jobs[@]}"; do
     id=${j%%:*} how=${j#*:}
     nodes=$(job_nodes "$id") limit=$(job_field "$id" TimeLimit)
     note "$how: job $id NumNodes=$nodes TimeLimit=$limit"
-    assert_eq "$p_limit" "$(minutes_of "$limit")" "$how: TimeLimit of job $id ($limit) in minutes vs the plan"
     if [ "$how" = range ]; then
-        [ "$nodes" -ge 1 ] && [ "$nodes" -le 4 ] || fail "$how: job $id NumNodes=$nodes outside -N 1-4"
+        assert_eq "$r_limit" "$(minutes_of "$limit")" "$how: TimeLimit of job $id ($limit) in minutes vs the range's plan"
+        case $nodes in 1-4|1|2|3|4) ;; *) fail "$how: job $id NumNodes=$nodes: the -N 1-4 range was not kept" ;; esac
     else
+        assert_eq "$p_limit" "$(minutes_of "$limit")" "$how: TimeLimit of job $id ($limit) in minutes vs the plan"
         assert_eq "$p_nodes" "$nodes" "$how: NumNodes of job $id vs the plan"
     fi
 done

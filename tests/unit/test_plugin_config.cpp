@@ -1,6 +1,6 @@
 // Unit tests of the SPANK plugin's pure helpers (plugin/tula_plugin.h): plugstack argument
-// parsing, mode classification, workload names, node counts, the job environment built
-// from a plan, and one-line messages. References are independent: std::string searches for names,
+// parsing, modes, workload names, node counts, the plan table (against a std::regex reference),
+// the job environment built from a row, and one-line messages. References are independent: std::string searches for names,
 // strtol for node counts, strtod to read values back.
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -53,15 +53,43 @@ int reference_nodes(const std::string& s) {
     return (v >= 1 && v <= 1000000) ? static_cast<int>(v) : -1;
 }
 
-tula_job_plan make_plan(int nodes, int batch, int epochs, double secs, const char* wl) {
-    tula_job_plan p;
+tula_plan_row make_plan(int nodes, int batch, int epochs, long tenths, const char* wl) {
+    tula_plan_row p;
     std::memset(&p, 0, sizeof p);
     p.nodes = nodes;
     p.global_batch = batch;
     p.epochs = epochs;
-    p.predicted_seconds = secs;
+    p.predicted_tenths = tenths;
     std::snprintf(p.workload, sizeof p.workload, "%s", wl);
     return p;
+}
+
+// Reference for plan tables: std::regex for the shape, std::stoll for the fields. Returns -1
+// (malformed), 0 (no row for `nodes`) or the row count, and the row for `nodes` in *out.
+int reference_table(const std::string& t, int nodes, tula_plan_row* out) {
+    static const std::regex shape(
+        R"(([A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+)((;[0-9]{1,7}:[0-9]{1,8}:[0-9]{1,7}:[0-9]{1,10}(\.[0-9])?)+))");
+    static const std::regex row(R"(;([0-9]+):([0-9]+):([0-9]+):([0-9]+)(\.([0-9]))?)");
+    std::smatch m;
+    if (t.size() >= TULA_PLAN_MAX || !std::regex_match(t, m, shape) || m[1].str().size() >= TULA_NAME_MAX) return -1;
+    const std::string rows = m[2].str();
+    std::vector<long long> seen;
+    int found = 0;
+    for (auto it = std::sregex_iterator(rows.begin(), rows.end(), row); it != std::sregex_iterator(); ++it) {
+        const long long n = std::stoll((*it)[1]), b = std::stoll((*it)[2]), e = std::stoll((*it)[3]);
+        const long long tenths = std::stoll((*it)[4]) * 10 + ((*it)[6].matched ? std::stoll((*it)[6]) : 0);
+        if (n < 1 || n > 1000000 || b < 1 || b > 16777216 || e < 1 || e > 1000000 || tenths > 10000000000LL) return -1;
+        for (long long x : seen)
+            if (x == n) return -1;
+        seen.push_back(n);
+        if (seen.size() > TULA_PLAN_ROWS_MAX) return -1;
+        if (n == nodes && out) {
+            *out = make_plan(int(n), int(b), int(e), long(tenths), m[1].str().c_str());
+            found = 1;
+        }
+    }
+    if (nodes > 0 && !found) return 0;
+    return int(seen.size());
 }
 
 }  // namespace
@@ -81,6 +109,8 @@ class PluginConfigTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_modes);
     CPPUNIT_TEST(test_workload_names);
     CPPUNIT_TEST(test_parse_nodes);
+    CPPUNIT_TEST(test_parse_mode);
+    CPPUNIT_TEST(test_plan_table);
     CPPUNIT_TEST(test_plan_env);
     CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
     CPPUNIT_TEST(test_one_line);
@@ -235,12 +265,83 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(0, tula_plugin_mode_active(nullptr));
         CPPUNIT_ASSERT_EQUAL(0, tula_plugin_mode_plans(nullptr));
-        // Every mode tula_parse_mode accepts is classified (the two lists agree).
+        // Every mode tula_plugin_parse_mode accepts is classified (the two lists agree).
         for (const char* v : {"auto", "time", "cost", "off", "dry-run", ""}) {
             char mode[16], err[TULA_MSG_MAX];
-            CPPUNIT_ASSERT_EQUAL(0, tula_parse_mode(v, mode, sizeof mode, err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode(v, mode, sizeof mode, err, sizeof err));
             CPPUNIT_ASSERT_EQUAL(std::strcmp(mode, "off") != 0 ? 1 : 0, tula_plugin_mode_active(mode));
         }
+    }
+
+    void test_parse_mode() {
+        char mode[16], err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode(nullptr, mode, sizeof mode, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("auto"), std::string(mode));
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode("TIME", mode, sizeof mode, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("time"), std::string(mode));
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode("Dry-Run", mode, sizeof mode, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("dry-run"), std::string(mode));
+        for (const std::string& bad : {std::string("fast"), std::string("auto\n"), std::string(" auto"),
+                                       std::string("autoX"), std::string(10000, 'a')}) {
+            CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode(bad.c_str(), mode, sizeof mode, err, sizeof err));
+            CPPUNIT_ASSERT(std::string(err).rfind("tula: invalid --tula value", 0) == 0);
+            CPPUNIT_ASSERT(std::strstr(err, "auto, time, cost, off, dry-run") != nullptr);
+            CPPUNIT_ASSERT(std::strchr(err, '\n') == nullptr);
+        }
+        char tiny[8];
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode("auto", tiny, sizeof tiny, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode("bogus", mode, sizeof mode, nullptr, 0));
+    }
+
+    // The plan table against the regex reference, on valid, hostile and boundary tables.
+    void test_plan_table() {
+        const std::string w = "lenet5@fashion-mnist";
+        std::vector<std::string> cases = {
+            w + ";2:128:12:95.5", w + ";2:128:12:95.5;3:192:12:71;4:256:12:60.0", w + ";1:32:1:0",
+            w + ";1000000:16777216:1000000:9999999999.9", w + ";2:128:12:95.5;2:64:12:90",  // repeated count
+            w + ";0:128:12:1", w + ";2:0:12:1", w + ";2:128:0:1", w + ";1000001:1:1:1", w + ";2:16777217:1:1",
+            w + ";2:128:12:95.55", w + ";2:128:12:.5", w + ";2:128:12:", w + ";2:128:12", w + ";2:128",
+            w + ";", w, ";2:128:12:1", "bad name@x;2:1:1:1", w + ";2:128:12:1;", w + ";2:128:12:1;;3:1:1:1",
+            w + ";-2:128:12:1", w + ";+2:128:12:1", w + ";2 :128:12:1", w + ";2:128:12:1\n", w + ";02:128:12:1",
+            w + ";99999999:1:1:1", w + ";2:128:12:99999999999", "a@b@c;2:1:1:1", "",
+        };
+        std::string many = w;
+        for (int n = 1; n <= TULA_PLAN_ROWS_MAX + 1; ++n) many += ";" + std::to_string(n) + ":64:1:1";
+        cases.push_back(many);  // one row too many
+        std::string full = w;
+        for (int n = 1; n <= TULA_PLAN_ROWS_MAX; ++n) full += ";" + std::to_string(n) + ":64:1:1";
+        cases.push_back(full);
+        cases.push_back(w + std::string(5000, ';'));
+        for (const auto& t : cases) {
+            for (int nodes : {0, 1, 2, 3, 64, 1000000}) {
+                tula_plan_row got, want;
+                std::memset(&got, 0, sizeof got);
+                std::memset(&want, 0, sizeof want);
+                char err[TULA_MSG_MAX];
+                const int expected = reference_table(t, nodes, &want);
+                const int rc = tula_plugin_plan_table(t.c_str(), nodes, &got, err, sizeof err);
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(t + " nodes " + std::to_string(nodes), expected, rc);
+                if (rc < 1) {
+                    CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0);
+                } else if (nodes > 0) {
+                    CPPUNIT_ASSERT_EQUAL(want.nodes, got.nodes);
+                    CPPUNIT_ASSERT_EQUAL(want.global_batch, got.global_batch);
+                    CPPUNIT_ASSERT_EQUAL(want.epochs, got.epochs);
+                    CPPUNIT_ASSERT_EQUAL(want.predicted_tenths, got.predicted_tenths);
+                    CPPUNIT_ASSERT_EQUAL(std::string(want.workload), std::string(got.workload));
+                }
+            }
+        }
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_plan_table(nullptr, 2, nullptr, err, sizeof err));
+        // Valid, and the row for 3 nodes read back.
+        tula_plan_row r;
+        CPPUNIT_ASSERT_EQUAL(3, tula_plugin_plan_table((w + ";2:128:12:95.5;3:192:12:71;4:256:12:60").c_str(), 3, &r,
+                                                       err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(192, r.global_batch);
+        CPPUNIT_ASSERT_EQUAL(710L, r.predicted_tenths);
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_plan_table((w + ";2:128:12:95.5").c_str(), 3, &r, err, sizeof err));
+        CPPUNIT_ASSERT(std::strstr(err, "no row for 3 nodes") != nullptr);
     }
 
     void test_workload_names() {
@@ -274,9 +375,9 @@ public:
     }
 
     void test_plan_env() {
-        for (const tula_job_plan& p : {make_plan(2, 256, 10, 123.456, "lenet5@fashion-mnist"),
-                                       make_plan(1, 32, 1, 0.0, "a@b"),
-                                       make_plan(4096, 1 << 20, 300, 86400.0 * 30, "fmnist-cnn@fashion-mnist")}) {
+        for (const tula_plan_row& p : {make_plan(2, 256, 10, 1235, "lenet5@fashion-mnist"),
+                                       make_plan(1, 32, 1, 0, "a@b"),
+                                       make_plan(4096, 1 << 20, 300, 864000L * 30, "fmnist-cnn@fashion-mnist")}) {
             tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
             char err[TULA_MSG_MAX];
             CPPUNIT_ASSERT_EQUAL(0, tula_plugin_plan_env(&p, env, err, sizeof err));
@@ -296,7 +397,7 @@ public:
             CPPUNIT_ASSERT_EQUAL('\0', *end);
             const double secs = std::strtod(env[3].value, &end);
             CPPUNIT_ASSERT_EQUAL('\0', *end);
-            CPPUNIT_ASSERT(std::fabs(secs - p.predicted_seconds) <= 0.05 + 1e-9);  // "%.1f"
+            CPPUNIT_ASSERT(std::fabs(secs - p.predicted_tenths / 10.0) <= 1e-9);
             const char* dot = std::strchr(env[3].value, '.');
             CPPUNIT_ASSERT(dot != nullptr && std::strlen(dot) == 2);
             CPPUNIT_ASSERT_EQUAL(std::string(p.workload), std::string(env[4].value));
@@ -304,19 +405,17 @@ public:
     }
 
     void test_plan_env_rejects_bad_plans() {
-        const double inf = std::numeric_limits<double>::infinity();
-        const double nan = std::numeric_limits<double>::quiet_NaN();
-        for (const tula_job_plan& p :
-             {make_plan(0, 64, 1, 1.0, "a@b"), make_plan(2, 0, 1, 1.0, "a@b"), make_plan(2, 64, 0, 1.0, "a@b"),
-              make_plan(2, 64, 1, -1.0, "a@b"), make_plan(2, 64, 1, inf, "a@b"), make_plan(2, 64, 1, nan, "a@b"),
-              make_plan(2, 64, 1, 1.0, ""), make_plan(2, 64, 1, 1.0, "bad name@x")}) {
+        for (const tula_plan_row& p :
+             {make_plan(0, 64, 1, 10, "a@b"), make_plan(2, 0, 1, 10, "a@b"), make_plan(2, 64, 0, 10, "a@b"),
+              make_plan(2, 64, 1, -10, "a@b"), make_plan(2, 64, 1, 100000000001L, "a@b"),
+              make_plan(1000001, 64, 1, 10, "a@b"), make_plan(2, 64, 1, 10, ""), make_plan(2, 64, 1, 10, "bad name@x")}) {
             tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
             char err[TULA_MSG_MAX];
             CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_plan_env(&p, env, err, sizeof err));
             CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0);
         }
         // A workload field without its NUL is bounded, not overrun.
-        tula_job_plan p = make_plan(2, 64, 1, 1.0, "");
+        tula_plan_row p = make_plan(2, 64, 1, 10, "");
         std::memset(p.workload, 'w', sizeof p.workload);
         tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
         char err[TULA_MSG_MAX];
