@@ -292,6 +292,17 @@ ensure_profile() {
     touch "$mark"
 }
 
+# begin_train_test: the start of a test that submits the training script: a cluster, the
+# binaries, a work directory, the cluster's profile, and the script at $T_SCRIPT.
+begin_train_test() {
+    need_cluster
+    need_bin "$TULA" "$TULA_TRAIN"
+    make_workdir
+    ensure_profile
+    T_SCRIPT=$T_WORK/train.sbatch
+    write_train_script "$T_SCRIPT"
+}
+
 # hide_databases: moves the cluster's system database aside and points XDG_DATA_HOME at an empty
 # directory, so that no profile database exists at all; everything is put back at exit.
 hide_databases() {

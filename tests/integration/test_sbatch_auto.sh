@@ -4,13 +4,8 @@
 # script), the SPANK plugin gives the tasks TULA_BATCH_SIZE / TULA_NODES for the nodes actually
 # allocated, and tula-train trains with that global batch on that many ranks.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA" "$TULA_TRAIN"
-make_workdir
-ensure_profile
-
-script=$T_WORK/train.sbatch
-write_train_script "$script"
+begin_train_test
+script=$T_SCRIPT
 
 # What Slurm does without Tula, and what Tula plans for this script.
 default_job "$script"

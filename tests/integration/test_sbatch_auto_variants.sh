@@ -9,12 +9,8 @@
 #   - with --wrap (no script file),
 #   - with the script on standard input.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA" "$TULA_TRAIN"
-make_workdir
-ensure_profile
-script=$T_WORK/train.sbatch
-write_train_script "$script"
+begin_train_test
+script=$T_SCRIPT
 
 expect_ok "tula plan" "$TULA" plan --script "$script" --format kv
 p_nodes=$(kv_get "$T_OUT" nodes)

@@ -6,12 +6,8 @@
 # (TULA_PLUGSTACK_*) never reach the job's environment. A malformed deadline is refused by
 # sbatch with a message naming HH:MM:SS.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA" "$TULA_TRAIN"
-make_workdir
-ensure_profile
-script=$T_WORK/train.sbatch
-write_train_script "$script"
+begin_train_test
+script=$T_SCRIPT
 { head -n -2 "$script"; echo 'env | grep -E "^(SLURM_SPANK_TULA|TULA_PLUGSTACK)" | sort'; tail -n 2 "$script"; } > "$T_WORK/t2"
 mv "$T_WORK/t2" "$script"
 

@@ -6,12 +6,8 @@
 # range -N LO-HI stays a range. Before this rule, --time=02:00:00 was cut to the plan's few
 # minutes ("time limit 120 min -> 3 min"), and a job killed at a wrong prediction lost its work.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA" "$TULA_TRAIN"
-make_workdir
-ensure_profile
-script=$T_WORK/train.sbatch
-write_train_script "$script"
+begin_train_test
+script=$T_SCRIPT
 
 # (1) --time on the command line
 submit --hold --tula=auto --time=02:00:00 -o /dev/null "$script"

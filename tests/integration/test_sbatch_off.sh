@@ -6,13 +6,8 @@
 # default time limit, and no TULA_BATCH_SIZE / TULA_NODES in the tasks' environment. A profile
 # exists, so a plugin that wrongly acted would change the job.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA" "$TULA_TRAIN"
-make_workdir
-ensure_profile
-
-script=$T_WORK/train.sbatch
-write_train_script "$script"
+begin_train_test
+script=$T_SCRIPT
 
 # A client configuration without Tula, talking to the same slurmctld.
 mkdir -p "$T_WORK/noplugin"
