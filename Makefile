@@ -249,7 +249,7 @@ bench: all
 # $(B)/fuzz/<target>-crash-*). Not part of `make check`.
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := conf import hardware
+FUZZ_TARGETS := conf import hardware db
 FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address \
   -Ilibtula/include $(EIGEN_CFLAGS) -MMD -MP
 FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o)

@@ -62,7 +62,11 @@ std::vector<std::string> read_db_paths(const CommonOptions& o, const Config& cfg
     if (!o.dbs.empty()) {
         in = o.dbs;
     } else {
-        in.push_back(cfg.system_db);
+        // The system database is read only when nobody but its administrator can write it
+        // (system_db_distrust): else one warning says why and it is left out.
+        const std::string why = system_db_distrust(cfg.system_db, static_cast<uid_t>(cfg.admin_uid));
+        if (why.empty()) in.push_back(cfg.system_db);
+        else if (warnings) warnings->push_back(bare_message(why));
         try {
             in.push_back(user_db_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")));
         } catch (const std::exception& e) {

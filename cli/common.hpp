@@ -57,6 +57,9 @@ LoadedConfig load_cli_config(const CommonOptions& o);
 /// Databases a read-only command reads, in order: --db paths as given, else the system
 /// database of `cfg` then the user's (tula::user_db_path with $XDG_DATA_HOME, $HOME);
 /// duplicates dropped. When the user's path cannot be found (no HOME) a warning is appended.
+/// A system database that others than root or cfg.admin_uid could write
+/// (tula::system_db_distrust) is left out with one warning saying why and what the
+/// administrator must do; paths given with --db are read as given.
 std::vector<std::string> read_db_paths(const CommonOptions& o, const Config& cfg, std::vector<std::string>* warnings);
 
 /// The database a writing command writes: --db (exactly one), else the user's. Returned as

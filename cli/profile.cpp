@@ -97,9 +97,6 @@ size_t count_compute(const std::string& db, const std::string& workload, int ran
     return n;
 }
 
-void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
-                          const std::string& trainer, const std::string& db);
-
 size_t count_allreduce(const std::string& db, int nodes) {
     auto d = open_existing(db);
     if (!d) return 0;
@@ -108,19 +105,73 @@ size_t count_allreduce(const std::string& db, int nodes) {
     return n;
 }
 
+// True when `db` (absolute) is the system database of the configuration (--conf, $TULA_CONF,
+// /etc/slurm/tula.conf): the same path, or the same file. An explicit --conf must be valid
+// (tula::Error otherwise); a default one that cannot be read counts as the built-in defaults.
+bool is_system_db(const std::string& db, const CommonOptions& common) {
+    Config cfg;
+    if (!common.conf.empty()) {
+        cfg = load_cli_config(common).config;
+    } else {
+        try {
+            cfg = load_cli_config(common).config;
+        } catch (const std::exception&) {
+        }
+    }
+    if (cfg.system_db.empty()) return false;
+    const std::string sys = absolute_path(cfg.system_db);
+    if (sys == db) return true;
+    struct stat a, b;
+    return ::stat(db.c_str(), &a) == 0 && ::stat(sys.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// Where the measuring runs write: the database itself, or, for the system database, which
+// every user's planner reads at each submission, a staged copy (tula::StagedDb: a new file in
+// the same directory) that done() publishes atomically after each successful step; so readers
+// never see a half-written system database, and an interrupted profile keeps the steps it
+// finished (it resumes from the published file). A step that fails leaves the target unchanged.
+class DbWriter {
+public:
+    DbWriter(std::string target, bool staged) : target_(std::move(target)), staged_(staged) {}
+    /// The file the next step writes. Errors: tula::Error (StagedDb::begin).
+    std::string path() {
+        if (!staged_) return target_;
+        if (!stage_) stage_.emplace(StagedDb::begin(target_));
+        return stage_->path();
+    }
+    /// The step succeeded: publish what it wrote. Errors: tula::Error (StagedDb::publish).
+    void done() {
+        if (!stage_) return;
+        stage_->publish();
+        stage_.reset();
+    }
+
+private:
+    std::string target_;
+    bool staged_;
+    std::optional<StagedDb> stage_;
+};
+
+void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
+                          const std::string& trainer, const std::string& db, DbWriter& writer);
+
 // The directory of `db` must exist or be creatable by tula-train; say so early when its
-// parent cannot be written.
-void check_db_writable(const std::string& db) {
-    if (file_exists(db)) {
+// parent cannot be written. A staged database (the system one) also needs its directory
+// writable, for the new file that replaces it.
+void check_db_writable(const std::string& db, bool staged) {
+    if (file_exists(db) && !staged) {
         if (::access(db.c_str(), W_OK) != 0)
             throw Error("cannot write the profile database " + db + ": permission denied; pass --db PATH");
         return;
     }
+    if (file_exists(db) && ::access(db.c_str(), R_OK) != 0)
+        throw Error("cannot read the profile database " + db + ": permission denied; pass --db PATH");
     std::string dir = db.substr(0, db.rfind('/'));
     while (!dir.empty() && !file_exists(dir)) dir = dir.substr(0, dir.rfind('/'));
     if (dir.empty()) dir = "/";
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error("cannot create the profile database " + db + ": " + dir + " is not writable; pass --db PATH");
+        throw Error(std::string(file_exists(db) ? "cannot replace" : "cannot create") + " the profile database " + db +
+                    ": " + dir + " is not writable; pass --db PATH");
 }
 
 int run_compute(const ComputeOptions& o) {
@@ -134,10 +185,11 @@ int run_compute(const ComputeOptions& o) {
     for (int k : o.nodes)
         if (k < 2 || k > 100000)
             throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (ranks at once on 1 node is the plain profile)");
-    if (!o.common.conf.empty()) load_cli_config(o.common);  // an explicit --conf must be valid
     const std::string db = write_db_path(o.common);
+    const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
     const std::string trainer = find_trainer(o.trainer);
-    check_db_writable(db);
+    check_db_writable(db, staged);
+    DbWriter writer(db, staged);
     const size_t before = count_compute(db, o.workload);
 
     // Resumable: every batch size is measured in `rounds` tula-train runs of its own, and the
@@ -182,7 +234,7 @@ int run_compute(const ComputeOptions& o) {
         const int b = todo[i];
         std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
                                          "--batch-sizes", std::to_string(b), "--iters", std::to_string(o.iters),
-                                         "--db",         db};
+                                         "--db",         writer.path()};
         if (!o.data_dir.empty()) {
             argv.push_back("--data-dir");
             argv.push_back(o.data_dir);
@@ -215,6 +267,7 @@ int run_compute(const ComputeOptions& o) {
                         " (its messages are above)" +
                         (i > 0 ? "; the batch sizes measured before it are kept, run again to resume" : ""));
         }
+        writer.done();  // the system database: published now, so that an interruption keeps it
         // The line "profile W: local batch B: X ms/iter (N iters)" of tula-train, else all it said.
         std::string line;
         for (size_t p = 0; p < text.size();) {
@@ -229,7 +282,7 @@ int run_compute(const ComputeOptions& o) {
                     bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
     }
     const double secs = since(t0);
-    if (!o.nodes.empty()) run_compute_together(o, model, dataset, trainer, db);
+    if (!o.nodes.empty()) run_compute_together(o, model, dataset, trainer, db, writer);
 
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<ComputeSample> all = d.compute_samples(o.workload);
@@ -456,7 +509,7 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
 // recorded with ranks = K. A K whose samples the database already has at every batch size is
 // skipped unless --force.
 void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
-                          const std::string& trainer, const std::string& db) {
+                          const std::string& trainer, const std::string& db, DbWriter& writer) {
     std::vector<int> todo, done;
     {
         auto d = open_existing(db);
@@ -481,14 +534,16 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
     TempDir out_dir(o.job.output_dir);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
+        const std::string wdb = writer.path();  // the file this job writes
         std::vector<int> rounds;  // the batch sizes, then again: interleaved rounds
         for (int r = 0; r < o.rounds; ++r) rounds.insert(rounds.end(), o.batch_sizes.begin(), o.batch_sizes.end());
         std::string args = "--model " + shell_quote(model) + " --data " + shell_quote(dataset) +
                            " --profile-compute --batch-sizes " + join_ints(rounds) + " --iters " +
-                           std::to_string(o.iters) + " --db " + shell_quote(db);
+                           std::to_string(o.iters) + " --db " + shell_quote(wdb);
         if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_compute(db, o.workload, k); });
+                        [&] { return count_compute(wdb, o.workload, k); });
+        writer.done();
     }
 }
 
@@ -502,10 +557,11 @@ int run_allreduce(const AllreduceOptions& o) {
     std::string model;
     if (!o.workload.empty() && !split_workload(o.workload, &model, nullptr))
         throw UsageError("--workload '" + one_line(o.workload, 80) + "' is not of the form MODEL@DATASET");
-    if (!o.common.conf.empty()) load_cli_config(o.common);
     const std::string db = write_db_path(o.common);
+    const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
     const std::string trainer = find_trainer(o.trainer);
-    check_db_writable(db);
+    check_db_writable(db, staged);
+    DbWriter writer(db, staged);
     TempDir out_dir(o.job.output_dir);
 
     std::vector<std::string> sizes;
@@ -546,11 +602,13 @@ int run_allreduce(const AllreduceOptions& o) {
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
-        std::string args = "--profile-allreduce --db " + shell_quote(db);
+        const std::string wdb = writer.path();  // the file this job writes
+        std::string args = "--profile-allreduce --db " + shell_quote(wdb);
         if (!size_list.empty()) args += " --sizes " + size_list;
         if (!model.empty()) args += " --model " + shell_quote(model);
         run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_allreduce(db, k); });
+                        [&] { return count_allreduce(wdb, k); });
+        writer.done();
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<AllreduceSample> all = d.allreduce_samples();

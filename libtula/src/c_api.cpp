@@ -1,8 +1,12 @@
 // libtula: the C API used by the SPANK plugin (see tula.h). Nothing here throws across the
-// C boundary, prints, or exits.
+// C boundary, prints, or exits. Every entry turns GSL's abort-on-error handler off first (a
+// numerical failure then comes back as a status the models check, not an abort of slurmstepd),
+// and its catch handlers copy the message into the caller's fixed buffer without allocating
+// (an exception may be std::bad_alloc).
 #include "tula/tula.h"
 
 #include <fcntl.h>
+#include <gsl/gsl_errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "tula/conf.hpp"
+#include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/planner.hpp"
 #include "tula/workload.hpp"
@@ -34,8 +39,24 @@ void copy_out(char* dst, size_t cap, const std::string& s) {
 
 bool set(const char* s) { return s && s[0] != '\0'; }
 
-// The message with the "tula: " prefix exactly once.
-std::string prefixed(const std::string& m) { return m.rfind("tula: ", 0) == 0 ? m : "tula: " + m; }
+// Copies "tula: " + `what` (the prefix only when `what` lacks it) into `dst` (cap bytes,
+// NUL-terminated, truncated) without allocating: for catch handlers.
+void copy_error(char* dst, size_t cap, const char* what) noexcept {
+    if (!dst || cap == 0) return;
+    static const char kPrefix[] = "tula: ";
+    constexpr size_t kLen = sizeof kPrefix - 1;
+    if (!what) what = "internal error";
+    size_t n = 0;
+    if (std::strncmp(what, kPrefix, kLen) != 0) {
+        const size_t p = kLen < cap - 1 ? kLen : cap - 1;
+        std::memcpy(dst, kPrefix, p);
+        n = p;
+    }
+    const size_t len = strnlen(what, cap);
+    const size_t m = len < cap - 1 - n ? len : cap - 1 - n;
+    std::memcpy(dst + n, what, m);
+    dst[n + m] = '\0';
+}
 
 // A value from the command line, safe to echo: control characters replaced, at most 64 bytes.
 std::string shown(const char* v) {
@@ -117,15 +138,27 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     if (epochs <= 0) epochs = cfg.default_epochs;
 
     std::vector<std::string> dbs;
-    dbs.push_back(set(q->system_db) ? std::string(q->system_db) : cfg.system_db);
+    std::vector<std::string> warnings;
+    // The system database only when nobody but its administrator can write it; else one
+    // warning says why (tula::system_db_distrust).
+    const std::string system_db = set(q->system_db) ? std::string(q->system_db) : cfg.system_db;
+    const std::string distrust = tula::system_db_distrust(system_db, static_cast<uid_t>(cfg.admin_uid));
+    if (distrust.empty()) dbs.push_back(system_db);
+    else warnings.push_back(distrust);
     try {
         dbs.push_back(tula::user_db_path(q->xdg_data_home, q->home));
     } catch (const tula::Error&) {
         // no HOME: the system database alone
     }
     const tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
-    std::vector<std::string> warnings;
-    const tula::Plan plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings);
+    tula::Plan plan;
+    try {
+        plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings);
+    } catch (const tula::Error& e) {
+        // a plan that failed for want of the skipped system database says why it was skipped
+        if (distrust.empty()) throw;
+        throw tula::Error(std::string(e.what()) + " (warning: " + distrust.substr(6) + ")");
+    }
     const tula::Candidate& c = plan.choice();
     out->nodes = c.nodes;
     out->global_batch = c.global_batch;
@@ -148,22 +181,23 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
 }  // namespace
 
 extern "C" int tula_plan_job(const tula_job_query* q, tula_job_plan* out) {
+    gsl_set_error_handler_off();
     if (!out) return -1;
     try {
         std::memset(out, 0, sizeof *out);
         return plan_job(q, out);
     } catch (const std::exception& e) {
-        const std::string m = prefixed(e.what());
         std::memset(out, 0, sizeof *out);
-        copy_out(out->message, sizeof out->message, m);
+        copy_error(out->message, sizeof out->message, e.what());
     } catch (...) {
         std::memset(out, 0, sizeof *out);
-        copy_out(out->message, sizeof out->message, "tula: internal error while planning the job");
+        copy_error(out->message, sizeof out->message, "tula: internal error while planning the job");
     }
     return -1;
 }
 
 extern "C" int tula_parse_mode(const char* value, char* mode, size_t mode_len, char* err, size_t err_len) {
+    gsl_set_error_handler_off();
     try {
         if (err && err_len) err[0] = '\0';
         if (!mode || mode_len < 16) {
@@ -188,7 +222,7 @@ extern "C" int tula_parse_mode(const char* value, char* mode, size_t mode_len, c
         copy_out(err, err_len,
                  "tula: invalid --tula value '" + shown(value) + "'; valid values: auto, time, cost, off, dry-run");
     } catch (...) {
-        copy_out(err, err_len, "tula: internal error while checking the --tula value");
+        copy_error(err, err_len, "tula: internal error while checking the --tula value");
     }
     return -1;
 }

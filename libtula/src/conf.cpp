@@ -20,7 +20,7 @@ namespace tula {
 namespace {
 
 constexpr const char* kValidKeys =
-    "system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
+    "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
     "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
@@ -70,7 +70,7 @@ Config parse_named(const std::string& text, const std::string& source) {
                                                     "global_batches", "time_margin",     "time_overhead",
                                                     "default_epochs", "device_memory_bytes",  "noise_scale",
                                                     "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
-                                                    "max_accuracy_loss"};
+                                                    "max_accuracy_loss", "admin_uid"};
         if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         // Strict: a repeated key is almost always an editing mistake.
         if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
@@ -94,6 +94,13 @@ Config parse_named(const std::string& text, const std::string& source) {
         if (key == "system_db") {
             if (value.empty()) throw fail("system_db is empty; give the path of the system profile database");
             cfg.system_db = value;
+        } else if (key == "admin_uid") {
+            // a numeric uid (not a name: the planner must not depend on the name service)
+            int64_t v = 0;
+            if (!detail::parse_int64(value, &v) || v < 0 || v > 4294967294LL)
+                throw fail("admin_uid = '" + value +
+                           "' is not a numeric user id in [0, 4294967294] (write the uid, e.g. `id -u tulaadm`; 0 = root)");
+            cfg.admin_uid = static_cast<uint32_t>(v);
         } else if (key == "price_per_node_hour") {
             cfg.price_per_node_hour = number(0.0, 1e9, "currency units per node-hour");
         } else if (key == "gpus_per_node") {

@@ -24,62 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "db_guard.hpp"
 #include "tula/error.hpp"
 
 namespace tula {
 namespace {
-
-// The process-wide lock-wait budget of read-only connections (see db.hpp,
-// set_read_lock_budget): the limit, -1 until it was set or read from the environment, and the
-// milliseconds already spent waiting.
-std::atomic<int> g_read_budget_ms{-1};
-std::atomic<long long> g_read_waited_ms{0};
-
-int read_budget_ms() {
-    int b = g_read_budget_ms.load();
-    if (b >= 0) return b;
-    b = kDefaultReadLockBudgetMs;
-    const char* e = std::getenv("TULA_DB_LOCK_WAIT_MS");
-    if (e && *e && std::strlen(e) <= 6) {
-        char* end = nullptr;
-        errno = 0;
-        const long v = std::strtol(e, &end, 10);
-        if (errno == 0 && end && *end == '\0' && v >= 0 && v <= kMaxReadLockBudgetMs) b = static_cast<int>(v);
-    }
-    int expected = -1;
-    g_read_budget_ms.compare_exchange_strong(expected, b);
-    return g_read_budget_ms.load();
-}
-
-long long now_ms_monotonic() {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-// sqlite3_busy_handler callback of read-only connections; `ctx` is the connection's busy
-// timeout in milliseconds (cast to a pointer). Like SQLite's own busy timeout it sleeps in
-// growing steps (1 .. 100 ms) and gives up (returns 0: SQLITE_BUSY) once the steps of this
-// lock attempt (`count` = retries so far) reach the timeout; in addition it gives up once the
-// read-only connections of the whole process have waited the process-wide budget.
-int read_busy_handler(void* ctx, int count) {
-    static const int kSteps[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
-    constexpr int n = static_cast<int>(sizeof kSteps / sizeof kSteps[0]);
-    const long long own_ms = static_cast<long long>(reinterpret_cast<intptr_t>(ctx));
-    long long prior = 0;  // what the earlier steps of this attempt slept
-    for (int i = 0; i < count; ++i) {
-        prior += kSteps[i < n ? i : n - 1];
-        if (prior >= own_ms) break;
-    }
-    const long long left = std::min(own_ms - prior, read_budget_ms() - g_read_waited_ms.load());
-    if (left <= 0) return 0;
-    const long long step = std::min<long long>(kSteps[count < n ? count : n - 1], left);
-    const long long t0 = now_ms_monotonic();
-    sqlite3_sleep(static_cast<int>(step));
-    // what it really slept (more under load), at least the request (a clock that did not move)
-    g_read_waited_ms.fetch_add(std::max(step, now_ms_monotonic() - t0));
-    return 1;
-}
 
 // Schema version 1. Times are Unix seconds (REAL); sizes in bytes; durations in seconds.
 constexpr const char* kSchemaV1 = R"SQL(
@@ -193,6 +142,12 @@ std::string advice(int rc) {
         case SQLITE_CANTOPEN: return "cannot open the file; check that it and its directory exist and are accessible";
         case SQLITE_FULL: return "the disk is full";
         case SQLITE_IOERR: return "an I/O error occurred";
+        case SQLITE_INTERRUPT:
+            return "reading it took longer than the " + std::to_string(read_deadline_ms()) +
+                   " ms a read may take; it is too large, or built to make its readers spin";
+        case SQLITE_TOOBIG:
+            return "it holds a value larger than " + std::to_string(kMaxValueBytes) +
+                   " bytes, which Tula never writes; it is not a tula profile database or was altered";
         default: return "";
     }
 }
@@ -224,10 +179,17 @@ public:
     void bind(int i, double v) { check(sqlite3_bind_double(st_, i, v), "bind"); }
     void bind_null(int i) { check(sqlite3_bind_null(st_, i), "bind"); }
 
-    /// True when a row is ready, false when done; throws on any error.
+    /// True when a row is ready, false when done; throws on any error, and after
+    /// kMaxRowsPerTable rows (the table is named).
     bool step() {
         const int rc = sqlite3_step(st_);
-        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_ROW) {
+            if (++rows_ > kMaxRowsPerTable)
+                throw Error("profile database " + path_ + ": table '" + table() + "' has more than " +
+                            std::to_string(kMaxRowsPerTable) +
+                            " rows, more than a profile database holds; it is not read (prune it: tula db prune)");
+            return true;
+        }
         if (rc == SQLITE_DONE) return false;
         fail(db_, rc, path_, std::string("cannot run `") + first_words() + "`");
     }
@@ -236,7 +198,15 @@ public:
         }
     }
 
+    /// Column `c` as text; a value longer than kMaxTextBytes is an error naming the column.
     std::string text(int c) const {
+        const int n = sqlite3_column_bytes(st_, c);
+        if (n > kMaxTextBytes) {
+            const char* col = sqlite3_column_name(st_, c);
+            throw Error("profile database " + path_ + ": a value of " + table() + "." + (col ? col : "?") + " is " +
+                        std::to_string(n) + " bytes long, more than the " + std::to_string(kMaxTextBytes) +
+                        " Tula writes; it is not read");
+        }
         const unsigned char* p = sqlite3_column_text(st_, c);
         return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(st_, c)))
                  : std::string();
@@ -254,6 +224,14 @@ private:
     void check(int rc, const char* what) {
         if (rc != SQLITE_OK) fail(db_, rc, path_, std::string("cannot ") + what + " a value of `" + first_words() + "`");
     }
+    // The table after the first " FROM " of the statement (for messages).
+    std::string table() const {
+        const char* f = std::strstr(sql_.c_str(), " FROM ");
+        if (!f) return "?";
+        std::string t;
+        for (const char* q = f + 6; *q && *q != ' ' && *q != '('; ++q) t += *q;
+        return t;
+    }
     std::string first_words() const {
         std::string s(sql_);
         for (char& c : s)
@@ -262,8 +240,9 @@ private:
     }
     sqlite3* db_;
     const std::string& path_;
-    const char* sql_;
+    std::string sql_;  // a copy: callers pass the text of temporaries
     sqlite3_stmt* st_ = nullptr;
+    int64_t rows_ = 0;
 };
 
 void exec(sqlite3* db, const std::string& path, const char* sql, const char* what) {
@@ -279,23 +258,37 @@ void exec(sqlite3* db, const std::string& path, const char* sql, const char* wha
     }
 }
 
-// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed before commit().
+// The error of a failed BEGIN or COMMIT `rc`: what tula::Error says.
+[[noreturn]] void fail_txn(sqlite3* db, int rc, const std::string& path, const char* what, int timeout_ms) {
+    std::string m = "profile database " + path + ": " + what + ": " + sqlite3_errmsg(db);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+        m += " (another process held it for more than " + std::to_string(timeout_ms) + " ms); retry later";
+    else if (!advice(rc).empty())
+        m += "; " + advice(rc);
+    throw Error(m);
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed before commit(). Both retry with
+// jittered backoff on SQLITE_BUSY for at most `timeout_ms` (besides the busy handler's waits).
 class Txn {
 public:
-    Txn(sqlite3* db, const std::string& path) : db_(db), path_(path) {
-        exec(db_, path_, "BEGIN IMMEDIATE", "cannot start a transaction");
+    Txn(sqlite3* db, const std::string& path, int timeout_ms) : db_(db), path_(path), timeout_ms_(timeout_ms) {
+        const int rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", timeout_ms_);
+        if (rc != SQLITE_OK) fail_txn(db_, rc, path_, "cannot start a transaction", timeout_ms_);
     }
     ~Txn() {
         if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // best effort in unwinding
     }
     void commit() {
-        exec(db_, path_, "COMMIT", "cannot commit");
+        const int rc = detail::exec_retrying(db_, "COMMIT", timeout_ms_);
+        if (rc != SQLITE_OK) fail_txn(db_, rc, path_, "cannot commit", timeout_ms_);
         done_ = true;
     }
 
 private:
     sqlite3* db_;
     const std::string& path_;
+    int timeout_ms_;
     bool done_ = false;
 };
 
@@ -345,16 +338,57 @@ bool nonempty_file(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 && st.st_size > 0;
 }
 
-// Checks the schema version of an open connection; creates the schema when `create` and the
-// database is empty, and then (and when `create` and the database is older) migrates it to
-// kSchemaVersion in one transaction. Returns the version the connection sees: kSchemaVersion,
-// or an older readable one on a read-only connection. Throws tula::Error.
-int check_schema(sqlite3* db, const std::string& path, bool create) {
+// The schema objects of every version (index = version; 0 = an empty database), read from a
+// database built in memory by the same statements that create and migrate a file: what
+// check_schema_allowed compares a file with. Built once per process. Throws tula::Error.
+const std::vector<detail::SchemaObject>& reference_schema(int version) {
+    static const std::vector<std::vector<detail::SchemaObject>> refs = [] {
+        std::vector<std::vector<detail::SchemaObject>> r(kSchemaVersion + 1);
+        sqlite3* db = nullptr;
+        const std::string name = "(reference schema)";
+        if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+            sqlite3_close_v2(db);
+            throw Error("cannot open an in-memory SQLite database for the reference schema");
+        }
+        try {
+            exec(db, name, kSchemaV1, "cannot create the reference schema");
+            r[1] = detail::read_schema(db, name, true);
+            for (int v = 1; v < kSchemaVersion; ++v) {
+                exec(db, name, kMigrations[v - 1], "cannot migrate the reference schema");
+                r[v + 1] = detail::read_schema(db, name, true);
+            }
+        } catch (...) {
+            sqlite3_close_v2(db);
+            throw;
+        }
+        sqlite3_close_v2(db);
+        return r;
+    }();
+    return refs.at(static_cast<size_t>(version));
+}
+
+// Checks the schema version of an open connection and its objects (detail::check_schema_allowed
+// against reference_schema); creates the schema when `create` and the database is empty, and
+// then (and when `create` and the database is older) migrates it to kSchemaVersion in one
+// transaction (waiting at most `timeout_ms` for the write lock). Returns the version the
+// connection sees: kSchemaVersion, or an older readable one on a read-only connection. Throws
+// tula::Error.
+int check_schema(sqlite3* db, const std::string& path, bool create, int timeout_ms) {
+    auto newer = [&](int v) {
+        if (v > kSchemaVersion)
+            throw Error("database " + path + " has schema version " + std::to_string(v) + ", this tula understands " +
+                        std::to_string(kSchemaVersion) + ": upgrade tula");
+    };
     int v = read_user_version(db, path);
+    newer(v);
+    if (v >= kOldestSchemaVersion) detail::check_schema_allowed(db, path, v, reference_schema(v));
     if (create && (v == 0 || (v >= kOldestSchemaVersion && v < kSchemaVersion))) {
-        Txn t(db, path);
+        Txn t(db, path, timeout_ms);
         // Re-read inside the write lock: another process may have created or migrated it meanwhile.
+        const int seen = v;
         v = read_user_version(db, path);
+        newer(v);
+        if (v != seen && v >= kOldestSchemaVersion) detail::check_schema_allowed(db, path, v, reference_schema(v));
         if (v == 0) {
             if (count_tables(db, path) != 0)
                 throw Error("profile database " + path +
@@ -372,9 +406,6 @@ int check_schema(sqlite3* db, const std::string& path, bool create) {
                         std::to_string(kSchemaVersion));
         t.commit();
     }
-    if (v > kSchemaVersion)
-        throw Error("database " + path + " has schema version " + std::to_string(v) + ", this tula understands " +
-                    std::to_string(kSchemaVersion) + ": upgrade tula");
     if (v < kOldestSchemaVersion)
         throw Error("database " + path + " has schema version " + std::to_string(v) +
                     ", so it is not a tula profile database (expected " + std::to_string(kSchemaVersion) +
@@ -467,12 +498,19 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
         throw Error("profile database " + path + " is not a regular file");
 
-    // Opens the connection with `flags`, sets the busy timeout (read-only: the busy handler
-    // with the process-wide budget) and checks the schema. On failure `failed_rc` is the
-    // extended SQLite result code when there was one.
+    // The handlers' state: the lock-wait limit, and for a reader the deadline of all its reads.
+    const int timeout_ms = busy_timeout_ms < 0 ? (rw ? kWriteBusyTimeoutMs : kReadBusyTimeoutMs) : busy_timeout_ms;
+    auto guard = std::make_unique<detail::ConnGuard>();
+    guard->read_only = !rw;
+    guard->timeout_ms = timeout_ms;
+    guard->deadline_ms = rw ? 0 : detail::monotonic_ms() + read_deadline_ms();
+    guard->rng = static_cast<unsigned>(::getpid()) * 2654435761u ^ static_cast<unsigned>(detail::monotonic_ms());
+
+    // Opens the connection with `flags`, hardens it (detail::harden: limits, handlers, defensive
+    // settings) and checks the schema. On failure `failed_rc` is the extended SQLite result code
+    // when there was one.
     int failed_rc = SQLITE_OK;
     int schema = kSchemaVersion;
-    const int timeout_ms = busy_timeout_ms < 0 ? 0 : busy_timeout_ms;
     auto connect = [&](const std::string& name, int flags) -> sqlite3* {
         sqlite3* db = nullptr;
         int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
@@ -486,11 +524,17 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
         try {
             rc = sqlite3_extended_result_codes(db, 1);
             if (rc != SQLITE_OK) fail(db, rc, path, "cannot enable extended result codes");
-            rc = rw ? sqlite3_busy_timeout(db, timeout_ms)
-                    : sqlite3_busy_handler(db, read_busy_handler,
-                                           reinterpret_cast<void*>(static_cast<intptr_t>(timeout_ms)));
-            if (rc != SQLITE_OK) fail(db, rc, path, "cannot set the busy timeout");
-            schema = check_schema(db, path, rw);
+            detail::harden(db, path, guard.get());
+            schema = check_schema(db, path, rw, timeout_ms);
+        } catch (const Error& e) {
+            failed_rc = sqlite3_extended_errcode(db);
+            sqlite3_close_v2(db);
+            // SQLite's wording of an interrupted or oversized read gets what it means here
+            const std::string a = advice(failed_rc);
+            if (((failed_rc & 0xff) == SQLITE_INTERRUPT || (failed_rc & 0xff) == SQLITE_TOOBIG) &&
+                std::string(e.what()).find(a) == std::string::npos)
+                throw Error(std::string(e.what()) + "; " + a);
+            throw;
         } catch (...) {
             failed_rc = sqlite3_extended_errcode(db);
             sqlite3_close_v2(db);
@@ -503,8 +547,10 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
     if (rw) {
         db = connect(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
         try {
-            Stmt s(db, path, "PRAGMA journal_mode=WAL");
-            s.run();  // some file systems refuse WAL; the database then keeps its rollback journal
+            // SQLite falls back to a read-only open when the file cannot be opened for writing
+            if (sqlite3_db_readonly(db, "main") == 1)
+                throw Error("profile database " + path + " could only be opened read-only; " + advice(SQLITE_READONLY));
+            detail::choose_journal(db, path);  // WAL on a local disk, a rollback journal on NFS & co.
             exec(db, path, "PRAGMA foreign_keys=ON", "cannot enable foreign keys");
         } catch (...) {
             sqlite3_close_v2(db);
@@ -518,7 +564,7 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
             // immutable, which would see a half-written transaction).
             if ((failed_rc & 0xff) == SQLITE_BUSY || (failed_rc & 0xff) == SQLITE_LOCKED)
                 throw Error("profile database " + path + " is held by another process (a writer's lock) for longer than " +
-                            std::to_string(std::min<long long>(timeout_ms, read_budget_ms())) +
+                            std::to_string(std::min<long long>(timeout_ms, read_lock_budget_ms())) +
                             " ms; not read (retry later; TULA_DB_LOCK_WAIT_MS sets the wait)");
             // A WAL database needs its -shm file; a read-only user cannot create it in a
             // directory it cannot write (the system database after its writer closed). When no
@@ -535,29 +581,34 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
             }
         }
     }
-    return ProfileDb(db, path, schema);
+    return ProfileDb(db, path, schema, std::move(guard));
 }
 
-ProfileDb::ProfileDb(sqlite3* db, std::string path, int schema) : db_(db), path_(std::move(path)), schema_(schema) {}
+ProfileDb::ProfileDb(sqlite3* db, std::string path, int schema, std::unique_ptr<detail::ConnGuard> guard)
+    : db_(db), path_(std::move(path)), schema_(schema), guard_(std::move(guard)) {}
 
-ProfileDb::ProfileDb(ProfileDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), schema_(o.schema_) {
+ProfileDb::ProfileDb(ProfileDb&& o) noexcept
+    : db_(o.db_), path_(std::move(o.path_)), schema_(o.schema_), guard_(std::move(o.guard_)) {
     o.db_ = nullptr;
 }
 
 ProfileDb& ProfileDb::operator=(ProfileDb&& o) noexcept {
     if (this != &o) {
-        if (db_) sqlite3_close_v2(db_);
+        if (db_) sqlite3_close_v2(db_);  // before its guard goes: the handlers read it
         db_ = o.db_;
         path_ = std::move(o.path_);
         schema_ = o.schema_;
+        guard_ = std::move(o.guard_);
         o.db_ = nullptr;
     }
     return *this;
 }
 
 ProfileDb::~ProfileDb() {
-    if (db_) sqlite3_close_v2(db_);  // statements are all finalized (Stmt is RAII)
+    if (db_) sqlite3_close_v2(db_);  // statements are all finalized (Stmt is RAII); guard_ goes after
 }
+
+int ProfileDb::write_timeout_ms() const { return guard_ ? guard_->timeout_ms : kWriteBusyTimeoutMs; }
 
 void ProfileDb::upsert_workload(const Workload& w) {
     if (w.name.empty()) throw Error("profile database " + path_ + ": cannot store a workload without a name");
@@ -691,7 +742,7 @@ int64_t ProfileDb::add_run(const RunRecord& r) {
         throw Error("profile database " + path_ +
                     ": run record has per-epoch vectors of different lengths; each must have one value per epoch");
     auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
-    Txn t(db_, path_);
+    Txn t(db_, path_, write_timeout_ms());
     int64_t id = 0;
     {
         RunRecord row = r;  // the row as stored: non-finite values become 0
@@ -1028,7 +1079,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
 
     // 2. Add it all in one transaction.
     ImportCounts n;
-    Txn t(db_, path_);
+    Txn t(db_, path_, write_timeout_ms());
     for (const auto& w : ws) {
         upsert_workload(w);
         ++n.workloads;
@@ -1127,7 +1178,7 @@ ProfileDb::PruneCounts ProfileDb::prune(double before, const std::string& worklo
     if (!(before > 0) && workload.empty())
         throw Error("profile database " + path_ + ": prune needs an age limit or a workload (refusing to remove every row)");
     PruneCounts n;
-    Txn t(db_, path_);
+    Txn t(db_, path_, write_timeout_ms());
     // Deletes with `sql` + the filters; returns the number of rows removed.
     auto remove = [&](const char* table, bool by_workload) -> size_t {
         std::string sql = std::string("DELETE FROM ") + table + " WHERE 1";
@@ -1185,15 +1236,6 @@ std::vector<ComputeSample> ProfileSet::compute_for(const std::string& workload) 
         if (c.workload == workload) out.push_back(c);
     return out;
 }
-
-void set_read_lock_budget(int ms) {
-    g_read_budget_ms.store(std::clamp(ms, 0, kMaxReadLockBudgetMs));
-    g_read_waited_ms.store(0);
-}
-
-int read_lock_budget_ms() { return read_budget_ms(); }
-
-long long read_lock_waited_ms() { return g_read_waited_ms.load(); }
 
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings) {
     return load_profiles(paths, warnings, "");

@@ -39,6 +39,7 @@ class LibtulaConfTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_user_db_path);
     CPPUNIT_TEST(test_device_memory_and_noise_scale);
     CPPUNIT_TEST(test_gpu_price_and_energy);
+    CPPUNIT_TEST(test_admin_uid);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -170,6 +171,18 @@ public:
                 e = x.what();
             }
             CPPUNIT_ASSERT_MESSAGE(bad, contains(e, "line 1"));
+        }
+    }
+
+    // admin_uid: a numeric uid in [0, 4294967294], default 0 (root alone); a name, a negative
+    // number or (uid_t)-1 is refused with the line named.
+    void test_admin_uid() {
+        CPPUNIT_ASSERT_EQUAL(uint32_t(0), tula::parse_config("").admin_uid);
+        CPPUNIT_ASSERT_EQUAL(uint32_t(1234), tula::parse_config("admin_uid = 1234\n").admin_uid);
+        CPPUNIT_ASSERT_EQUAL(uint32_t(4294967294u), tula::parse_config("admin_uid = 4294967294\n").admin_uid);
+        for (const char* bad : {"admin_uid = tulaadm\n", "admin_uid = -1\n", "admin_uid = 4294967295\n", "admin_uid =\n"}) {
+            const std::string e = error_of([&] { tula::parse_config(std::string("# site\n") + bad); });
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 2") && contains(e, "admin_uid"));
         }
     }
 

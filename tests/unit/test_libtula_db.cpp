@@ -488,11 +488,12 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         TempDir d;
         const std::string p = d / "v1.db";
         make_v1_database(p);
-        // a column of the migration already there: ALTER TABLE fails, nothing may change
+        // a column of the migration already there: the schema allow-list refuses the table (its
+        // columns are not those of version 1) before any migration starts; nothing may change
         raw_exec(p, "ALTER TABLE run ADD COLUMN noise_observations INTEGER");
         const auto before = raw_rows(p, "SELECT * FROM run");
         const std::string e = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite); });
-        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "cannot migrate the schema from version 1 to 2"));
+        CPPUNIT_ASSERT_MESSAGE(e, contains(e, "table 'run' is not defined as in schema version 1"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "PRAGMA user_version"));
         CPPUNIT_ASSERT(before == raw_rows(p, "SELECT * FROM run"));
         CPPUNIT_ASSERT_EQUAL(std::string("0"), raw_query(p, "SELECT count(*) FROM pragma_table_info('run') "

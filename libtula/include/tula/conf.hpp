@@ -1,5 +1,6 @@
 // libtula: tula.conf, the site configuration (see tula.conf(5)).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,11 @@ namespace tula {
 struct Config {
     /// System profile database (read-only to users). Path.
     std::string system_db = "/var/lib/tula/profiles.db";
+    /// User id of the administrator who writes the system database besides root (0 = root
+    /// alone). Readers trust the system database only when it, its directory and its -wal,
+    /// -shm and -journal files are owned by root or this uid and are not group- or
+    /// world-writable (system_db_distrust, db.hpp).
+    uint32_t admin_uid = 0;
     /// Price of one node for one hour, in the site's currency unit per node-hour.
     double price_per_node_hour = 1.0;
     /// GPUs (accelerators) per node of the partition; 0 for a CPU partition. With
@@ -44,7 +50,7 @@ struct Config {
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
-/// Keys: system_db, price_per_node_hour, gpus_per_node, price_per_gpu_hour (currency units per
+/// Keys: system_db, admin_uid (a user id, 0 .. 4294967294), price_per_node_hour, gpus_per_node, price_per_gpu_hour (currency units per
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction).

@@ -1,6 +1,7 @@
 // libtula: the SQLite profile database (see tula(1), "PROFILE DATABASE").
 //
-// Schema version 2 (PRAGMA user_version = 2), WAL journal, busy timeout:
+// Schema (PRAGMA user_version = kSchemaVersion; WAL journal on a local disk, rollback journal on
+// a network file system; see db_guard.hpp in libtula/src for the hardening of every open):
 //   workload(name PK, model, dataset, params, train_examples, test_examples, updated)
 //   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created)
 //   allreduce_profile(id, host, nodes, bytes, seconds, created)
@@ -8,6 +9,8 @@
 //       measured_seconds, test_accuracy, created, noise_scale, noise_observations)
 //   run_epoch(run_id, epoch, seconds, train_loss, test_accuracy)
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,6 +23,10 @@
 struct sqlite3;
 
 namespace tula {
+
+namespace detail {
+struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/db_guard.hpp)
+}
 
 /// Schema version this build writes. History (each step is a migration that ProfileDb::open
 /// applies, in one transaction, when it opens an older database read-write):
@@ -110,17 +117,32 @@ public:
 
     /// Opens `path`. ReadWrite creates the file (and its parent directory, mode 0700)
     /// and the schema when missing, migrates an older schema (kOldestSchemaVersion ..
-    /// kSchemaVersion - 1) to kSchemaVersion in one transaction, sets WAL mode. Both modes set a busy timeout of
-    /// `busy_timeout_ms` milliseconds (how long one statement waits for another process's
-    /// lock). A ReadOnly connection in addition draws every wait from the process-wide
-    /// read lock budget (set_read_lock_budget), so that all read-only opens of one process
-    /// (e.g. one `tula plan` at submission) together wait at most that long.
+    /// kSchemaVersion - 1) to kSchemaVersion in one transaction, and picks the journal by the
+    /// file system of the directory (journal_mode_for: WAL on a local disk; on a network or
+    /// cluster file system a rollback journal, and a database found in WAL mode there is switched
+    /// back when no other process holds it). `busy_timeout_ms` is how long one statement waits for
+    /// another process's lock; a negative value means the mode's default: kReadBusyTimeoutMs
+    /// for ReadOnly, kWriteBusyTimeoutMs for ReadWrite (writers back off with random jitter and
+    /// retry BEGIN IMMEDIATE / COMMIT on SQLITE_BUSY until it is spent, so that many runs ending
+    /// together all land). A ReadOnly connection in addition draws every wait from the
+    /// process-wide read lock budget (set_read_lock_budget), so that all read-only opens of one
+    /// process (e.g. one `tula plan` at submission) together wait at most that long.
+    ///
+    /// Every open is hardened against a hostile file before anything is read (see tula(1),
+    /// PROFILE DATABASE): defensive mode, no views, triggers or untrusted schema functions, no
+    /// memory map, tight SQLite limits (a value of at most kMaxValueBytes, no ATTACH), a
+    /// ReadOnly connection is query_only and interrupted once it has run read_deadline_ms()
+    /// milliseconds (lock waits not counted); then the schema is checked against an allow-list:
+    /// exactly the tables and indexes that schema version (PRAGMA user_version) has, with the
+    /// same columns, plus SQLite's own sqlite_stat1/sqlite_stat4/sqlite_sequence tables.
     /// Errors (tula::Error, message names the path): missing file in ReadOnly mode,
     /// not a database / corrupt, schema newer than kSchemaVersion ("upgrade tula"),
-    /// a failed migration of an older schema (ReadWrite; the database is left unchanged),
-    /// locked longer than the timeout or the budget ("held by another process ... not
-    /// read"; a locked database is never read as immutable), permission denied.
-    static ProfileDb open(const std::string& path, Mode mode, int busy_timeout_ms = 1000);
+    /// a schema object Tula never creates (names it: "contains view 'workload', which Tula
+    /// never creates"), a table with other columns, a failed migration of an older schema
+    /// (ReadWrite; the database is left unchanged), a read past its deadline, a value over
+    /// kMaxValueBytes, locked longer than the timeout or the budget ("held by another process
+    /// ... not read"; a locked database is never read as immutable), permission denied.
+    static ProfileDb open(const std::string& path, Mode mode, int busy_timeout_ms = -1);
 
     ProfileDb(ProfileDb&&) noexcept;
     ProfileDb& operator=(ProfileDb&&) noexcept;
@@ -194,10 +216,95 @@ public:
     int schema_version() const { return schema_; }
 
 private:
-    ProfileDb(sqlite3* db, std::string path, int schema);
+    ProfileDb(sqlite3* db, std::string path, int schema, std::unique_ptr<detail::ConnGuard> guard);
+    /// The lock-wait limit of this connection's write transactions, milliseconds.
+    int write_timeout_ms() const;
     sqlite3* db_ = nullptr;
     std::string path_;
     int schema_ = kSchemaVersion;
+    std::unique_ptr<detail::ConnGuard> guard_;  ///< read by SQLite's handlers; outlives db_
+};
+
+/// Default busy timeout of a ReadOnly open, milliseconds.
+constexpr int kReadBusyTimeoutMs = 1000;
+/// Default busy timeout of a ReadWrite open, milliseconds: long enough for the end-of-run
+/// writes of many jobs that end at the same moment (each holds the lock a few milliseconds).
+constexpr int kWriteBusyTimeoutMs = 60000;
+/// Default read deadline of a ReadOnly connection, milliseconds (set_read_deadline).
+constexpr int kDefaultReadDeadlineMs = 2000;
+/// Largest value (text or blob) SQLite may hold on a connection: SQLITE_LIMIT_LENGTH, bytes.
+/// A longer value in a file fails the read ("string or blob too big").
+constexpr int kMaxValueBytes = 1 << 20;
+/// Largest text value a reader copies out of a row, bytes (names, hosts, job ids; the same
+/// bound as `tula db import`): a longer one is an error naming the table and column.
+constexpr int kMaxTextBytes = 4096;
+/// Most rows one SELECT reads from a table (one table of one database): more is an error that
+/// names the table and the database is not read. A site's database holds thousands.
+constexpr int64_t kMaxRowsPerTable = 1000000;
+
+/// Sets the deadline of every later ReadOnly open in this process: the milliseconds its
+/// statements may run in all (SQLite's progress handler checks a monotonic clock every 1000
+/// virtual-machine steps; waits for another process's lock do not count), clamped to
+/// [1, 600000]. A read past it fails with "interrupted". Thread-safe.
+void set_read_deadline(int ms);
+/// The read deadline in force, milliseconds.
+int read_deadline_ms();
+
+/// Test hook: forces the journal mode ReadWrite opens choose ("wal" or "delete"; "" or null
+/// restores the choice by file system, journal_mode_for). Only a program linking libtula can
+/// call it; no file, option or environment variable reaches it.
+void set_journal_mode_for_testing(const char* mode);
+
+/// Name of a network or cluster file system by its statfs(2) f_type magic number, or nullptr
+/// for any other (a local disk, tmpfs, overlay ...): NFS (0x6969), Lustre (0x0BD00BD0), GPFS
+/// (0x47504653), CIFS (0xFF534D42), SMB2 (0xFE534D42), SMB (0x517B), FUSE (0x65735546), Ceph
+/// (0x00C36400), AFS (0x5346414F), 9P (0x01021997), BeeGFS (0x19830326), PanFS (0xAAD7AAEA).
+/// SQLite's WAL mode needs shared memory that these do not keep coherent between hosts (SQLite,
+/// "Write-Ahead Logging", section "Disadvantages"). Pure function.
+const char* network_fs_name(unsigned long f_type);
+/// The journal mode a ReadWrite open sets for a database at `db_path`: "delete" when
+/// statfs(2) of its directory gives a network_fs_name, else "wal" (also when statfs fails).
+std::string journal_mode_for(const std::string& db_path);
+
+/// Why the system database at `path` must not be trusted, or "" when it may be read: it does
+/// not exist (readers skip it silently), or the file, its directory and its -wal, -shm and
+/// -journal files (those present) are owned by root or `admin_uid` and none is group- or
+/// world-writable, and neither the file nor a side file is a symbolic link (lstat(2); the
+/// directory is stat(2)ed). A path that is not a regular file is left to ProfileDb::open,
+/// which refuses it. The reason is one line for a warning, e.g. "tula: system database
+/// /var/lib/tula/profiles.db is group-writable (mode 0664); skipped: only its administrator
+/// may write it (chmod g-w,o-w /var/lib/tula/profiles.db)".
+std::string system_db_distrust(const std::string& path, uid_t admin_uid);
+
+/// A database file published atomically (what `tula profile` does to the system database, so
+/// that readers see the old file or the new one, never a half-written one): begin() copies the
+/// target (SQLite backup API; an empty file when there is none) into a new temporary file
+/// .NAME.tula-XXXXXX in the same directory, which writers then fill through path();
+/// publish() turns it into a single file with a rollback journal, fsyncs it, gives it the
+/// target's mode without group/other write (0644 for a new one), renames it over the target and
+/// fsyncs the directory. Missing directories of the target are created with mode 0755 (not
+/// the umask's), so that users can reach a new system database. Destroying a StagedDb that
+/// was not published removes the temporary file. Move-only.
+class StagedDb {
+public:
+    /// Errors: tula::Error naming the path (cannot create the directory or the temporary file,
+    /// the target cannot be read as an SQLite database).
+    static StagedDb begin(const std::string& target);
+    StagedDb(StagedDb&&) noexcept;
+    StagedDb& operator=(StagedDb&&) noexcept;
+    ~StagedDb();
+    /// The temporary file; "" once published.
+    const std::string& path() const { return tmp_; }
+    const std::string& target() const { return target_; }
+    /// Errors: tula::Error (the temporary file is not a tula profile database, the target is
+    /// held in WAL mode by another process, fsync or rename failed); the target is then
+    /// unchanged.
+    void publish();
+
+private:
+    StagedDb(std::string target, std::string tmp) : target_(std::move(target)), tmp_(std::move(tmp)) {}
+    void discard() noexcept;
+    std::string target_, tmp_;
 };
 
 /// Default process-wide read lock budget, milliseconds (see set_read_lock_budget).
