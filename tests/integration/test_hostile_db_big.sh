@@ -37,8 +37,8 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 cluster_stepds() {
     local p c
     for p in $(pgrep -x slurmstepd 2>/dev/null); do
-        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
-        c=$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)
+        tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+        c=$(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")
         [ -z "${1:-}" ] || [[ "$c" == *"[$1."* ]] || continue
         echo "$p"
     done
@@ -133,7 +133,8 @@ check_case() {
     expect_completed "$job" "$out"
 
     plan_rss "$what"
-    note "$what: tula plan exited $PLAN_RC after $PLAN_MS ms, peak RSS $PLAN_KB KiB (intact: $ref_kb KiB); stderr: $PLAN_ERR"
+    note "$what: tula plan exited $PLAN_RC after $PLAN_MS ms, peak RSS $PLAN_KB KiB (intact: $ref_kb KiB);" \
+        "$(grep -E '^(status|warning)=' <<<"$PLAN_OUT" | cut -c1-300)" "stderr: $PLAN_ERR"
     [ "$PLAN_KB" -lt "$RSS_LIMIT_KB" ] ||
         fail "$what: peak resident set of tula plan on the hostile user database" \
             "expected: < $RSS_LIMIT_KB KiB (the same plan on an intact copy: $ref_kb KiB)" "seen: $PLAN_KB KiB"

@@ -24,8 +24,8 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 cluster_stepds() {
     local p c
     for p in $(pgrep -x slurmstepd 2>/dev/null); do
-        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
-        c=$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)
+        tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+        c=$(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")
         [ -z "${1:-}" ] || [[ "$c" == *"[$1."* ]] || continue
         echo "$p"
     done
@@ -45,10 +45,10 @@ fifo_blocked() {
         p=${p#/proc/}
         w=$(cat "/proc/$p/wchan" 2>/dev/null)
         if [ "$w" = fifo_open ] || [ "$w" = wait_for_partner ]; then
-            tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qxF "XDG_DATA_HOME=$XDG_DATA_HOME" &&
-                echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null) (wchan $w)" && continue
+            tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qxF "XDG_DATA_HOME=$XDG_DATA_HOME" &&
+                echo "$p $(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline") (wchan $w)" && continue
         fi
-        ls -l "/proc/$p/fd" 2>/dev/null | grep -qF -- "-> $1" && echo "$p $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null) (holds it open)"
+        ls -l "/proc/$p/fd" 2>/dev/null | grep -qF -- "-> $1" && echo "$p $(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline") (holds it open)"
     done
 }
 
