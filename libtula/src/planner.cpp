@@ -3,7 +3,9 @@
 // Prediction for a candidate (nodes K, global batch B, local batch b = B / K), following
 // Scavenger (Tyagi & Sharma 2023): T = (e * D / B) * tau, C = T * K * p, with
 //   tau = compute(b) + allreduce(K, 4 * params)      seconds per iteration
-//   iterations per epoch = floor(D / B)              D = training examples (the trainer drops the last partial batch)
+//   iterations per epoch = floor(D / B)              D = training examples per epoch (the whole training
+//                                                    set, or the first N of it with tula-train --limit-train N;
+//                                                    the trainer drops the last partial batch)
 //   T = epochs * iterations per epoch * tau          seconds (training only)
 //   C = K * T / 3600 * price per node-hour
 #include "tula/planner.hpp"
@@ -260,6 +262,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
         !std::isfinite(req.watts_per_node) || req.watts_per_node < 0)
         throw Error("cannot plan " + w.name + ": gpus_per_node, price_per_gpu_hour and watts_per_node must be >= 0");
     const double price = req.node_hour_price();
+    const int64_t D = req.examples_per_epoch();  // >= 1: train_examples >= 1 above
     if (!allreduce && req.min_nodes > 1)
         throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
                     ": there is no allreduce profile; run `tula profile allreduce`");
@@ -282,6 +285,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     int too_big = 0, smallest_too_big = 0;
     const double B_ref = batches.empty() ? 1.0 : batches.front();
     plan.reference_batch = static_cast<int>(B_ref);
+    plan.train_examples = D;
     // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
     // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
     const double q_level = req.interval_level;
@@ -324,7 +328,7 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
             const double half = compute.interpolated ? rel_q * tc : conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
             const double iter_upper = cal * req.overlap.combine(tc + half, tm);
-            const double iters = std::floor(static_cast<double>(w.train_examples) / B);
+            const double iters = std::floor(static_cast<double>(D) / B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.startup_seconds = compute.startup_seconds(b);  // once per run
             const double startup = c.startup_seconds;
@@ -482,6 +486,9 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     const Candidate& ch = cs[plan.chosen];
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
+    if (D < w.train_examples)
+        reason += "; " + std::to_string(D) + " of the " + std::to_string(w.train_examples) +
+                  " training examples per epoch (tula-train --limit-train)";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     const TimeCalibration& cal = req.calibration;
     // "N finished K-node run(s)" when the runs on the chosen node count serve, else of its kind
@@ -547,14 +554,16 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
 }
 
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
-                   int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings) {
+                   int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings,
+                   int64_t train_examples) {
     PolicySpec spec;
     spec.policy = policy;
-    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings);
+    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, train_examples);
 }
 
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
-                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings) {
+                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
+                   int64_t train_examples) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
@@ -581,6 +590,7 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy.policy);
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
+    req.train_examples = train_examples;
     // The run history: overlap exponent and accuracy.
     req.accuracy = AccuracyModel::fit(runs);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's

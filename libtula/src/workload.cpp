@@ -1,6 +1,10 @@
 // libtula: workload names and the batch-script scanner (see workload.hpp).
 #include "tula/workload.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "util.hpp"
@@ -11,10 +15,17 @@ namespace {
 // Largest prefix of a batch script that is scanned, bytes.
 constexpr size_t kMaxScriptBytes = 1 << 20;
 
-// A shell word or a control/redirection operator.
-struct Token {
-    std::string text;
-    bool op = false;  // one of ; & | < > ( )
+// The words and operators of one logical line: each token's text is buf[begin, begin + len).
+struct Tokens {
+    struct Token {
+        size_t begin = 0, len = 0;
+        bool op = false;  // one of ; & | < > ( )
+    };
+    std::string buf;
+    std::vector<Token> list;
+    std::string_view text(size_t i) const { return std::string_view(buf).substr(list[i].begin, list[i].len); }
+    bool op(size_t i) const { return list[i].op; }
+    size_t size() const { return list.size(); }
 };
 
 bool is_op_char(char c) { return c == ';' || c == '&' || c == '|' || c == '<' || c == '>' || c == '(' || c == ')'; }
@@ -22,17 +33,22 @@ bool is_op_char(char c) { return c == ';' || c == '&' || c == '|' || c == '<' ||
 // Splits one logical shell line into words, close to what sh does for simple commands:
 // blanks separate words, '...' and "..." quote, a backslash escapes the next character,
 // an unquoted `#` at the start of a word starts a comment, and unquoted ; & | < > ( )
-// are operators. No expansion: `$VAR` stays as written.
-std::vector<Token> tokenize(const std::string& line) {
-    std::vector<Token> out;
-    std::string cur;
+// are operators. No expansion: `$VAR` stays as written. Replaces the contents of `out`.
+// Time and memory linear in the line's length: every character is looked at once and
+// copied at most once.
+void tokenize(const std::string& line, Tokens* out) {
+    out->buf.clear();
+    out->list.clear();
+    std::string& buf = out->buf;
+    size_t begin = 0;
     bool have = false;  // a word is in progress (possibly empty, e.g. '')
     auto flush = [&]() {
-        if (have) out.push_back({cur, false});
-        cur.clear();
+        if (have) out->list.push_back({begin, buf.size() - begin, false});
+        begin = buf.size();
         have = false;
     };
-    for (size_t i = 0; i < line.size(); ++i) {
+    const size_t n = line.size();
+    for (size_t i = 0; i < n; ++i) {
         const char c = line[i];
         if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
             flush();
@@ -40,127 +56,96 @@ std::vector<Token> tokenize(const std::string& line) {
             break;  // comment to the end of the line
         } else if (is_op_char(c)) {
             flush();
-            out.push_back({std::string(1, c), true});
+            buf += c;
+            out->list.push_back({begin, 1, true});
+            begin = buf.size();
         } else if (c == '\\') {
-            if (i + 1 < line.size()) cur += line[++i];
+            if (i + 1 < n) buf += line[++i];
             have = true;
         } else if (c == '\'') {
             const size_t e = line.find('\'', i + 1);
-            const size_t stop = e == std::string::npos ? line.size() : e;
-            cur += line.substr(i + 1, stop - i - 1);
+            const size_t stop = e == std::string::npos ? n : e;
+            buf.append(line, i + 1, stop - i - 1);
             i = stop;
             have = true;
         } else if (c == '"') {
             size_t j = i + 1;
-            for (; j < line.size() && line[j] != '"'; ++j) {
-                if (line[j] == '\\' && j + 1 < line.size() &&
+            for (; j < n && line[j] != '"'; ++j) {
+                if (line[j] == '\\' && j + 1 < n &&
                     (line[j + 1] == '"' || line[j + 1] == '\\' || line[j + 1] == '$' || line[j + 1] == '`')) {
-                    cur += line[++j];
+                    buf += line[++j];
                 } else {
-                    cur += line[j];
+                    buf += line[j];
                 }
             }
             i = j;
             have = true;
         } else {
-            cur += c;
+            buf += c;
             have = true;
         }
     }
     flush();
-    return out;
 }
 
-// Joins `\`-continued physical lines into logical lines; drops comment lines. A comment
-// line inside a continuation ends the command, as in sh.
-std::vector<std::string> logical_lines(const std::string& text) {
-    std::vector<std::string> out;
-    std::string acc;
-    bool cont = false;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        if (nl == std::string::npos) nl = text.size();
-        std::string line = text.substr(pos, nl - pos);
-        pos = nl + 1;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        const std::string t = detail::trim(line);
-        if (!t.empty() && t[0] == '#') {
-            if (cont) {
-                out.push_back(acc);
-                acc.clear();
-                cont = false;
-            }
-            continue;
-        }
-        // A trailing backslash continues the line unless it is itself escaped.
-        size_t n_bs = 0;
-        while (n_bs < line.size() && line[line.size() - 1 - n_bs] == '\\') ++n_bs;
-        if (n_bs % 2 == 1) {
-            line.pop_back();
-            acc += line;
-            acc += ' ';
-            cont = true;
-        } else {
-            acc += line;
-            out.push_back(acc);
-            acc.clear();
-            cont = false;
-        }
-    }
-    if (cont) out.push_back(acc);
-    return out;
-}
-
-bool is_tula_train(const std::string& w) {
-    static const std::string name = "tula-train";
+bool is_tula_train(std::string_view w) {
+    constexpr std::string_view name = "tula-train";
     if (w == name) return true;
-    return w.size() > name.size() && w.compare(w.size() - name.size(), name.size(), name) == 0 &&
-           w[w.size() - name.size() - 1] == '/';
+    return w.size() > name.size() && w.substr(w.size() - name.size()) == name && w[w.size() - name.size() - 1] == '/';
+}
+
+// Whether word `w` is `flag` or starts with `flag=`; then *value is what follows the `=`
+// (empty for the bare flag).
+bool flag_form(std::string_view w, std::string_view flag, bool* with_equals, std::string_view* value) {
+    if (w.substr(0, flag.size()) != flag) return false;
+    if (w.size() == flag.size()) {
+        *with_equals = false;
+        return true;
+    }
+    if (w[flag.size()] != '=') return false;
+    *with_equals = true;
+    *value = w.substr(flag.size() + 1);
+    return true;
 }
 
 // A positive count from a flag value; 0 when it is absent, not a plain decimal number
 // (for example "$EPOCHS") or out of range.
-int count_value(const std::string& v) {
+int count_value(std::string_view v) {
     int64_t n = 0;
-    if (!detail::parse_int64(v, &n) || n < 1 || n > 100000000) return 0;
+    if (!detail::parse_int64(std::string(v), &n) || n < 1 || n > 100000000) return 0;
     return static_cast<int>(n);
 }
 
-// Reads the flags after the tula-train word at `start`. Returns false when --model is absent
-// or a name value is malformed.
-bool read_flags(const std::vector<Token>& tok, size_t start, TrainCommand* cmd) {
+// Reads the flags after the tula-train word at `start`, up to the next operator. Returns
+// false when --model is absent or a name value is malformed. Linear in the words read.
+bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     bool have_model = false;
     std::string model, data = "fashion-mnist";
-    int epochs = 0, batch = 0;
-    for (size_t i = start; i < tok.size() && !tok[i].op; ++i) {
-        const std::string& w = tok[i].text;
-        static const char* const kFlags[] = {"--model", "--data", "--epochs", "--batch-size"};
-        for (int f = 0; f < 4; ++f) {
-            const std::string flag = kFlags[f];
-            std::string value;
-            bool hit = false, missing = false;
-            if (w == flag) {
-                hit = true;
-                if (i + 1 < tok.size() && !tok[i + 1].op) value = tok[++i].text;
+    int epochs = 0, batch = 0, limit = 0;
+    static constexpr std::string_view kFlags[] = {"--model", "--data", "--epochs", "--batch-size", "--limit-train"};
+    for (size_t i = start; i < tok.size() && !tok.op(i); ++i) {
+        const std::string_view w = tok.text(i);
+        for (int f = 0; f < 5; ++f) {
+            bool with_equals = false, missing = false;
+            std::string_view value;
+            if (!flag_form(w, kFlags[f], &with_equals, &value)) continue;
+            if (!with_equals) {
+                if (i + 1 < tok.size() && !tok.op(i + 1)) value = tok.text(++i);
                 else missing = true;
-            } else if (w.compare(0, flag.size() + 1, flag + "=") == 0) {
-                hit = true;
-                value = w.substr(flag.size() + 1);
             }
-            if (!hit) continue;
             switch (f) {
                 case 0:
-                    if (missing || !detail::is_plain_name(value)) return false;
+                    if (missing || !detail::is_plain_name(std::string(value))) return false;
                     model = value;
                     have_model = true;
                     break;
                 case 1:
-                    if (missing || !detail::is_plain_name(value)) return false;
+                    if (missing || !detail::is_plain_name(std::string(value))) return false;
                     data = value;
                     break;
                 case 2: epochs = count_value(value); break;
                 case 3: batch = count_value(value); break;
+                case 4: limit = count_value(value); break;
             }
             break;
         }
@@ -171,31 +156,91 @@ bool read_flags(const std::vector<Token>& tok, size_t start, TrainCommand* cmd) 
     cmd->dataset = data;
     cmd->epochs = epochs;
     cmd->batch_size = batch;
+    cmd->limit_train = limit;
     return true;
+}
+
+bool is_model_flag(std::string_view w) { return w.substr(0, 7) == "--model" && (w.size() == 7 || w[7] == '='); }
+
+// The first tula-train invocation of a tokenized logical line that names a model (a
+// --model word after it, before the next operator), read into *cmd; false when the line has
+// none. One pass over the words of each simple command (the words between operators): the
+// invocations before the command's last --model word are the ones that name a model.
+bool find_in_line(const Tokens& tok, TrainCommand* cmd) {
+    size_t seg = 0;
+    while (seg < tok.size()) {
+        size_t end = seg, last_model = std::string::npos;
+        for (; end < tok.size() && !tok.op(end); ++end)
+            if (is_model_flag(tok.text(end))) last_model = end;
+        if (last_model != std::string::npos)
+            for (size_t i = seg; i < last_model; ++i)
+                if (is_tula_train(tok.text(i))) {
+                    // the first invocation that names a model decides; a malformed value there
+                    // means the workload cannot be known
+                    read_flags(tok, i + 1, cmd);
+                    return true;
+                }
+        seg = end + 1;  // past the operator
+    }
+    return false;
+}
+
+// Whether the physical line text[b, e) is a comment line: its first non-blank is `#`.
+bool comment_line(const std::string& text, size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+        const char c = text[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f') continue;
+        return c == '#';
+    }
+    return false;
 }
 
 }  // namespace
 
 std::string workload_name(const std::string& model, const std::string& dataset) { return model + "@" + dataset; }
 
+// One pass over the script: physical lines are joined at `\` continuations into a logical
+// line (a comment line inside a continuation ends the command, as in sh; comment lines are
+// dropped), and each logical line is tokenized and searched as soon as it is complete. Every
+// byte is copied a bounded number of times, so the time is linear in the script's length.
 TrainCommand parse_train_command(const std::string& script) {
     TrainCommand cmd;
     try {
-        const std::string text = script.size() > kMaxScriptBytes ? script.substr(0, kMaxScriptBytes) : script;
-        for (const std::string& line : logical_lines(text)) {
-            const std::vector<Token> tok = tokenize(line);
-            for (size_t i = 0; i < tok.size(); ++i) {
-                if (tok[i].op || !is_tula_train(tok[i].text)) continue;
-                // The first invocation that names a model decides; a malformed value there
-                // means the workload cannot be known.
-                bool named = false;
-                for (size_t j = i + 1; j < tok.size() && !tok[j].op; ++j)
-                    if (tok[j].text == "--model" || tok[j].text.compare(0, 8, "--model=") == 0) named = true;
-                if (!named) continue;
-                read_flags(tok, i + 1, &cmd);
-                return cmd;
+        const size_t size = std::min(script.size(), kMaxScriptBytes);
+        std::string acc;  // the logical line being joined
+        Tokens tok;
+        bool cont = false;
+        auto done = [&]() {  // a logical line is complete: search it
+            tokenize(acc, &tok);
+            acc.clear();
+            cont = false;
+            return find_in_line(tok, &cmd);
+        };
+        size_t pos = 0;
+        while (pos < size) {
+            const void* hit = std::memchr(script.data() + pos, '\n', size - pos);
+            const size_t nl = hit ? static_cast<size_t>(static_cast<const char*>(hit) - script.data()) : size;
+            size_t e = nl;  // the physical line is script[pos, e)
+            const size_t b = pos;
+            pos = nl + 1;
+            if (e > b && script[e - 1] == '\r') --e;
+            if (comment_line(script, b, e)) {
+                if (cont && done()) return cmd;
+                continue;
+            }
+            // A trailing backslash continues the line unless it is itself escaped.
+            size_t n_bs = 0;
+            while (n_bs < e - b && script[e - 1 - n_bs] == '\\') ++n_bs;
+            if (n_bs % 2 == 1) {
+                acc.append(script, b, e - 1 - b);
+                acc += ' ';
+                cont = true;
+            } else {
+                acc.append(script, b, e - b);
+                if (done()) return cmd;
             }
         }
+        if (cont) done();
     } catch (...) {  // std::bad_alloc on absurd input: report "not found"
         cmd = TrainCommand();
     }

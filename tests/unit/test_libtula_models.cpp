@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,102 @@ tula::ComputeSample cs(int b, double t) {
     return s;
 }
 
+// ---- A straightforward reference of ComputeModel::fit's documented one-rank fit: every split
+// and every left-out knot refitted from scratch (O(n^3)), least squares by the normal equations.
+
+// Non-negative least squares of t = t0 + t1 b: the unconstrained line when both coefficients
+// are >= 0, else the better of t1 alone (through the origin) and t0 alone (the mean).
+void ref_nnls(const std::vector<double>& x, const std::vector<double>& y, double* t0, double* t1) {
+    ols_line(x, y, t0, t1);
+    if (*t0 >= 0 && *t1 >= 0) return;
+    double sxy = 0, sxx = 0, m = 0;
+    for (size_t i = 0; i < x.size(); ++i) sxy += x[i] * y[i], sxx += x[i] * x[i], m += y[i] / x.size();
+    double rs = 0, rm = 0;
+    for (size_t i = 0; i < x.size(); ++i) rs += std::pow(y[i] - sxy / sxx * x[i], 2), rm += std::pow(y[i] - m, 2);
+    *t0 = rs < rm ? 0 : m;
+    *t1 = rs < rm ? sxy / sxx : 0;
+}
+
+struct RefModel {
+    double t0 = 0, t1 = 0, t_min = 0, aic_linear = 0, aic_flat = 0, rmse = 0;
+    double loo_interpolated = NAN, loo_parametric = NAN, loo_rel_rms = 0;
+    bool flat = false, interpolated = false;
+    double at(double b) const { return flat ? std::max(t_min, t0 + t1 * b) : t0 + t1 * b; }
+};
+
+double ref_aic(double sse, double n, int k, double mean_t) {
+    return n * std::log(std::max(sse / n, 1e-24 * mean_t * mean_t)) + 2.0 * k;
+}
+
+// The linear or flat-then-linear form (models.hpp): AIC choice, every split tried.
+RefModel ref_parametric(const std::vector<double>& x, const std::vector<double>& y) {
+    const size_t n = x.size();
+    std::vector<double> d(x);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    double mean_t = 0, sse = 0;
+    for (double t : y) mean_t += t / n;
+    RefModel m;
+    ref_nnls(x, y, &m.t0, &m.t1);
+    for (size_t i = 0; i < n; ++i) sse += std::pow(m.t0 + m.t1 * x[i] - y[i], 2);
+    m.aic_linear = ref_aic(sse, n, 2, mean_t);
+    m.aic_flat = INFINITY;
+    double best = INFINITY, bt0 = 0, bt1 = 0, btmin = 0;
+    for (size_t split = 1; d.size() >= 4 && n >= 5 && split + 2 <= d.size(); ++split) {
+        std::vector<double> tx, ty;
+        double tmin = 0, head = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (x[i] < d[split]) tmin += y[i], head += 1;
+            else tx.push_back(x[i]), ty.push_back(y[i]);
+        }
+        tmin /= head;
+        double a = 0, b = 0, e = 0;
+        ref_nnls(tx, ty, &a, &b);
+        if (!(tmin > a + b * d[0])) continue;
+        for (size_t i = 0; i < n; ++i) e += std::pow(std::max(tmin, a + b * x[i]) - y[i], 2);
+        if (e < best) best = e, bt0 = a, bt1 = b, btmin = tmin;
+    }
+    if (std::isfinite(best)) {
+        m.aic_flat = ref_aic(best, n, 4, mean_t);
+        if (m.aic_flat < m.aic_linear - 2) m.flat = true, m.t0 = bt0, m.t1 = bt1, m.t_min = btmin, sse = best;
+    }
+    m.rmse = std::sqrt(sse / n);
+    return m;
+}
+
+// The whole one-rank fit: parametric form, then leave-one-out over the interior knots (at most
+// kLooKnots of them: knot 1 + floor(r (I - 1) / (kLooKnots - 1)) of I interior ones).
+RefModel ref_fit(const std::vector<double>& x, const std::vector<double>& y) {
+    RefModel m = ref_parametric(x, y);
+    std::map<double, std::vector<double>> by;
+    for (size_t i = 0; i < x.size(); ++i) by[x[i]].push_back(y[i]);
+    std::vector<std::pair<double, double>> k;
+    for (auto& [b, ts] : by) {
+        std::sort(ts.begin(), ts.end());
+        const size_t c = ts.size();
+        k.emplace_back(b, c % 2 ? ts[c / 2] : (ts[c / 2 - 1] + ts[c / 2]) / 2);
+    }
+    if (k.size() < 3) return m;
+    const size_t I = k.size() - 2, used = std::min<size_t>(I, tula::ComputeModel::kLooKnots);
+    double ei = 0, ep = 0, ei2 = 0;
+    for (size_t r = 0; r < used; ++r) {
+        const size_t j = used == I ? r + 1 : 1 + r * (I - 1) / (used - 1);
+        const double b = k[j].first, t = k[j].second;
+        const double lerp = k[j - 1].second + (b - k[j - 1].first) / (k[j + 1].first - k[j - 1].first) *
+                                                  (k[j + 1].second - k[j - 1].second);
+        std::vector<double> rx, ry;
+        for (size_t i = 0; i < x.size(); ++i)
+            if (x[i] != b) rx.push_back(x[i]), ry.push_back(y[i]);
+        ei += std::fabs(lerp / t - 1), ei2 += std::pow(lerp / t - 1, 2);
+        ep += std::fabs(ref_parametric(rx, ry).at(b) / t - 1);
+    }
+    m.loo_interpolated = 100 * ei / used;
+    m.loo_parametric = 100 * ep / used;
+    m.loo_rel_rms = std::sqrt(ei2 / used);
+    m.interpolated = m.loo_interpolated < m.loo_parametric - 1e-6;
+    return m;
+}
+
 tula::AllreduceSample as(int k, int64_t n, double t) {
     tula::AllreduceSample s;
     s.nodes = k;
@@ -91,6 +189,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_compute_flat_then_linear);
     CPPUNIT_TEST(test_compute_interval);
     CPPUNIT_TEST(test_compute_interpolated);
+    CPPUNIT_TEST(test_compute_fit_matches_reference);
     CPPUNIT_TEST(test_compute_concurrency);
     CPPUNIT_TEST(test_synced_factor);
     CPPUNIT_TEST(test_compute_startup);
@@ -327,6 +426,56 @@ public:
         const auto m2 = tula::ComputeModel::fit({cs(16, 1e-3), cs(64, 4e-3)});
         CPPUNIT_ASSERT(!m2.interpolated);
         CPPUNIT_ASSERT(std::isnan(m2.loo_interpolated));
+    }
+
+    // ComputeModel::fit against ref_fit (above) on 50 random samples: repeated batches
+    // (uncapped leave-one-out) and 50 distinct ones (kLooKnots of 48 interior knots), on a
+    // floor-then-line, a convex and a straight truth with 1-3 % noise, some with a spike.
+    void test_compute_fit_matches_reference() {
+        std::mt19937 rng(77);
+        int flat = 0, interpolated = 0;
+        for (int trial = 0; trial < 60; ++trial) {
+            const bool distinct = trial % 2;
+            std::set<int> pool;
+            while (pool.size() < (distinct ? 50u : 20u)) pool.insert(1 + static_cast<int>(rng() % 1024));
+            const std::vector<int> batches(pool.begin(), pool.end());
+            std::normal_distribution<double> noise(0.0, 0.01 * (1 + trial % 3));
+            std::vector<tula::ComputeSample> s;
+            std::vector<double> x, y;
+            for (int i = 0; i < 50; ++i) {
+                const int b = distinct ? batches[i] : batches[rng() % batches.size()];
+                const double truth = trial % 3 == 0 ? std::max(0.03, 0.002 + 1e-4 * b)
+                                     : trial % 3 == 1 ? 1e-3 + 2e-5 * b + 5e-8 * b * b
+                                                      : 4e-3 + 6e-5 * b;
+                // every fourth trial: one batch far off (a spike), which moves the best split of
+                // the refits that leave it out
+                const double spike = trial % 4 == 3 && b == batches[batches.size() / 3] ? 4.0 : 1.0;
+                const double t = truth * (1 + noise(rng)) * spike;
+                s.push_back(cs(b, t));
+                x.push_back(b);
+                y.push_back(t);
+            }
+            const auto m = tula::ComputeModel::fit(s);
+            const RefModel r = ref_fit(x, y);
+            const std::string at = "trial " + std::to_string(trial);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, r.flat, m.flat);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, r.interpolated, m.interpolated);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.t0, m.t0, 1e-9 * r.t0 + 1e-15);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.t1, m.t1, 1e-9 * r.t1 + 1e-15);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.t_min, m.t_min, 1e-9 * r.t_min);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.rmse, m.rmse, 1e-9 * r.rmse);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.aic_linear, m.aic_linear, 1e-9);
+            CPPUNIT_ASSERT_MESSAGE(at, std::isinf(r.aic_flat) == std::isinf(m.aic_flat));
+            if (std::isfinite(r.aic_flat)) CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.aic_flat, m.aic_flat, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.loo_interpolated, m.loo_interpolated, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.loo_parametric, m.loo_parametric, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(at, r.loo_rel_rms, m.loo_rel_rms, 1e-12);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, distinct ? tula::ComputeModel::kLooKnots : int(m.knots.size()) - 2,
+                                         m.loo_points);
+            flat += m.flat;
+            interpolated += m.interpolated;
+        }
+        CPPUNIT_ASSERT(flat >= 10 && flat < 60 && interpolated >= 5 && interpolated < 60);  // both ways seen
     }
 
     void test_compute_matches_closed_form() {

@@ -3,11 +3,18 @@
 // model formulas, policies against naive argmins, and plan_workload on a temporary database.
 #include <cppunit/extensions/HelperMacros.h>
 #include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -102,6 +109,45 @@ void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
         }
 }
 
+// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
+// awaited at most `limit` seconds: +infinity when it has not answered by then (it is killed)
+// or failed, so that a quadratic fit fails a time bound instead of stalling the suite.
+template <class F>
+double seconds_in_child(F f, double limit) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    int fds[2];
+    if (pipe(fds) != 0) return kInf;
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return kInf;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        double v = kInf;
+        try {
+            v = f();
+        } catch (...) {
+        }
+        const ssize_t w = write(fds[1], &v, sizeof v);
+        _exit(w == static_cast<ssize_t>(sizeof v) ? 0 : 1);
+    }
+    close(fds[1]);
+    double v = kInf;
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(limit * 1000)) != 1 || read(fds[0], &v, sizeof v) != static_cast<ssize_t>(sizeof v))
+        v = kInf;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(fds[0]);
+    return v;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 }  // namespace
 
 class LibtulaPlannerTest : public CppUnit::TestFixture {
@@ -125,6 +171,9 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_workload);
     CPPUNIT_TEST(test_plan_workload_measured_noise_scale);
     CPPUNIT_TEST(test_plan_workload_fixed_nodes_keeps_choice);
+    CPPUNIT_TEST(test_make_plan_limit_train);
+    CPPUNIT_TEST(test_plan_workload_limit_train);
+    CPPUNIT_TEST(test_plan_20000_profiled_batches);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -945,6 +994,140 @@ public:
             // Convergence column: (1 + B/Bn) / (1 + 64/Bn) times the epochs.
             CPPUNIT_ASSERT_DOUBLES_EQUAL(3.0 * (1 + c.global_batch / 1024.0) / (1 + 64 / 1024.0), c.epochs_to_target, 1e-12);
         }
+    }
+
+    // PlanRequest::train_examples (tula-train --limit-train): 6,000 of 60,000 examples per
+    // epoch gives floor(6000 / B) steps of the same length, about 1/10 of the full epoch,
+    // checked against hand_total; above the training set or <= 0: the whole set.
+    void test_make_plan_limit_train() {
+        const tula::ComputeModel cm = lenet5_like_compute();
+        const tula::AllreduceModel am = lenet5_like_allreduce();
+        tula::PlanRequest r;
+        r.workload = workload(61706, 60000);
+        r.epochs = 7;
+        r.max_nodes = 4;
+        r.global_batches = {64, 256, 1024};
+        const tula::Plan full = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(int64_t(60000), full.train_examples);
+        r.train_examples = 6000;
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), r.examples_per_epoch());
+        const tula::Plan lim = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
+        CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
+        for (size_t i = 0; i < lim.candidates.size(); ++i) {
+            const tula::Candidate& c = lim.candidates[i];
+            const double want = hand_total(c.nodes, c.global_batch, 7, 6000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.total_seconds, 1e-9 * want);
+            // about a tenth: floor(6000 / B) of floor(60000 / B) steps (5 of 58 at B = 1024)
+            const double ratio = c.epoch_seconds / full.candidates[i].epoch_seconds;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::floor(6000.0 / c.global_batch) / std::floor(60000.0 / c.global_batch), ratio,
+                                         1e-12);
+            CPPUNIT_ASSERT(ratio > 0.08 && ratio < 0.101);
+        }
+        CPPUNIT_ASSERT_MESSAGE(lim.reason, contains(lim.reason, "6000 of the 60000 training examples per epoch"));
+        CPPUNIT_ASSERT(lim.time_limit_minutes <= full.time_limit_minutes);
+        // capped at the training set; 0 and negative mean all of it
+        for (int64_t n : {int64_t(60000), int64_t(1) << 40, int64_t(0), int64_t(-5)}) {
+            r.train_examples = n;
+            const tula::Plan p = tula::make_plan(r, cm, &am);
+            CPPUNIT_ASSERT_EQUAL(int64_t(60000), p.train_examples);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(full.choice().total_seconds, p.choice().total_seconds, 0.0);
+            CPPUNIT_ASSERT(!contains(p.reason, "--limit-train"));
+        }
+    }
+
+    // plan_workload's trailing train_examples: the same plan as the full set's, with the
+    // totals of 6,000 examples per epoch (the fitted exact line reproduces t0, t1).
+    void test_plan_workload_limit_train() {
+        TempDir d;
+        const std::string db_path = d / "p.db";
+        const double t0 = 2e-3, t1 = 1.5e-4;
+        {
+            auto db = lenet5_db(db_path);
+            add_linear_compute(db, {16, 32, 64, 128, 256}, t0, t1);
+        }
+        tula::Config cfg;
+        cfg.global_batches = {64, 128, 256};
+        cfg.default_epochs = 5;
+        std::vector<std::string> warn;
+        const tula::Plan full =
+            tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 0, tula::Policy::Time, &warn);
+        const tula::Plan lim =
+            tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 0, tula::Policy::Time, &warn, 6000);
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
+        CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
+        for (const auto& c : lim.candidates) {
+            const double want = hand_total(1, c.global_batch, 5, 6000, 61706, t0, t1, 0, 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.total_seconds, 1e-9 * want);
+        }
+        tula::PolicySpec spec;
+        const tula::Plan lim2 = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 1, spec, &warn, 6000);
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim2.train_examples);
+    }
+
+    // A profile of 20,000 distinct local batches (one rank, 1..20,000, a floor then a line with
+    // 1 % noise): ComputeModel::fit and plan_workload each finish in under 200 ms, timed in a
+    // child process (a quadratic fit took over a second at 200 batches). The fit still finds
+    // the floor and the slope.
+    void test_plan_20000_profiled_batches() {
+        TempDir d;
+        const std::string db_path = d / "p.db";
+        std::mt19937 rng(3);
+        std::normal_distribution<double> noise(0.0, 0.01);
+        std::vector<tula::ComputeSample> samples;
+        // the rows go in with sqlite3 in one transaction (a commit per add_compute takes seconds)
+        std::string sql = "BEGIN;";
+        for (int b = 1; b <= 20000; ++b) {
+            tula::ComputeSample c;
+            c.workload = "lenet5@fashion-mnist";
+            c.local_batch = b;
+            c.seconds_per_iter = std::max(0.02, 1e-3 + 1e-4 * b) * (1 + noise(rng));
+            samples.push_back(c);
+            char row[256];
+            std::snprintf(row, sizeof row,
+                          "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, "
+                          "created, ranks) VALUES('lenet5@fashion-mnist', 'h', %d, 1, %.17g, 20, 1700000000, 1);",
+                          b, c.seconds_per_iter);
+            sql += row;
+        }
+        sql += "COMMIT;";
+        lenet5_db(db_path);  // the schema and the workload row
+        sqlite3* db = nullptr;
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(db_path.c_str(), &db));
+        const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, rc);
+        CPPUNIT_ASSERT_EQUAL(size_t(20000), tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadOnly)
+                                                .compute_samples("lenet5@fashion-mnist")
+                                                .size());
+        const double fit_s = seconds_in_child(
+            [&] {
+                const auto t = std::chrono::steady_clock::now();
+                tula::ComputeModel::fit(samples);
+                return seconds_since(t);
+            },
+            5.0);
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(fit_s * 1000) + " ms", fit_s < 0.2);
+        tula::Config cfg;
+        cfg.global_batches = {1024, 4096, 16384};
+        const double plan_s = seconds_in_child(
+            [&] {
+                const auto t = std::chrono::steady_clock::now();
+                tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 2, 0, 0, tula::Policy::Auto, nullptr);
+                return seconds_since(t);
+            },
+            5.0);
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(plan_s * 1000) + " ms", plan_s < 0.2);
+        const auto m = tula::ComputeModel::fit(samples);
+        CPPUNIT_ASSERT(m.flat);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, m.t_min, 0.01 * 0.02);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1e-4, m.t1, 0.01 * 1e-4);
+        CPPUNIT_ASSERT_EQUAL(tula::ComputeModel::kLooKnots, m.loo_points);
+        const tula::Plan p = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 2, 0, 0, tula::Policy::Auto, nullptr);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), p.candidates.size());
+        for (const auto& c : p.candidates)
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * std::floor(60000.0 / c.global_batch) * m.seconds_per_iter(c.local_batch),
+                                         c.total_seconds, 1e-9 * c.total_seconds);
     }
 };
 

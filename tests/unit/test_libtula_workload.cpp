@@ -1,6 +1,13 @@
 // Unit tests of the batch-script scanner parse_train_command (workload.hpp).
 #include <cppunit/extensions/HelperMacros.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -8,6 +15,49 @@
 #include "tula/workload.hpp"
 
 namespace {
+
+// Seconds parse_train_command(script) takes, measured (std::chrono::steady_clock) in a child
+// process (fork) whose answer is awaited at most `limit` seconds: +infinity when it has not
+// answered by then (it is killed) or failed, so that a quadratic scanner fails the bound
+// instead of stalling the suite. *found: the result's `found` (unchanged on +infinity).
+double parse_seconds(const std::string& script, double limit, bool* found) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    int fds[2];
+    if (pipe(fds) != 0) return kInf;
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return kInf;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        const auto t = std::chrono::steady_clock::now();
+        const bool f = tula::parse_train_command(script).found;
+        const double out[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(), f ? 1.0 : 0.0};
+        const ssize_t w = write(fds[1], out, sizeof out);
+        _exit(w == static_cast<ssize_t>(sizeof out) ? 0 : 1);
+    }
+    close(fds[1]);
+    double in[2] = {kInf, 0};
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(limit * 1000)) != 1 || read(fds[0], in, sizeof in) != static_cast<ssize_t>(sizeof in))
+        in[0] = kInf;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(fds[0]);
+    if (std::isfinite(in[0])) *found = in[1] != 0;
+    return in[0];
+}
+
+// `unit` repeated to `bytes` bytes (the last copy cut short).
+std::string repeat(const std::string& unit, size_t bytes) {
+    std::string s;
+    s.reserve(bytes + unit.size());
+    while (s.size() < bytes) s += unit;
+    s.resize(bytes);
+    return s;
+}
 
 }  // namespace
 
@@ -23,6 +73,9 @@ class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_operators_end_the_command);
     CPPUNIT_TEST(test_escaped_backslash_at_end);
     CPPUNIT_TEST(test_random_shapes);
+    CPPUNIT_TEST(test_limit_train);
+    CPPUNIT_TEST(test_pathological_scripts_are_linear);
+    CPPUNIT_TEST(test_large_scripts_still_parse);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -199,6 +252,88 @@ public:
             CPPUNIT_ASSERT_EQUAL_MESSAGE(script, with_epochs ? epochs : 0, c.epochs);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(script, with_batch ? batch : 0, c.batch_size);
         }
+    }
+
+    // --limit-train N in both forms (the examples per epoch the job trains on); absent, 0,
+    // not a plain count, or beyond 10^8: 0 (all). It consumes its value like the others.
+    void test_limit_train() {
+        const auto a = tula::parse_train_command("tula-train --model lenet5 --limit-train 6000 --epochs 3\n");
+        CPPUNIT_ASSERT(a.found);
+        CPPUNIT_ASSERT_EQUAL(6000, a.limit_train);
+        CPPUNIT_ASSERT_EQUAL(3, a.epochs);
+        const auto b = tula::parse_train_command("srun tula-train --limit-train=12345 \\\n  --model=fmnist-cnn\n");
+        CPPUNIT_ASSERT(b.found);
+        CPPUNIT_ASSERT_EQUAL(12345, b.limit_train);
+        CPPUNIT_ASSERT_EQUAL(std::string("fmnist-cnn"), b.model);
+        for (const char* v : {"", " 0", " $N", " -5", " 1e4", " 100000001", "=", "=abc"}) {
+            const auto c = tula::parse_train_command(std::string("tula-train --model lenet5 --limit-train") + v + "\n");
+            CPPUNIT_ASSERT_MESSAGE(v, c.found);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, c.limit_train);
+        }
+        // a value word is consumed: --limit-train --epochs 4 leaves --epochs unread
+        const auto d = tula::parse_train_command("tula-train --model lenet5 --limit-train --epochs 4\n");
+        CPPUNIT_ASSERT_EQUAL(0, d.limit_train);
+        CPPUNIT_ASSERT_EQUAL(0, d.epochs);
+        // another program's --limit-train, or one after an operator, is not tula-train's
+        CPPUNIT_ASSERT_EQUAL(0, tula::parse_train_command("tula-train --model lenet5; x --limit-train 5\n").limit_train);
+        // --limit-training is another flag
+        CPPUNIT_ASSERT_EQUAL(0, tula::parse_train_command("tula-train --model lenet5 --limit-training 5\n").limit_train);
+    }
+
+    // 1 MiB of pathological content parses in under 50 ms each (the scanner is one pass; a
+    // scan from every tula-train word to the end of its command took minutes on the first).
+    void test_pathological_scripts_are_linear() {
+        const size_t mib = size_t(1) << 20;
+        std::string many_lines;
+        for (int i = 0; i < 100000; ++i) many_lines += "tula-train x\n";
+        std::string named = repeat("tula-train ", mib - 32);
+        named.resize(named.rfind(' ') + 1);  // whole words only
+        named += "--model lenet5\n";
+        const std::vector<std::pair<std::string, std::string>> cases = {
+            {"tula-train repeated", repeat("tula-train ", mib)},
+            {"tula-train repeated, --model at the end", named},
+            {"--model repeated", repeat("--model ", mib)},
+            {"one line of continuations", repeat("tula-train \\\n", mib)},
+            {"backslashes", repeat("\\", mib)},
+            {"single quotes", repeat("'", mib)},
+            {"double quotes", repeat("\"", mib)},
+            {"escaped quotes in double quotes", "\"" + repeat("\\\"", mib)},
+            {"operators", repeat("tula-train;", mib)},
+            {"comment lines in a continuation", repeat("a \\\n#c\n", mib)},
+            {"100,000 lines of tula-train", many_lines},
+            {"blank lines", repeat("\r\n", mib)},
+        };
+        for (const auto& [name, script] : cases) {
+            bool found = false;
+            const double s = parse_seconds(script, 10.0, &found);
+            CPPUNIT_ASSERT_MESSAGE(name + ": " + std::to_string(s * 1000) + " ms", s < 0.050);
+            const bool want = name == "tula-train repeated, --model at the end";
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(name, want, found);
+        }
+    }
+
+    // Correctness on large inputs: the first tula-train with --model after a megabyte of
+    // other commands is found, its flags read, up to the 1 MiB limit.
+    void test_large_scripts_still_parse() {
+        std::string s;
+        for (int i = 0; i < 40000; ++i) s += "tula-train --list-models\n";  // 1,000,000 bytes
+        s += "mpirun -np 2 tula-train --model lenet5 --epochs 7 --limit-train=6000\n";
+        const auto c = tula::parse_train_command(s);
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
+        CPPUNIT_ASSERT_EQUAL(7, c.epochs);
+        CPPUNIT_ASSERT_EQUAL(6000, c.limit_train);
+        // one logical line of 200,000 continued words, then the flags
+        std::string cont;
+        for (int i = 0; i < 200000; ++i) cont += "w \\\n";
+        const auto d = tula::parse_train_command(cont + "tula-train --model fmnist-cnn --batch-size 64\n");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(64, d.batch_size);
+        // the same cut at 1 MiB inside the invocation: the part read is all there is
+        std::string cut = repeat("#", (size_t(1) << 20) - 37) + "\ntula-train --model lenet5 --epochs 12\n";
+        const auto e = tula::parse_train_command(cut);  // "--epochs 1" is what the first 1 MiB holds
+        CPPUNIT_ASSERT(e.found);
+        CPPUNIT_ASSERT_EQUAL(1, e.epochs);
     }
 };
 

@@ -1,6 +1,8 @@
 // libtula: the planner. Enumerates (nodes, global batch) candidates, predicts time and
 // cost for each, finds the Pareto front and picks one by policy.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,8 +51,9 @@ struct Candidate {
     /// multi-node runs are in it; otherwise the TimeCalibration factor.
     double time_factor = 1.0;
     bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
-    double epoch_seconds = 0;     ///< floor(train_examples / global_batch) * iter_seconds (the last
-                                  ///< partial batch is dropped, as tula-train does), seconds
+    double epoch_seconds = 0;     ///< floor(D / global_batch) * iter_seconds, D =
+                                  ///< PlanRequest::examples_per_epoch() (the last partial batch is
+                                  ///< dropped, as tula-train does), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
                                   ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
     double total_seconds = 0;     ///< epochs * epoch_seconds + startup_seconds (training only, no evaluation)
@@ -78,6 +81,15 @@ struct Candidate {
 struct PlanRequest {
     Workload workload;
     int epochs = 0;
+    /// Training examples per epoch the job trains on (tula-train --limit-train N, e.g.
+    /// TrainCommand::limit_train); 0: all of workload.train_examples. A value above
+    /// workload.train_examples is capped at it (min(N, D)); negative values count as 0.
+    int64_t train_examples = 0;
+    /// The examples per epoch the prediction uses: min(train_examples, workload.train_examples)
+    /// when train_examples > 0, else workload.train_examples. Pure.
+    int64_t examples_per_epoch() const {
+        return train_examples > 0 ? std::min(train_examples, workload.train_examples) : workload.train_examples;
+    }
     int min_nodes = 1;
     int max_nodes = 1;
     std::vector<int> global_batches;
@@ -122,6 +134,8 @@ struct Plan {
     /// came from (measured in the run history, tula.conf, or the hardware file).
     ConvergenceModel convergence;
     int reference_batch = 0;            ///< B_ref of epochs_to_target: the smallest global batch of the request
+    /// Training examples per epoch the prediction used (PlanRequest::examples_per_epoch()).
+    int64_t train_examples = 0;
     /// Finished runs of the workload (the newest kCheckedRuns) whose measured training time
     /// lies outside the prediction interval of the models refitted without them
     /// (check_runs, validate.hpp); set by plan_workload. They are in the refit all the same.
@@ -172,13 +186,16 @@ constexpr size_t kCheckedRuns = 8;
 /// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model, and
 /// takes B_noise of the convergence model from the runs' measured noise scale when there is
 /// one (ConvergenceModel::from_runs), else from cfg.noise_scale.
+/// `train_examples` > 0: the job trains on that many examples per epoch (the batch script's
+/// tula-train --limit-train, TrainCommand::limit_train), capped at the workload's training
+/// set (PlanRequest::train_examples); 0 (or less): the whole training set.
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
-                   Policy policy, std::vector<std::string>* warnings);
+                   Policy policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
 /// The same with a policy argument (deadline, budget).
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
-                   const PolicySpec& policy, std::vector<std::string>* warnings);
+                   const PolicySpec& policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
 
 /// The run `run` (as read from a profile database) checked against the prediction interval
 /// of the models fitted from the profiles and the other runs in `db_paths` (check_runs).
