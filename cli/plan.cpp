@@ -234,6 +234,7 @@ int run_plan(const PlanOptions& o) {
 
         std::string workload = o.workload;
         int epochs = o.epochs;
+        int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
         if (!o.script.empty()) {
             // --workload (e.g. from --tula-workload) names the workload; the script still
             // gives the epoch count when it has a tula-train line.
@@ -255,6 +256,7 @@ int run_plan(const PlanOptions& o) {
                                 "', which is not of the form MODEL@DATASET");
             }
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
+            if (tc.found) limit_train = tc.limit_train;
         }
         if (workload.empty() && hw) workload = hw->workload.name;
         PolicySpec spec;
@@ -304,7 +306,8 @@ int run_plan(const PlanOptions& o) {
             int limit = 0;
             for (int n = lo; n <= hi; ++n) {
                 std::vector<std::string> row_warnings;
-                Plan p = plan_workload(cfg, dbs, workload, r.epochs, hi, n, spec, n == hi ? &warnings : &row_warnings);
+                Plan p = plan_workload(cfg, dbs, workload, r.epochs, hi, n, spec, n == hi ? &warnings : &row_warnings,
+                                       limit_train);
                 table += ";" + table_row(p.choice(), r.epochs);
                 limit = std::max(limit, p.time_limit_minutes);
                 if (n == hi) r.plan = std::move(p);
@@ -313,7 +316,7 @@ int run_plan(const PlanOptions& o) {
             r.fixed_nodes = hi;
         } else {
             const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
-            r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings);
+            r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
             table = workload + ";" + table_row(r.plan.choice(), r.epochs);
         }
         r.warnings = warnings;

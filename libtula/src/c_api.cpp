@@ -112,6 +112,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
 
     std::string workload;
     int epochs = 0;
+    int64_t limit_train = 0;  // the script's --limit-train (0: the whole dataset)
     if (set(q->workload)) {
         workload = q->workload;
         const size_t at = workload.find('@');
@@ -122,6 +123,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
             try {
                 const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
                 if (cmd.found) epochs = cmd.epochs;
+                if (cmd.found) limit_train = cmd.limit_train;
             } catch (const tula::Error&) {
             }
         }
@@ -134,6 +136,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
                               "; add one or pass --tula-workload=MODEL@DATASET");
         workload = cmd.workload();
         epochs = cmd.epochs;
+        limit_train = cmd.limit_train;
     }
     if (epochs <= 0) epochs = cfg.default_epochs;
 
@@ -153,7 +156,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     const tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
     tula::Plan plan;
     try {
-        plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings);
+        plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings, limit_train);
     } catch (const tula::Error& e) {
         // a plan that failed for want of the skipped system database says why it was skipped
         if (distrust.empty()) throw;
