@@ -33,7 +33,7 @@ fault_replace() {
 }
 
 # _ms: milliseconds since the epoch.
-_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+_ms() { now_ms; }
 
 # fault_submit WHAT: the checks above; sets $F_JOB and $F_ERR (sbatch's standard error).
 fault_submit() {

@@ -292,6 +292,83 @@ ensure_profile() {
     touch "$mark"
 }
 
+# ---- processes of this cluster ---------------------------------------------------------------
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# cluster_stepds [JOB]: pids of the slurmstepd processes of this cluster (their environment
+# names our SLURM_CONF; other engineers' clusters may run jobs with the same ids), only
+# those of job JOB when given.
+cluster_stepds() {
+    local p c
+    for p in $(pgrep -x slurmstepd 2>/dev/null); do
+        tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+        c=$(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")
+        [ -z "${1:-}" ] || [[ "$c" == *"[$1."* ]] || continue
+        echo "$p"
+    done
+}
+
+# cpu_ticks PID: user + system clock ticks used so far ("" when gone).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
+
+# spinning_stepds [JOB]: one line "pid cmdline: N% CPU over 2 s" per slurmstepd of this cluster
+# (of JOB) that used more than half a CPU over 2 s.
+spinning_stepds() {
+    local pids p t0 t1 hz
+    hz=$(getconf CLK_TCK)
+    pids=$(cluster_stepds "${1:-}")
+    [ -n "$pids" ] || return 0
+    declare -A before
+    for p in $pids; do before[$p]=$(cpu_ticks "$p"); done
+    sleep 2
+    for p in $pids; do
+        t0=${before[$p]} t1=$(cpu_ticks "$p")
+        [ -n "$t0" ] && [ -n "$t1" ] || continue
+        if [ $(( (t1 - t0) * 100 )) -gt $(( hz * 2 * 50 )) ]; then
+            echo "pid $p ($(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")): $(( (t1 - t0) * 100 / (hz * 2) ))% CPU over 2 s"
+        fi
+    done
+}
+
+# cleanup of a job: scancel, then (a stepd stuck in a plugin does not hear scancel) KILL the
+# job's slurmstepd processes of this cluster, by pid, after 5 s.
+cancel_job() {
+    local job=$1 i
+    scancel "$job" 2>/dev/null
+    for i in $(seq 10); do [ -z "$(cluster_stepds "$job")" ] && return 0; sleep 0.5; done
+    for i in $(cluster_stepds "$job"); do kill -KILL "$i" 2>/dev/null; done
+}
+
+# write_instant_script FILE: a batch script that prints "started <time>" and its TULA_*
+# environment and exits at once; a tula-train line after the exit names lenet5 for Tula.
+write_instant_script() {
+    cat > "$1" <<'SCRIPT'
+#!/bin/bash
+echo "started $(date +%s.%N)"
+env | grep '^TULA_' | sort
+exit 0
+# never reached; it names the workload for Tula:
+tula-train --model lenet5 --data fashion-mnist --epochs 1
+SCRIPT
+}
+
+# submit_bound_ms SCRIPT: the longest an `sbatch --tula` of SCRIPT may take, in ms: a plain
+# sbatch of it timed now, plus the cli_filter's bound on `tula plan` (T.PLAN_TIMEOUT and
+# T.KILL_AFTER, read from the cluster's cli_filter.lua, not assumed), plus 1 s. Sets T_BOUND_MS.
+submit_bound_ms() {
+    local lua=$TULA_CLUSTER_DIR/etc/cli_filter.lua plan_timeout kill_after t0 plain_ms
+    plan_timeout=$(sed -n 's/^T\.PLAN_TIMEOUT *= *\([0-9][0-9]*\).*/\1/p' "$lua" | head -n 1)
+    assert_int "T.PLAN_TIMEOUT in $lua" "$plan_timeout"
+    kill_after=$(sed -n 's/^T\.KILL_AFTER *= *\([0-9][0-9]*\).*/\1/p' "$lua" | head -n 1)
+    t0=$(now_ms)
+    run_cmd timeout 30 sbatch --parsable -o /dev/null "$1"
+    plain_ms=$(( $(now_ms) - t0 ))
+    [ "$T_RC" = 0 ] || fail "plain sbatch failed (exit $T_RC)" "$(_excerpt "$T_ERR")"
+    scancel "${T_OUT%%;*}" 2>/dev/null
+    T_BOUND_MS=$(( plain_ms + (plan_timeout + ${kill_after:-0}) * 1000 + 1000 ))
+}
+
 # begin_train_test: the start of a test that submits the training script: a cluster, the
 # binaries, a work directory, the cluster's profile, and the script at $T_SCRIPT.
 begin_train_test() {

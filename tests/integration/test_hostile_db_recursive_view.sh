@@ -25,52 +25,6 @@ command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debi
 make_workdir
 ensure_profile
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-
-# cluster_stepds [JOB]: pids of the slurmstepd processes of this cluster (their environment
-# names our SLURM_CONF; other engineers' clusters may run jobs with the same ids), only
-# those of job JOB when given.
-cluster_stepds() {
-    local p c
-    for p in $(pgrep -x slurmstepd 2>/dev/null); do
-        tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
-        c=$(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")
-        [ -z "${1:-}" ] || [[ "$c" == *"[$1."* ]] || continue
-        echo "$p"
-    done
-}
-
-# cpu_ticks PID: user + system clock ticks used so far ("" when gone).
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
-
-# spinning_stepds [JOB]: one line "pid cmdline: N% CPU over 2 s" per slurmstepd of this cluster
-# (of JOB) that used more than half a CPU over 2 s.
-spinning_stepds() {
-    local pids p t0 t1 hz
-    hz=$(getconf CLK_TCK)
-    pids=$(cluster_stepds "${1:-}")
-    [ -n "$pids" ] || return 0
-    declare -A before
-    for p in $pids; do before[$p]=$(cpu_ticks "$p"); done
-    sleep 2
-    for p in $pids; do
-        t0=${before[$p]} t1=$(cpu_ticks "$p")
-        [ -n "$t0" ] && [ -n "$t1" ] || continue
-        if [ $(( (t1 - t0) * 100 )) -gt $(( hz * 2 * 50 )) ]; then
-            echo "pid $p ($(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline")): $(( (t1 - t0) * 100 / (hz * 2) ))% CPU over 2 s"
-        fi
-    done
-}
-
-# cleanup of a job: scancel, then (a stepd stuck in a plugin does not hear scancel) KILL the
-# job's slurmstepd processes of this cluster, by pid, after 5 s.
-cancel_job() {
-    local job=$1 i
-    scancel "$job" 2>/dev/null
-    for i in $(seq 10); do [ -z "$(cluster_stepds "$job")" ] && return 0; sleep 0.5; done
-    for i in $(cluster_stepds "$job"); do kill -KILL "$i" 2>/dev/null; done
-}
-
 # The hostile user database: a real one (a copy of the cluster's profiled system database, so
 # every table and the schema version are the real ones), then the workload table is a view.
 export XDG_DATA_HOME=$T_WORK/xdg
@@ -92,28 +46,10 @@ assert_eq "view" "$(sqlite3 "$udb" "SELECT type FROM sqlite_master WHERE name = 
 run_cmd timeout 2 sqlite3 "$udb" "SELECT count(*) FROM workload"
 assert_eq 124 "$T_RC" "exit status of a 2 s read of the view (124: still running when timeout ended it)"
 
-# The cli_filter's bound on `tula plan`: T.PLAN_TIMEOUT, and T.KILL_AFTER where the shim has it.
-lua=$TULA_CLUSTER_DIR/etc/cli_filter.lua
-plan_timeout=$(sed -n 's/^T\.PLAN_TIMEOUT *= *\([0-9][0-9]*\).*/\1/p' "$lua" | head -n 1)
-assert_int "T.PLAN_TIMEOUT in $lua" "$plan_timeout"
-kill_after=$(sed -n 's/^T\.KILL_AFTER *= *\([0-9][0-9]*\).*/\1/p' "$lua" | head -n 1)
-kill_after=${kill_after:-0}
-
+# The cli_filter's bound on `tula plan`, over a plain sbatch of the same script.
 script=$T_WORK/instant.sbatch
-cat > "$script" <<'EOF'
-#!/bin/bash
-echo "started $(date +%s.%N)"
-env | grep '^TULA_' | sort
-exit 0
-# never reached; it names the workload for Tula:
-tula-train --model lenet5 --data fashion-mnist --epochs 1
-EOF
-
-t0=$(now_ms)
-run_cmd timeout 30 sbatch --parsable -o /dev/null "$script"
-plain_ms=$(( $(now_ms) - t0 ))
-[ "$T_RC" = 0 ] || fail "plain sbatch failed (exit $T_RC)" "$(_excerpt "$T_ERR")"
-scancel "${T_OUT%%;*}" 2>/dev/null
+write_instant_script "$script"
+submit_bound_ms "$script"
 
 t0=$(now_ms)
 run_cmd timeout 60 sbatch --parsable --tula=auto -o "$T_WORK/%j.out" "$script"
@@ -122,13 +58,12 @@ t_back=$(date +%s.%N)
 err=$T_ERR
 job=$(tail -n 1 <<<"$T_OUT"); job=${job%%;*}
 [[ "$job" =~ ^[0-9]+$ ]] && on_exit "cancel_job $job"
-note "sbatch --tula=auto took $tula_ms ms (plain sbatch $plain_ms ms); it said: $err"
+note "sbatch --tula=auto took $tula_ms ms (bound $T_BOUND_MS ms); it said: $err"
 [ "$T_RC" = 0 ] || fail "sbatch --tula=auto exited $T_RC; expected the job submitted" "stderr:" "$(_excerpt "$err")"
 assert_int "job id" "$job"
-bound_ms=$(( plain_ms + (plan_timeout + kill_after) * 1000 + 1000 ))
-[ "$tula_ms" -le "$bound_ms" ] ||
+[ "$tula_ms" -le "$T_BOUND_MS" ] ||
     fail "sbatch --tula=auto took $tula_ms ms, over the cli_filter bound" \
-        "expected: <= $bound_ms ms (plain sbatch $plain_ms ms + T.PLAN_TIMEOUT $plan_timeout s + T.KILL_AFTER $kill_after s + 1 s)" \
+        "expected: <= $T_BOUND_MS ms (a plain sbatch + the cli_filter bound + 1 s)" \
         "seen: $tula_ms ms"
 
 # The batch script must start within 15 s.

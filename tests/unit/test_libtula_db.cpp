@@ -22,6 +22,8 @@
 namespace {
 
 using tula_test::TempDir;  // tests/unit/test_util.hpp
+using tula_test::raw_exec;
+using tula_test::raw_query;
 
 template <class F>
 std::string error_of(F f) {
@@ -37,34 +39,6 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 bool exists(const std::string& p) {
     struct stat st;
     return stat(p.c_str(), &st) == 0;
-}
-
-// Runs one SQL statement on `path` with sqlite3 directly (not through libtula).
-void raw_exec(const std::string& path, const std::string& sql) {
-    sqlite3* db = nullptr;
-    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(path.c_str(), &db));
-    char* err = nullptr;
-    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-    const std::string m = err ? err : "";
-    sqlite3_free(err);
-    sqlite3_close(db);
-    CPPUNIT_ASSERT_EQUAL_MESSAGE(m, SQLITE_OK, rc);
-}
-
-// First column of the first row of `sql`, as text, read with sqlite3 directly.
-std::string raw_query(const std::string& path, const std::string& sql) {
-    sqlite3* db = nullptr;
-    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
-    sqlite3_stmt* st = nullptr;
-    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr));
-    std::string v;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        const unsigned char* t = sqlite3_column_text(st, 0);
-        v = t ? reinterpret_cast<const char*>(t) : "";
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
 }
 
 tula::Workload make_workload(const std::string& model, int64_t params) {

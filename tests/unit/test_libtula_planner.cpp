@@ -41,6 +41,7 @@ std::string error_of(F f) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 using tula_test::TempDir;  // tests/unit/test_util.hpp
+using tula_test::seconds_in_child;
 
 // Naive O(n^2) Pareto set: i is on the front unless some j is no worse in both and better in one.
 std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {
@@ -107,41 +108,6 @@ void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
             a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
             db.add_allreduce(a);
         }
-}
-
-// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
-// awaited at most `limit` seconds: +infinity when it has not answered by then (it is killed)
-// or failed, so that a quadratic fit fails a time bound instead of stalling the suite.
-template <class F>
-double seconds_in_child(F f, double limit) {
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    int fds[2];
-    if (pipe(fds) != 0) return kInf;
-    const pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return kInf;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        double v = kInf;
-        try {
-            v = f();
-        } catch (...) {
-        }
-        const ssize_t w = write(fds[1], &v, sizeof v);
-        _exit(w == static_cast<ssize_t>(sizeof v) ? 0 : 1);
-    }
-    close(fds[1]);
-    double v = kInf;
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(limit * 1000)) != 1 || read(fds[0], &v, sizeof v) != static_cast<ssize_t>(sizeof v))
-        v = kInf;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    close(fds[0]);
-    return v;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {

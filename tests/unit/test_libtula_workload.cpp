@@ -12,42 +12,25 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "tula/workload.hpp"
 
 namespace {
 
 // Seconds parse_train_command(script) takes, measured (std::chrono::steady_clock) in a child
-// process (fork) whose answer is awaited at most `limit` seconds: +infinity when it has not
-// answered by then (it is killed) or failed, so that a quadratic scanner fails the bound
-// instead of stalling the suite. *found: the result's `found` (unchanged on +infinity).
+// process (tula_test::seconds_in_child): +infinity when it has not answered within `limit`
+// seconds, so that a quadratic scanner fails the bound instead of stalling the suite.
+// *found: the result's `found` (parsed again here when the child was in time).
 double parse_seconds(const std::string& script, double limit, bool* found) {
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    int fds[2];
-    if (pipe(fds) != 0) return kInf;
-    const pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return kInf;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        const auto t = std::chrono::steady_clock::now();
-        const bool f = tula::parse_train_command(script).found;
-        const double out[2] = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(), f ? 1.0 : 0.0};
-        const ssize_t w = write(fds[1], out, sizeof out);
-        _exit(w == static_cast<ssize_t>(sizeof out) ? 0 : 1);
-    }
-    close(fds[1]);
-    double in[2] = {kInf, 0};
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(limit * 1000)) != 1 || read(fds[0], in, sizeof in) != static_cast<ssize_t>(sizeof in))
-        in[0] = kInf;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    close(fds[0]);
-    if (std::isfinite(in[0])) *found = in[1] != 0;
-    return in[0];
+    const double s = tula_test::seconds_in_child(
+        [&] {
+            const auto t = std::chrono::steady_clock::now();
+            tula::parse_train_command(script);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+        },
+        limit);
+    if (std::isfinite(s)) *found = tula::parse_train_command(script).found;
+    return s;
 }
 
 // `unit` repeated to `bytes` bytes (the last copy cut short).

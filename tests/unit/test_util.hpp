@@ -1,10 +1,17 @@
 // Helpers shared by the unit tests (tests/unit/test_*.cpp).
 #pragma once
+#include <cppunit/extensions/HelperMacros.h>
 #include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -35,5 +42,71 @@ struct TempDir {
     /// The path of `name` inside the directory.
     std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+/// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
+/// awaited at most `limit` seconds: +infinity when it has not answered by then (it is killed)
+/// or failed, so that a quadratic algorithm fails a time bound instead of stalling the suite.
+template <class F>
+double seconds_in_child(F f, double limit) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    int fds[2];
+    if (pipe(fds) != 0) return kInf;
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return kInf;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        double v = kInf;
+        try {
+            v = f();
+        } catch (...) {
+        }
+        const ssize_t w = write(fds[1], &v, sizeof v);
+        _exit(w == static_cast<ssize_t>(sizeof v) ? 0 : 1);
+    }
+    close(fds[1]);
+    double v = kInf;
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(limit * 1000)) != 1 || read(fds[0], &v, sizeof v) != static_cast<ssize_t>(sizeof v))
+        v = kInf;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(fds[0]);
+    return v;
+}
+
+/// Runs SQL on `path` with sqlite3 directly (not through libtula, without its defences);
+/// a CppUnit failure when it fails.
+inline void raw_exec(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    const std::string m = err ? err : "";
+    sqlite3_free(err);
+    sqlite3_close(db);
+    CPPUNIT_ASSERT_EQUAL_MESSAGE(m, SQLITE_OK, rc);
+}
+
+/// First column of the first row of `sql` as text ("" for none or NULL), read with sqlite3
+/// directly (waiting up to 10 s for a lock).
+inline std::string raw_query(const std::string& path, const std::string& sql) {
+    sqlite3* db = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr));
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt* st = nullptr;
+    CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr));
+    std::string v;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char* t = sqlite3_column_text(st, 0);
+        v = t ? reinterpret_cast<const char*>(t) : "";
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
 
 }  // namespace tula_test
