@@ -2,7 +2,7 @@
 # Helpers for the fault-injection tests (tests/integration/test_fault_*.sh), sourced after
 # lib.sh. Each test breaks one thing Tula depends on, then submits a short job with
 #     sbatch --tula=auto --tula-workload=lenet5@fashion-mnist
-# and checks what issue 4 asks: the submission succeeds, with exactly one `tula:` line on
+# and checks the failure policy: the submission succeeds, with exactly one `tula:` line on
 # sbatch's standard error, no later than 2 s after a plain sbatch of the same script measured
 # in the same run (a hang check, not a speed target), the job runs to COMPLETED, and no node
 # is drained or down afterwards.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# sbatch --tula=auto in the other ways users submit (issue 4): the tasks get the batch for the
+# sbatch --tula=auto in the other ways users submit: the tasks get the batch for the
 # nodes actually allocated (TULA_NODES = allocation, TULA_BATCH_SIZE a multiple of it, used by
 # tula-train) also
 #   - with a node range -N 1-4: the range is kept (Tula never cuts an explicit -N), the time limit
