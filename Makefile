@@ -91,7 +91,7 @@ else
   MPI_DEFS    :=
 endif
 
-# OpenMP for the parallel GEMMs of tula-train (trainer/src/gemm*.cpp; --threads)
+# OpenMP for the parallel GEMMs of tula-train (trainer/cpu/gemm/*.cpp; --threads)
 TRAIN_OMP   := -fopenmp
 ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) $(DEPFLAGS)
 ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
@@ -99,9 +99,10 @@ ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
 # ---- sources ----------------------------------------------------------------------
 LIB_SRC     := $(wildcard libtula/src/*.cpp)
 LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o)
-TRAIN_SRC   := $(wildcard trainer/src/*.cpp)
+# tula-train: main.cpp and one folder per part (trainer/cuda is built by nvcc, below)
+TRAIN_SRC   := $(wildcard trainer/*.cpp trainer/*/*.cpp trainer/*/*/*.cpp)
 TRAIN_OBJ   := $(TRAIN_SRC:%.cpp=$(B)/obj/%.o)
-TRAIN_MAIN  := $(B)/obj/trainer/src/main.o
+TRAIN_MAIN  := $(B)/obj/trainer/main.o
 CLI_SRC     := $(wildcard cli/*.cpp)
 CLI_OBJ     := $(CLI_SRC:%.cpp=$(B)/obj/%.o)
 PLUGIN_CSRC := $(wildcard plugin/*.c)
@@ -146,11 +147,11 @@ deps-report:
 
 $(B)/obj/trainer/%.o: trainer/%.cpp
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -c $< -o $@
-$(B)/obj/trainer/src/gemm.o $(B)/obj/trainer/src/gemm_avx2.o $(B)/obj/trainer/src/gemm_avx512.o: ALL_CXXFLAGS += $(TRAIN_OMP)
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -c $< -o $@
+$(patsubst %.cpp,$(B)/obj/%.o,$(wildcard trainer/cpu/gemm/*.cpp)): ALL_CXXFLAGS += $(TRAIN_OMP)
 $(B)/obj/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer/src -Iplugin -c $< -o $@
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -Iplugin -c $< -o $@
 $(B)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
@@ -213,7 +214,7 @@ ifeq ($(HAVE_CUDA),yes)
 $(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
-	  $(NCCL_DEFS) -Itrainer/src -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+	  $(NCCL_DEFS) -Itrainer -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 $(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda $(NCCL_DEFS)
 $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	@mkdir -p $(@D)

@@ -2,7 +2,7 @@
 // of lenet5, fmnist-cnn and resnet18, evaluation-mode logits of mobilenetv3-small and
 // vgg11, GpuTrainer (tula-train --device cuda) against the CPU Trainer, and the bf16
 // (mixed precision) convolution, linear layer and training steps of fmnist-cnn and resnet18,
-// checked against the CPU path (trainer/src, the oracle) on the same random inputs and
+// checked against the CPU path (trainer/core and trainer/cpu, the oracle) on the same random inputs and
 // weights: |gpu - cpu| <= abs_tol + rel_tol * |cpu| for every value, or per tensor
 // normwise where stated (deep networks, bf16).
 //
@@ -24,12 +24,12 @@
 #include "check.hpp"
 #include "gpu.hpp"
 #include "gpu_train.hpp"
-#include "data.hpp"
-#include "train.hpp"
-#include "layers.hpp"
-#include "model.hpp"
-#include "optim.hpp"
-#include "rng.hpp"
+#include "data/data.hpp"
+#include "train/train.hpp"
+#include "core/layers.hpp"
+#include "core/model.hpp"
+#include "optim/optim.hpp"
+#include "core/rng.hpp"
 
 using namespace tula::train;
 using namespace tula::train::cuda;
@@ -246,7 +246,7 @@ struct Test {
 };
 
 void conv_case(GpuContext& c, int cin, int cout, int k, int s, int pad, bool bias, Shape in, int n, bool need_dx) {
-    auto cpu = make_conv2d(Backend::Cpu, cin, cout, k, s, pad, bias);
+    auto cpu = make_conv2d(cin, cout, k, s, pad, bias);
     auto gpu = make_gpu_conv2d(c, cin, cout, k, s, pad, bias);
     check_layer(c, *cpu, *gpu, in, n, true, need_dx, kLayerTol, 11);
 }
@@ -491,32 +491,32 @@ std::vector<Test> tests() {
     t.push_back({"conv_first_layer_no_dx", true,
                  [](GpuContext* c) { conv_case(*c, 1, 6, 5, 1, 2, true, Shape{1, 28, 28}, 5, false); }});
     t.push_back({"batchnorm_train", true, [](GpuContext* c) {
-                     auto cpu = make_batchnorm2d(Backend::Cpu, 5);
+                     auto cpu = make_batchnorm2d(5);
                      auto gpu = make_gpu_batchnorm2d(*c, 5);
                      check_layer(*c, *cpu, *gpu, Shape{5, 6, 7}, 4, true, true, kLayerTol, 21);
                  }});
     t.push_back({"batchnorm_eval", true, [](GpuContext* c) {
-                     auto cpu = make_batchnorm2d(Backend::Cpu, 5);
+                     auto cpu = make_batchnorm2d(5);
                      auto gpu = make_gpu_batchnorm2d(*c, 5);
                      check_layer(*c, *cpu, *gpu, Shape{5, 6, 7}, 4, false, true, kLayerTol, 22);
                  }});
     t.push_back({"relu", true, [](GpuContext* c) {
-                     auto cpu = make_relu(Backend::Cpu);
+                     auto cpu = make_relu();
                      auto gpu = make_gpu_relu(*c);
                      check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 31);
                  }});
     t.push_back({"maxpool2", true, [](GpuContext* c) {
-                     auto cpu = make_maxpool2d(Backend::Cpu, 2);
+                     auto cpu = make_maxpool2d(2);
                      auto gpu = make_gpu_maxpool2d(*c, 2);
                      check_layer(*c, *cpu, *gpu, Shape{3, 9, 8}, 4, true, true, kLayerTol, 41);
                  }});
     t.push_back({"maxpool3", true, [](GpuContext* c) {
-                     auto cpu = make_maxpool2d(Backend::Cpu, 3);
+                     auto cpu = make_maxpool2d(3);
                      auto gpu = make_gpu_maxpool2d(*c, 3);
                      check_layer(*c, *cpu, *gpu, Shape{2, 9, 10}, 3, true, true, kLayerTol, 42);
                  }});
     t.push_back({"linear", true, [](GpuContext* c) {
-                     auto cpu = make_linear(Backend::Cpu, 60, 13);
+                     auto cpu = make_linear(60, 13);
                      auto gpu = make_gpu_linear(*c, 60, 13);
                      check_layer(*c, *cpu, *gpu, Shape{3, 4, 5}, 7, true, true, kLayerTol, 51);
                  }});
@@ -565,54 +565,54 @@ std::vector<Test> tests() {
                      }
                  }});
     t.push_back({"conv_grouped", true, [](GpuContext* c) {
-                     auto cpu = make_conv2d(Backend::Cpu, 4, 6, 3, 1, 1, true, 2);
+                     auto cpu = make_conv2d(4, 6, 3, 1, 1, true, 2);
                      auto gpu = make_gpu_conv2d(*c, 4, 6, 3, 1, 1, true, 2);
                      check_layer(*c, *cpu, *gpu, Shape{4, 9, 8}, 3, true, true, kLayerTol, 12);
                  }});
     t.push_back({"conv_depthwise_stride2", true, [](GpuContext* c) {
-                     auto cpu = make_conv2d(Backend::Cpu, 8, 8, 5, 2, 2, false, 8);
+                     auto cpu = make_conv2d(8, 8, 5, 2, 2, false, 8);
                      auto gpu = make_gpu_conv2d(*c, 8, 8, 5, 2, 2, false, 8);
                      check_layer(*c, *cpu, *gpu, Shape{8, 11, 10}, 3, true, true, kLayerTol, 13);
                  }});
     t.push_back({"maxpool3_stride2", true, [](GpuContext* c) {
-                     auto cpu = make_maxpool2d(Backend::Cpu, 3, 2);
+                     auto cpu = make_maxpool2d(3, 2);
                      auto gpu = make_gpu_maxpool2d(*c, 3, 2);
                      check_layer(*c, *cpu, *gpu, Shape{3, 9, 8}, 3, true, true, kLayerTol, 43);
                  }});
     t.push_back({"hardswish", true, [](GpuContext* c) {
-                     auto cpu = make_hardswish(Backend::Cpu);
+                     auto cpu = make_hardswish();
                      auto gpu = make_gpu_hardswish(*c);
                      check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 32);
                  }});
     t.push_back({"hardsigmoid", true, [](GpuContext* c) {
-                     auto cpu = make_hardsigmoid(Backend::Cpu);
+                     auto cpu = make_hardsigmoid();
                      auto gpu = make_gpu_hardsigmoid(*c);
                      check_layer(*c, *cpu, *gpu, Shape{3, 5, 7}, 4, true, true, kLayerTol, 33);
                  }});
     t.push_back({"adaptive_avgpool_7x7_from_3x5", true, [](GpuContext* c) {
-                     auto cpu = make_adaptive_avgpool2d(Backend::Cpu, 7, 7);
+                     auto cpu = make_adaptive_avgpool2d(7, 7);
                      auto gpu = make_gpu_adaptive_avgpool2d(*c, 7, 7);
                      check_layer(*c, *cpu, *gpu, Shape{4, 3, 5}, 3, true, true, kLayerTol, 44);
                  }});
     t.push_back({"adaptive_avgpool_2x3_from_7x9", true, [](GpuContext* c) {
-                     auto cpu = make_adaptive_avgpool2d(Backend::Cpu, 2, 3);
+                     auto cpu = make_adaptive_avgpool2d(2, 3);
                      auto gpu = make_gpu_adaptive_avgpool2d(*c, 2, 3);
                      check_layer(*c, *cpu, *gpu, Shape{4, 7, 9}, 3, true, true, kLayerTol, 45);
                  }});
     t.push_back({"global_avgpool", true, [](GpuContext* c) {
-                     auto cpu = make_global_avgpool(Backend::Cpu);
+                     auto cpu = make_global_avgpool();
                      auto gpu = make_gpu_adaptive_avgpool2d(*c, 1, 1);
                      check_layer(*c, *cpu, *gpu, Shape{6, 4, 4}, 5, true, true, kLayerTol, 46);
                  }});
     t.push_back({"residual_projection", true, [](GpuContext* c) {
                      // ResNet's downsampling block: body conv-BN-ReLU-conv-BN, shortcut 1x1 conv-BN
                      std::vector<std::unique_ptr<Layer>> cb, cs;
-                     cb.push_back(make_conv2d(Backend::Cpu, 4, 8, 3, 2, 1, false));
-                     cb.push_back(make_batchnorm2d(Backend::Cpu, 8));
-                     cb.push_back(make_relu(Backend::Cpu));
-                     cb.push_back(make_conv2d(Backend::Cpu, 8, 8, 3, 1, 1, false));
-                     cs.push_back(make_conv2d(Backend::Cpu, 4, 8, 1, 2, 0, false));
-                     cs.push_back(make_batchnorm2d(Backend::Cpu, 8));
+                     cb.push_back(make_conv2d(4, 8, 3, 2, 1, false));
+                     cb.push_back(make_batchnorm2d(8));
+                     cb.push_back(make_relu());
+                     cb.push_back(make_conv2d(8, 8, 3, 1, 1, false));
+                     cs.push_back(make_conv2d(4, 8, 1, 2, 0, false));
+                     cs.push_back(make_batchnorm2d(8));
                      auto cpu = make_residual(make_sequential(std::move(cb), "body"), make_sequential(std::move(cs), "sc"));
                      std::vector<std::unique_ptr<GpuLayer>> gb, gs;
                      gb.push_back(make_gpu_conv2d(*c, 4, 8, 3, 2, 1, false));
@@ -627,8 +627,8 @@ std::vector<Test> tests() {
                  }});
     t.push_back({"residual_identity", true, [](GpuContext* c) {
                      std::vector<std::unique_ptr<Layer>> cb;
-                     cb.push_back(make_conv2d(Backend::Cpu, 5, 5, 3, 1, 1, true));
-                     cb.push_back(make_hardswish(Backend::Cpu));
+                     cb.push_back(make_conv2d(5, 5, 3, 1, 1, true));
+                     cb.push_back(make_hardswish());
                      auto cpu = make_residual(make_sequential(std::move(cb), "body"), nullptr);
                      std::vector<std::unique_ptr<GpuLayer>> gb;
                      gb.push_back(make_gpu_conv2d(*c, 5, 5, 3, 1, 1, true));
@@ -637,7 +637,7 @@ std::vector<Test> tests() {
                      check_layer(*c, *cpu, *gpu, Shape{5, 6, 6}, 3, true, true, kLayerTol, 72);
                  }});
     t.push_back({"squeeze_excitation", true, [](GpuContext* c) {
-                     auto cpu = make_squeeze_excitation(Backend::Cpu, 16, 8);
+                     auto cpu = make_squeeze_excitation(16, 8);
                      auto gpu = make_gpu_squeeze_excitation(*c, 16, 8);
                      check_layer(*c, *cpu, *gpu, Shape{16, 5, 4}, 3, true, true, kLayerTol, 73);
                  }});
@@ -754,33 +754,33 @@ std::vector<Test> tests() {
     t.push_back({"conv_bf16_rounded_inputs", true, [](GpuContext*) {
                      for (int mask : {7, 5, 2}) {
                          auto b = bf16_context(mask);
-                         auto cpu = make_conv2d(Backend::Cpu, 16, 24, 3, 1, 1, true);
+                         auto cpu = make_conv2d(16, 24, 3, 1, 1, true);
                          auto gpu = make_gpu_conv2d(*b, 16, 24, 3, 1, 1, true);
                          check_layer(*b, *cpu, *gpu, Shape{16, 10, 10}, 4, true, true, Tol{2e-3, kBf16U}, 14, true);
                      }
                  }});
     t.push_back({"conv_bf16_stride2_depthwise_rounded_inputs", true, [](GpuContext*) {
                      auto b = bf16_context();
-                     auto cpu = make_conv2d(Backend::Cpu, 8, 8, 5, 2, 2, false, 8);
+                     auto cpu = make_conv2d(8, 8, 5, 2, 2, false, 8);
                      auto gpu = make_gpu_conv2d(*b, 8, 8, 5, 2, 2, false, 8);
                      check_layer(*b, *cpu, *gpu, Shape{8, 11, 10}, 3, true, true, Tol{2e-3, kBf16U}, 15, true);
                  }});
     // the bf16 GEMM writes float32, so on bf16-representable operands it is as exact as SGEMM
     t.push_back({"linear_bf16_rounded_inputs", true, [](GpuContext*) {
                      auto b = bf16_context();
-                     auto cpu = make_linear(Backend::Cpu, 60, 13);
+                     auto cpu = make_linear(60, 13);
                      auto gpu = make_gpu_linear(*b, 60, 13);
                      check_layer(*b, *cpu, *gpu, Shape{3, 4, 5}, 7, true, true, kLayerTol, 52, true);
                  }});
     t.push_back({"conv_bf16_vs_fp32", true, [](GpuContext*) {
                      auto b = bf16_context();
-                     auto cpu = make_conv2d(Backend::Cpu, 32, 32, 3, 1, 1, false);
+                     auto cpu = make_conv2d(32, 32, 3, 1, 1, false);
                      auto gpu = make_gpu_conv2d(*b, 32, 32, 3, 1, 1, false);
                      check_layer_bf16_vs_fp32(*cpu, *gpu, Shape{32, 8, 8}, 8, 16);
                  }});
     t.push_back({"linear_bf16_vs_fp32", true, [](GpuContext*) {
                      auto b = bf16_context();
-                     auto cpu = make_linear(Backend::Cpu, 256, 64);
+                     auto cpu = make_linear(256, 64);
                      auto gpu = make_gpu_linear(*b, 256, 64);
                      check_layer_bf16_vs_fp32(*cpu, *gpu, Shape{256, 1, 1}, 16, 53);
                  }});

@@ -18,12 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.hpp"
-#include "comm.hpp"
-#include "data.hpp"
-#include "metrics.hpp"
-#include "model.hpp"
-#include "train.hpp"
+#include "train/checkpoint.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "train/metrics.hpp"
+#include "core/model.hpp"
+#include "train/train.hpp"
 
 using namespace tula::train;
 
@@ -107,12 +107,12 @@ std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoi
     std::unique_ptr<Model> m;
     if (dropout) {
         std::vector<std::unique_ptr<Layer>> inner, L;
-        inner.push_back(make_linear(Backend::Cpu, 784, 32));
-        inner.push_back(make_relu(Backend::Cpu));
-        inner.push_back(make_dropout(Backend::Cpu, 0.3));
+        inner.push_back(make_linear(784, 32));
+        inner.push_back(make_relu());
+        inner.push_back(make_dropout(0.3));
         L.push_back(make_sequential(std::move(inner)));
-        L.push_back(make_dropout(Backend::Cpu, 0.2));
-        L.push_back(make_linear(Backend::Cpu, 32, 10));
+        L.push_back(make_dropout(0.2));
+        L.push_back(make_linear(32, 10));
         m.reset(new Model("tiny-dropout", Shape{1, 28, 28}, std::move(L)));
     } else {
         m = build_model("lenet5");

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "data.hpp"
-#include "rng.hpp"
+#include "data/data.hpp"
+#include "core/rng.hpp"
 
 using namespace tula::train;
 

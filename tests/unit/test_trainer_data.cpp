@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "data.hpp"
-#include "model.hpp"
-#include "prefetch.hpp"
-#include "train.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "core/model.hpp"
+#include "train/prefetch.hpp"
+#include "train/train.hpp"
 
 using namespace tula::train;
 

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "layers.hpp"
-#include "model.hpp"
-#include "rng.hpp"
-#include "tensor.hpp"
+#include "core/layers.hpp"
+#include "core/model.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 
 using namespace tula::train;
 
@@ -137,15 +137,15 @@ class TrainerGoldenTest : public CppUnit::TestFixture {
 public:
     void test_conv_against_torch() {
         const double atol = 1e-5, rtol = 1e-4;
-        run_layer_case("conv_basic.tg", make_conv2d(Backend::Cpu, 3, 4, 3, 1, 1, true), {"weight", "bias"}, atol, rtol);
-        run_layer_case("conv_strided.tg", make_conv2d(Backend::Cpu, 2, 3, 3, 2, 1, false), {"weight"}, atol, rtol);
-        run_layer_case("conv_grouped.tg", make_conv2d(Backend::Cpu, 4, 6, 3, 1, 1, true, 2), {"weight", "bias"}, atol,
+        run_layer_case("conv_basic.tg", make_conv2d(3, 4, 3, 1, 1, true), {"weight", "bias"}, atol, rtol);
+        run_layer_case("conv_strided.tg", make_conv2d(2, 3, 3, 2, 1, false), {"weight"}, atol, rtol);
+        run_layer_case("conv_grouped.tg", make_conv2d(4, 6, 3, 1, 1, true, 2), {"weight", "bias"}, atol,
                        rtol);
-        run_layer_case("conv_depthwise.tg", make_conv2d(Backend::Cpu, 4, 4, 5, 2, 2, false, 4), {"weight"}, atol, rtol);
+        run_layer_case("conv_depthwise.tg", make_conv2d(4, 4, 5, 2, 2, false, 4), {"weight"}, atol, rtol);
     }
 
     void test_batchnorm_train_against_torch() {
-        const auto st = run_layer_case("batchnorm_train.tg", make_batchnorm2d(Backend::Cpu, 3), {"weight", "bias"},
+        const auto st = run_layer_case("batchnorm_train.tg", make_batchnorm2d(3), {"weight", "bias"},
                                        1e-5, 1e-4);
         const auto g = load_golden("batchnorm_train.tg");
         compare("running_mean", get(g, "running_mean"), st.data(), 3, 1e-6, 1e-5);
@@ -153,8 +153,8 @@ public:
     }
 
     void test_linear_and_maxpool_against_torch() {
-        run_layer_case("linear.tg", make_linear(Backend::Cpu, 7, 5), {"weight", "bias"}, 1e-5, 1e-4);
-        run_layer_case("maxpool.tg", make_maxpool2d(Backend::Cpu, 2), {}, 0, 0);
+        run_layer_case("linear.tg", make_linear(7, 5), {"weight", "bias"}, 1e-5, 1e-4);
+        run_layer_case("maxpool.tg", make_maxpool2d(2), {}, 0, 0);
     }
 
     void test_lenet5_step_against_torch() {

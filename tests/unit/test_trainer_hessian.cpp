@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "data.hpp"
-#include "hessian.hpp"
-#include "model.hpp"
-#include "rng.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "optim/hessian.hpp"
+#include "core/model.hpp"
+#include "core/rng.hpp"
 
 using namespace tula::train;
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "gemm.hpp"
-#include "layers.hpp"
-#include "rng.hpp"
-#include "tensor.hpp"
+#include "cpu/gemm/gemm.hpp"
+#include "core/layers.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 
 using namespace tula::train;
 
@@ -166,7 +166,7 @@ public:
                               {2, 5, 3, 2, 1, 9, 7, 2, true}, {4, 3, 2, 1, 0, 5, 6, 1, true}};
         uint64_t seed = 11;
         for (const Case& c : cases) {
-            Bound b(make_conv2d(Backend::Cpu, c.cin, c.cout, c.k, c.s, c.p, c.bias), Shape{c.cin, c.h, c.w}, seed++);
+            Bound b(make_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias), Shape{c.cin, c.h, c.w}, seed++);
             Rng rng(seed++);
             Tensor x = random_tensor(c.n, Shape{c.cin, c.h, c.w}, rng);
             const Tensor& y = b.layer->forward(x, true);
@@ -180,7 +180,7 @@ public:
 
     void test_conv_forward_batch_chunks() {
         // enough images that the layer groups several per GEMM and has a partial last chunk
-        Bound b(make_conv2d(Backend::Cpu, 2, 3, 3, 1, 1, true), Shape{2, 6, 6}, 5);
+        Bound b(make_conv2d(2, 3, 3, 1, 1, true), Shape{2, 6, 6}, 5);
         Rng rng(6);
         Tensor x = random_tensor(301, Shape{2, 6, 6}, rng);
         const Tensor& y = b.layer->forward(x, true);
@@ -191,17 +191,17 @@ public:
 
     void test_conv_backward_finite_differences() {
         {
-            Bound b(make_conv2d(Backend::Cpu, 2, 3, 3, 1, 1, true), Shape{2, 5, 4}, 21);
+            Bound b(make_conv2d(2, 3, 3, 1, 1, true), Shape{2, 5, 4}, 21);
             Rng rng(22);
             check_gradients("conv3x3 pad1", b, random_tensor(2, Shape{2, 5, 4}, rng), true, 1e-2, 2e-3, 2e-3, 23);
         }
         {
-            Bound b(make_conv2d(Backend::Cpu, 2, 2, 3, 2, 1, false), Shape{2, 7, 6}, 24);
+            Bound b(make_conv2d(2, 2, 3, 2, 1, false), Shape{2, 7, 6}, 24);
             Rng rng(25);
             check_gradients("conv3x3 stride2", b, random_tensor(2, Shape{2, 7, 6}, rng), true, 1e-2, 2e-3, 2e-3, 26);
         }
         {
-            Bound b(make_conv2d(Backend::Cpu, 1, 2, 5, 1, 2, true), Shape{1, 6, 6}, 27);
+            Bound b(make_conv2d(1, 2, 5, 1, 2, true), Shape{1, 6, 6}, 27);
             Rng rng(28);
             check_gradients("conv5x5 pad2", b, random_tensor(3, Shape{1, 6, 6}, rng), true, 1e-2, 2e-3, 2e-3, 29);
         }
@@ -209,7 +209,7 @@ public:
 
     void test_conv_init_statistics() {
         // He normal: std sqrt(2 / fan_in); checked on a large layer within sampling error.
-        Bound b(make_conv2d(Backend::Cpu, 64, 64, 3, 1, 1, false), Shape{64, 4, 4}, 31);
+        Bound b(make_conv2d(64, 64, 3, 1, 1, false), Shape{64, 4, 4}, 31);
         double s = 0, s2 = 0;
         for (float v : b.params) { s += v; s2 += static_cast<double>(v) * v; }
         const double n = static_cast<double>(b.params.size());
@@ -221,7 +221,7 @@ public:
 
     void test_batchnorm_forward_train_and_eval() {
         const Shape sh{3, 4, 5};
-        Bound b(make_batchnorm2d(Backend::Cpu, 3), sh, 41);
+        Bound b(make_batchnorm2d(3), sh, 41);
         for (int c = 0; c < 3; ++c) {  // non-trivial gamma / beta
             b.params[c] = 0.5f + c;
             b.params[3 + c] = -0.25f * c;
@@ -265,13 +265,13 @@ public:
     void test_batchnorm_backward_finite_differences() {
         const Shape sh{2, 3, 3};
         {
-            Bound b(make_batchnorm2d(Backend::Cpu, 2), sh, 51);
+            Bound b(make_batchnorm2d(2), sh, 51);
             b.params = {0.7f, 1.3f, 0.2f, -0.4f};
             Rng rng(52);
             check_gradients("batchnorm train", b, random_tensor(3, sh, rng), true, 1e-2, 5e-3, 3e-3, 53);
         }
         {
-            Bound b(make_batchnorm2d(Backend::Cpu, 2), sh, 54);
+            Bound b(make_batchnorm2d(2), sh, 54);
             b.params = {0.7f, 1.3f, 0.2f, -0.4f};
             b.state = {0.3f, -0.1f, 2.0f, 0.5f};
             Rng rng(55);
@@ -281,7 +281,7 @@ public:
 
     void test_relu_forward_backward() {
         const Shape sh{3, 5, 7};  // 105 values per example: exercises the vector tail
-        Bound b(make_relu(Backend::Cpu), sh, 61);
+        Bound b(make_relu(), sh, 61);
         Rng rng(62);
         Tensor x = away_from_zero(2, sh, rng, 0.05);
         const Tensor& y = b.layer->forward(x, true);
@@ -294,7 +294,7 @@ public:
     void test_maxpool_forward_matches_naive() {
         for (int k : {2, 3}) {
             const Shape sh{2, 7, 9};  // odd sizes: the last row / column are dropped (floor)
-            Bound b(make_maxpool2d(Backend::Cpu, k), sh, 71);
+            Bound b(make_maxpool2d(k), sh, 71);
             Rng rng(72 + k);
             Tensor x = random_tensor(3, sh, rng);
             const Tensor& y = b.layer->forward(x, true);
@@ -319,7 +319,7 @@ public:
     void test_maxpool_backward_finite_differences() {
         // distinct values at least 0.05 apart, so a step of 0.01 never changes a window's winner
         const Shape sh{2, 4, 6};
-        Bound b(make_maxpool2d(Backend::Cpu, 2), sh, 81);
+        Bound b(make_maxpool2d(2), sh, 81);
         Tensor x(2, 2, 4, 6);
         std::vector<int> order(x.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -331,7 +331,7 @@ public:
 
     void test_linear_forward_matches_naive() {
         const Shape sh{3, 2, 2};  // flattened to 12 features
-        Bound b(make_linear(Backend::Cpu, 12, 5), sh, 91);
+        Bound b(make_linear(12, 5), sh, 91);
         Rng rng(92);
         Tensor x = random_tensor(4, sh, rng);
         const Tensor& y = b.layer->forward(x, true);
@@ -347,14 +347,14 @@ public:
     }
 
     void test_linear_backward_finite_differences() {
-        Bound b(make_linear(Backend::Cpu, 7, 4), Shape{7, 1, 1}, 101);
+        Bound b(make_linear(7, 4), Shape{7, 1, 1}, 101);
         Rng rng(102);
         check_gradients("linear", b, random_tensor(3, Shape{7, 1, 1}, rng), true, 1e-2, 1e-3, 1e-3, 103);
     }
 
     void test_linear_init_bounds() {
         // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias: all inside, spread over the range
-        Bound b(make_linear(Backend::Cpu, 400, 120), Shape{400, 1, 1}, 111);
+        Bound b(make_linear(400, 120), Shape{400, 1, 1}, 111);
         const double bound = 1.0 / std::sqrt(400.0);
         double lo = 1, hi = -1, s2 = 0;
         for (float v : b.params) {
@@ -423,12 +423,12 @@ public:
     }
 
     void test_shape_mismatch_throws() {
-        CPPUNIT_ASSERT_THROW(Bound(make_conv2d(Backend::Cpu, 3, 4, 3, 1, 0, true), Shape{2, 5, 5}, 1),
+        CPPUNIT_ASSERT_THROW(Bound(make_conv2d(3, 4, 3, 1, 0, true), Shape{2, 5, 5}, 1),
                              std::invalid_argument);
-        CPPUNIT_ASSERT_THROW(Bound(make_conv2d(Backend::Cpu, 1, 4, 5, 1, 0, true), Shape{1, 3, 3}, 1),
+        CPPUNIT_ASSERT_THROW(Bound(make_conv2d(1, 4, 5, 1, 0, true), Shape{1, 3, 3}, 1),
                              std::invalid_argument);
-        CPPUNIT_ASSERT_THROW(Bound(make_linear(Backend::Cpu, 10, 4), Shape{3, 2, 2}, 1), std::invalid_argument);
-        Bound b(make_linear(Backend::Cpu, 12, 4), Shape{3, 2, 2}, 1);
+        CPPUNIT_ASSERT_THROW(Bound(make_linear(10, 4), Shape{3, 2, 2}, 1), std::invalid_argument);
+        Bound b(make_linear(12, 4), Shape{3, 2, 2}, 1);
         Tensor wrong(2, 12, 1, 1);  // right size, wrong shape
         CPPUNIT_ASSERT_THROW(b.layer->forward(wrong, true), std::invalid_argument);
     }

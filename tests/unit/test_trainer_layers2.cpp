@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "layers.hpp"
-#include "rng.hpp"
-#include "tensor.hpp"
+#include "core/layers.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 
 using namespace tula::train;
 
@@ -159,7 +159,7 @@ public:
                               {4, 8, 1, 1, 0, 4, 3, 4, 2, true}};  // grouped 1x1
         uint64_t seed = 101;
         for (const Case& c : cases) {
-            Bound2 b(make_conv2d(Backend::Cpu, c.cin, c.cout, c.k, c.s, c.p, c.bias, c.g), Shape{c.cin, c.h, c.w},
+            Bound2 b(make_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias, c.g), Shape{c.cin, c.h, c.w},
                      seed++);
             Rng rng(seed++);
             Tensor x = rnd(c.n, Shape{c.cin, c.h, c.w}, rng);
@@ -174,24 +174,24 @@ public:
 
     void test_grouped_conv_backward_finite_differences() {
         {
-            Bound2 b(make_conv2d(Backend::Cpu, 4, 6, 3, 1, 1, true, 2), Shape{4, 5, 4}, 111);
+            Bound2 b(make_conv2d(4, 6, 3, 1, 1, true, 2), Shape{4, 5, 4}, 111);
             Rng rng(112);
             fd_check("conv groups 2", b, rnd(2, Shape{4, 5, 4}, rng), true, 1e-2, 2e-3, 2e-3, 113);
         }
         {
-            Bound2 b(make_conv2d(Backend::Cpu, 3, 3, 3, 2, 1, false, 3), Shape{3, 7, 6}, 114);
+            Bound2 b(make_conv2d(3, 3, 3, 2, 1, false, 3), Shape{3, 7, 6}, 114);
             Rng rng(115);
             fd_check("depthwise stride 2", b, rnd(2, Shape{3, 7, 6}, rng), true, 1e-2, 2e-3, 2e-3, 116);
         }
     }
 
     void test_grouped_conv_rejects_bad_groups() {
-        CPPUNIT_ASSERT_THROW(make_conv2d(Backend::Cpu, 4, 6, 3, 1, 1, true, 3), std::invalid_argument);
-        CPPUNIT_ASSERT_THROW(make_conv2d(Backend::Cpu, 4, 4, 3, 1, 1, true, 0), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(make_conv2d(4, 6, 3, 1, 1, true, 3), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(make_conv2d(4, 4, 3, 1, 1, true, 0), std::invalid_argument);
     }
 
     void test_strided_maxpool() {
-        Bound2 b(make_maxpool2d(Backend::Cpu, 3, 2), Shape{2, 7, 8}, 1);
+        Bound2 b(make_maxpool2d(3, 2), Shape{2, 7, 8}, 1);
         CPPUNIT_ASSERT(b.out == (Shape{2, 3, 3}));
         Rng rng(121);
         Tensor x = distinct(2, Shape{2, 7, 8}, rng);
@@ -214,7 +214,7 @@ public:
     void test_avgpool_and_adaptive() {
         // fixed 2x2 on 5x6 -> 2x3 (the last row is dropped)
         {
-            Bound2 b(make_avgpool2d(Backend::Cpu, 2), Shape{2, 5, 6}, 1);
+            Bound2 b(make_avgpool2d(2), Shape{2, 5, 6}, 1);
             Rng rng(131);
             Tensor x = rnd(2, Shape{2, 5, 6}, rng);
             const Tensor& y = b.layer->forward(x, true);
@@ -231,7 +231,7 @@ public:
         }
         // adaptive 5x7 -> 3x2: PyTorch windows rows [0,2) [1,4) [3,5); cols [0,4) [3,7)
         {
-            Bound2 b(make_adaptive_avgpool2d(Backend::Cpu, 3, 2), Shape{1, 5, 7}, 1);
+            Bound2 b(make_adaptive_avgpool2d(3, 2), Shape{1, 5, 7}, 1);
             Rng rng(133);
             Tensor x = rnd(1, Shape{1, 5, 7}, rng);
             const Tensor& y = b.layer->forward(x, true);
@@ -249,7 +249,7 @@ public:
         }
         // 1x1 -> 7x7 replicates; global average pooling is the plain mean
         {
-            Bound2 b(make_adaptive_avgpool2d(Backend::Cpu, 7, 7), Shape{2, 1, 1}, 1);
+            Bound2 b(make_adaptive_avgpool2d(7, 7), Shape{2, 1, 1}, 1);
             Tensor x(1, 2, 1, 1);
             x.data = {1.5f, -2.0f};
             const Tensor& y = b.layer->forward(x, true);
@@ -257,7 +257,7 @@ public:
                 CPPUNIT_ASSERT_EQUAL(1.5f, y.data[i]);
                 CPPUNIT_ASSERT_EQUAL(-2.0f, y.data[49 + i]);
             }
-            Bound2 g(make_global_avgpool(Backend::Cpu), Shape{3, 4, 5}, 1);
+            Bound2 g(make_global_avgpool(), Shape{3, 4, 5}, 1);
             Rng rng(135);
             Tensor z = rnd(2, Shape{3, 4, 5}, rng);
             const Tensor& gy = g.layer->forward(z, true);
@@ -274,7 +274,7 @@ public:
 
     void test_dropout() {
         const double p = 0.3;
-        Bound2 b(make_dropout(Backend::Cpu, p), Shape{4, 16, 16}, 7);
+        Bound2 b(make_dropout(p), Shape{4, 16, 16}, 7);
         Rng rng(141);
         Tensor x = rnd(8, Shape{4, 16, 16}, rng);
         for (float& v : x.data) v = std::fabs(v) + 0.1f;  // nonzero, so y/x recovers the mask
@@ -294,7 +294,7 @@ public:
         // evaluation: identity
         const Tensor& ye = b.layer->forward(x, false);
         for (size_t i = 0; i < x.size(); ++i) CPPUNIT_ASSERT_EQUAL(x.data[i], ye.data[i]);
-        CPPUNIT_ASSERT_THROW(make_dropout(Backend::Cpu, 1.0), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(make_dropout(1.0), std::invalid_argument);
     }
 
     void test_hard_activations() {
@@ -307,7 +307,7 @@ public:
             v = static_cast<float>(u);
         }
         for (int swish = 0; swish < 2; ++swish) {
-            Bound2 b(swish ? make_hardswish(Backend::Cpu) : make_hardsigmoid(Backend::Cpu), Shape{64, 1, 1}, 1);
+            Bound2 b(swish ? make_hardswish() : make_hardsigmoid(), Shape{64, 1, 1}, 1);
             const Tensor& y = b.layer->forward(x, true);
             std::vector<double> want;
             for (float v : x.data) {
@@ -322,7 +322,7 @@ public:
     void test_residual() {
         // identity shortcut: y = conv(x) + x
         {
-            Bound2 b(make_residual(make_conv2d(Backend::Cpu, 3, 3, 3, 1, 1, true), nullptr), Shape{3, 5, 5}, 161);
+            Bound2 b(make_residual(make_conv2d(3, 3, 3, 1, 1, true), nullptr), Shape{3, 5, 5}, 161);
             Rng rng(162);
             Tensor x = rnd(2, Shape{3, 5, 5}, rng);
             const Tensor& y = b.layer->forward(x, true);
@@ -333,8 +333,8 @@ public:
         }
         // projection shortcut with stride 2
         {
-            Bound2 b(make_residual(make_conv2d(Backend::Cpu, 2, 4, 3, 2, 1, false),
-                                   make_conv2d(Backend::Cpu, 2, 4, 1, 2, 0, false)),
+            Bound2 b(make_residual(make_conv2d(2, 4, 3, 2, 1, false),
+                                   make_conv2d(2, 4, 1, 2, 0, false)),
                      Shape{2, 6, 6}, 164);
             CPPUNIT_ASSERT(b.out == (Shape{4, 3, 3}));
             Rng rng(165);
@@ -346,14 +346,14 @@ public:
             close("residual projection forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
             fd_check("residual projection", b, x, true, 1e-2, 2e-3, 2e-3, 166);
         }
-        CPPUNIT_ASSERT_THROW(Bound2(make_residual(make_conv2d(Backend::Cpu, 2, 4, 3, 1, 1, false), nullptr),
+        CPPUNIT_ASSERT_THROW(Bound2(make_residual(make_conv2d(2, 4, 3, 1, 1, false), nullptr),
                                     Shape{2, 5, 5}, 1),
                              std::invalid_argument);
     }
 
     void test_squeeze_excitation() {
         const int C = 4, S = 2;
-        Bound2 b(make_squeeze_excitation(Backend::Cpu, C, S), Shape{C, 3, 3}, 171);
+        Bound2 b(make_squeeze_excitation(C, S), Shape{C, 3, 3}, 171);
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(C * S + S + S * C + C), b.params.size());
         Rng rng(172);
         for (float& v : b.params) v = static_cast<float>(rng.normal());  // pre-activations away from 0 mostly
@@ -389,9 +389,9 @@ public:
 
     void test_sequential_block_with_batchnorm() {
         std::vector<std::unique_ptr<Layer>> L;
-        L.push_back(make_conv2d(Backend::Cpu, 2, 3, 3, 1, 1, false));
-        L.push_back(make_batchnorm2d(Backend::Cpu, 3));
-        L.push_back(make_hardswish(Backend::Cpu));
+        L.push_back(make_conv2d(2, 3, 3, 1, 1, false));
+        L.push_back(make_batchnorm2d(3));
+        L.push_back(make_hardswish());
         Bound2 b(make_sequential(std::move(L), "block"), Shape{2, 4, 4}, 181);
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(54 + 6), b.params.size());
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(6), b.layer->state_size());

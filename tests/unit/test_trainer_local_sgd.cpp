@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "data.hpp"
-#include "local_sgd.hpp"
-#include "model.hpp"
-#include "rng.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "dist/local_sgd.hpp"
+#include "core/model.hpp"
+#include "core/rng.hpp"
 #include "test_util.hpp"
 
 using namespace tula::train;

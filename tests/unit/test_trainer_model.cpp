@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "data.hpp"
-#include "model.hpp"
-#include "optim.hpp"
-#include "rng.hpp"
-#include "train.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "core/model.hpp"
+#include "optim/optim.hpp"
+#include "core/rng.hpp"
+#include "train/train.hpp"
 
 using namespace tula::train;
 

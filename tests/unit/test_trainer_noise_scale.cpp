@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
-#include "data.hpp"
-#include "model.hpp"
-#include "noise_scale.hpp"
-#include "rng.hpp"
-#include "train.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "core/model.hpp"
+#include "optim/noise_scale.hpp"
+#include "core/rng.hpp"
+#include "train/train.hpp"
 
 using namespace tula::train;
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model.hpp"
-#include "optim.hpp"
-#include "rng.hpp"
+#include "core/model.hpp"
+#include "optim/optim.hpp"
+#include "core/rng.hpp"
 
 using namespace tula::train;
 

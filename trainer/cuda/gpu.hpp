@@ -1,7 +1,7 @@
 // tula-train CUDA backend: device memory, the GPU layer family, the model with fused
 // device buffers, the loss, SGD and the per-tensor squared norms.
 //
-// Why a second layer family: tula::train::Layer (trainer/src/layers.hpp) passes host
+// Why a second layer family: tula::train::Layer (trainer/core/layers.hpp) passes host
 // Tensors (std::vector<float>). A GPU layer must take and return DEVICE memory or every
 // layer would copy its activations across PCIe twice per step. GpuLayer mirrors Layer
 // one to one (configure, param_info, state_size, bind, init-free, forward, backward,
@@ -42,9 +42,9 @@
 #include <utility>
 #include <vector>
 
-#include "layers.hpp"
-#include "model.hpp"
-#include "tensor.hpp"
+#include "core/layers.hpp"
+#include "core/model.hpp"
+#include "core/tensor.hpp"
 
 namespace tula {
 namespace train {

@@ -4,9 +4,9 @@
 #include <stdexcept>
 
 #include "check.hpp"
-#include "composite.hpp"
+#include "core/composite.hpp"
 #include "gpu.hpp"
-#include "model_zoo.hpp"
+#include "core/model_zoo.hpp"
 
 namespace tula {
 namespace train {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu.hpp"
-#include "train.hpp"
+#include "train/train.hpp"
 
 namespace tula {
 namespace train {

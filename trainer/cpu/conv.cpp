@@ -1,0 +1,337 @@
+// tula-train: CPU convolution (im2col + GEMM; grouped and depthwise by groups). See core/layers.hpp for the maths and the shapes.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu/gemm/gemm.hpp"
+#include "cpu/common.hpp"
+
+namespace tula {
+namespace train {
+namespace {
+
+using namespace cpu;
+
+// ---- convolution ---------------------------------------------------------------------
+
+// col (K = C*k*k rows, P = Ho*Wo columns, row stride ld) <- patches of x (C, H, W).
+void im2col(const float* x, int C, int H, int W, int k, int s, int p, int Ho, int Wo, float* col, size_t ld) {
+    for (int c = 0; c < C; ++c)
+        for (int ki = 0; ki < k; ++ki)
+            for (int kj = 0; kj < k; ++kj) {
+                float* row = col + static_cast<size_t>((c * k + ki) * k + kj) * ld;
+                // valid output columns for stride 1: iw = ow - p + kj in [0, W)
+                const int lo = std::min(Wo, std::max(0, p - kj));
+                const int hi = std::max(lo, std::min(Wo, W + p - kj));
+                for (int oh = 0; oh < Ho; ++oh) {
+                    float* dst = row + static_cast<size_t>(oh) * Wo;
+                    const int ih = oh * s - p + ki;
+                    if (ih < 0 || ih >= H) {
+                        zero_f(dst, Wo);
+                        continue;
+                    }
+                    const float* src = x + (static_cast<size_t>(c) * H + ih) * W;
+                    if (s == 1) {
+                        for (int i = 0; i < lo; ++i) dst[i] = 0.0f;
+                        copy_f(dst + lo, src + lo - p + kj, hi - lo);
+                        for (int i = hi; i < Wo; ++i) dst[i] = 0.0f;
+                    } else {
+                        for (int ow = 0; ow < Wo; ++ow) {
+                            const int iw = ow * s - p + kj;
+                            dst[ow] = (iw >= 0 && iw < W) ? src[iw] : 0.0f;
+                        }
+                    }
+                }
+            }
+}
+
+// dx (C, H, W) += scatter of col (K, P, row stride ld); the adjoint of im2col.
+void col2im_add(const float* col, int C, int H, int W, int k, int s, int p, int Ho, int Wo, size_t ld, float* dx) {
+    for (int c = 0; c < C; ++c)
+        for (int ki = 0; ki < k; ++ki)
+            for (int kj = 0; kj < k; ++kj) {
+                const float* row = col + static_cast<size_t>((c * k + ki) * k + kj) * ld;
+                const int lo = std::min(Wo, std::max(0, p - kj));
+                const int hi = std::max(lo, std::min(Wo, W + p - kj));
+                for (int oh = 0; oh < Ho; ++oh) {
+                    const int ih = oh * s - p + ki;
+                    if (ih < 0 || ih >= H) continue;
+                    const float* src = row + static_cast<size_t>(oh) * Wo;
+                    float* dst = dx + (static_cast<size_t>(c) * H + ih) * W;
+                    if (s == 1) {
+                        add_f(dst - p + kj + lo, src + lo, hi - lo);
+                    } else {
+                        for (int ow = 0; ow < Wo; ++ow) {
+                            const int iw = ow * s - p + kj;
+                            if (iw >= 0 && iw < W) dst[iw] += src[ow];
+                        }
+                    }
+                }
+            }
+}
+
+class Conv2dCpu final : public Layer {
+public:
+    Conv2dCpu(int cin, int cout, int k, int s, int p, bool bias)
+        : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), bias_(bias) {
+        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0)
+            throw std::invalid_argument("conv2d: channels, kernel and stride must be positive, padding >= 0");
+        kdim_ = static_cast<size_t>(cin) * k * k;
+        n_params_ = kdim_ * cout + (bias ? cout : 0);
+    }
+    std::string describe() const override {
+        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
+                        std::to_string(cout_);
+        if (s_ != 1) d += ", stride " + std::to_string(s_);
+        if (p_ != 0) d += ", pad " + std::to_string(p_);
+        if (!bias_) d += ", no bias";
+        return d + ")";
+    }
+    Shape configure(const Shape& in) override {
+        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
+        const int ho = (in.h + 2 * p_ - k_) / s_ + 1, wo = (in.w + 2 * p_ - k_) / s_ + 1;
+        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_ || ho <= 0 || wo <= 0)
+            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        in_ = in;
+        out_ = Shape{cout_, ho, wo};
+        return out_;
+    }
+    std::vector<ParamInfo> param_info() const override {
+        std::vector<ParamInfo> v{{"weight", kdim_ * cout_, true}};
+        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
+        return v;
+    }
+    void bind(float* params, float* grads, float*) override {
+        params_ = params;
+        grads_ = grads;
+    }
+    void init(Rng& rng) override {
+        const double std_ = std::sqrt(2.0 / static_cast<double>(kdim_));
+        for (size_t i = 0; i < kdim_ * cout_; ++i) params_[i] = static_cast<float>(std_ * rng.normal());
+        if (bias_) {
+            const double bound = 1.0 / std::sqrt(static_cast<double>(kdim_));
+            for (int i = 0; i < cout_; ++i) params_[kdim_ * cout_ + i] = static_cast<float>(rng.uniform(-bound, bound));
+        }
+    }
+    // Images are processed in chunks of nb: the chunk's patches form one matrix
+    // col (K, nb*P) (image j in columns [j*P, (j+1)*P)), so each GEMM is large enough to
+    // run near Eigen's peak while col stays in the L2 cache (kColBudget floats).
+    int chunk(int n) const {
+        const size_t per = kdim_ * static_cast<size_t>(out_.h) * out_.w;
+        return static_cast<int>(std::max<size_t>(1, std::min<size_t>(n, kColBudget / std::max<size_t>(1, per))));
+    }
+    // Fills the patches of images [n0, n0+nb) into col_ at `offset`.
+    void fill_col(const Tensor& x, int n0, int nb, size_t offset) {
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        float* col = col_.data() + offset;
+        for (int j = 0; j < nb; ++j)
+            im2col(x.sample(n0 + j), in_.c, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col + j * P, nb * P);
+    }
+    const Tensor& forward(const Tensor& x, bool train) override {
+        check_input(x, in_, "conv2d");
+        x_ = &x;
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        y_.resize(x.n, out_);
+        const int nb_max = chunk(x.n);
+        const size_t chunk_floats = kdim_ * P * nb_max;
+        const size_t n_chunks = (x.n + nb_max - 1) / nb_max;
+        // Keep every chunk's patches for backward when they fit the budget (saves the
+        // second im2col); otherwise backward recomputes them.
+        cached_ = train && chunk_floats * n_chunks <= kCacheBudget;
+        col_.resize(cached_ ? chunk_floats * n_chunks : chunk_floats);
+        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(cout_) * P * nb_max);
+        const float* bias = bias_ ? params_ + kdim_ * cout_ : nullptr;
+        for (int n0 = 0; n0 < x.n; n0 += nb_max) {
+            const int nb = std::min(nb_max, x.n - n0);
+            const size_t cols = P * nb;
+            const size_t off = cached_ ? (n0 / nb_max) * chunk_floats : 0;
+            fill_col(x, n0, nb, off);
+            const float* col = col_.data() + off;
+            if (nb == 1) {  // straight into y
+                gemm(false, false, cout_, P, kdim_, params_, col, y_.sample(n0), false);
+                if (bias) MapRM(y_.sample(n0), cout_, P).colwise() += CMapVec(bias, cout_);
+                continue;
+            }
+            gemm(false, false, cout_, cols, kdim_, params_, col, ybuf_.data(), false);
+            // scatter (Cout, nb*P) -> (nb, Cout, P), adding the bias
+            for (int j = 0; j < nb; ++j)
+                for (int c = 0; c < cout_; ++c) {
+                    const float* src = ybuf_.data() + c * cols + j * P;
+                    float* dst = y_.sample(n0 + j) + c * P;
+                    copy_add(dst, src, bias ? bias[c] : 0.0f, P);
+                }
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        const Tensor& x = *x_;
+        if (dy.n != x.n || dy.shape() != out_) throw std::invalid_argument("conv2d backward: dy " + dy.str());
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        const int nb_max = chunk(x.n);
+        const size_t chunk_floats = kdim_ * P * nb_max;
+        if (need_input_grad_) {
+            dx_.resize_like(x);
+            std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+            dcol_.resize(kdim_ * P * nb_max);
+        } else {
+            dx_.resize(0, 0, 0, 0);
+        }
+        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(cout_) * P * nb_max);
+        for (int n0 = 0; n0 < x.n; n0 += nb_max) {
+            const int nb = std::min(nb_max, x.n - n0);
+            const size_t cols = P * nb;
+            const float* gp = dy.sample(n0);
+            if (nb > 1) {
+                // gather (nb, Cout, P) -> (Cout, nb*P)
+                for (int j = 0; j < nb; ++j)
+                    for (int c = 0; c < cout_; ++c)
+                        copy_f(ybuf_.data() + c * cols + j * P, dy.sample(n0 + j) + c * P, P);
+                gp = ybuf_.data();
+            }
+            size_t off = 0;
+            if (cached_) off = (n0 / nb_max) * chunk_floats;
+            else fill_col(x, n0, nb, 0);
+            gemm(false, true, cout_, kdim_, cols, gp, col_.data() + off, grads_, true);  // dW += G col^T
+            if (bias_) MapVec(grads_ + kdim_ * cout_, cout_) += CMapRM(gp, cout_, cols).rowwise().sum();
+            if (need_input_grad_) {
+                gemm(true, false, kdim_, cols, cout_, params_, gp, dcol_.data(), false);  // dcol = W^T G
+                for (int j = 0; j < nb; ++j)
+                    col2im_add(dcol_.data() + j * P, in_.c, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, cols,
+                               dx_.sample(n0 + j));
+            }
+        }
+        return dx_;
+    }
+
+    static constexpr size_t kColBudget = 256 * 1024;       // floats of col per chunk (1 MiB, ~L2)
+    static constexpr size_t kCacheBudget = 16 * 1024 * 1024;  // floats of col kept for backward (64 MiB)
+
+private:
+    int cin_, cout_, k_, s_, p_;
+    bool bias_;
+    size_t kdim_;
+    Shape in_, out_;
+    const Tensor* x_ = nullptr;
+    bool cached_ = false;  // col_ holds the patches of every chunk of the last forward
+    Tensor y_, dx_;
+    std::vector<float> col_, dcol_, ybuf_;
+};
+
+// Grouped convolution (groups > 1, incl. depthwise: groups = Cin). Weight (Cout, Cin/g, k, k)
+// as PyTorch's. Per image: col = im2col(x_n) (Cin*k*k, P); the rows of group g are the
+// contiguous block [g*Kg, (g+1)*Kg), Kg = (Cin/g)*k*k, and
+//   Y_g (Cout/g, P) = W_g (Cout/g, Kg) col_g,  dW_g += dY_g col_g^T,  dcol_g = W_g^T dY_g.
+class GroupedConv2dCpu final : public Layer {
+public:
+    GroupedConv2dCpu(int cin, int cout, int k, int s, int p, bool bias, int groups)
+        : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), g_(groups), bias_(bias) {
+        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0 || groups <= 0)
+            throw std::invalid_argument("conv2d: channels, kernel, stride and groups must be positive, padding >= 0");
+        if (cin % groups != 0 || cout % groups != 0)
+            throw std::invalid_argument("conv2d: groups (" + std::to_string(groups) + ") must divide the input (" +
+                                        std::to_string(cin) + ") and output (" + std::to_string(cout) + ") channels");
+        kg_ = static_cast<size_t>(cin / groups) * k * k;
+        n_params_ = kg_ * cout + (bias ? cout : 0);
+    }
+    std::string describe() const override {
+        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
+                        std::to_string(cout_);
+        if (s_ != 1) d += ", stride " + std::to_string(s_);
+        if (p_ != 0) d += ", pad " + std::to_string(p_);
+        d += (g_ == cin_ ? ", depthwise" : ", groups " + std::to_string(g_));
+        if (!bias_) d += ", no bias";
+        return d + ")";
+    }
+    Shape configure(const Shape& in) override {
+        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
+        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_)
+            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        in_ = in;
+        out_ = Shape{cout_, (in.h + 2 * p_ - k_) / s_ + 1, (in.w + 2 * p_ - k_) / s_ + 1};
+        return out_;
+    }
+    std::vector<ParamInfo> param_info() const override {
+        std::vector<ParamInfo> v{{"weight", kg_ * cout_, true}};
+        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
+        return v;
+    }
+    void bind(float* params, float* grads, float*) override {
+        params_ = params;
+        grads_ = grads;
+    }
+    // He normal with fan_in = (Cin/g)*k*k (PyTorch's fan_in for grouped weights).
+    void init(Rng& rng) override {
+        const double std_ = std::sqrt(2.0 / static_cast<double>(kg_));
+        for (size_t i = 0; i < kg_ * cout_; ++i) params_[i] = static_cast<float>(std_ * rng.normal());
+        if (bias_) {
+            const double bound = 1.0 / std::sqrt(static_cast<double>(kg_));
+            for (int i = 0; i < cout_; ++i) params_[kg_ * cout_ + i] = static_cast<float>(rng.uniform(-bound, bound));
+        }
+    }
+    const Tensor& forward(const Tensor& x, bool) override {
+        check_input(x, in_, "conv2d");
+        x_ = &x;
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        const int cog = cout_ / g_;
+        y_.resize(x.n, out_);
+        col_.resize(kg_ * g_ * P);
+        const float* bias = bias_ ? params_ + kg_ * cout_ : nullptr;
+        for (int n = 0; n < x.n; ++n) {
+            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            float* y = y_.sample(n);
+            for (int g = 0; g < g_; ++g)
+                gemm(false, false, cog, P, kg_, params_ + g * cog * kg_, col_.data() + g * kg_ * P, y + g * cog * P,
+                     false);
+            if (bias) MapRM(y, cout_, P).colwise() += CMapVec(bias, cout_);
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        const Tensor& x = *x_;
+        if (dy.n != x.n || dy.shape() != out_) throw std::invalid_argument("conv2d backward: dy " + dy.str());
+        const size_t P = static_cast<size_t>(out_.h) * out_.w;
+        const int cog = cout_ / g_;
+        if (need_input_grad_) {
+            dx_.resize_like(x);
+            std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+            dcol_.resize(kg_ * g_ * P);
+        } else {
+            dx_.resize(0, 0, 0, 0);
+        }
+        col_.resize(kg_ * g_ * P);
+        for (int n = 0; n < x.n; ++n) {
+            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            const float* gp = dy.sample(n);
+            for (int g = 0; g < g_; ++g) {
+                gemm(false, true, cog, kg_, P, gp + g * cog * P, col_.data() + g * kg_ * P, grads_ + g * cog * kg_,
+                     true);
+                if (need_input_grad_)
+                    gemm(true, false, kg_, P, cog, params_ + g * cog * kg_, gp + g * cog * P,
+                         dcol_.data() + g * kg_ * P, false);
+            }
+            if (bias_) MapVec(grads_ + kg_ * cout_, cout_) += CMapRM(gp, cout_, P).rowwise().sum();
+            if (need_input_grad_)
+                col2im_add(dcol_.data(), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, P, dx_.sample(n));
+        }
+        return dx_;
+    }
+
+private:
+    int cin_, cout_, k_, s_, p_, g_;
+    bool bias_;
+    size_t kg_;
+    Shape in_, out_;
+    const Tensor* x_ = nullptr;
+    Tensor y_, dx_;
+    std::vector<float> col_, dcol_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv2d(int cin, int cout, int k, int stride, int pad, bool bias, int groups) {
+    if (groups != 1) return std::make_unique<GroupedConv2dCpu>(cin, cout, k, stride, pad, bias, groups);
+    return std::make_unique<Conv2dCpu>(cin, cout, k, stride, pad, bias);
+}
+
+}  // namespace train
+}  // namespace tula

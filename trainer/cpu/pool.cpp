@@ -1,0 +1,246 @@
+// tula-train: CPU pooling: max (non-overlapping and strided), average (fixed and adaptive). See core/layers.hpp for the maths and the shapes.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu/common.hpp"
+
+namespace tula {
+namespace train {
+namespace {
+
+using namespace cpu;
+
+// ---- max pooling -----------------------------------------------------------------------
+
+class MaxPool2dCpu final : public Layer {
+public:
+    explicit MaxPool2dCpu(int k) : k_(k) {
+        if (k <= 0) throw std::invalid_argument("maxpool2d: window must be positive");
+    }
+    std::string describe() const override { return "maxpool" + std::to_string(k_); }
+    Shape configure(const Shape& in) override {
+        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
+        in_ = in;
+        out_ = Shape{in.c, in.h / k_, in.w / k_};
+        return out_;
+    }
+    const Tensor& forward(const Tensor& x, bool) override {
+        check_input(x, in_, "maxpool2d");
+        y_.resize(x.n, out_);
+        arg_.resize(y_.size());
+        const int H = in_.h, W = in_.w, Ho = out_.h, Wo = out_.w;
+        const size_t planes = static_cast<size_t>(x.n) * in_.c;
+        for (size_t pl = 0; pl < planes; ++pl) {
+            const float* src = x.ptr() + pl * H * W;
+            float* dst = y_.ptr() + pl * Ho * Wo;
+            int32_t* arg = arg_.data() + pl * Ho * Wo;
+            if (k_ == 2) {
+                // branch-free 2x2: the winner is chosen with selects (cmov / blend)
+                for (int oh = 0; oh < Ho; ++oh) {
+                    const float* r0 = src + (2 * oh) * W;
+                    const float* r1 = r0 + W;
+                    for (int ow = 0; ow < Wo; ++ow) {
+                        const int i0 = 2 * ow;
+                        const float a = r0[i0], b = r0[i0 + 1], c = r1[i0], d = r1[i0 + 1];
+                        const bool ab = b > a, cd = d > c;
+                        const float m1 = ab ? b : a, m2 = cd ? d : c;
+                        const int j1 = (2 * oh) * W + i0 + ab, j2 = (2 * oh + 1) * W + i0 + cd;
+                        const bool second = m2 > m1;
+                        dst[oh * Wo + ow] = second ? m2 : m1;
+                        arg[oh * Wo + ow] = second ? j2 : j1;
+                    }
+                }
+                continue;
+            }
+            for (int oh = 0; oh < Ho; ++oh)
+                for (int ow = 0; ow < Wo; ++ow) {
+                    int best = (oh * k_) * W + ow * k_;
+                    float bv = src[best];
+                    for (int i = 0; i < k_; ++i)
+                        for (int j = 0; j < k_; ++j) {
+                            const int idx = (oh * k_ + i) * W + ow * k_ + j;
+                            if (src[idx] > bv) {
+                                bv = src[idx];
+                                best = idx;
+                            }
+                        }
+                    dst[oh * Wo + ow] = bv;
+                    arg[oh * Wo + ow] = best;
+                }
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
+        if (!need_input_grad_) {
+            dx_.resize(0, 0, 0, 0);
+            return dx_;
+        }
+        dx_.resize(dy.n, in_);
+        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+        const size_t hw = static_cast<size_t>(in_.h) * in_.w, ohw = static_cast<size_t>(out_.h) * out_.w;
+        const size_t planes = static_cast<size_t>(dy.n) * in_.c;
+        for (size_t pl = 0; pl < planes; ++pl) {
+            const float* g = dy.ptr() + pl * ohw;
+            const int32_t* arg = arg_.data() + pl * ohw;
+            float* d = dx_.ptr() + pl * hw;
+            for (size_t i = 0; i < ohw; ++i) d[arg[i]] += g[i];
+        }
+        return dx_;
+    }
+
+private:
+    int k_;
+    Shape in_, out_;
+    Tensor y_, dx_;
+    std::vector<int32_t> arg_;
+};
+
+
+// ---- strided max pooling ---------------------------------------------------------------
+
+class MaxPoolStridedCpu final : public Layer {
+public:
+    MaxPoolStridedCpu(int k, int s) : k_(k), s_(s) {
+        if (k <= 0 || s <= 0) throw std::invalid_argument("maxpool2d: window and stride must be positive");
+    }
+    std::string describe() const override { return "maxpool" + std::to_string(k_) + "/" + std::to_string(s_); }
+    Shape configure(const Shape& in) override {
+        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
+        in_ = in;
+        out_ = Shape{in.c, (in.h - k_) / s_ + 1, (in.w - k_) / s_ + 1};
+        return out_;
+    }
+    const Tensor& forward(const Tensor& x, bool) override {
+        check_input(x, in_, "maxpool2d");
+        y_.resize(x.n, out_);
+        arg_.resize(y_.size());
+        const size_t planes = static_cast<size_t>(x.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
+        for (size_t pl = 0; pl < planes; ++pl) {
+            const float* src = x.ptr() + pl * hw;
+            for (int oh = 0; oh < out_.h; ++oh)
+                for (int ow = 0; ow < out_.w; ++ow) {
+                    int best = (oh * s_) * in_.w + ow * s_;
+                    for (int i = 0; i < k_; ++i)
+                        for (int j = 0; j < k_; ++j) {
+                            const int idx = (oh * s_ + i) * in_.w + ow * s_ + j;
+                            if (src[idx] > src[best]) best = idx;
+                        }
+                    y_.ptr()[pl * ohw + oh * out_.w + ow] = src[best];
+                    arg_[pl * ohw + oh * out_.w + ow] = best;
+                }
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
+        if (!need_input_grad_) return no_grad(dx_);
+        dx_.resize(dy.n, in_);
+        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+        const size_t planes = static_cast<size_t>(dy.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
+        for (size_t pl = 0; pl < planes; ++pl)
+            for (size_t i = 0; i < ohw; ++i) dx_.ptr()[pl * hw + arg_[pl * ohw + i]] += dy.ptr()[pl * ohw + i];
+        return dx_;
+    }
+
+private:
+    int k_, s_;
+    Shape in_, out_;
+    Tensor y_, dx_;
+    std::vector<int> arg_;
+};
+
+// ---- average pooling (fixed and adaptive) ---------------------------------------------
+
+// Window of output index i for input size n and output size o: [floor(i*n/o), ceil((i+1)*n/o)).
+// A fixed k x k, stride-k pool is the window [i*k, i*k + k).
+class AvgPoolCpu final : public Layer {
+public:
+    AvgPoolCpu(int k, int oh, int ow) : k_(k), oh_(oh), ow_(ow) {
+        if (k < 0 || (k == 0 && (oh <= 0 || ow <= 0)))
+            throw std::invalid_argument("avgpool2d: window and output size must be positive");
+    }
+    std::string describe() const override {
+        if (k_ > 0) return "avgpool" + std::to_string(k_);
+        if (oh_ == 1 && ow_ == 1) return "global-avgpool";
+        return "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
+    }
+    Shape configure(const Shape& in) override {
+        if (k_ > 0 && (in.h < k_ || in.w < k_))
+            throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
+        in_ = in;
+        out_ = k_ > 0 ? Shape{in.c, in.h / k_, in.w / k_} : Shape{in.c, oh_, ow_};
+        rows_.clear();
+        cols_.clear();
+        for (int i = 0; i < out_.h; ++i) rows_.push_back(window(i, in.h, out_.h));
+        for (int j = 0; j < out_.w; ++j) cols_.push_back(window(j, in.w, out_.w));
+        return out_;
+    }
+    const Tensor& forward(const Tensor& x, bool) override {
+        check_input(x, in_, "avgpool2d");
+        y_.resize(x.n, out_);
+        const size_t planes = static_cast<size_t>(x.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
+        for (size_t pl = 0; pl < planes; ++pl) {
+            const float* src = x.ptr() + pl * hw;
+            float* dst = y_.ptr() + pl * ohw;
+            for (int i = 0; i < out_.h; ++i)
+                for (int j = 0; j < out_.w; ++j) {
+                    double s = 0;
+                    for (int r = rows_[i].first; r < rows_[i].second; ++r)
+                        for (int c = cols_[j].first; c < cols_[j].second; ++c) s += src[r * in_.w + c];
+                    const int cnt = (rows_[i].second - rows_[i].first) * (cols_[j].second - cols_[j].first);
+                    dst[i * out_.w + j] = static_cast<float>(s / cnt);
+                }
+        }
+        return y_;
+    }
+    const Tensor& backward(const Tensor& dy) override {
+        if (dy.size() != y_.size()) throw std::invalid_argument("avgpool2d backward: dy " + dy.str());
+        if (!need_input_grad_) return no_grad(dx_);
+        dx_.resize(dy.n, in_);
+        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+        const size_t planes = static_cast<size_t>(dy.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
+        for (size_t pl = 0; pl < planes; ++pl) {
+            const float* g = dy.ptr() + pl * ohw;
+            float* d = dx_.ptr() + pl * hw;
+            for (int i = 0; i < out_.h; ++i)
+                for (int j = 0; j < out_.w; ++j) {
+                    const int cnt = (rows_[i].second - rows_[i].first) * (cols_[j].second - cols_[j].first);
+                    const float v = g[i * out_.w + j] / cnt;
+                    for (int r = rows_[i].first; r < rows_[i].second; ++r)
+                        for (int c = cols_[j].first; c < cols_[j].second; ++c) d[r * in_.w + c] += v;
+                }
+        }
+        return dx_;
+    }
+
+private:
+    std::pair<int, int> window(int i, int n, int o) const {
+        if (k_ > 0) return {i * k_, i * k_ + k_};
+        return {static_cast<int>((static_cast<long>(i) * n) / o), static_cast<int>(((static_cast<long>(i) + 1) * n + o - 1) / o)};
+    }
+    int k_, oh_, ow_;
+    Shape in_, out_;
+    std::vector<std::pair<int, int>> rows_, cols_;
+    Tensor y_, dx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_maxpool2d(int k, int stride) {
+    if (stride > 0 && stride != k) return std::make_unique<MaxPoolStridedCpu>(k, stride);
+    return std::make_unique<MaxPool2dCpu>(k);
+}
+std::unique_ptr<Layer> make_avgpool2d(int k) {
+    if (k <= 0) throw std::invalid_argument("avgpool2d: window must be positive");
+    return std::make_unique<AvgPoolCpu>(k, 0, 0);
+}
+std::unique_ptr<Layer> make_adaptive_avgpool2d(int oh, int ow) {
+    if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avgpool2d: output size must be positive");
+    return std::make_unique<AvgPoolCpu>(0, oh, ow);
+}
+std::unique_ptr<Layer> make_global_avgpool() { return make_adaptive_avgpool2d(1, 1); }
+
+}  // namespace train
+}  // namespace tula

@@ -1,0 +1,164 @@
+// tula-train: Comm, MPI or serial. See comm.hpp.
+#include "dist/comm.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#ifdef TULA_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // C bindings only (the C++ ones are deprecated and warn)
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace tula {
+namespace train {
+
+namespace {
+#ifdef TULA_HAVE_MPI
+bool launched_by_mpi() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+constexpr size_t kChunk = static_cast<size_t>(INT_MAX) / 2;
+#endif
+}  // namespace
+
+struct Comm::Pending {
+#ifdef TULA_HAVE_MPI
+    std::vector<MPI_Request> req;
+#endif
+};
+
+Comm::Comm() : pending_(new Pending) {}
+
+Comm::Comm(int* argc, char*** argv) : pending_(new Pending) {
+#ifdef TULA_HAVE_MPI
+    if (!launched_by_mpi()) return;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    int provided = 0;  // FUNNELED: the loader thread (prefetch.hpp) exists but never calls MPI
+    if (!inited) MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    mpi_ = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+#else
+    (void)argc;
+    (void)argv;
+#endif
+}
+
+Comm::~Comm() { finalize(); }
+
+void Comm::finalize() {
+#ifdef TULA_HAVE_MPI
+    if (mpi_ && !finalized_) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin) MPI_Finalize();
+    }
+#endif
+    finalized_ = true;
+}
+
+void Comm::allreduce_sum(float* buf, size_t n) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk)
+        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+#else
+    (void)buf;
+    (void)n;
+#endif
+}
+
+void Comm::allreduce_sum(double* buf, size_t n) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk)
+        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD);
+#else
+    (void)buf;
+    (void)n;
+#endif
+}
+
+void Comm::allreduce_max(double* buf, size_t n) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk)
+        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_DOUBLE, MPI_MAX,
+                      MPI_COMM_WORLD);
+#else
+    (void)buf;
+    (void)n;
+#endif
+}
+
+void Comm::broadcast(float* buf, size_t n, int root) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk)
+        MPI_Bcast(buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, root, MPI_COMM_WORLD);
+#else
+    (void)buf;
+    (void)n;
+    (void)root;
+#endif
+}
+
+void Comm::iallreduce_sum(float* buf, size_t n) {
+#ifdef TULA_HAVE_MPI
+    if (!mpi_ || size_ == 1) return;
+    for (size_t o = 0; o < n; o += kChunk) {
+        MPI_Request r;
+        MPI_Iallreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &r);
+        pending_->req.push_back(r);
+    }
+#else
+    (void)buf;
+    (void)n;
+#endif
+}
+
+void Comm::progress() {
+#ifdef TULA_HAVE_MPI
+    if (pending_->req.empty()) return;
+    int done = 0;
+    MPI_Testall(static_cast<int>(pending_->req.size()), pending_->req.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) pending_->req.clear();
+#endif
+}
+
+void Comm::wait_all() {
+#ifdef TULA_HAVE_MPI
+    if (pending_->req.empty()) return;
+    MPI_Waitall(static_cast<int>(pending_->req.size()), pending_->req.data(), MPI_STATUSES_IGNORE);
+    pending_->req.clear();
+#endif
+}
+
+void Comm::barrier() {
+#ifdef TULA_HAVE_MPI
+    if (mpi_ && size_ > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+void Comm::abort(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+#ifdef TULA_HAVE_MPI
+    if (mpi_ && size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    finalize();
+    std::exit(code);
+}
+
+}  // namespace train
+}  // namespace tula

@@ -1,0 +1,247 @@
+// tula-train: SGD and the learning-rate schedule. See optim.hpp.
+#include "optim/optim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace tula {
+namespace train {
+
+double LrSchedule::decay(double f) const {
+    f = std::min(1.0, std::max(0.0, std::isfinite(f) ? f : 1.0));
+    if (decay_fraction > 0) return std::min(1.0, (1.0 - f) / std::min(1.0, decay_fraction));
+    if (!cosine) return 1.0;
+    return 0.5 * (1.0 + std::cos(3.141592653589793 * f));
+}
+
+double LrSchedule::at(int64_t t) const {
+    const double pk = peak();
+    const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
+    // no warmup when there is nothing to warm up to (peak <= lr)
+    const double lr = warm_start();
+    const int64_t warm = pk <= lr ? 0 : std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
+    if (t < warm) return lr + (pk - lr) * static_cast<double>(t) / static_cast<double>(warm);
+    return pk * decay(static_cast<double>(t - warm) / static_cast<double>(total - warm));
+}
+
+double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
+    const double pk = peak();
+    const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
+    const int64_t cap = std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
+    const double lr = warm_start();
+    if (cap == 0 || pk <= lr) {
+        LrSchedule s = *this;
+        s.warmup_epochs = 0;
+        return s.at(t);
+    }
+    if (warm_end < 0) return lr + (pk - lr) * std::min(1.0, static_cast<double>(t) / static_cast<double>(cap));
+    const int64_t we = std::min(warm_end, total - 1);
+    return pk * decay(static_cast<double>(t - we) / static_cast<double>(total - we));
+}
+
+double LrSchedule::at_progress(double p, int B) const {
+    const double pk = scaled_lr(scaling, lr, base_batch, B, noise_scale, max_lr);
+    p = std::min(1.0, std::max(0.0, std::isfinite(p) ? p : 0.0));
+    const double w = epochs > 0 ? std::min(1.0, std::max(0.0, warmup_epochs / epochs)) : 0.0;
+    const double lr = warm_start();
+    if (pk > lr && w > 0 && p < w) return lr + (pk - lr) * p / w;
+    return pk * decay(w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0);
+}
+
+Sgd::Sgd(Model& model, double momentum, double weight_decay)
+    : m_(model), momentum_(static_cast<float>(momentum)), wd_(static_cast<float>(weight_decay)),
+      v_(model.num_params(), 0.0f) {
+    for (const auto& s : model.segments()) decay_.push_back(s.decay ? 1 : 0);
+}
+
+void Sgd::step(double lr_) {
+    const float lr = static_cast<float>(lr_);
+    float* w = m_.params();
+    const float* g = m_.grads();
+    float* v = v_.data();
+    const auto& segs = m_.segments();
+    for (size_t k = 0; k < segs.size(); ++k) {
+        const size_t o = segs[k].offset, n = segs[k].size;
+        const float wd = decay_[k] ? wd_ : 0.0f;
+        const float mom = momentum_;
+        float* wp = w + o;
+        const float* gp = g + o;
+        float* vp = v + o;
+        for (size_t i = 0; i < n; ++i) {
+            const float d = gp[i] + wd * wp[i];
+            vp[i] = mom * vp[i] + d;
+            wp[i] -= lr * vp[i];
+        }
+    }
+}
+
+}  // namespace train
+}  // namespace tula
+
+namespace tula {
+namespace train {
+
+double scaled_lr(LrScaling rule, double lr0, int base_batch, int global_batch, double noise_scale, double max_lr) {
+    const double r = static_cast<double>(global_batch) / static_cast<double>(base_batch);
+    double p = lr0 * r;
+    if (rule == LrScaling::Sqrt) {
+        p = lr0 * std::sqrt(r);
+    } else if (rule == LrScaling::Noise && noise_scale > 0 && std::isfinite(noise_scale)) {
+        const double b = global_batch, b0 = base_batch;
+        p = lr0 * r / (1.0 + b / noise_scale) * (1.0 + b0 / noise_scale);
+    }
+    return max_lr > 0 && p > max_lr ? max_lr : p;
+}
+
+NormWarmup::NormWarmup(double threshold, double beta, int64_t min_steps, int64_t cap_steps)
+    : threshold_(threshold), beta_(beta), min_steps_(std::max<int64_t>(0, min_steps)),
+      cap_steps_(std::max<int64_t>(0, cap_steps)) {
+    if (min_steps_ > cap_steps_) min_steps_ = cap_steps_;
+    if (cap_steps_ == 0) {
+        active_ = false;
+        end_ = 0;
+    }
+}
+
+bool NormWarmup::update(double g2) {
+    if (!active_) return false;
+    const int64_t t = t_++;
+    if (std::isfinite(g2) && g2 >= 0) {
+        if (!have_) {
+            ema_ = g2;
+            have_ = true;
+            change_ = 0;
+        } else {
+            const double prev = ema_;
+            ema_ = beta_ * ema_ + (1.0 - beta_) * g2;
+            change_ = prev > 0 ? std::fabs(ema_ - prev) / prev : 0.0;
+        }
+    }
+    const int64_t next = t + 1;
+    // still warming while the norm changes fast (or too early to tell), never past the cap
+    const bool fast = !have_ || t == 0 || change_ > threshold_;
+    if (next >= cap_steps_ || (next >= min_steps_ && !fast)) {
+        active_ = false;
+        end_ = next;
+    }
+    return active_;
+}
+
+OptimKind parse_optim_kind(const std::string& s) {
+    if (s == "sgd") return OptimKind::Sgd;
+    if (s == "ags") return OptimKind::Ags;
+    if (s == "lars") return OptimKind::Lars;
+    if (s == "lamb") return OptimKind::Lamb;
+    throw std::invalid_argument("unknown optimizer '" + s + "'; valid: sgd, ags, lars, lamb");
+}
+
+const char* optim_kind_name(OptimKind k) {
+    switch (k) {
+        case OptimKind::Sgd: return "sgd";
+        case OptimKind::Ags: return "ags";
+        case OptimKind::Lars: return "lars";
+        case OptimKind::Lamb: return "lamb";
+    }
+    return "sgd";
+}
+
+double ags_factor(double wn, double gn, double eta, double lambda, double s_min, double s_max) {
+    const double den = gn + lambda * wn;
+    double s;
+    if (den > 0) s = eta * wn / den;
+    else s = wn > 0 ? s_max : s_min;
+    if (!std::isfinite(s)) s = s_max;
+    return std::min(s_max, std::max(s_min, s));
+}
+
+double lars_factor(double wn, double gn, double eta, double beta) {
+    if (!(wn > 0) || !(gn > 0)) return 1.0;
+    return eta * wn / (gn + beta * wn);
+}
+
+namespace {
+double norm2(const float* x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(s);
+}
+}  // namespace
+
+Optimizer::Optimizer(const std::vector<ParamSegment>& segments, size_t num_params, const OptimConfig& cfg)
+    : segs_(segments), cfg_(cfg), v_(num_params, 0.0f), factors_(segments.size(), 1.0) {
+    auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
+    if (!(cfg.momentum >= 0 && cfg.momentum < 1)) bad("momentum must be in [0, 1)");
+    if (!(cfg.weight_decay >= 0) || !std::isfinite(cfg.weight_decay)) bad("weight decay must be >= 0");
+    if (!(cfg.eta_trust > 0) || !std::isfinite(cfg.eta_trust)) bad("--eta-trust must be > 0");
+    if (!(cfg.s_min > 0) || !std::isfinite(cfg.s_min)) bad("--s-min must be > 0");
+    if (!(cfg.s_max >= cfg.s_min) || !std::isfinite(cfg.s_max)) bad("--s-max must be >= --s-min");
+    if (!(cfg.ags_lambda >= 0) || !std::isfinite(cfg.ags_lambda)) bad("--ags-lambda must be >= 0");
+    if (!(cfg.beta2 >= 0 && cfg.beta2 < 1)) bad("LAMB beta2 must be in [0, 1)");
+    if (!(cfg.eps > 0)) bad("LAMB epsilon must be > 0");
+    for (const auto& s : segs_)
+        if (s.offset + s.size > num_params) bad("parameter segment '" + s.name + "' lies outside the buffer");
+    if (cfg.kind == OptimKind::Lamb) m2_.assign(num_params, 0.0f);
+}
+
+void Optimizer::set_state(const std::vector<float>& m1, const std::vector<float>& m2, int64_t t) {
+    if (m1.size() != v_.size() || m2.size() != m2_.size())
+        throw std::invalid_argument("optimizer state of " + std::to_string(m1.size()) + "+" + std::to_string(m2.size()) +
+                                    " values does not fit this optimizer's " + std::to_string(v_.size()) + "+" +
+                                    std::to_string(m2_.size()));
+    v_ = m1;
+    m2_ = m2;
+    t_ = t;
+}
+
+void Optimizer::step(float* w, const float* g, double lr_) {
+    ++t_;
+    const float lr = static_cast<float>(lr_);
+    const float mom = static_cast<float>(cfg_.momentum);
+    for (size_t k = 0; k < segs_.size(); ++k) {
+        const size_t o = segs_[k].offset, n = segs_[k].size;
+        const float wd = segs_[k].decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+        float* wp = w + o;
+        const float* gp = g + o;
+        float* vp = v_.data() + o;
+        if (cfg_.kind == OptimKind::Lamb) {
+            const double b1 = cfg_.momentum, b2 = cfg_.beta2;
+            const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1, static_cast<double>(t_))));
+            const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2, static_cast<double>(t_))));
+            const float eps = static_cast<float>(cfg_.eps);
+            float* sp = m2_.data() + o;
+            double un = 0;
+            for (size_t i = 0; i < n; ++i) {
+                vp[i] = static_cast<float>(b1) * vp[i] + static_cast<float>(1.0 - b1) * gp[i];
+                sp[i] = static_cast<float>(b2) * sp[i] + static_cast<float>(1.0 - b2) * gp[i] * gp[i];
+                const double u = (vp[i] * c1) / (std::sqrt(sp[i] * c2) + eps) + wd * wp[i];
+                un += u * u;
+            }
+            un = std::sqrt(un);
+            const double wn = norm2(wp, n);
+            const double r = (wn > 0 && un > 0) ? wn / un : 1.0;
+            factors_[k] = r;
+            const float step = static_cast<float>(lr_ * r);
+            for (size_t i = 0; i < n; ++i) {
+                const float u = (vp[i] * c1) / (std::sqrt(sp[i] * c2) + eps) + wd * wp[i];
+                wp[i] -= step * u;
+            }
+            continue;
+        }
+        double f = 1.0;
+        if (cfg_.kind == OptimKind::Ags)
+            f = ags_factor(norm2(wp, n), norm2(gp, n), cfg_.eta_trust, cfg_.ags_lambda, cfg_.s_min, cfg_.s_max);
+        else if (cfg_.kind == OptimKind::Lars)
+            f = lars_factor(norm2(wp, n), norm2(gp, n), cfg_.eta_trust, wd);
+        factors_[k] = f;
+        const float s = static_cast<float>(f);
+        for (size_t i = 0; i < n; ++i) {
+            const float d = gp[i] + wd * wp[i];
+            vp[i] = mom * vp[i] + s * d;
+            wp[i] -= lr * vp[i];
+        }
+    }
+}
+
+}  // namespace train
+}  // namespace tula
