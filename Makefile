@@ -97,7 +97,7 @@ ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CF
 ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
 
 # ---- sources ----------------------------------------------------------------------
-LIB_SRC     := $(wildcard libtula/src/*.cpp)
+LIB_SRC     := $(wildcard libtula/src/*.cpp libtula/src/*/*.cpp)
 LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o)
 # tula-train: main.cpp and one folder per part (trainer/cuda is built by nvcc, below)
 TRAIN_SRC   := $(wildcard trainer/*.cpp trainer/*/*.cpp trainer/*/*/*.cpp)
@@ -152,6 +152,9 @@ $(patsubst %.cpp,$(B)/obj/%.o,$(wildcard trainer/cpu/gemm/*.cpp)): ALL_CXXFLAGS 
 $(B)/obj/tests/%.o: tests/%.cpp
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -Iplugin -c $< -o $@
+$(B)/obj/libtula/%.o: libtula/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_CXXFLAGS) -Ilibtula/src -c $< -o $@
 $(B)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
@@ -252,7 +255,7 @@ FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := conf import hardware db
 FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address \
-  -Ilibtula/include $(EIGEN_CFLAGS) -MMD -MP
+  -Ilibtula/include -Ilibtula/src $(EIGEN_CFLAGS) -MMD -MP
 FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o)
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 .PRECIOUS: $(B)/fuzz/obj/%.o

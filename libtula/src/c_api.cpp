@@ -6,7 +6,6 @@
 #include "tula/tula.h"
 
 #include <fcntl.h>
-#include <gsl/gsl_errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "tula/conf.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
+#include "tula/models.hpp"
 #include "tula/planner.hpp"
 #include "tula/workload.hpp"
 #include "util.hpp"
@@ -184,7 +184,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
 }  // namespace
 
 extern "C" int tula_plan_job(const tula_job_query* q, tula_job_plan* out) {
-    gsl_set_error_handler_off();
+    tula::numerics_never_abort();
     if (!out) return -1;
     try {
         std::memset(out, 0, sizeof *out);
@@ -200,7 +200,7 @@ extern "C" int tula_plan_job(const tula_job_query* q, tula_job_plan* out) {
 }
 
 extern "C" int tula_parse_mode(const char* value, char* mode, size_t mode_len, char* err, size_t err_len) {
-    gsl_set_error_handler_off();
+    tula::numerics_never_abort();
     try {
         if (err && err_len) err[0] = '\0';
         if (!mode || mode_len < 16) {

@@ -1,5 +1,5 @@
-// Unit tests of the profile database's defences (db.hpp, libtula/src/db_guard.cpp,
-// db_trust.cpp, db_publish.cpp): hostile files refused quickly with the object named, bounded
+// Unit tests of the profile database's defences (db.hpp, libtula/src/db/guard.cpp,
+// db/trust.cpp, db/publish.cpp): hostile files refused quickly with the object named, bounded
 // reads, the journal mode by file system, the trust check of the system database, concurrent
 // writers that all land, and the atomic publication of the system database.
 #include <cppunit/extensions/HelperMacros.h>

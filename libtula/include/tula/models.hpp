@@ -7,9 +7,15 @@
 #include <utility>
 #include <vector>
 
-#include "tula/db.hpp"
+#include "tula/records.hpp"
+#include "tula/workload.hpp"
 
 namespace tula {
+
+/// Turns GSL's default error handler (which prints and calls abort()) off for the whole
+/// process, so that a GSL error becomes a status code the models check. Every C entry of
+/// libtula (tula.h) calls it first. Never fails.
+void numerics_never_abort();
 
 /// Compute time of one training iteration vs local batch b (examples per rank), one of two
 /// forms chosen from the data:

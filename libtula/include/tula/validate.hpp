@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "tula/db.hpp"
+#include "tula/records.hpp"
 #include "tula/workload.hpp"
 
 namespace tula {

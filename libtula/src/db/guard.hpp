@@ -29,7 +29,7 @@ long long monotonic_ms();
 /// views, triggers and untrusted schema functions off (SQLITE_DBCONFIG_ENABLE_VIEW/TRIGGER,
 /// SQLITE_DBCONFIG_TRUSTED_SCHEMA, PRAGMA trusted_schema=OFF), PRAGMA mmap_size=0,
 /// cell_size_check=ON, query_only=ON when read-only, the sqlite3_limit values of kLimits
-/// (db_guard.cpp; SQLITE_LIMIT_LENGTH = kMaxValueBytes, no ATTACH), and installs the busy handler
+/// (db/guard.cpp; SQLITE_LIMIT_LENGTH = kMaxValueBytes, no ATTACH), and installs the busy handler
 /// (readers: the process-wide read lock budget; writers: jittered backoff up to
 /// g->timeout_ms) and, when g->deadline_ms > 0, the progress-handler deadline.
 /// Errors: tula::Error naming `path` when SQLite refuses a setting.
@@ -43,7 +43,7 @@ struct SchemaObject {
     std::string type, name, tbl_name, sql, signature;
 };
 
-/// The objects of `db` (at most kMaxSchemaObjects, db_guard.cpp), each with its signature when
+/// The objects of `db` (at most kMaxSchemaObjects, db/guard.cpp), each with its signature when
 /// `signatures` (only objects of allowed types and names are described, and never a view's or a
 /// virtual table's, so that describing cannot run them). Errors: tula::Error (more objects, a
 /// read failure).

@@ -14,6 +14,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 
 
@@ -246,7 +247,11 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
     return best;
 }
 
-Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
+namespace {
+
+// Checks what make_plan needs of `req`. Errors: tula::Error naming the workload and the
+// field (epochs, training examples, parameters, node range, prices, allreduce profile).
+void check_plan_request(const PlanRequest& req, const AllreduceModel* allreduce) {
     const Workload& w = req.workload;
     if (req.epochs < 1) throw Error("cannot plan " + w.name + ": epochs must be >= 1 (got " + std::to_string(req.epochs) + ")");
     if (w.train_examples < 1)
@@ -261,13 +266,24 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     if (req.gpus_per_node < 0 || !std::isfinite(req.price_per_gpu_hour) || req.price_per_gpu_hour < 0 ||
         !std::isfinite(req.watts_per_node) || req.watts_per_node < 0)
         throw Error("cannot plan " + w.name + ": gpus_per_node, price_per_gpu_hour and watts_per_node must be >= 0");
-    const double price = req.node_hour_price();
-    const int64_t D = req.examples_per_epoch();  // >= 1: train_examples >= 1 above
     if (!allreduce && req.min_nodes > 1)
         throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
                     ": there is no allreduce profile; run `tula profile allreduce`");
-    const int max_nodes = allreduce ? req.max_nodes : 1;
 
+}
+
+// Every feasible (nodes K, global batch B) candidate of `req` with its predictions, into
+// plan->candidates (fewest nodes first, then the smallest batch), and the plan's inputs
+// (reference batch, largest local batch that fits, examples per epoch). `synced`: the
+// synchronized-step profile's ratios (step_synced_ratios). Errors: tula::Error when no
+// candidate is feasible (memory, divisibility, the profiled range), naming why.
+void enumerate_candidates(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
+                          const std::map<int, std::vector<std::pair<double, double>>>& synced, Plan* out) {
+    const Workload& w = req.workload;
+    const double price = req.node_hour_price();
+    const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
+    const int max_nodes = allreduce ? req.max_nodes : 1;
+    Plan& plan = *out;
     std::vector<int> batches;
     for (int b : req.global_batches)
         if (b > 0) batches.push_back(b);
@@ -275,7 +291,6 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
 
     const double bytes = 4.0 * static_cast<double>(w.params);
-    Plan plan;
     plan.gamma = req.overlap.gamma;
     plan.calibration = req.calibration;
     plan.convergence = req.convergence;
@@ -294,9 +309,6 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
     std::vector<double> comm(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0), 0.0);
     for (int K = req.min_nodes; K <= max_nodes; ++K)
         comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
-    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor);
-    // step_time_factor multiplies them by the multi-node runs' residual once there are 2.
-    const auto synced = step_synced_ratios(compute, allreduce, req.overlap, bytes);
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
@@ -368,6 +380,13 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                     fmt("%g", kExtrapolation) + "x of the profiled " + std::to_string(compute.min_batch) + ".." +
                     std::to_string(compute.max_batch) + "; adjust global_batches in tula.conf or profile more batch sizes");
     }
+}
+
+// The accuracy bound from the run history: candidates expected to lose more than
+// req.max_accuracy_loss of test accuracy against the best candidate are removed
+// (plan->accuracy_excluded counts them). Nothing happens without an accuracy model.
+void filter_by_accuracy(const PlanRequest& req, Plan* out) {
+    Plan& plan = *out;
     // Accuracy bound from the run history: the large batches that lose more than
     // max_accuracy_loss of expected test accuracy against the best candidate are not planned.
     if (req.accuracy.known() && req.max_accuracy_loss < 1.0) {
@@ -386,6 +405,16 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             plan.accuracy_excluded = static_cast<int>(before - plan.candidates.size());
         }
     }
+}
+
+// Marks the Pareto front of time and cost to target and sets plan->chosen by req.policy
+// (time: fastest; cost: cheapest; deadline / budget: cheapest / fastest within the bound's
+// upper prediction; auto: the knee of the front, Satopaa et al. 2011). Returns the reason's
+// first part. Errors: tula::Error when no candidate meets a deadline or budget, or every
+// prediction is non-finite.
+std::string choose_candidate(const PlanRequest& req, Plan* out) {
+    const Workload& w = req.workload;
+    Plan& plan = *out;
     const std::vector<Candidate>& cs = plan.candidates;
     const std::vector<size_t> front = pareto_front(cs);
     for (size_t i : front) plan.candidates[i].pareto = true;
@@ -483,6 +512,17 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
             break;
         }
     }
+    return reason;
+}
+
+// The rest of the chosen candidate's reason: its prediction, a --limit-train, the
+// calibration factors that scaled it and the candidates the accuracy bound left out.
+std::string explain_choice(const PlanRequest& req, const AllreduceModel* allreduce,
+                           const std::map<int, std::vector<std::pair<double, double>>>& synced, const Plan& plan) {
+    const Workload& w = req.workload;
+    const std::vector<Candidate>& cs = plan.candidates;
+    const int64_t D = req.examples_per_epoch();
+    std::string reason;
     const Candidate& ch = cs[plan.chosen];
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
               (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
@@ -521,6 +561,23 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
                   (plan.accuracy_excluded == 1 ? "" : "s") + " left out: expected test accuracy more than " +
                   fmt("%.3g", req.max_accuracy_loss * 100) + " points below the best (" +
                   fmt("%.1f", plan.best_expected_accuracy * 100) + " %, run history; max_accuracy_loss in tula.conf)";
+    return reason;
+}
+
+}  // namespace
+
+Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
+    check_plan_request(req, allreduce);
+    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor);
+    // step_time_factor multiplies them by the multi-node runs' residual once there are 2.
+    const auto synced =
+        step_synced_ratios(compute, allreduce, req.overlap, 4.0 * static_cast<double>(req.workload.params));
+    Plan plan;
+    enumerate_candidates(req, compute, allreduce, synced, &plan);
+    filter_by_accuracy(req, &plan);
+    std::string reason = choose_candidate(req, &plan);
+    reason += explain_choice(req, allreduce, synced, plan);
+    const Candidate& ch = plan.candidates[plan.chosen];
     plan.reason = reason;
     if (plan.gamma > 1.0) reason += fmt("; overlap gamma %.2f", plan.gamma);
     plan.time_limit_minutes =

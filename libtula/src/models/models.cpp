@@ -17,6 +17,8 @@
 #include "tula/error.hpp"
 
 namespace tula {
+
+void numerics_never_abort() { gsl_set_error_handler_off(); }
 namespace {
 
 // Ordinary least squares min ||A x - y||_2 by column-pivoted Householder QR (Eigen). Columns

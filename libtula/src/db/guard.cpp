@@ -1,11 +1,11 @@
-// libtula: hardening of the profile database connections (see db_guard.hpp and db.hpp).
+// libtula: hardening of the profile database connections (see db/guard.hpp and db.hpp).
 //
 // A user can hand `tula plan` any file as a profile database, and the planner reads it at every
 // submission; so before anything is read, each connection is put in SQLite's defensive
 // configuration (SQLite, "Defense Against The Dark Arts", https://sqlite.org/security.html:
 // SQLITE_DBCONFIG_DEFENSIVE, trusted_schema=OFF, sqlite3_limit, a progress-handler deadline, no
 // memory map, cell_size_check) and its schema is compared with the one Tula creates.
-#include "db_guard.hpp"
+#include "db/guard.hpp"
 
 #include <sqlite3.h>
 #include <sys/vfs.h>
@@ -160,7 +160,7 @@ bool is_virtual(const detail::SchemaObject& o) {
     return o.type == "table" && starts_with(head, "CREATE VIRTUAL");
 }
 
-// The signature of a table or index (db_guard.hpp, SchemaObject).
+// The signature of a table or index (db/guard.hpp, SchemaObject).
 std::string signature_of(sqlite3* db, const std::string& path, const detail::SchemaObject& o) {
     if (o.type == "table") {
         // a plain rowid table: "CREATE TABLE name(...)" with nothing after the parenthesis

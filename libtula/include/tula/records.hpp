@@ -1,0 +1,78 @@
+// libtula: the plain records the profile database stores and the models read: a compute
+// point, an allreduce point and a finished run. No storage, no fitting: db.hpp stores them,
+// models.hpp and validate.hpp read them.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tula {
+
+/// One profiled compute point: mean time of one training iteration (forward, backward,
+/// optimizer step; no allreduce) at local batch `local_batch` on one node. With ranks > 1,
+/// `ranks` ranks of a multi-node job (one per node) timed the same steps at the same time,
+/// every step started together, and the mean over steps of each step's slowest rank is kept: what a synchronous step of that many nodes waits
+/// for when the nodes share hardware (ranks co-located on one host, a shared memory bus or
+/// file system) or differ in speed.
+struct ComputeSample {
+    std::string workload;
+    std::string host;          ///< hostname it was measured on (rank 0's)
+    int local_batch = 0;       ///< examples per rank per iteration
+    int threads = 1;           ///< compute threads per rank
+    double seconds_per_iter = 0;  ///< seconds
+    int iters = 0;             ///< iterations averaged
+    int ranks = 1;             ///< ranks (nodes) that ran at once; 1 = alone
+    /// Seconds the untimed warm-up steps of a fresh process took beyond as many steady steps
+    /// (first touch of the activation buffers, caches): paid once per training run. NaN = not
+    /// measured (a batch size timed after another in the same process is not fresh).
+    double startup_seconds = std::numeric_limits<double>::quiet_NaN();
+    /// With ranks > 1: seconds of one data-parallel training step as a job takes it, on the
+    /// same ranks at once: shuffled examples, the gradients allreduced over the ranks in the
+    /// training's buckets (MPI_Iallreduce), the update, and the per-step agreement a job under
+    /// Slurm makes; the mean over steps of each step's slowest rank. What the compute part
+    /// (seconds_per_iter) and the allreduce profile (MPI_Allreduce alone) leave out of a
+    /// multi-node step is its ratio to their sum (ComputeModel::synced_factor). NaN = not
+    /// measured (one rank alone, or a profile older than schema version 5).
+    double synced_seconds_per_iter = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`
+/// bytes across `nodes` ranks, one rank per node.
+struct AllreduceSample {
+    std::string host;          ///< host of rank 0
+    int nodes = 0;
+    int64_t bytes = 0;
+    double seconds = 0;
+};
+
+/// A finished training run, written by tula-train at its end (the feedback loop).
+struct RunRecord {
+    int64_t id = 0;
+    std::string job_id;        ///< SLURM_JOB_ID, or "" outside Slurm
+    std::string workload;
+    int nodes = 0;             ///< ranks (one per node)
+    int global_batch = 0;
+    int epochs = 0;
+    double predicted_seconds = 0;  ///< Tula's prediction of measured_seconds, 0 when none
+    double measured_seconds = 0;   ///< training time (sum of epoch times, no evaluation), seconds
+    double test_accuracy = 0;      ///< final test accuracy, fraction in [0, 1]
+    double created = 0;            ///< Unix time, seconds
+    /// Gradient noise scale B_simple = tr(Sigma)/|G|^2 that tula-train measured in this run
+    /// (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", eq. 2.9 and
+    /// App. A.1), examples; 0 = not measured (stored as NULL). tula-train stores the median of
+    /// its EMA-smoothed estimates after each observation of the last epoch (tula-train(1),
+    /// PROFILE DATABASE). add_run stores a non-finite or non-positive value as NULL.
+    double noise_scale = 0;
+    int64_t noise_observations = 0;  ///< noise-scale observations of the whole run (0: none)
+    /// Training examples per epoch of this run (tula-train --limit-train trains on a prefix);
+    /// 0 = the workload's train_examples (runs recorded before schema version 3).
+    int64_t train_examples = 0;
+    /// The examples per epoch the models use for this run: train_examples, else `workload_d`.
+    double examples_per_epoch(double workload_d) const { return train_examples > 0 ? double(train_examples) : workload_d; }
+    std::vector<double> epoch_seconds;        ///< (epochs,) seconds per epoch
+    std::vector<double> epoch_train_loss;     ///< (epochs,)
+    std::vector<double> epoch_test_accuracy;  ///< (epochs,) fraction
+};
+
+}  // namespace tula

@@ -1,0 +1,434 @@
+// libtula: the profile database's exchange format (tula db export / import, JSON) and
+// pruning. See db.hpp and tula(1), DATABASE EXCHANGE.
+#include <nlohmann/json.hpp>
+
+#include "db/sqlite.hpp"
+
+namespace tula {
+
+using namespace detail;
+
+namespace {
+
+using ExJson = nlohmann::ordered_json;
+
+constexpr const char* kExportFormat = "tula-profiles";
+
+// A JSON number, or null for an SQL NULL column.
+ExJson nullable(const Stmt& s, int c) { return s.is_null(c) ? ExJson(nullptr) : ExJson(s.dbl(c)); }
+
+// Reads fields of one row of an imported document; every failure names the section and row.
+class RowReader {
+public:
+    RowReader(const ExJson& row, const std::string& where) : row_(row), where_(where) {
+        if (!row_.is_object()) bad("is not a JSON object");
+    }
+    [[noreturn]] void bad(const std::string& what) const { throw Error(where_ + " " + what); }
+    const ExJson& field(const char* name) const {
+        auto it = row_.find(name);
+        if (it == row_.end()) bad(std::string("has no field \"") + name + "\"");
+        return *it;
+    }
+    std::string text(const char* name, bool nonempty) const {
+        const ExJson& v = field(name);
+        if (!v.is_string()) bad(std::string(name) + " must be a string");
+        std::string s = v.get<std::string>();
+        if (nonempty && s.empty()) bad(std::string(name) + " must not be empty");
+        if (s.size() > 4096) bad(std::string(name) + " is longer than 4096 bytes");
+        return s;
+    }
+    // An integer in [lo, hi].
+    int64_t integer(const char* name, int64_t lo, int64_t hi) const {
+        const ExJson& v = field(name);
+        if (!v.is_number_integer()) bad(std::string(name) + " must be an integer");
+        if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+            bad(std::string(name) + " is too large");
+        const int64_t x = v.get<int64_t>();
+        if (x < lo || x > hi)
+            bad(std::string(name) + " must be " + (lo == 1 ? "a count >= 1" : lo == 0 ? "an integer >= 0" : "in range") +
+                (hi < INT64_MAX ? " and <= " + std::to_string(hi) : std::string()) + ", not " + std::to_string(x));
+        return x;
+    }
+    // A finite number; > 0 when `positive`, else >= 0; at most `hi`.
+    double number(const char* name, bool positive, double hi = HUGE_VAL) const {
+        return check_number(field(name), name, positive, hi);
+    }
+    // As number(), or NaN for null / a missing field.
+    double optional_number(const ExJson& v, const char* name, bool positive, double hi = HUGE_VAL) const {
+        if (v.is_null()) return NAN;
+        return check_number(v, name, positive, hi);
+    }
+
+private:
+    double check_number(const ExJson& v, const char* name, bool positive, double hi) const {
+        if (!v.is_number()) bad(std::string(name) + " must be a number");
+        const double x = v.get<double>();
+        if (!std::isfinite(x)) bad(std::string(name) + " must be finite");
+        if (positive ? !(x > 0) : !(x >= 0))
+            bad(std::string(name) + (positive ? " must be > 0" : " must be >= 0") + ", not " + ExJson(x).dump());
+        if (x > hi) bad(std::string(name) + " must be <= " + ExJson(hi).dump() + ", not " + ExJson(x).dump());
+        return x;
+    }
+    const ExJson& row_;
+    std::string where_;
+};
+
+// The array `name` of the document (missing = empty). Errors: not an array.
+const ExJson& section(const ExJson& doc, const char* name, const std::string& source) {
+    static const ExJson empty = ExJson::array();
+    auto it = doc.find(name);
+    if (it == doc.end() || it->is_null()) return empty;
+    if (!it->is_array()) throw Error(source + ": \"" + name + "\" must be a JSON array");
+    return *it;
+}
+
+std::string row_name(const char* sec, size_t i) { return std::string(sec) + " row " + std::to_string(i + 1) + ":"; }
+
+struct ImportedCompute {
+    ComputeSample s;
+    double created = 0;
+};
+struct ImportedAllreduce {
+    AllreduceSample s;
+    double created = 0;
+};
+// Per-epoch values of an imported run; NaN = not recorded (stored as NULL).
+struct ImportedRun {
+    RunRecord r;
+    std::vector<double> seconds, loss, acc;
+};
+
+constexpr double kMaxTime = 4102444800.0;  // 2100-01-01, a generous upper bound for `created`
+
+}  // namespace
+
+std::string ProfileDb::export_json(const std::string& workload) const {
+    ExJson doc;
+    doc["format"] = kExportFormat;
+    doc["schema_version"] = kSchemaVersion;
+    doc["exported"] = now_seconds();
+    doc["workload_filter"] = workload.empty() ? ExJson(nullptr) : ExJson(workload);
+    ExJson ws = ExJson::array();
+    for (const auto& w : workloads()) {
+        if (!workload.empty() && w.name != workload) continue;
+        ws.push_back({{"name", w.name}, {"model", w.model}, {"dataset", w.dataset}, {"params", w.params},
+                      {"train_examples", w.train_examples}, {"test_examples", w.test_examples}});
+    }
+    doc["workloads"] = std::move(ws);
+    ExJson cs = ExJson::array();
+    {
+        Stmt s(db_, path_,
+               (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
+                (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
+                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + " FROM compute_profile " +
+                (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
+                   .c_str());
+        if (!workload.empty()) s.bind(1, workload);
+        while (s.step())
+            cs.push_back({{"workload", s.text(0)}, {"host", s.text(1)}, {"local_batch", s.i64(2)},
+                          {"threads", s.i64(3)}, {"seconds_per_iter", s.dbl(4)}, {"iters", s.i64(5)},
+                          {"created", s.dbl(6)}, {"ranks", s.i64(7)},
+                          {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))},
+                          {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))}});
+    }
+    doc["compute"] = std::move(cs);
+    ExJson as = ExJson::array();
+    if (workload.empty()) {
+        Stmt s(db_, path_, "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id");
+        while (s.step())
+            as.push_back({{"host", s.text(0)}, {"nodes", s.i64(1)}, {"bytes", s.i64(2)}, {"seconds", s.dbl(3)},
+                          {"created", s.dbl(4)}});
+    }
+    doc["allreduce"] = std::move(as);
+    ExJson rs = ExJson::array();
+    {
+        const std::string sql = run_columns(schema_) + (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
+        Stmt s(db_, path_, sql.c_str());
+        if (!workload.empty()) s.bind(1, workload);
+        while (s.step()) {
+            const RunRecord r = read_run(s);
+            ExJson j = {{"job_id", r.job_id}, {"workload", r.workload}, {"nodes", r.nodes},
+                        {"global_batch", r.global_batch}, {"epochs", r.epochs},
+                        {"predicted_seconds", r.predicted_seconds}, {"measured_seconds", r.measured_seconds},
+                        {"test_accuracy", r.test_accuracy}, {"created", r.created},
+                        {"noise_scale", r.noise_scale > 0 ? ExJson(r.noise_scale) : ExJson(nullptr)},
+                        {"noise_observations", r.noise_observations},
+                        {"train_examples", r.train_examples}};
+            ExJson es = ExJson::array();
+            Stmt e(db_, path_,
+                   "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
+            e.bind(1, r.id);
+            while (e.step())
+                es.push_back({{"epoch", e.i64(0)}, {"seconds", nullable(e, 1)}, {"train_loss", nullable(e, 2)},
+                              {"test_accuracy", nullable(e, 3)}});
+            j["epoch_rows"] = std::move(es);
+            rs.push_back(std::move(j));
+        }
+    }
+    doc["runs"] = std::move(rs);
+    return doc.dump(2) + "\n";
+}
+
+ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const std::string& source) {
+    ExJson doc;
+    try {
+        doc = ExJson::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
+                    "); give a file written by `tula db export`");
+    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range 406: a number such as 1e99999
+        throw Error(source + ": not valid JSON (" + e.what() + "); give a file written by `tula db export`");
+    }
+    if (!doc.is_object()) throw Error(source + ": not a tula profile export (the top level is not a JSON object)");
+    auto fmt = doc.find("format");
+    if (fmt == doc.end() || !fmt->is_string() || fmt->get<std::string>() != kExportFormat)
+        throw Error(source + ": not a tula profile export (\"format\" is not \"" + kExportFormat +
+                    "\"); give a file written by `tula db export`");
+    auto ver = doc.find("schema_version");
+    if (ver == doc.end() || !ver->is_number_integer())
+        throw Error(source + ": \"schema_version\" is missing or not an integer");
+    if (ver->is_number_unsigned() && ver->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw Error(source + ": schema_version is too large; upgrade tula");
+    const int64_t version = ver->get<int64_t>();
+    if (version < kOldestSchemaVersion || version > kSchemaVersion)
+        throw Error(source + ": schema_version " + std::to_string(version) + " is not a version this tula reads (" +
+                    std::to_string(kOldestSchemaVersion) + " to " + std::to_string(kSchemaVersion) + ")" +
+                    (version > kSchemaVersion ? "; upgrade tula" : ""));
+
+    // 1. Validate everything.
+    std::vector<Workload> ws;
+    const ExJson& jw = section(doc, "workloads", source);
+    for (size_t i = 0; i < jw.size(); ++i) {
+        RowReader r(jw[i], source + ": " + row_name("workloads", i));
+        Workload w;
+        w.name = r.text("name", true);
+        w.model = r.text("model", true);
+        w.dataset = r.text("dataset", true);
+        w.params = r.integer("params", 1, INT64_MAX);
+        w.train_examples = r.integer("train_examples", 1, INT64_MAX);
+        w.test_examples = r.integer("test_examples", 0, INT64_MAX);
+        ws.push_back(w);
+    }
+    std::vector<ImportedCompute> cs;
+    const ExJson& jc = section(doc, "compute", source);
+    for (size_t i = 0; i < jc.size(); ++i) {
+        RowReader r(jc[i], source + ": " + row_name("compute", i));
+        ImportedCompute c;
+        c.s.workload = r.text("workload", true);
+        c.s.host = r.text("host", false);
+        c.s.local_batch = static_cast<int>(r.integer("local_batch", 1, INT32_MAX));
+        c.s.threads = static_cast<int>(r.integer("threads", 1, INT32_MAX));
+        c.s.seconds_per_iter = r.number("seconds_per_iter", true);
+        c.s.iters = static_cast<int>(r.integer("iters", 1, INT32_MAX));
+        c.created = r.number("created", true, kMaxTime);
+        if (version >= 4 && jc[i].contains("ranks"))  // optional: missing = 1, one rank alone
+            c.s.ranks = static_cast<int>(r.integer("ranks", 1, INT32_MAX));
+        if (version >= 4 && jc[i].contains("startup_seconds")) {  // optional: missing or null = not measured
+            const double v = r.optional_number(jc[i]["startup_seconds"], "startup_seconds", false);
+            if (!std::isnan(v)) c.s.startup_seconds = v;
+        }
+        if (version >= 5 && jc[i].contains("synced_seconds_per_iter")) {  // optional: missing or null = not measured
+            const double v = r.optional_number(jc[i]["synced_seconds_per_iter"], "synced_seconds_per_iter", true);
+            if (!std::isnan(v)) c.s.synced_seconds_per_iter = v;
+        }
+        cs.push_back(c);
+    }
+    std::vector<ImportedAllreduce> as;
+    const ExJson& ja = section(doc, "allreduce", source);
+    for (size_t i = 0; i < ja.size(); ++i) {
+        RowReader r(ja[i], source + ": " + row_name("allreduce", i));
+        ImportedAllreduce a;
+        a.s.host = r.text("host", false);
+        a.s.nodes = static_cast<int>(r.integer("nodes", 1, INT32_MAX));
+        a.s.bytes = r.integer("bytes", 1, INT64_MAX);
+        a.s.seconds = r.number("seconds", true);
+        a.created = r.number("created", true, kMaxTime);
+        as.push_back(a);
+    }
+    std::vector<ImportedRun> rs;
+    const ExJson& jr = section(doc, "runs", source);
+    for (size_t i = 0; i < jr.size(); ++i) {
+        const std::string where = source + ": " + row_name("runs", i);
+        RowReader r(jr[i], where);
+        ImportedRun x;
+        x.r.job_id = r.text("job_id", false);
+        x.r.workload = r.text("workload", true);
+        x.r.nodes = static_cast<int>(r.integer("nodes", 1, INT32_MAX));
+        x.r.global_batch = static_cast<int>(r.integer("global_batch", 1, INT32_MAX));
+        x.r.epochs = static_cast<int>(r.integer("epochs", 1, INT32_MAX));
+        x.r.predicted_seconds = r.number("predicted_seconds", false);  // 0: no prediction
+        x.r.measured_seconds = r.number("measured_seconds", true);
+        x.r.test_accuracy = r.number("test_accuracy", false, 1.0);
+        x.r.created = r.number("created", true, kMaxTime);
+        if (version >= 2) {  // optional: missing or null = not measured
+            auto ns = jr[i].find("noise_scale");
+            if (ns != jr[i].end()) {
+                const double v = r.optional_number(*ns, "noise_scale", true);
+                x.r.noise_scale = std::isnan(v) ? 0.0 : v;
+            }
+            if (jr[i].contains("noise_observations"))
+                x.r.noise_observations = r.integer("noise_observations", 0, INT64_MAX);
+        }
+        if (version >= 3 && jr[i].contains("train_examples"))  // optional: missing = 0, the workload's
+            x.r.train_examples = r.integer("train_examples", 0, INT64_MAX);
+        const ExJson& er = r.field("epoch_rows");
+        if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
+        for (size_t k = 0; k < er.size(); ++k) {
+            RowReader e(er[k], where + " epoch row " + std::to_string(k + 1) + ":");
+            if (e.integer("epoch", 1, INT32_MAX) != static_cast<int64_t>(k + 1))
+                e.bad("epoch must be " + std::to_string(k + 1) + " (epoch rows are numbered 1, 2, ... in order)");
+            x.seconds.push_back(e.optional_number(e.field("seconds"), "seconds", true));
+            x.loss.push_back(e.optional_number(e.field("train_loss"), "train_loss", false));
+            x.acc.push_back(e.optional_number(e.field("test_accuracy"), "test_accuracy", false, 1.0));
+        }
+        rs.push_back(std::move(x));
+    }
+
+    // 2. Add it all in one transaction.
+    ImportCounts n;
+    Txn t(db_, path_, write_timeout_ms());
+    for (const auto& w : ws) {
+        upsert_workload(w);
+        ++n.workloads;
+    }
+    for (const auto& c : cs) {
+        Stmt q(db_, path_,
+               "SELECT COUNT(*) FROM compute_profile WHERE workload = ? AND host = ? AND local_batch = ? AND "
+               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ?");
+        q.bind(1, c.s.workload);
+        q.bind(2, c.s.host);
+        q.bind(3, c.s.local_batch);
+        q.bind(4, c.s.threads);
+        q.bind(5, c.s.seconds_per_iter);
+        q.bind(6, c.s.iters);
+        q.bind(7, c.created);
+        q.bind(8, c.s.ranks);
+        if (q.step() && q.i64(0) > 0) {
+            ++n.skipped;
+            continue;
+        }
+        Stmt s(db_, path_,
+               "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
+               "ranks, startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        s.bind(1, c.s.workload);
+        s.bind(2, c.s.host);
+        s.bind(3, c.s.local_batch);
+        s.bind(4, c.s.threads);
+        s.bind(5, c.s.seconds_per_iter);
+        s.bind(6, c.s.iters);
+        s.bind(7, c.created);
+        s.bind(8, c.s.ranks);
+        if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
+        if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
+        s.run();
+        ++n.compute;
+    }
+    for (const auto& a : as) {
+        Stmt q(db_, path_,
+               "SELECT COUNT(*) FROM allreduce_profile WHERE host = ? AND nodes = ? AND bytes = ? AND seconds = ? AND "
+               "created = ?");
+        q.bind(1, a.s.host);
+        q.bind(2, a.s.nodes);
+        q.bind(3, a.s.bytes);
+        q.bind(4, a.s.seconds);
+        q.bind(5, a.created);
+        if (q.step() && q.i64(0) > 0) {
+            ++n.skipped;
+            continue;
+        }
+        Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
+        s.bind(1, a.s.host);
+        s.bind(2, a.s.nodes);
+        s.bind(3, a.s.bytes);
+        s.bind(4, a.s.seconds);
+        s.bind(5, a.created);
+        s.run();
+        ++n.allreduce;
+    }
+    for (const auto& x : rs) {
+        const RunRecord& r = x.r;
+        Stmt q(db_, path_,
+               "SELECT COUNT(*) FROM run WHERE job_id = ? AND workload = ? AND nodes = ? AND global_batch = ? AND "
+               "epochs = ? AND measured_seconds = ? AND created = ?");
+        q.bind(1, r.job_id);
+        q.bind(2, r.workload);
+        q.bind(3, r.nodes);
+        q.bind(4, r.global_batch);
+        q.bind(5, r.epochs);
+        q.bind(6, r.measured_seconds);
+        q.bind(7, r.created);
+        if (q.step() && q.i64(0) > 0) {
+            ++n.skipped;
+            continue;
+        }
+        insert_run_row(db_, path_, r);
+        const int64_t id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+        for (size_t k = 0; k < x.seconds.size(); ++k) {
+            Stmt e(db_, path_,
+                   "INSERT INTO run_epoch(run_id, epoch, seconds, train_loss, test_accuracy) VALUES(?, ?, ?, ?, ?)");
+            e.bind(1, id);
+            e.bind(2, static_cast<int>(k + 1));
+            const double v[3] = {x.seconds[k], x.loss[k], x.acc[k]};
+            for (int c = 0; c < 3; ++c) {
+                if (std::isnan(v[c])) e.bind_null(3 + c);
+                else e.bind(3 + c, v[c]);
+            }
+            e.run();
+        }
+        ++n.runs;
+    }
+    t.commit();
+    return n;
+}
+
+ProfileDb::PruneCounts ProfileDb::prune(double before, const std::string& workload) {
+    if (!(before > 0) && workload.empty())
+        throw Error("profile database " + path_ + ": prune needs an age limit or a workload (refusing to remove every row)");
+    PruneCounts n;
+    Txn t(db_, path_, write_timeout_ms());
+    // Deletes with `sql` + the filters; returns the number of rows removed.
+    auto remove = [&](const char* table, bool by_workload) -> size_t {
+        std::string sql = std::string("DELETE FROM ") + table + " WHERE 1";
+        if (before > 0) sql += " AND created < ?";
+        if (by_workload) sql += " AND workload = ?";
+        Stmt s(db_, path_, sql.c_str());
+        int i = 1;
+        if (before > 0) s.bind(i++, before);
+        if (by_workload) s.bind(i++, workload);
+        s.run();
+        return static_cast<size_t>(sqlite3_changes(db_));
+    };
+    n.compute = remove("compute_profile", !workload.empty());
+    if (workload.empty()) n.allreduce = remove("allreduce_profile", false);
+    {
+        // Per-epoch rows of the runs about to go (foreign keys may be off on this connection).
+        std::string sql = "DELETE FROM run_epoch WHERE run_id IN (SELECT id FROM run WHERE 1";
+        if (before > 0) sql += " AND created < ?";
+        if (!workload.empty()) sql += " AND workload = ?";
+        sql += ")";
+        Stmt s(db_, path_, sql.c_str());
+        int i = 1;
+        if (before > 0) s.bind(i++, before);
+        if (!workload.empty()) s.bind(i++, workload);
+        s.run();
+    }
+    n.runs = remove("run", !workload.empty());
+    {
+        // Workload rows left without any compute sample or run.
+        std::string sql =
+            "DELETE FROM workload WHERE NOT EXISTS (SELECT 1 FROM compute_profile c WHERE c.workload = workload.name) "
+            "AND NOT EXISTS (SELECT 1 FROM run r WHERE r.workload = workload.name)";
+        if (before > 0) sql += " AND updated < ?";
+        if (!workload.empty()) sql += " AND name = ?";
+        Stmt s(db_, path_, sql.c_str());
+        int i = 1;
+        if (before > 0) s.bind(i++, before);
+        if (!workload.empty()) s.bind(i++, workload);
+        s.run();
+        n.workloads = static_cast<size_t>(sqlite3_changes(db_));
+    }
+    t.commit();
+    return n;
+}
+
+}  // namespace tula

@@ -1,0 +1,181 @@
+// libtula: the profile database's schema: version 1, the migrations to kSchemaVersion, the
+// reference schema of every version built in memory (what the allow-list compares a file
+// with), and check_schema. See db.hpp.
+#include "db/sqlite.hpp"
+
+namespace tula {
+namespace detail {
+namespace {
+
+// Schema version 1. Times are Unix seconds (REAL); sizes in bytes; durations in seconds.
+constexpr const char* kSchemaV1 = R"SQL(
+CREATE TABLE workload(
+    name TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    train_examples INTEGER NOT NULL,
+    test_examples INTEGER NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE compute_profile(
+    id INTEGER PRIMARY KEY,
+    workload TEXT NOT NULL,
+    host TEXT NOT NULL,
+    local_batch INTEGER NOT NULL,
+    threads INTEGER NOT NULL,
+    seconds_per_iter REAL NOT NULL,
+    iters INTEGER NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX compute_profile_workload ON compute_profile(workload);
+CREATE TABLE allreduce_profile(
+    id INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE run(
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    global_batch INTEGER NOT NULL,
+    epochs INTEGER NOT NULL,
+    predicted_seconds REAL NOT NULL,
+    measured_seconds REAL NOT NULL,
+    test_accuracy REAL NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX run_job ON run(job_id);
+CREATE INDEX run_workload ON run(workload);
+CREATE TABLE run_epoch(
+    run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+    epoch INTEGER NOT NULL,
+    seconds REAL,
+    train_loss REAL,
+    test_accuracy REAL,
+    PRIMARY KEY(run_id, epoch)
+);
+PRAGMA user_version = 1;
+)SQL";
+
+// Migration 1 -> 2: the gradient noise scale tula-train measured (RunRecord::noise_scale,
+// examples; NULL = not measured) and its observation count. ALTER TABLE ADD COLUMN keeps every
+// row; the old rows get NULL and 0.
+constexpr const char* kMigrateV1toV2 = R"SQL(
+ALTER TABLE run ADD COLUMN noise_scale REAL;
+ALTER TABLE run ADD COLUMN noise_observations INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 2;
+)SQL";
+
+// Migration 2 -> 3: each run's training examples per epoch (RunRecord::train_examples; a run
+// with --limit-train sees fewer than the workload has). Old rows get 0 = the workload's.
+constexpr const char* kMigrateV2toV3 = R"SQL(
+ALTER TABLE run ADD COLUMN train_examples INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 3;
+)SQL";
+
+// Migration 3 -> 4: how many ranks of a multi-node job timed a compute point at once
+// (ComputeSample::ranks; old rows were measured by one rank alone: 1) and the start-up
+// seconds of a fresh process (ComputeSample::startup_seconds; old rows: NULL, not measured).
+constexpr const char* kMigrateV3toV4 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE compute_profile ADD COLUMN startup_seconds REAL;
+PRAGMA user_version = 4;
+)SQL";
+
+// Migration 4 -> 5: the seconds of a synchronized data-parallel step that ranks > 1 timed
+// next to the compute part (ComputeSample::synced_seconds_per_iter; old rows: NULL).
+constexpr const char* kMigrateV4toV5 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN synced_seconds_per_iter REAL;
+PRAGMA user_version = 5;
+)SQL";
+
+// kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
+// and migrated, so that a new database and a migrated one have the same schema.
+constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5};
+static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
+
+// The schema objects of every version (index = version; 0 = an empty database), read from a
+// database built in memory by the same statements that create and migrate a file: what
+// check_schema_allowed compares a file with. Built once per process. Throws tula::Error.
+const std::vector<detail::SchemaObject>& reference_schema(int version) {
+    static const std::vector<std::vector<detail::SchemaObject>> refs = [] {
+        std::vector<std::vector<detail::SchemaObject>> r(kSchemaVersion + 1);
+        sqlite3* db = nullptr;
+        const std::string name = "(reference schema)";
+        if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+            sqlite3_close_v2(db);
+            throw Error("cannot open an in-memory SQLite database for the reference schema");
+        }
+        try {
+            exec(db, name, kSchemaV1, "cannot create the reference schema");
+            r[1] = detail::read_schema(db, name, true);
+            for (int v = 1; v < kSchemaVersion; ++v) {
+                exec(db, name, kMigrations[v - 1], "cannot migrate the reference schema");
+                r[v + 1] = detail::read_schema(db, name, true);
+            }
+        } catch (...) {
+            sqlite3_close_v2(db);
+            throw;
+        }
+        sqlite3_close_v2(db);
+        return r;
+    }();
+    return refs.at(static_cast<size_t>(version));
+}
+
+}  // namespace
+
+
+// Checks the schema version of an open connection and its objects (detail::check_schema_allowed
+// against reference_schema); creates the schema when `create` and the database is empty, and
+// then (and when `create` and the database is older) migrates it to kSchemaVersion in one
+// transaction (waiting at most `timeout_ms` for the write lock). Returns the version the
+// connection sees: kSchemaVersion, or an older readable one on a read-only connection. Throws
+// tula::Error.
+int check_schema(sqlite3* db, const std::string& path, bool create, int timeout_ms) {
+    auto newer = [&](int v) {
+        if (v > kSchemaVersion)
+            throw Error("database " + path + " has schema version " + std::to_string(v) + ", this tula understands " +
+                        std::to_string(kSchemaVersion) + ": upgrade tula");
+    };
+    int v = read_user_version(db, path);
+    newer(v);
+    if (v >= kOldestSchemaVersion) detail::check_schema_allowed(db, path, v, reference_schema(v));
+    if (create && (v == 0 || (v >= kOldestSchemaVersion && v < kSchemaVersion))) {
+        Txn t(db, path, timeout_ms);
+        // Re-read inside the write lock: another process may have created or migrated it meanwhile.
+        const int seen = v;
+        v = read_user_version(db, path);
+        newer(v);
+        if (v != seen && v >= kOldestSchemaVersion) detail::check_schema_allowed(db, path, v, reference_schema(v));
+        if (v == 0) {
+            if (count_tables(db, path) != 0)
+                throw Error("profile database " + path +
+                            " has tables but no tula schema version; it is not a tula profile database: move it aside");
+            exec(db, path, kSchemaV1, "cannot create the schema");
+            v = 1;
+        }
+        for (; v >= kOldestSchemaVersion && v < kSchemaVersion; ++v)
+            exec(db, path, kMigrations[v - 1],
+                 ("cannot migrate the schema from version " + std::to_string(v) + " to " + std::to_string(v + 1) +
+                  " (the database is left unchanged)")
+                     .c_str());
+        if (v == kSchemaVersion && read_user_version(db, path) != kSchemaVersion)
+            throw Error("profile database " + path + ": the schema migration did not set version " +
+                        std::to_string(kSchemaVersion));
+        t.commit();
+    }
+    if (v < kOldestSchemaVersion)
+        throw Error("database " + path + " has schema version " + std::to_string(v) +
+                    ", so it is not a tula profile database (expected " + std::to_string(kSchemaVersion) +
+                    "); create one with `tula profile`");
+    return v;
+}
+
+}  // namespace detail
+}  // namespace tula
