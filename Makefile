@@ -68,7 +68,7 @@ CUDA_OBJ    := $(CUDA_SRC:%.cu=$(B)/obj/%.o)
 GPU_TEST_SRC := $(wildcard tests/gpu/*.cpp)
 GPU_TEST_OBJ := $(GPU_TEST_SRC:%.cpp=$(B)/obj/%.o)
 # the CPU oracle: every trainer object but main.o (as the unit-test runner links them)
-GPU_ORACLE   = $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ))
+GPU_ORACLE   = $(TRAIN_LIB_OBJ)
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
 # NCCL (GPU allreduce) when its header is there; else the backend allreduces through MPI.
 HAVE_NCCL   := no
@@ -103,6 +103,10 @@ LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o)
 TRAIN_SRC   := $(wildcard trainer/*.cpp trainer/*/*.cpp trainer/*/*/*.cpp)
 TRAIN_OBJ   := $(TRAIN_SRC:%.cpp=$(B)/obj/%.o)
 TRAIN_MAIN  := $(B)/obj/trainer/main.o
+# trainer/app/: options (unit-tested) and the commands; with CUDA they see the GPU backend
+TRAIN_APP_OBJ := $(filter $(B)/obj/trainer/app/%,$(TRAIN_OBJ))
+# what the unit tests and the GPU tests link of the trainer: all but main and the commands
+TRAIN_LIB_OBJ := $(filter-out $(TRAIN_MAIN) $(TRAIN_APP_OBJ),$(TRAIN_OBJ)) $(B)/obj/trainer/app/options.o
 CLI_SRC     := $(wildcard cli/*.cpp)
 CLI_OBJ     := $(CLI_SRC:%.cpp=$(B)/obj/%.o)
 PLUGIN_CSRC := $(wildcard plugin/*.c)
@@ -139,26 +143,37 @@ ifneq ($(STATIC_TULA),no)
   endif
 endif
 
+# Rebuild when the build settings change (as Redis's .make-settings): the compilers, their
+# flags and the optional parts are written to $(SETTINGS) whenever they differ from what is
+# there, and every object depends on it.
+SETTINGS     := $(B)/.make-settings
+SETTINGS_NOW := CXX=$(CXX) CC=$(CC) MPICXX=$(MPICXX) NVCC=$(NVCC) OPT=$(OPT) CXXFLAGS=$(CXXFLAGS) \
+  CFLAGS=$(CFLAGS) NVCCFLAGS=$(NVCCFLAGS) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) \
+  HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) sysconfdir=$(sysconfdir)
+ifneq ($(strip $(SETTINGS_NOW)),$(strip $(shell cat $(SETTINGS) 2>/dev/null)))
+  $(shell mkdir -p $(B) && printf '%s\n' '$(strip $(SETTINGS_NOW))' > $(SETTINGS))
+endif
+
 .PHONY: all deps-report check unit integration demo eval clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
 	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
 
-$(B)/obj/trainer/%.o: trainer/%.cpp
+$(B)/obj/trainer/%.o: trainer/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -c $< -o $@
 $(patsubst %.cpp,$(B)/obj/%.o,$(wildcard trainer/cpu/gemm/*.cpp)): ALL_CXXFLAGS += $(TRAIN_OMP)
-$(B)/obj/tests/%.o: tests/%.cpp
+$(B)/obj/tests/%.o: tests/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -Iplugin -c $< -o $@
-$(B)/obj/libtula/%.o: libtula/%.cpp
+$(B)/obj/libtula/%.o: libtula/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -Ilibtula/src -c $< -o $@
-$(B)/obj/%.o: %.cpp
+$(B)/obj/%.o: %.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -175,7 +190,7 @@ $(TULA): $(CLI_OBJ) $(LIBTULA_A)
 ifeq ($(HAVE_CUDA),yes)
 TRAIN_GPU_OBJ  = $(CUDA_OBJ)
 TRAIN_GPU_LIBS = $(CUDA_LIBS)
-$(TRAIN_MAIN): ALL_CXXFLAGS += -DTULA_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include -Itrainer/cuda
+$(TRAIN_MAIN) $(TRAIN_APP_OBJ): ALL_CXXFLAGS += -DTULA_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include -Itrainer/cuda
 endif
 $(TULA_TRAIN): $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
@@ -202,7 +217,7 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
 # cli/format.o: the CLI's pure helpers (tables, kv output) are unit-tested too.
-UNIT_LINK   := $(TEST_OBJ) $(filter-out $(TRAIN_MAIN),$(TRAIN_OBJ)) $(PLUGIN_PURE) $(B)/obj/cli/format.o
+UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o
 # bench/: planner latency benchmark (bench/bench-planner runs it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)
@@ -214,7 +229,7 @@ $(UNIT_TESTS): $(UNIT_LINK) $(LIBTULA_A)
 # CUDA backend (only when HAVE_CUDA=yes): nvcc for trainer/cuda/*.cu; tula-gpu-tests links the
 # CPU layers as the oracle and the CUDA libraries with an rpath.
 ifeq ($(HAVE_CUDA),yes)
-$(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu
+$(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu $(SETTINGS)
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
 	  $(NCCL_DEFS) -Itrainer -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
@@ -259,7 +274,7 @@ FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-l
 FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o)
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 .PRECIOUS: $(B)/fuzz/obj/%.o
-$(B)/fuzz/obj/%.o: %.cpp
+$(B)/fuzz/obj/%.o: %.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
 $(B)/fuzz/fuzz_%: $(B)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)

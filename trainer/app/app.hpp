@@ -1,0 +1,144 @@
+// tula-train's application layer (trainer/app/): the command-line options and their rules,
+// and the three commands main.cpp runs: train (train_command.cpp), profile compute / profile
+// allreduce and list models (profile_command.cpp). See tula-train(1).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model.hpp"
+#include "data/data.hpp"
+#include "dist/comm.hpp"
+#include "tula/db.hpp"
+#include "tula/workload.hpp"
+#ifdef TULA_HAVE_CUDA
+#include "gpu_train.hpp"
+#endif
+
+namespace tula {
+namespace train {
+namespace app {
+
+/// Default base learning rate for --lr-base-batch examples (see tula-train(1) for the
+/// measurements it was chosen from).
+constexpr double kDefaultLr = 0.05;
+/// Default cap on the linearly scaled rate: LeNet-5 diverged at a peak of 0.8 (batch 1024
+/// with the default rate) and trained to 89.6 % at 0.4 (see tula-train(1)).
+constexpr double kDefaultLrMax = 0.4;
+constexpr int kDefaultBatch = 64;
+constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
+
+struct Options {
+    std::string model;
+    std::string data = "fashion-mnist";
+    std::string data_dir = kDefaultDataDir;
+    int epochs = 12;
+    int batch = 0;              // 0: not given
+    double lr = kDefaultLr;
+    int lr_base_batch = 64;
+    double lr_max = kDefaultLrMax;
+    double momentum = 0.9;
+    double weight_decay = 5e-4;
+    double warmup_epochs = -1;  // -1: automatic
+    std::string schedule = "cosine";  // cosine | constant | wsd
+    double decay_fraction = 0.3;      // wsd: fraction of the post-warmup steps spent decaying
+    std::string optimizer = "sgd";  // sgd | ags | lars | lamb | auto (resolved to sgd or ags once the batch is known)
+    std::string optimizer_why;      // for the header line: how auto chose
+    int sgd_max_batch = 0;          // auto: largest global batch trained with plain SGD (0: 4 x lr_base_batch)
+    std::string lr_scaling;         // linear | sqrt | noise; "": linear, noise with ags
+    // eta_trust -1: 0.2 with ags (lenet5 at batch 4096: 0.879 vs 0.817 with 0.02), 0.02 with lars
+    double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
+    int noise_every = -1;           // -1: 10 with ags, else 0 (off)
+    double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
+    double warmup_from = -1;        // -1: --lr (Goyal et al.'s warmup from the small-batch rate)
+    int warmup_min_steps = 1;       // fewest steps of the data-driven warmup
+    int hessian_every = 0, hessian_batch = 256;  // largest Hessian eigenvalue every K steps (0: off)
+    int local_steps = 0;            // Local SGD: H local steps per averaging round (0: synchronous SGD)
+    std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
+    double batch_test_eta = 0.5, batch_test_theta = 0.5;
+    int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
+    double max_batch_growth = 0;    // largest factor the adaptive batch grows by per round (0: unlimited)
+    uint64_t seed = 1;
+    int64_t limit_train = 0, limit_test = 0;
+    std::string db;
+    bool no_db = false, quiet = false, list_models = false;
+    bool profile_compute = false, profile_allreduce = false;
+    std::vector<int> batch_sizes{16, 32, 64, 128, 256};
+    int iters = 20;
+    double min_time = 0.2;      // --profile-compute: seconds each batch size is timed for, at least
+    std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
+    std::string batch_source;   // where the global batch came from, for the header line
+    std::string device = "cpu"; // cpu | cuda
+    bool no_tf32 = false;       // cuda: strict fp32 convolutions
+    std::string precision = "fp32";  // fp32 | bf16 (cuda only: bf16 convolutions and GEMMs)
+    std::vector<std::string> gpu_allreduce{"nccl", "mpi"};  // cuda: methods, first usable wins
+    std::string metrics;        // --metrics FILE ("": none)
+    int metrics_every = 1;
+    std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
+    bool resume = false;
+    double bucket_mb = 25;
+    std::string augment;        // none | crop | flip | crop-flip; "": crop-flip for CIFAR, else none
+    int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1
+    std::string threads_source = "default";
+    std::string prefetch = "auto";  // on | off | auto (on when a CPU is spare: rank_cpus() > threads); default $TULA_PREFETCH
+    std::string prefetch_why;       // for the header line
+};
+
+/// `m` without libtula's "tula: " prefix.
+std::string bare(const std::string& m);
+/// "tula-train: " + bare(m).
+std::string msg(const std::string& m);
+/// Prints `m` on standard output when `root` (rank 0), flushed.
+void say(bool root, const std::string& m);
+/// Prints msg("warning: " + m) on standard error, flushed.
+void warn(const std::string& m);
+/// printf of one number.
+std::string fmt(const char* f, double v);
+/// The model names, comma-separated (for messages).
+std::string join_models();
+/// This host's name, "unknown" when gethostname fails.
+std::string host_name();
+/// The ranks of this job on this host (OMPI_COMM_WORLD_LOCAL_SIZE; 1 when not under mpirun).
+int local_ranks();
+/// The CPUs this rank may use (its affinity mask, shared among the node's unbound ranks), >= 1.
+int rank_cpus();
+#ifdef TULA_HAVE_CUDA
+/// The GPU of this rank: the node-local rank modulo the number of devices. Throws
+/// std::runtime_error when no device can be used.
+std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o);
+#endif
+
+/// Parses the command line into `o` and applies the default rules (auto optimizer, warmup,
+/// rate scaling, threads, prefetch, CUDA gating). Returns -1 to go on, or the exit status (0
+/// after --help, 2 for bad usage, with one message). Only rank 0 prints (every rank parses
+/// the same arguments and reaches the same verdict).
+int parse_args(int argc, char** argv, Options& o, bool root);
+
+/// The user's profile database (--db, else $XDG_DATA_HOME/tula/profiles.db), read-write.
+/// Throws tula::Error.
+tula::ProfileDb open_db(const Options& o);
+/// The dataset name as the workload records it.
+std::string data_name(const Options& o);
+/// The workload row of model `m` on the data (params, train and test examples).
+tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, int64_t test_n);
+/// The synthetic input of --data synthetic.
+SyntheticSpec input_of(const Options& o);
+/// The training (train) or test set of --data, limited by --limit-train / --limit-test.
+Dataset load_set(const Options& o, bool train);
+/// Loads both sets on every rank; false (message printed) when that fails on any rank.
+bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te);
+
+/// --list-models: the zoo with parameter counts. Exit status.
+int list_models(const Options& o);
+/// --profile-compute: times of training iterations per local batch into the database. Exit status.
+int profile_compute(const Options& o, Comm& comm);
+/// --profile-allreduce: allreduce times per message size into the database. Exit status.
+int profile_allreduce(const Options& o, Comm& comm);
+/// Trains (the default command): header, epochs, checkpoint on SIGTERM/SIGUSR1, the run
+/// record at the end. Exit status (see main.cpp).
+int run_training(const Options& o, Comm& comm);
+
+}  // namespace app
+}  // namespace train
+}  // namespace tula

@@ -1,0 +1,388 @@
+// tula-train: command-line options, their validation and default rules (see app.hpp and tula-train(1)).
+#include <CLI/CLI.hpp>
+
+#include <malloc.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "cpu/gemm/gemm.hpp"
+#include "train/metrics.hpp"
+#include "dist/local_sgd.hpp"
+#include "core/model.hpp"
+#include "optim/optim.hpp"
+#include "train/train.hpp"
+#include "tula/conf.hpp"
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/workload.hpp"
+#ifdef TULA_HAVE_CUDA
+#include "gpu_train.hpp"
+#endif
+
+#include "app/app.hpp"
+
+namespace tula {
+namespace train {
+namespace app {
+
+std::string bare(const std::string& m) { return m.rfind("tula: ", 0) == 0 ? m.substr(6) : m; }
+std::string msg(const std::string& m) { return "tula-train: " + bare(m); }
+
+void say(bool root, const std::string& m) {
+    if (!root) return;
+    std::fprintf(stdout, "%s\n", m.c_str());
+    std::fflush(stdout);
+}
+
+void warn(const std::string& m) {
+    std::fprintf(stderr, "%s\n", msg("warning: " + m).c_str());
+    std::fflush(stderr);
+}
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+std::string join_models() {
+    std::string s;
+    for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+std::string host_name() {
+    char h[256] = {0};
+    if (gethostname(h, sizeof h - 1) != 0) return "unknown";
+    return h;
+}
+
+
+// The ranks of this job on this host (OMPI_COMM_WORLD_LOCAL_SIZE; 1 when not under mpirun).
+int local_ranks() {
+    const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return v && std::atoi(v) > 1 ? std::atoi(v) : 1;
+}
+
+// The CPUs this rank may use: those of its affinity mask (sched_getaffinity; Slurm's task
+// binding and mpirun's --bind-to narrow it), divided by the ranks on this node
+// (OMPI_COMM_WORLD_LOCAL_SIZE) when the mask is the whole machine, i.e. the ranks are not
+// bound and share it. At least 1.
+int rank_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus >= online) cpus /= local_ranks();
+    return std::max(1, cpus);
+}
+
+// Parses the command line into `o`. Returns -1 to go on, or the exit status. Only rank 0
+// prints (every rank parses the same arguments and reaches the same verdict).
+int parse_args(int argc, char** argv, Options& o, bool root) {
+    CLI::App app{"tula-train: trains a CNN on Fashion-MNIST with MPI data parallelism (see tula-train(1))",
+                 "tula-train"};
+    app.set_help_flag("-h,--help", "print this help and exit");
+    app.add_option("--model", o.model, "network: " + join_models());
+    app.add_option("--data", o.data,
+                   "data set: fashion-mnist, cifar10:DIR, cifar100:DIR (binary version), or synthetic:CxHxW:K (random images, for profiling)")
+        ->capture_default_str();
+    app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
+    app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
+    app.add_option("--batch-size", o.batch,
+                   "global batch (all ranks together); default $TULA_BATCH_SIZE, else 64");
+    app.add_option("--lr", o.lr, "base learning rate for --lr-base-batch examples")->capture_default_str();
+    app.add_option("--lr-base-batch", o.lr_base_batch, "batch the base rate is for (linear scaling)")
+        ->capture_default_str();
+    app.add_option("--lr-max", o.lr_max, "cap on the scaled rate lr*B/B0 (0: no cap)")->capture_default_str();
+    app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+    app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (not on biases and BN)")->capture_default_str();
+    app.add_option("--warmup-epochs", o.warmup_epochs,
+                   "linear warmup epochs; default 0 when the batch is <= --lr-base-batch, 1 up to 8 times it, else 2");
+    app.add_option("--schedule", o.schedule,
+                   "rate decay after warmup: cosine, constant, or wsd (warmup-stable-decay: the peak, then linear "
+                   "to 0 over the last --decay-fraction of the steps)")
+        ->capture_default_str();
+    app.add_option("--decay-fraction", o.decay_fraction, "wsd: fraction of the post-warmup steps spent decaying")
+        ->capture_default_str();
+    app.add_option("--optimizer", o.optimizer,
+                   "sgd, ags (adaptive gradient scaling), lars, lamb, or auto (sgd up to --sgd-max-batch, ags above)")
+        ->capture_default_str();
+    app.add_option("--sgd-max-batch", o.sgd_max_batch,
+                   "auto: the largest global batch trained with plain SGD and linear scaling; larger ones use AGS "
+                   "(default 4 x --lr-base-batch)");
+    app.add_option("--lr-scaling", o.lr_scaling, "linear, sqrt or noise (noise-scale aware); default noise with ags, else linear");
+    app.add_option("--eta-trust", o.eta_trust, "AGS / LARS trust coefficient; default 0.2 with ags, 0.02 with lars");
+    app.add_option("--s-min", o.s_min, "AGS lower bound of the scaling factor (> 0)")->capture_default_str();
+    app.add_option("--s-max", o.s_max, "AGS upper bound of the scaling factor (>= --s-min)")->capture_default_str();
+    app.add_option("--ags-lambda", o.ags_lambda, "AGS lambda: s = eta|w|/(|g| + lambda|w|)")->capture_default_str();
+    app.add_option("--noise-scale-every", o.noise_every, "estimate the gradient noise scale every K steps (0: never); default 10 with ags, else 0");
+    app.add_option("--warmup-threshold", o.warmup_threshold,
+                   "end warmup once the relative change of the EMA of |g|^2 is at most this (0: fixed warmup); default 0.05 with ags, else 0");
+    app.add_option("--device", o.device, "cpu, or cuda (the GPU backend: cuDNN / cuBLAS; one GPU per rank)")
+        ->capture_default_str();
+    app.add_flag("--no-tf32", o.no_tf32, "cuda: keep convolutions in strict fp32 (default: TF32 tensor cores, as PyTorch)");
+    app.add_option("--precision", o.precision,
+                   "cuda: fp32, or bf16 (mixed precision: bf16 convolutions and fully connected layers with fp32 "
+                   "accumulation, fp32 weights, gradients, batch norm and loss)")
+        ->capture_default_str();
+    app.add_option("--gpu-allreduce", o.gpu_allreduce, "cuda: gradient allreduce methods in order of preference (nccl, mpi)")
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--warmup-from", o.warmup_from,
+                   "rate at the first warmup step (default: --lr)");
+    app.add_option("--warmup-min-steps", o.warmup_min_steps, "fewest steps of the data-driven warmup")
+        ->capture_default_str();
+    app.add_option("--hessian-every", o.hessian_every,
+                   "largest Hessian eigenvalue (power iteration on a fixed probe batch) every K steps (0: never)")
+        ->capture_default_str();
+    app.add_option("--hessian-batch", o.hessian_batch, "examples in the Hessian probe batch")->capture_default_str();
+    app.add_option("--local-steps", o.local_steps,
+                   "Local SGD: H local steps between parameter averages, with an adaptive batch (0: synchronous SGD)")
+        ->capture_default_str();
+    app.add_option("--batch-test", o.batch_test, "Local SGD batch growth: norm, inner (product) or none")
+        ->capture_default_str();
+    app.add_option("--batch-test-eta", o.batch_test_eta, "eta of the norm test")->capture_default_str();
+    app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
+    app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set); memory caps it too")
+        ->capture_default_str();
+    app.add_option("--max-batch-growth", o.max_batch_growth,
+                   "largest factor the adaptive batch grows by per averaging round (0: unlimited)")
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
+    app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
+    app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
+    app.add_option("--metrics", o.metrics, "write a JSON-lines log of every step and epoch to FILE (rank 0)");
+    app.add_option("--metrics-every", o.metrics_every, "log every K-th step in --metrics")->capture_default_str();
+    app.add_option("--checkpoint", o.checkpoint,
+                   "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
+    app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
+    app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
+        ->capture_default_str();
+    app.add_option("--augment", o.augment,
+                   "training augmentation: none, crop (pad 4, random 32x32-style crop), flip, crop-flip; default crop-flip for CIFAR, else none");
+    app.add_option("--threads", o.threads, "threads per rank for the matrix products; default $SLURM_CPUS_PER_TASK, else 1");
+    app.add_option("--prefetch", o.prefetch,
+                   "gather the next training batch on a background thread: on, off, or auto (on when this rank has a CPU beyond --threads); default $TULA_PREFETCH, else auto")
+        ->capture_default_str();
+    app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
+    app.add_flag("--no-db", o.no_db, "do not write to the profile database");
+    app.add_flag("--quiet", o.quiet, "print only the final line");
+    app.add_flag("--list-models", o.list_models, "list the models and their parameter counts");
+    app.add_flag("--profile-compute", o.profile_compute, "measure seconds per training step at --batch-sizes");
+    app.add_option("--batch-sizes", o.batch_sizes, "local batch sizes for --profile-compute")->delimiter(',');
+    app.add_option("--iters", o.iters, "timed iterations per batch size (at least)")->capture_default_str();
+    app.add_option("--min-time", o.min_time,
+                   "--profile-compute: time each batch size for at least this many seconds (more iterations when "
+                   "--iters take less; CPU only)")
+        ->capture_default_str();
+    app.add_flag("--profile-allreduce", o.profile_allreduce, "measure MPI_Allreduce at --sizes (bytes)");
+    app.add_option("--sizes", o.sizes, "message sizes in bytes for --profile-allreduce")->delimiter(',');
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        if (root) std::printf("%s", app.help().c_str());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        if (root) std::fprintf(stderr, "%s; see tula-train --help\n", msg(e.what()).c_str());
+        return 2;
+    }
+    auto bad = [&](const std::string& m) {
+        if (root) std::fprintf(stderr, "%s\n", msg(m).c_str());
+        return 2;
+    };
+    if (o.data != "fashion-mnist") {
+        if (!is_synthetic(o.data) && !is_cifar(o.data))
+            return bad("unknown data set '" + o.data +
+                       "'; valid data sets: fashion-mnist, cifar10:DIR, cifar100:DIR, synthetic:CxHxW:K");
+        try {
+            if (is_cifar(o.data)) parse_cifar(o.data);
+            else parse_synthetic(o.data);
+        } catch (const std::exception& e) {
+            return bad(e.what());
+        }
+    }
+    if (o.device == "cuda" && (o.local_steps > 0 || o.hessian_every > 0))
+        return bad("--local-steps and --hessian-every are not implemented with --device cuda yet");
+    if (o.device == "cuda" && (!o.checkpoint.empty() || o.resume))
+        return bad("--checkpoint and --resume are not implemented with --device cuda yet");
+    if (o.device == "cuda" && !o.augment.empty() && o.augment != "none")
+        return bad("--augment is not implemented with --device cuda yet; give --augment none");
+    if (o.augment.empty()) o.augment = is_cifar(o.data) && o.device != "cuda" ? "crop-flip" : "none";
+    if (o.augment != "none" && o.augment != "crop" && o.augment != "flip" && o.augment != "crop-flip")
+        return bad("unknown --augment '" + o.augment + "'; valid: none, crop, flip, crop-flip");
+    if (o.list_models) return -1;
+    const bool need_model = !o.profile_allreduce;
+    if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
+    if (!o.model.empty()) {
+        bool known = false;
+        for (const auto& n : model_names()) known = known || n == o.model;
+        if (!known) return bad("unknown model '" + o.model + "'; valid models: " + join_models());
+    }
+    if (o.epochs < 1 || o.epochs > 100000) return bad("--epochs must be between 1 and 100000 (got " + std::to_string(o.epochs) + ")");
+    if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
+    if (o.lr_base_batch < 1) return bad("--lr-base-batch must be a positive number of examples");
+    if (!(o.lr_max >= 0) || !std::isfinite(o.lr_max)) return bad("--lr-max must be >= 0 (0: no cap)");
+    if (!(o.momentum >= 0 && o.momentum < 1)) return bad("--momentum must be in [0, 1)");
+    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) return bad("--weight-decay must be >= 0");
+    if (o.warmup_epochs != -1 && !(o.warmup_epochs >= 0 && o.warmup_epochs <= o.epochs))
+        return bad("--warmup-epochs must be between 0 and --epochs");
+    if (o.schedule != "cosine" && o.schedule != "constant" && o.schedule != "wsd")
+        return bad("unknown --schedule '" + o.schedule + "'; valid: cosine, constant, wsd");
+    if (!(o.decay_fraction > 0 && o.decay_fraction <= 1))
+        return bad("--decay-fraction must be in (0, 1] (the fraction of the post-warmup steps spent decaying)");
+    if (app.count("--decay-fraction") && o.schedule != "wsd")
+        return bad("--decay-fraction is for --schedule wsd");
+    if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
+    if (o.optimizer != "sgd" && o.optimizer != "ags" && o.optimizer != "lars" && o.optimizer != "lamb" &&
+        o.optimizer != "auto")
+        return bad("unknown --optimizer '" + o.optimizer + "'; valid: sgd, ags, lars, lamb, auto");
+    if (app.count("--sgd-max-batch") && o.sgd_max_batch < 1)
+        return bad("--sgd-max-batch must be a positive number of examples");
+    if (!o.lr_scaling.empty() && o.lr_scaling != "linear" && o.lr_scaling != "sqrt" && o.lr_scaling != "noise")
+        return bad("unknown --lr-scaling '" + o.lr_scaling + "'; valid: linear, sqrt, noise");
+    if (app.count("--eta-trust") && (!(o.eta_trust > 0) || !std::isfinite(o.eta_trust)))
+        return bad("--eta-trust must be a positive number");
+    if (!(o.s_min > 0) || !std::isfinite(o.s_min)) return bad("--s-min must be > 0 (the AGS bound needs 0 < s_min <= s_max)");
+    if (!(o.s_max >= o.s_min) || !std::isfinite(o.s_max)) return bad("--s-max must be a number >= --s-min");
+    if (!(o.ags_lambda >= 0) || !std::isfinite(o.ags_lambda)) return bad("--ags-lambda must be >= 0");
+    if (o.noise_every < -1 || (app.count("--noise-scale-every") && o.noise_every < 0))
+        return bad("--noise-scale-every must be >= 0 steps (0: never)");
+    if (app.count("--warmup-threshold") && !(o.warmup_threshold >= 0 && std::isfinite(o.warmup_threshold)))
+        return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
+    if (app.count("--warmup-from") && !(o.warmup_from >= 0 && std::isfinite(o.warmup_from)))
+        return bad("--warmup-from must be a rate >= 0");
+    if (o.warmup_min_steps < 1) return bad("--warmup-min-steps must be >= 1 step");
+    if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
+    if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
+    if (o.local_steps < 0) return bad("--local-steps must be >= 0 (0: synchronous SGD)");
+    if (o.batch_test != "none" && o.batch_test != "norm" && o.batch_test != "inner")
+        return bad("unknown --batch-test '" + o.batch_test + "'; valid: none, norm, inner");
+    if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return bad("--batch-test-eta must be > 0");
+    if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return bad("--batch-test-theta must be > 0");
+    if (o.max_batch < 0) return bad("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
+    if (!std::isfinite(o.max_batch_growth) || (o.max_batch_growth != 0 && !(o.max_batch_growth > 1)))
+        return bad("--max-batch-growth must be > 1 (a factor per averaging round) or 0 (unlimited)");
+    if (app.count("--threads")) {
+        if (o.threads < 1 || o.threads > 1024) return bad("--threads must be between 1 and 1024");
+        o.threads_source = "--threads";
+    } else if (const char* env = std::getenv("SLURM_CPUS_PER_TASK"); env && *env) {
+        const int v = std::atoi(env);
+        if (v >= 1 && v <= 1024) {
+            o.threads = v;
+            o.threads_source = "SLURM_CPUS_PER_TASK";
+        } else {
+            if (root) warn(std::string("ignoring SLURM_CPUS_PER_TASK='") + env + "'; using 1 thread");
+            o.threads = 1;
+        }
+    } else {
+        o.threads = 1;
+    }
+    std::string prefetch_from = "--prefetch";
+    if (!app.count("--prefetch"))
+        if (const char* env = std::getenv("TULA_PREFETCH"); env && *env) {
+            o.prefetch = env;
+            prefetch_from = "TULA_PREFETCH";
+        }
+    if (o.prefetch != "on" && o.prefetch != "off" && o.prefetch != "auto")
+        return bad("unknown " + prefetch_from + " '" + o.prefetch + "'; valid: on, off, auto");
+    if (o.prefetch == "auto") {
+        const int cpus = rank_cpus();
+        o.prefetch = cpus > o.threads ? "on" : "off";
+        o.prefetch_why = " (auto: " + std::to_string(cpus) + " CPU(s) for " + std::to_string(o.threads) + " thread(s))";
+    }
+    if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
+    if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
+    if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
+        return bad("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
+    if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
+    if (!(o.min_time >= 0 && o.min_time <= 60)) return bad("--min-time must be between 0 and 60 seconds");
+    for (int b : o.batch_sizes)
+        if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
+    if (o.batch_sizes.empty()) return bad("--batch-sizes: give at least one batch size");
+    for (int64_t s : o.sizes)
+        if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
+    if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
+    if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+    if (o.precision != "fp32" && o.precision != "bf16")
+        return bad("unknown --precision '" + o.precision + "'; valid: fp32, bf16");
+    if (o.precision == "bf16" && o.device != "cuda")
+        return bad("--precision bf16 needs --device cuda (the CPU path computes in fp32 only)");
+    if (o.precision == "bf16" && o.no_tf32)
+        return bad("--no-tf32 and --precision bf16 contradict each other (bf16 convolutions use tensor cores)");
+    for (const auto& m : o.gpu_allreduce)
+        if (m != "nccl" && m != "mpi") return bad("unknown --gpu-allreduce method '" + m + "'; valid: nccl, mpi");
+    if (o.gpu_allreduce.empty()) return bad("--gpu-allreduce: give at least one method (nccl, mpi)");
+#ifndef TULA_HAVE_CUDA
+    if (o.device == "cuda")
+        return bad("--device cuda: this tula-train was built without the CUDA backend (USE_CUDA=no, or no nvcc and "
+                   "cuDNN under CUDA_HOME at build time); rebuild with USE_CUDA=yes or use --device cpu");
+#endif
+
+    if (!o.db.empty() && o.no_db) return bad("--db and --no-db contradict each other");
+
+    // Global batch: --batch-size, else $TULA_BATCH_SIZE (set by the Tula SPANK plugin), else 64.
+    if (app.count("--batch-size")) {
+        if (o.batch < 1) return bad("--batch-size must be a positive number of examples (got " + std::to_string(o.batch) + ")");
+        o.batch_source = "--batch-size";
+    } else if (const char* env = std::getenv("TULA_BATCH_SIZE"); env && *env) {
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(env, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= (1 << 24)) {
+            o.batch = static_cast<int>(v);
+            o.batch_source = "TULA_BATCH_SIZE";
+        } else {
+            if (root) warn(std::string("ignoring TULA_BATCH_SIZE='") + env + "' (not a positive integer); using " +
+                           std::to_string(kDefaultBatch));
+            o.batch = kDefaultBatch;
+            o.batch_source = "default";
+        }
+    } else {
+        o.batch = kDefaultBatch;
+        o.batch_source = "default";
+    }
+
+    // --optimizer auto: AGS is for the large batches where the linear scaling rule breaks down;
+    // below them plain SGD with linear scaling trains faster per epoch and as accurately
+    // (docs/ags-report.md: lenet5, 10 epochs, SGD 0.9093 at 64 and 0.9055 at 256 vs AGS 0.8840
+    // and 0.8960; SGD collapsed at 1024 in 1 of 3 seeds, AGS 0.9093 there).
+    if (o.optimizer == "auto") {
+        const int limit = o.sgd_max_batch > 0 ? o.sgd_max_batch : 4 * o.lr_base_batch;
+        const bool sgd = o.batch <= limit;
+        o.optimizer = sgd ? "sgd" : "ags";
+        o.optimizer_why = std::string(" (auto: global batch ") + std::to_string(o.batch) + (sgd ? " <= " : " > ") +
+                          std::to_string(limit) + (o.sgd_max_batch > 0 ? " --sgd-max-batch)" : " = 4 x --lr-base-batch)");
+        // the noise scale is measured either way: the planner's convergence model reads it
+        if (o.noise_every < 0) o.noise_every = 10;
+    }
+    // Defaults that depend on the update rule.
+    if (o.eta_trust < 0) o.eta_trust = o.optimizer == "ags" ? 0.2 : 0.02;
+    if (o.noise_every < 0) o.noise_every = o.optimizer == "ags" ? 10 : 0;
+    if (o.warmup_threshold < 0) o.warmup_threshold = o.optimizer == "ags" ? 0.05 : 0.0;
+    if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
+    // the --lr-max cap is a guard for plain SGD; the trust-ratio optimizers bound the step themselves
+    if (!app.count("--lr-max") && o.optimizer != "sgd") o.lr_max = 0;
+    return -1;
+}
+
+}  // namespace app
+}  // namespace train
+}  // namespace tula

@@ -1,0 +1,423 @@
+// tula-train: the training command: the header line, the epochs, checkpoints, and the run record.
+#include <CLI/CLI.hpp>
+
+#include <malloc.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+#include "dist/comm.hpp"
+#include "data/data.hpp"
+#include "cpu/gemm/gemm.hpp"
+#include "train/metrics.hpp"
+#include "dist/local_sgd.hpp"
+#include "core/model.hpp"
+#include "optim/optim.hpp"
+#include "train/train.hpp"
+#include "tula/conf.hpp"
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/workload.hpp"
+#ifdef TULA_HAVE_CUDA
+#include "gpu_train.hpp"
+#endif
+
+#include "app/app.hpp"
+
+namespace tula {
+namespace train {
+namespace app {
+
+namespace {
+
+// The options that determine the loss trajectory, as "key=value ..." (stored in checkpoints;
+// a checkpoint resumes only a run with the same string). The rank count is not in it.
+std::string run_config(const Options& o, const TrainConfig& c) {
+    auto num = [](double v) { return nlohmann::json(v).dump(); };  // shortest round-trip text
+    std::string s = "model=" + o.model + " data=" + o.data + " limit_train=" + std::to_string(o.limit_train) +
+                    " limit_test=" + std::to_string(o.limit_test) + " epochs=" + std::to_string(o.epochs) +
+                    " batch=" + std::to_string(o.batch) + " seed=" + std::to_string(o.seed) + " lr=" + num(o.lr) +
+                    " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
+                    " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
+                    " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
+                    (o.schedule == "wsd" ? " decay_fraction=" + num(o.decay_fraction) : std::string()) +
+                    " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
+                    " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
+                    " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
+                    " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
+    return s;
+}
+
+// The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
+std::string first_difference(const std::string& now, const std::string& then) {
+    auto split = [](const std::string& s) {
+        std::vector<std::string> v;
+        size_t p = 0;
+        while (p < s.size()) {
+            size_t q = s.find(' ', p);
+            if (q == std::string::npos) q = s.size();
+            v.push_back(s.substr(p, q - p));
+            p = q + 1;
+        }
+        return v;
+    };
+    const auto a = split(now), b = split(then);
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (i < b.size() && a[i] == b[i]) continue;
+        const std::string key = a[i].substr(0, a[i].find('='));
+        std::string other = "(absent)";
+        for (const auto& x : b)
+            if (x.compare(0, key.size() + 1, key + "=") == 0) other = x.substr(key.size() + 1);
+        return key + " is " + a[i].substr(key.size() + 1) + " here but " + other + " in the checkpoint";
+    }
+    return "the configuration differs";
+}
+
+// The checkpoint file of this run: --checkpoint, else tula-train-$SLURM_JOB_ID.ckpt in the
+// working directory under Slurm, else "" (stop signals then end the process as usual).
+std::string checkpoint_path(const Options& o) {
+    if (!o.checkpoint.empty()) return o.checkpoint;
+    const char* job = std::getenv("SLURM_JOB_ID");
+    return job && *job ? std::string("tula-train-") + job + ".ckpt" : std::string();
+}
+
+// Whether Slurm restarted this job (requeue): SLURM_RESTART_COUNT > 0.
+bool requeued() {
+    const char* r = std::getenv("SLURM_RESTART_COUNT");
+    return r && std::atoi(r) > 0;
+}
+
+}  // namespace
+
+int run_training(const Options& o, Comm& comm) {
+    const bool root = comm.rank() == 0;
+    const int K = comm.size();
+    if (o.batch % K != 0) {
+        if (root)
+            std::fprintf(stderr, "%s\n",
+                         msg("global batch " + std::to_string(o.batch) + " (from " + o.batch_source +
+                             ") is not divisible by the " + std::to_string(K) +
+                             " ranks; choose a multiple of the rank count")
+                             .c_str());
+        return 2;
+    }
+    Dataset tr, te;
+    if (!load_data(o, comm, tr, te)) return 2;
+    if (tr.count < o.batch) {
+        if (root)
+            std::fprintf(stderr, "%s\n",
+                         msg("the training set has " + std::to_string(tr.count) + " examples, fewer than the global batch " +
+                             std::to_string(o.batch))
+                             .c_str());
+        return 2;
+    }
+    auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
+    model->init(o.seed);
+    const std::string wl = tula::workload_name(o.model, data_name(o));
+
+    TrainConfig cfg;
+    cfg.epochs = o.epochs;
+    cfg.global_batch = o.batch;
+    cfg.momentum = o.momentum;
+    cfg.weight_decay = o.weight_decay;
+    cfg.seed = o.seed;
+    cfg.lr.lr = o.lr;
+    cfg.lr.base_batch = o.lr_base_batch;
+    cfg.lr.max_lr = o.lr_max;
+    // Default warmup: none when B <= B0, 1 epoch up to B = 8*B0, 2 epochs beyond (at batch
+    // 1024 LeNet-5 died with 1 epoch of warmup and reached 89 % with 2; see tula-train(1)).
+    cfg.lr.warmup_epochs = o.warmup_epochs >= 0              ? o.warmup_epochs
+                           : o.batch > 8 * o.lr_base_batch ? 2.0
+                           : o.batch > o.lr_base_batch     ? 1.0
+                                                           : 0.0;
+    cfg.lr.cosine = o.schedule == "cosine";
+    cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
+    cfg.lr.global_batch = o.batch;
+    cfg.lr.scaling = o.lr_scaling == "sqrt" ? LrScaling::Sqrt : o.lr_scaling == "noise" ? LrScaling::Noise : LrScaling::Linear;
+    cfg.optim.kind = parse_optim_kind(o.optimizer);
+    cfg.optim.eta_trust = o.eta_trust;
+    cfg.optim.s_min = o.s_min;
+    cfg.optim.s_max = o.s_max;
+    cfg.optim.ags_lambda = o.ags_lambda;
+    cfg.noise_every = o.noise_every;
+    cfg.warmup_threshold = o.warmup_threshold;
+    cfg.warmup_min_steps = o.warmup_min_steps;
+    cfg.lr.warmup_from = o.warmup_from;
+    cfg.hessian_every = o.hessian_every;
+    cfg.hessian_batch = o.hessian_batch;
+    if (o.hessian_every > 0 && !o.quiet)
+        cfg.on_hessian = [&](int64_t t, double eig, double gn) {
+            say(root, "hessian step " + std::to_string(t) + "  top-eig " + fmt("%.4g", eig) + "  grad-norm " + fmt("%.4g", gn));
+        };
+    cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
+    cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
+    cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
+    cfg.prefetch = o.prefetch == "on";
+
+    // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
+    // file system all ranks see) and all agree on the verdict.
+    TrainHooks hooks;
+    hooks.config = run_config(o, cfg);
+    // the GPU engine has no checkpoints yet: none by default there (explicit ones are refused)
+    if (o.device != "cuda") hooks.checkpoint_path = checkpoint_path(o);
+    struct stat sb;
+    const bool ck_exists = !hooks.checkpoint_path.empty() && ::stat(hooks.checkpoint_path.c_str(), &sb) == 0;
+    const bool resume = o.resume || (requeued() && ck_exists);
+    Checkpoint ck;
+    if (resume) {
+        std::string err;
+        try {
+            ck = read_checkpoint(hooks.checkpoint_path);
+            if (ck.config != hooks.config)
+                err = hooks.checkpoint_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
+                      "); resume with the same options, or start afresh without --resume";
+        } catch (const CheckpointError& e) {
+            err = e.what();
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (!err.empty() && (root || K > 1))
+                std::fprintf(stderr, "%s\n", msg((K > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "") + err).c_str());
+            return 2;
+        }
+        hooks.resume = &ck;
+        if (ck.ranks != K && root)
+            warn("the checkpoint was written by " + std::to_string(ck.ranks) + " ranks, this run has " + std::to_string(K) +
+                 ": the loss trajectory will differ from an uninterrupted run's");
+    }
+    if (!hooks.checkpoint_path.empty()) install_stop_signals();
+
+    // --metrics (rank 0), progress bar (rank 0, on a terminal)
+    std::unique_ptr<MetricsLog> metrics;
+    {
+        std::string err;
+        if (root && !o.metrics.empty()) {
+            try {
+                metrics.reset(new MetricsLog(o.metrics, resume));
+            } catch (const std::exception& e) {
+                err = e.what();
+            }
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (root) std::fprintf(stderr, "%s\n", msg(err + "; choose a writable path for --metrics").c_str());
+            return 2;
+        }
+    }
+    auto metrics_failed = [&](const std::exception& e) {
+        warn(std::string(e.what()) + "; no more metrics are logged");
+        metrics.reset();
+    };
+    if (metrics) {
+        try {
+            metrics->write({{"type", "run"}, {"model", o.model}, {"data", o.data}, {"params", model->num_params()},
+                            {"train_examples", tr.count}, {"test_examples", te.count}, {"global_batch", o.batch},
+                            {"ranks", K}, {"epochs", o.epochs}, {"steps_per_epoch", tr.count / o.batch},
+                            {"seed", o.seed}, {"optimizer", o.optimizer}, {"peak_lr", cfg.lr.peak()},
+                            {"resumed", resume}, {"resumed_at_step", resume ? ck.global_step : 0},
+                            {"config_hash", fnv1a64(hooks.config)}});
+        } catch (const std::exception& e) {
+            metrics_failed(e);
+        }
+    }
+    ProgressBar bar(root && !o.quiet, o.epochs);
+    hooks.on_step = [&](const StepRecord& r) {
+        if (!root) return;
+        bar.step(r);
+        if (metrics && r.step % o.metrics_every == 0) {
+            try {
+                metrics->step(r);
+            } catch (const std::exception& e) {
+                metrics_failed(e);
+            }
+        }
+    };
+    if (resume) say(root && !o.quiet, "tula-train: resuming from " + hooks.checkpoint_path + " at epoch " + std::to_string(ck.epoch) +
+                                          ", step " + std::to_string(ck.step_in_epoch) + " of the epoch (" +
+                                          std::to_string(ck.global_step) + " steps done)");
+
+    const int64_t steps = tr.count / o.batch;
+    if (!o.quiet)
+        say(root, "tula-train: " + wl + ": " + std::to_string(model->num_params()) + " parameters; " +
+                      std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
+                      std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
+                      (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
+                      " epochs of " + std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
+                      fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
+                      std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
+                      (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
+                      (o.lr_scaling == "noise" ? "; until the first noise-scale estimate, then the noise-scale rule" : "") +
+                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
+                      (o.schedule == "wsd" ? fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction) : "") +
+                      ", momentum " +
+                      fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
+                      std::to_string(o.seed) +
+                      (o.device == "cuda" ? std::string("; device cuda")
+                                          : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa())) + ", " +
+                                                std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source +
+                                                "), prefetch " + o.prefetch + o.prefetch_why) +
+                      "; optimizer " +
+                      o.optimizer + o.optimizer_why + ", lr scaling " + o.lr_scaling +
+                      (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
+                      (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
+                      (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + "/step" : "") +
+                      (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : ""));
+
+    std::unique_ptr<StepEngine> engine;
+#ifdef TULA_HAVE_CUDA
+    std::unique_ptr<cuda::GpuContext> gpu;
+    std::string gpu_allreduce;
+    if (o.device == "cuda") {
+        try {
+            gpu = open_gpu(o);
+            OptimConfig oc = cfg.optim;
+            oc.momentum = cfg.momentum;
+            oc.weight_decay = cfg.weight_decay;
+            auto g = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed, o.gpu_allreduce);
+            if (root && !g->allreduce_fallback_reason().empty())
+                warn(g->allreduce_fallback_reason() + "; gradients are allreduced with " + g->allreduce_method());
+            gpu_allreduce = g->allreduce_method();
+            engine = std::move(g);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+            comm.abort(2);
+        }
+        if (!o.quiet)
+            say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
+                          (o.precision == "bf16" ? "bf16 (TF32 where cuDNN's bf16 is slower) and fully connected "
+                                                   "layers bf16, fp32 accumulation, weights, gradients, batch norm "
+                                                   "and loss"
+                                                 : o.no_tf32 ? "strict fp32" : "TF32 tensor cores") +
+                          ", gradient allreduce " + gpu_allreduce);
+    }
+#endif
+    std::vector<EpochResult> res;
+    try {
+        const std::function<void(const EpochResult&)> on_epoch = [&](const EpochResult& r) {
+            bar.clear();
+            if (metrics) {
+                try {
+                    metrics->epoch(r);
+                } catch (const std::exception& e) {
+                    metrics_failed(e);
+                }
+            }
+            if (o.quiet) return;
+            char line[256];
+            std::snprintf(line, sizeof line,
+                          "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
+                          o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
+            std::string ln = line;
+            if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
+            if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
+            if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
+            if (o.local_steps > 0) ln += "  batch " + std::to_string(r.batch);
+            if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
+                ln += "  warmup-end-step " + std::to_string(r.warmup_end);
+            say(root, ln);
+        };
+        if (o.local_steps > 0) {
+            LocalSgdConfig lc;
+            lc.local_steps = o.local_steps;
+            lc.test = parse_batch_test(o.batch_test);
+            lc.eta = o.batch_test_eta;
+            lc.theta = o.batch_test_theta;
+            lc.max_local_batch = o.max_batch / K;
+            lc.max_growth = o.max_batch_growth;
+            lc.local_ranks = local_ranks();
+            lc.on_memory_cap = [&](int global_cap, double avail) {
+                bar.clear();
+                warn("the adaptive global batch is held at " + std::to_string(global_cap) +
+                     " examples: a larger one would not fit in memory (" + fmt("%.2f", avail / (1 << 30)) +
+                     " GiB left to this process: MemAvailable, or its control group's memory limit); the bound is"
+                     " measured again at each growth, so the batch grows further only as memory allows;"
+                     " --max-batch-size sets a cap of your own");
+            };
+            res = train_local_sgd(*model, tr, te, cfg, lc, comm, on_epoch);
+        } else {
+            res = train(*model, tr, te, cfg, comm, on_epoch, &hooks, engine.get());
+        }
+    } catch (const TrainError& e) {  // decided on allreduced values: every rank is here
+        bar.clear();
+        if (root) std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+        return 1;
+    }
+    if (hooks.stopped) {
+        bar.clear();
+        say(root, "tula-train: stopped by a signal after " + std::to_string(res.size()) +
+                      " finished epochs; checkpoint written to " + hooks.checkpoint_path +
+                      "; continue with --resume --checkpoint " + hooks.checkpoint_path);
+        return 3;
+    }
+    double train_seconds = 0;
+    for (const auto& r : res) train_seconds += r.seconds;
+    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
+    char done[256];
+    std::snprintf(done, sizeof done, "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d",
+                  train_seconds, acc, o.batch, K);
+    say(root, done);
+
+    if (root && !o.no_db) {
+        try {
+            tula::RunRecord rec;
+            const char* job = std::getenv("SLURM_JOB_ID");
+            rec.job_id = job ? job : "";
+            rec.workload = wl;
+            rec.nodes = K;
+            rec.global_batch = o.batch;
+            rec.epochs = o.epochs;
+            const char* p = std::getenv("TULA_PREDICTED_SECONDS");
+            if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
+            if (p && *p) {
+                char* end = nullptr;
+                const double v = std::strtod(p, &end);
+                if (end && *end == '\0' && std::isfinite(v) && v >= 0) rec.predicted_seconds = v;
+                else warn(std::string("ignoring TULA_PREDICTED_SECONDS='") + p + "' (not a number of seconds)");
+            }
+            rec.measured_seconds = train_seconds;
+            rec.test_accuracy = acc;
+            rec.created = static_cast<double>(std::time(nullptr));
+            rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
+            if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
+                rec.noise_scale = hooks.noise_scale;
+                rec.noise_observations = hooks.noise_observations;
+            }
+            for (const auto& r : res) {
+                rec.epoch_seconds.push_back(r.seconds);
+                rec.epoch_train_loss.push_back(r.train_loss);
+                rec.epoch_test_accuracy.push_back(r.test_accuracy);
+            }
+            tula::ProfileDb db = open_db(o);
+            db.upsert_workload(workload_of(o, *model, tr.count, te.count));
+            db.add_run(rec);
+            if (!o.quiet)
+                say(root, "tula-train: run recorded in " + db.path() +
+                              (rec.noise_scale > 0 ? " (noise scale B_simple " + fmt("%.4g", rec.noise_scale) + " examples, " +
+                                                         std::to_string(rec.noise_observations) + " observations)"
+                                                   : std::string(" (no noise scale measured; see --noise-scale-every)")));
+        } catch (const std::exception& e) {
+            warn("the run was not recorded in the profile database: " + bare(e.what()));
+        }
+    }
+    return 0;
+}
+
+}  // namespace app
+}  // namespace train
+}  // namespace tula
