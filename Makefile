@@ -58,7 +58,7 @@ endif
 # The CUDA backend (trainer/cuda/*.cu, nvcc, sm_90 + PTX) and its test program
 # tula-gpu-tests (tests/gpu/*.cpp), which checks each GPU layer against the CPU layers
 # (linked as objects) and prints SKIP lines when no device is present. With it, tula-train
-# also links the backend (--device cuda; main.cpp is compiled with TULA_HAVE_CUDA=1) and the
+# also links the backend (--device cuda; main.cpp and app/ are compiled with TULA_HAVE_CUDA=1) and the
 # CUDA libraries, found at run time through an rpath to $(CUDA_HOME)/lib64.
 NVCC        ?= $(CUDA_HOME)/bin/nvcc
 NVCCFLAGS   ?= -O2

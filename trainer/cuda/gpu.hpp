@@ -14,9 +14,12 @@
 //
 // Libraries: cuDNN for convolution (forward, backward data, backward filter; algorithms
 // chosen once per batch size with cudnnFind*, falling back to cudnnGet*_v7), batch norm
-// and max pooling; cuBLAS for the fully connected layer; kernels written here
-// (gpu_kernels.cu) for ReLU, bias add / bias gradient, softmax cross-entropy, the SGD
-// update and per-tensor squared norms. All work is queued on the context's one stream.
+// and max pooling; cuBLAS for the fully connected layer; kernels written here for ReLU,
+// bias add / bias gradient, softmax cross-entropy, the SGD update and per-tensor squared
+// norms. One file per op family, each with its own kernels (conv.cu, norm.cu,
+// activation.cu, pool.cu, linear.cu, loss.cu, blocks.cu; runtime.cu: device, context,
+// model, SGD and tensor arithmetic; common.cuh: what they share). All work is queued on the
+// context's one stream.
 // Precision: float32 by default. A context created with Precision::Bf16 (tula-train
 // --precision bf16) runs the convolutions and fully connected layers in bfloat16 with
 // float32 accumulation (mixed precision, Micikevicius et al. 2018, "Mixed Precision
@@ -347,7 +350,7 @@ private:
     DevMem v_;
 };
 
-// ---- kernels (gpu_kernels.cu); pointers are device pointers, launches on `s` ----------
+// ---- kernels (in the op family's .cu); pointers are device pointers, launches on `s` -
 
 /// y[i] = max(x[i], 0), i < n.
 void relu_forward(cudaStream_t s, const float* x, float* y, size_t n);

@@ -1,7 +1,7 @@
 // tula-train CUDA backend: the training step on a GPU (cuda::GpuTrainer, a StepEngine of
 // train(), train.hpp) and the compute-step timer for profiling GPU nodes.
 //
-// Only code built with the CUDA backend includes this header (tula-train's main.cpp under
+// Only code built with the CUDA backend includes this header (tula-train's app/ under
 // TULA_HAVE_CUDA, tests/gpu). Errors of CUDA, cuDNN and cuBLAS surface as
 // std::runtime_error with file and line (check.hpp).
 #pragma once

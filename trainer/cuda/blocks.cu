@@ -1,141 +1,44 @@
-// tula-train CUDA backend: the layers of the larger models (hard activations, dropout,
-// adaptive average pooling, the sequential / residual / squeeze-and-excitation composites)
-// and the GPU model builder over the zoo's shared descriptions (model_zoo.hpp). See gpu.hpp.
-#include <stdexcept>
+// tula-train CUDA backend: composite layers (sequential, residual, squeeze-and-excitation), their channel
+// kernels, and the model zoo on the GPU.
+// See gpu.hpp for the maths and the shapes.
+#include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
 
-#include "check.hpp"
 #include "core/composite.hpp"
-#include "gpu.hpp"
 #include "core/model_zoo.hpp"
+#include "common.cuh"
 
 namespace tula {
 namespace train {
 namespace cuda {
 namespace {
 
-void check_in(const DevTensor& x, const Shape& in, const std::string& who) {
-    if (x.shape() != in)
-        throw std::invalid_argument(who + ": input " + x.str() + " does not match the configured example shape " +
-                                    in.str());
+__global__ void k_chan_scale(const float* __restrict__ x, const float* __restrict__ sc, float* __restrict__ y,
+                             int planes, int hw) {
+    const size_t total = static_cast<size_t>(planes) * hw;
+    TULA_GRID_STRIDE(t, total) y[t] = x[t] * sc[t / hw];
 }
 
-// An empty tensor returned as dL/dx when the input gradient is not needed.
-const DevTensor& no_grad(DevTensor& t) {
-    t.resize(0, 0, 0, 0);
-    return t;
+// One warp per plane; lanes stride the plane, then a fixed shuffle tree (deterministic).
+__global__ void k_chan_dot(const float* __restrict__ dy, const float* __restrict__ x, float* __restrict__ out,
+                           int planes, int hw) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (warp >= planes) return;
+    const float* a = dy + static_cast<size_t>(warp) * hw;
+    const float* b = x + static_cast<size_t>(warp) * hw;
+    float s = 0.0f;
+    for (int i = lane; i < hw; i += 32) s += a[i] * b[i];
+    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) out[warp] = s;
 }
 
-// ---- hard swish / hard sigmoid ---------------------------------------------------------
-
-class HardActGpu final : public GpuLayer {
-public:
-    HardActGpu(GpuContext& ctx, bool swish) : ctx_(ctx), swish_(swish) {}
-    std::string describe() const override { return swish_ ? "hardswish" : "hardsigmoid"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
-    const DevTensor& forward(const DevTensor& x, bool) override {
-        check_in(x, in_, describe());
-        x_ = &x;
-        y_.resize_like(x);
-        hard_act_forward(ctx_.stream(), x.ptr(), y_.ptr(), x.size(), swish_);
-        return y_;
-    }
-    const DevTensor& backward(const DevTensor& dy) override {
-        if (dy.size() != y_.size()) throw std::invalid_argument(describe() + " backward: dy " + dy.str());
-        if (!need_input_grad_) return no_grad(dx_);
-        dx_.resize_like(dy);
-        hard_act_backward(ctx_.stream(), x_->ptr(), dy.ptr(), dx_.ptr(), dy.size(), swish_);
-        return dx_;
-    }
-
-private:
-    GpuContext& ctx_;
-    bool swish_;
-    Shape in_;
-    const DevTensor* x_ = nullptr;
-    DevTensor y_, dx_;
-};
-
-// ---- dropout ---------------------------------------------------------------------------
-
-class DropoutGpu final : public GpuLayer {
-public:
-    DropoutGpu(GpuContext& ctx, double p, uint64_t seed) : ctx_(ctx), p_(p), seed_(seed) {
-        if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("dropout: p must be in [0, 1)");
-    }
-    std::string describe() const override { return "dropout(" + std::to_string(p_).substr(0, 4) + ")"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
-    const DevTensor& forward(const DevTensor& x, bool train) override {
-        check_in(x, in_, "dropout");
-        train_ = train && p_ > 0;
-        if (!train_) return x;  // identity; backward passes dy through
-        y_.resize_like(x);
-        mask_.resize_like(x);
-        // a new mask every call: the counter advances by the tensor size
-        dropout_forward(ctx_.stream(), x.ptr(), y_.ptr(), mask_.ptr(), x.size(), static_cast<float>(p_),
-                        seed_ + 0x632be59bd9b4e019ULL * ++calls_);
-        return y_;
-    }
-    const DevTensor& backward(const DevTensor& dy) override {
-        if (!need_input_grad_) return no_grad(dx_);
-        if (!train_) return dy;
-        if (dy.size() != mask_.size()) throw std::invalid_argument("dropout backward: dy " + dy.str());
-        dx_.resize_like(dy);
-        mul_tensors(ctx_.stream(), dy.ptr(), mask_.ptr(), dx_.ptr(), dy.size());
-        return dx_;
-    }
-
-private:
-    GpuContext& ctx_;
-    double p_;
-    uint64_t seed_, calls_ = 0;
-    bool train_ = false;
-    Shape in_;
-    DevTensor y_, mask_, dx_;
-};
-
-// ---- adaptive average pooling ------------------------------------------------------------
-
-class AdaptiveAvgPoolGpu final : public GpuLayer {
-public:
-    AdaptiveAvgPoolGpu(GpuContext& ctx, int oh, int ow) : ctx_(ctx), oh_(oh), ow_(ow) {
-        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avg pool: output size must be positive");
-    }
-    std::string describe() const override {
-        return oh_ == 1 && ow_ == 1 ? "global-avgpool"
-                                    : "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
-    }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return Shape{in.c, oh_, ow_};
-    }
-    const DevTensor& forward(const DevTensor& x, bool) override {
-        check_in(x, in_, describe());
-        y_.resize(x.n, in_.c, oh_, ow_);
-        adaptive_avgpool_forward(ctx_.stream(), x.ptr(), y_.ptr(), x.n * in_.c, in_.h, in_.w, oh_, ow_);
-        return y_;
-    }
-    const DevTensor& backward(const DevTensor& dy) override {
-        if (dy.size() != y_.size()) throw std::invalid_argument(describe() + " backward: dy " + dy.str());
-        if (!need_input_grad_) return no_grad(dx_);
-        dx_.resize(dy.n, in_);
-        adaptive_avgpool_backward(ctx_.stream(), dy.ptr(), dx_.ptr(), dy.n * in_.c, in_.h, in_.w, oh_, ow_);
-        return dx_;
-    }
-
-private:
-    GpuContext& ctx_;
-    int oh_, ow_;
-    Shape in_;
-    DevTensor y_, dx_;
-};
-
-// ---- composites --------------------------------------------------------------------------
+__global__ void k_chan_scale_bwd(const float* __restrict__ dy, const float* __restrict__ sc,
+                                 const float* __restrict__ g, float* __restrict__ dx, int planes, int hw) {
+    const size_t total = static_cast<size_t>(planes) * hw;
+    TULA_GRID_STRIDE(t, total) dx[t] = dy[t] * sc[t / hw] + g[t];
+}
 
 using CompositeGpu = CompositeOf<GpuLayer>;  // composite.hpp: the CPU composites' layout
 using SequentialGpu = SequentialOf<GpuLayer, DevTensor>;
@@ -145,7 +48,7 @@ public:
     ResidualGpu(GpuContext& ctx, std::unique_ptr<GpuLayer> body, std::unique_ptr<GpuLayer> shortcut)
         : ResidualOf(std::move(body), std::move(shortcut)), ctx_(ctx) {}
     const DevTensor& forward(const DevTensor& x, bool train) override {
-        check_in(x, in_, "residual");
+        check_input(x, in_, "residual");
         const DevTensor& a = kids_[0]->forward(x, train);
         const DevTensor& b = kids_.size() > 1 ? kids_[1]->forward(x, train) : x;
         y_.resize_like(a);
@@ -189,7 +92,7 @@ public:
         return in;
     }
     const DevTensor& forward(const DevTensor& x, bool train) override {
-        check_in(x, in_, "squeeze-excitation");
+        check_input(x, in_, "squeeze-excitation");
         x_ = &x;
         const DevTensor* t = &x;
         for (auto& k : kids_) t = &k->forward(*t, train);
@@ -247,21 +150,37 @@ struct GpuLayerFactory {
 
 }  // namespace
 
-std::unique_ptr<GpuLayer> make_gpu_hardswish(GpuContext& ctx) { return std::make_unique<HardActGpu>(ctx, true); }
-std::unique_ptr<GpuLayer> make_gpu_hardsigmoid(GpuContext& ctx) { return std::make_unique<HardActGpu>(ctx, false); }
-std::unique_ptr<GpuLayer> make_gpu_dropout(GpuContext& ctx, double p, uint64_t seed) {
-    return std::make_unique<DropoutGpu>(ctx, p, seed);
+void channel_scale_forward(cudaStream_t s, const float* x, const float* scale, float* y, int planes, int hw) {
+    const size_t n = static_cast<size_t>(planes) * hw;
+    if (n == 0) return;
+    k_chan_scale<<<blocks_for(n), kThreads, 0, s>>>(x, scale, y, planes, hw);
+    CUDA_CHECK_LAUNCH();
 }
-std::unique_ptr<GpuLayer> make_gpu_adaptive_avgpool2d(GpuContext& ctx, int oh, int ow) {
-    return std::make_unique<AdaptiveAvgPoolGpu>(ctx, oh, ow);
+
+void channel_dot(cudaStream_t s, const float* dy, const float* x, float* out, int planes, int hw) {
+    if (planes <= 0) return;
+    const int per_block = kThreads / 32;
+    k_chan_dot<<<(planes + per_block - 1) / per_block, kThreads, 0, s>>>(dy, x, out, planes, hw);
+    CUDA_CHECK_LAUNCH();
 }
+
+void channel_scale_backward(cudaStream_t s, const float* dy, const float* scale, const float* g, float* dx,
+                            int planes, int hw) {
+    const size_t n = static_cast<size_t>(planes) * hw;
+    if (n == 0) return;
+    k_chan_scale_bwd<<<blocks_for(n), kThreads, 0, s>>>(dy, scale, g, dx, planes, hw);
+    CUDA_CHECK_LAUNCH();
+}
+
 std::unique_ptr<GpuLayer> make_gpu_sequential(std::vector<std::unique_ptr<GpuLayer>> layers, std::string name) {
     return std::make_unique<SequentialGpu>(std::move(layers), std::move(name));
 }
+
 std::unique_ptr<GpuLayer> make_gpu_residual(GpuContext& ctx, std::unique_ptr<GpuLayer> body,
                                             std::unique_ptr<GpuLayer> shortcut) {
     return std::make_unique<ResidualGpu>(ctx, std::move(body), std::move(shortcut));
 }
+
 std::unique_ptr<GpuLayer> make_gpu_squeeze_excitation(GpuContext& ctx, int channels, int squeeze) {
     return std::make_unique<SqueezeExcitationGpu>(ctx, channels, squeeze);
 }

@@ -1,0 +1,167 @@
+// tula-train CUDA backend: pooling: max (cuDNN) and adaptive average, with its kernels.
+// See gpu.hpp for the maths and the shapes.
+#include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common.cuh"
+
+namespace tula {
+namespace train {
+namespace cuda {
+namespace {
+
+// PyTorch's adaptive window of output cell i of `o` over an input of `n`: [lo, hi).
+__device__ __forceinline__ int win_lo(int i, int n, int o) { return (i * n) / o; }
+__device__ __forceinline__ int win_hi(int i, int n, int o) { return ((i + 1) * n + o - 1) / o; }
+
+__global__ void k_aavg_fwd(const float* __restrict__ x, float* __restrict__ y, int planes, int h, int w, int oh,
+                           int ow) {
+    const size_t total = static_cast<size_t>(planes) * oh * ow;
+    TULA_GRID_STRIDE(t, total) {
+        const int j = static_cast<int>(t % ow), i = static_cast<int>((t / ow) % oh);
+        const size_t p = t / (static_cast<size_t>(oh) * ow);
+        const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh), c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
+        const float* xp = x + p * h * w;
+        float s = 0.0f;
+        for (int r = r0; r < r1; ++r)
+            for (int c = c0; c < c1; ++c) s += xp[r * w + c];
+        y[t] = s / static_cast<float>((r1 - r0) * (c1 - c0));
+    }
+}
+
+__global__ void k_aavg_bwd(const float* __restrict__ dy, float* __restrict__ dx, int planes, int h, int w, int oh,
+                           int ow) {
+    const size_t total = static_cast<size_t>(planes) * h * w;
+    TULA_GRID_STRIDE(t, total) {
+        const int c = static_cast<int>(t % w), r = static_cast<int>((t / w) % h);
+        const size_t p = t / (static_cast<size_t>(h) * w);
+        const float* g = dy + p * oh * ow;
+        float s = 0.0f;
+        for (int i = 0; i < oh; ++i) {
+            const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh);
+            if (r < r0 || r >= r1) continue;
+            for (int j = 0; j < ow; ++j) {
+                const int c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
+                if (c < c0 || c >= c1) continue;
+                s += g[i * ow + j] / static_cast<float>((r1 - r0) * (c1 - c0));
+            }
+        }
+        dx[t] = s;
+    }
+}
+
+class MaxPool2dGpu final : public GpuLayer {
+public:
+    MaxPool2dGpu(GpuContext& ctx, int k, int stride) : ctx_(ctx), k_(k), s_(stride > 0 ? stride : k) {
+        if (k <= 0) throw std::invalid_argument("maxpool2d: window must be positive");
+        CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pdesc_));
+        CUDNN_CHECK(cudnnSetPooling2dDescriptor(pdesc_, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN, k, k,
+                                                0, 0, s_, s_));
+    }
+    ~MaxPool2dGpu() override { cudnnDestroyPoolingDescriptor(pdesc_); }
+    std::string describe() const override {
+        return "maxpool" + std::to_string(k_) + (s_ != k_ ? "/" + std::to_string(s_) : "");
+    }
+    Shape configure(const Shape& in) override {
+        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
+        in_ = in;
+        out_ = Shape{in.c, (in.h - k_) / s_ + 1, (in.w - k_) / s_ + 1};
+        return out_;
+    }
+    const DevTensor& forward(const DevTensor& x, bool) override {
+        check_input(x, in_, "maxpool2d");
+        x_ = &x;
+        if (x.n != n_) {
+            xdesc_.set(x.n, in_.c, in_.h, in_.w);
+            ydesc_.set(x.n, out_.c, out_.h, out_.w);
+            n_ = x.n;
+        }
+        y_.resize(x.n, out_);
+        CUDNN_CHECK(cudnnPoolingForward(ctx_.dnn(), pdesc_, &kOne, xdesc_.d, x.ptr(), &kZero, ydesc_.d, y_.ptr()));
+        return y_;
+    }
+    const DevTensor& backward(const DevTensor& dy) override {
+        if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
+        if (!need_input_grad_) {
+            dx_.resize(0, 0, 0, 0);
+            return dx_;
+        }
+        dx_.resize_like(*x_);
+        CUDNN_CHECK(cudnnPoolingBackward(ctx_.dnn(), pdesc_, &kOne, ydesc_.d, y_.ptr(), ydesc_.d, dy.ptr(), xdesc_.d,
+                                         x_->ptr(), &kZero, xdesc_.d, dx_.ptr()));
+        return dx_;
+    }
+
+private:
+    GpuContext& ctx_;
+    int k_, s_;
+    int n_ = -1;
+    Shape in_, out_;
+    cudnnPoolingDescriptor_t pdesc_ = nullptr;
+    TensorDesc xdesc_, ydesc_;
+    const DevTensor* x_ = nullptr;
+    DevTensor y_, dx_;
+};
+
+class AdaptiveAvgPoolGpu final : public GpuLayer {
+public:
+    AdaptiveAvgPoolGpu(GpuContext& ctx, int oh, int ow) : ctx_(ctx), oh_(oh), ow_(ow) {
+        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avg pool: output size must be positive");
+    }
+    std::string describe() const override {
+        return oh_ == 1 && ow_ == 1 ? "global-avgpool"
+                                    : "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
+    }
+    Shape configure(const Shape& in) override {
+        in_ = in;
+        return Shape{in.c, oh_, ow_};
+    }
+    const DevTensor& forward(const DevTensor& x, bool) override {
+        check_input(x, in_, describe());
+        y_.resize(x.n, in_.c, oh_, ow_);
+        adaptive_avgpool_forward(ctx_.stream(), x.ptr(), y_.ptr(), x.n * in_.c, in_.h, in_.w, oh_, ow_);
+        return y_;
+    }
+    const DevTensor& backward(const DevTensor& dy) override {
+        if (dy.size() != y_.size()) throw std::invalid_argument(describe() + " backward: dy " + dy.str());
+        if (!need_input_grad_) return no_grad(dx_);
+        dx_.resize(dy.n, in_);
+        adaptive_avgpool_backward(ctx_.stream(), dy.ptr(), dx_.ptr(), dy.n * in_.c, in_.h, in_.w, oh_, ow_);
+        return dx_;
+    }
+
+private:
+    GpuContext& ctx_;
+    int oh_, ow_;
+    Shape in_;
+    DevTensor y_, dx_;
+};
+
+}  // namespace
+
+void adaptive_avgpool_forward(cudaStream_t s, const float* x, float* y, int planes, int h, int w, int oh, int ow) {
+    const size_t n = static_cast<size_t>(planes) * oh * ow;
+    if (n == 0) return;
+    k_aavg_fwd<<<blocks_for(n), kThreads, 0, s>>>(x, y, planes, h, w, oh, ow);
+    CUDA_CHECK_LAUNCH();
+}
+
+void adaptive_avgpool_backward(cudaStream_t s, const float* dy, float* dx, int planes, int h, int w, int oh, int ow) {
+    const size_t n = static_cast<size_t>(planes) * h * w;
+    if (n == 0) return;
+    k_aavg_bwd<<<blocks_for(n), kThreads, 0, s>>>(dy, dx, planes, h, w, oh, ow);
+    CUDA_CHECK_LAUNCH();
+}
+
+std::unique_ptr<GpuLayer> make_gpu_maxpool2d(GpuContext& ctx, int k, int stride) {
+    return std::make_unique<MaxPool2dGpu>(ctx, k, stride);
+}
+std::unique_ptr<GpuLayer> make_gpu_adaptive_avgpool2d(GpuContext& ctx, int oh, int ow) {
+    return std::make_unique<AdaptiveAvgPoolGpu>(ctx, oh, ow);
+}
+
+}  // namespace cuda
+}  // namespace train
+}  // namespace tula
