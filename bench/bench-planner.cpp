@@ -1,4 +1,4 @@
-// tula-bench-planner: latency of the planner at scale (issue 3): 4,096 node counts x 64
+// tula-bench-planner: latency of the planner at scale: 4,096 node counts x 64
 // global batch sizes planned with make_plan, repeated; prints the median latency in ms and
 // its ratio to the 5 ms target (ratio <= 1 meets it). The models are synthetic (known
 // parameters) so the benchmark needs no profile database. A second figure: the same

@@ -117,7 +117,7 @@ private:
 struct LocalSgdConfig {
     int local_steps = 1;          ///< H >= 1: local steps per averaging round
     BatchTest test = BatchTest::Norm;
-    double eta = 0.5;             ///< norm-test eta (Lau et al. use 0.1-0.5; design.md)
+    double eta = 0.5;             ///< norm-test eta (Lau et al. use 0.1-0.5)
     double theta = 0.5;           ///< inner-product-test theta
     int micro_batches = 4;        ///< M >= 2 micro-batches per local batch for the variance
     int max_local_batch = 0;      ///< cap on the local batch; 0: the training set / K

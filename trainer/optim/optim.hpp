@@ -1,4 +1,5 @@
-// tula-train: SGD with momentum and weight decay, and the learning-rate schedule.
+// tula-train: the optimizers (SGD with momentum, AGS, LARS, LAMB), the learning-rate scaling
+// rules and schedules, and the gradient-norm warmup.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +14,7 @@ namespace train {
 ///  Linear: lr0 * B / B0 (Goyal et al. 2017, §2.1);
 ///  Sqrt:   lr0 * sqrt(B / B0) (Krizhevsky 2014, "One weird trick", §4; Hoffer et al. 2017);
 ///  Noise:  lr0 * (B/B0) / (1 + B/Bn) * (1 + B0/Bn), Bn = the gradient noise scale B_simple
-///          (McCandlish et al. 2018; the rule is this project's AGS definition, design.md):
+///          (McCandlish et al. 2018; the rule is this project's AGS definition, tula-train(1), OPTIMIZERS):
 ///          equal to lr0 at B = B0, linear for B << Bn, saturating at lr0 * (Bn + B0)/B0 for
 ///          B >> Bn. Before the first estimate of Bn (Bn <= 0) it falls back to Linear.
 enum class LrScaling { Linear, Sqrt, Noise };
@@ -82,7 +83,7 @@ struct LrSchedule {
     double at_progress(double p, int global_batch) const;
 };
 
-/// Warmup driven by the gradient norm (AGS, design.md): an exponential moving average
+/// Warmup driven by the gradient norm (AGS, tula-train(1), OPTIMIZERS): an exponential moving average
 /// E_t = beta * E_{t-1} + (1 - beta) * |g_t|^2 of the squared norm of the global gradient
 /// (E_0 = |g_0|^2) is kept; warmup lasts while the relative change
 /// |E_t - E_{t-1}| / E_{t-1} exceeds `threshold`, for at least min_steps and at most
@@ -131,7 +132,7 @@ struct OptimConfig {
 };
 
 /// The per-tensor AGS factor s = clip(eta * |w| / (|g| + lambda * |w|), s_min, s_max)
-/// (this project's AGS definition, design.md), |.| the Euclidean norm of the tensor.
+/// (this project's AGS definition, tula-train(1), OPTIMIZERS), |.| the Euclidean norm of the tensor.
 /// When the denominator is 0 (zero gradient and lambda |w| = 0) the ratio is taken as
 /// +infinity when |w| > 0 (clipped to s_max) and 0 when |w| = 0 (clipped to s_min).
 double ags_factor(double w_norm, double g_norm, double eta, double lambda, double s_min, double s_max);
@@ -147,7 +148,7 @@ double lars_factor(double w_norm, double g_norm, double eta, double beta);
 ///  Sgd:  d = g + wd*w (decay segments), v = mu*v + d, w -= lr*v (as class Sgd).
 ///  Ags:  s_p = ags_factor(|w_p|, |g_p|, eta, lambda, s_min, s_max) per segment p from the
 ///        raw gradient, then v = mu*v + s_p*(g + wd*w), w -= lr*v: SGD-momentum with the
-///        bounded per-tensor factor (design.md, AGS; 0 < s_min <= s_p <= s_max is the bound
+///        bounded per-tensor factor (tula-train(1), OPTIMIZERS; 0 < s_min <= s_p <= s_max is the bound
 ///        the convergence lemma of the Tula paper assumes).
 ///  Lars: lambda_p = lars_factor(|w_p|, |g_p|, eta, beta = the segment's wd), v = mu*v + lambda_p*(g + wd*w),
 ///        w -= lr*v (You et al. 2017, Algorithm 1, with the rate outside the momentum as in

@@ -1,4 +1,4 @@
-// tula-train: the prefetching loader of the CPU training path (issue 5, Data): one background
+// tula-train: the prefetching loader of the CPU training path: one background
 // thread gathers (normalizes, augments) the next training batch into a second buffer while
 // the compute works on the current one (double buffering).
 #pragma once
