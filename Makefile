@@ -14,8 +14,8 @@ libdir      ?= $(prefix)/lib
 includedir  ?= $(prefix)/include
 mandir      ?= $(prefix)/share/man
 pkgconfigdir ?= $(libdir)/pkgconfig
-# version in tula.pc: the one `tula --version` prints (cli/main.cpp)
-TULA_PC_VERSION := $(shell sed -n 's/^\#define TULA_VERSION "\(.*\)"/\1/p' cli/main.cpp)
+# The version: one source, the file VERSION (tula --version, tula.pc)
+TULA_VERSION := $(shell cat VERSION)
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
 USE_MPI     ?= auto
@@ -93,7 +93,11 @@ endif
 
 # OpenMP for the parallel GEMMs of tula-train (trainer/cpu/gemm/*.cpp; --threads)
 TRAIN_OMP   := -fopenmp
-ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) $(DEPFLAGS)
+# The version reaches the code as a macro (tula.h); so does the site configuration directory,
+# but only in the two objects that name the default tula.conf, which alone are rebuilt when
+# sysconfdir changes (their own stamp, $(SYSCONF_STAMP)).
+ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) \
+  -DTULA_VERSION='"$(TULA_VERSION)"' $(DEPFLAGS)
 ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
 
 # ---- sources ----------------------------------------------------------------------
@@ -149,10 +153,17 @@ endif
 SETTINGS     := $(B)/.make-settings
 SETTINGS_NOW := CXX=$(CXX) CC=$(CC) MPICXX=$(MPICXX) NVCC=$(NVCC) OPT=$(OPT) CXXFLAGS=$(CXXFLAGS) \
   CFLAGS=$(CFLAGS) NVCCFLAGS=$(NVCCFLAGS) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) \
-  HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) sysconfdir=$(sysconfdir)
+  HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) VERSION=$(TULA_VERSION)
 ifneq ($(strip $(SETTINGS_NOW)),$(strip $(shell cat $(SETTINGS) 2>/dev/null)))
   $(shell mkdir -p $(B) && printf '%s\n' '$(strip $(SETTINGS_NOW))' > $(SETTINGS))
 endif
+SYSCONF_STAMP := $(B)/.make-sysconfdir
+ifneq ($(sysconfdir),$(shell cat $(SYSCONF_STAMP) 2>/dev/null))
+  $(shell mkdir -p $(B) && printf '%s\n' '$(sysconfdir)' > $(SYSCONF_STAMP))
+endif
+SYSCONF_OBJ := $(B)/obj/libtula/src/c_api.o $(B)/obj/cli/common.o
+$(SYSCONF_OBJ): $(SYSCONF_STAMP)
+$(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 .PHONY: all deps-report check unit integration demo eval clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
@@ -308,7 +319,7 @@ install: all
 	for s in 1 5 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
 	install -d $(DESTDIR)$(pkgconfigdir)
 	sed -e 's|@PREFIX@|$(prefix)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@INCLUDEDIR@|$(includedir)|g' \
-	  -e 's|@VERSION@|$(TULA_PC_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc
+	  -e 's|@VERSION@|$(TULA_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc
 
 clean:
 	rm -rf $(B)

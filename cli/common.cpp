@@ -18,8 +18,8 @@ namespace tula::cli {
 
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write) {
     sub->add_option("--conf", o->conf,
-                    "site configuration (default: $TULA_CONF, else /etc/slurm/tula.conf; a missing default file "
-                    "means built-in defaults)")
+                    std::string("site configuration (default: $TULA_CONF, else ") + kDefaultConfPath +
+                        "; a missing default file means built-in defaults)")
         ->type_name("PATH");
     if (write)
         sub->add_option("--db", o->dbs,

@@ -1,6 +1,7 @@
 // tula CLI: what every command shares: exit statuses, the common options (--conf, --db),
 // configuration and database lookup, messages, terminal colour, files and programs.
 #pragma once
+#include "tula/tula.h"
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -29,7 +30,7 @@ struct UsageError : std::runtime_error {
 using Action = std::function<int()>;
 
 /// Path of the configuration used when --conf is not given: $TULA_CONF, else this.
-constexpr const char* kDefaultConfPath = "/etc/slurm/tula.conf";
+constexpr const char* kDefaultConfPath = TULA_DEFAULT_CONF;  // tula.h: sysconfdir/tula.conf
 
 /// --conf and --db, given to every command.
 struct CommonOptions {
@@ -49,7 +50,7 @@ struct LoadedConfig {
     bool from_file = false;  ///< false: built-in defaults (the default file does not exist)
 };
 
-/// Loads --conf, else $TULA_CONF, else /etc/slurm/tula.conf. A file that does not exist
+/// Loads --conf, else $TULA_CONF, else kDefaultConfPath (sysconfdir/tula.conf). A file that does not exist
 /// gives the built-in defaults unless it was named with --conf. Errors: tula::Error for an
 /// explicit --conf that is missing, an unreadable file, or a parse error (names the line).
 LoadedConfig load_cli_config(const CommonOptions& o);

@@ -8,15 +8,13 @@
 #include <new>
 
 #include "common.hpp"
+#include "tula/tula.h"
 #include "format.hpp"
 
 namespace tula::cli {
 void add_validate_command(CLI::App& app, Action* action);  // cli/validate.cpp
 }
 
-#ifndef TULA_VERSION
-#define TULA_VERSION "0.1.0"
-#endif
 
 namespace {
 

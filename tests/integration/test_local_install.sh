@@ -12,6 +12,8 @@ P=/opt/tula-test-prefix
 SYSCONF=$P/etc/slurm
 PLUGDIR=$P/lib/slurm
 note "make install B=$BUILD prefix=$P DESTDIR=$D"
+# sysconfdir reaches the default tula.conf path compiled into tula: rebuild the default after.
+on_exit "make -s -C '$REPO' B='$BUILD' all >/dev/null 2>&1"
 expect_ok "make install" make -s -C "$REPO" B="$BUILD" install prefix="$P" DESTDIR="$D" sysconfdir="$SYSCONF" \
     slurmplugindir="$PLUGDIR"
 R=$D$P
@@ -21,7 +23,10 @@ for b in tula tula-train; do
     [ -x "$R/bin/$b" ] || fail "missing $R/bin/$b"
 done
 expect_ok "installed tula --version" "$R/bin/tula" --version
-assert_match "$T_OUT" '^tula [0-9]+\.[0-9]+' "tula --version output"
+assert_eq "tula $(cat "$REPO/VERSION")" "$T_OUT" "tula --version output vs the file VERSION"
+# the installed tula's default tula.conf is the one under the installed sysconfdir
+run_cmd "$R/bin/tula" plan --help
+assert_contains "$T_OUT" "$SYSCONF/tula.conf" "tula plan --help of the installed tula: its default tula.conf (sysconfdir)"
 expect_ok "installed tula-train --help" "$R/bin/tula-train" --help
 
 # Library and soname.

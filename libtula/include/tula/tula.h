@@ -16,8 +16,18 @@ extern "C" {
 #define TULA_MSG_MAX 512
 #define TULA_NAME_MAX 128
 
+/* Directory of the site configuration: `make sysconfdir=DIR` (default /etc/slurm). */
+#ifndef TULA_SYSCONFDIR
+#define TULA_SYSCONFDIR "/etc/slurm"
+#endif
+
 /* Default site configuration path. */
-#define TULA_DEFAULT_CONF "/etc/slurm/tula.conf"
+#define TULA_DEFAULT_CONF TULA_SYSCONFDIR "/tula.conf"
+
+/* Tula's version (the file VERSION, passed by the Makefile). */
+#ifndef TULA_VERSION
+#define TULA_VERSION "unknown"
+#endif
 
 /* What the job asks for. All strings may be NULL. */
 typedef struct tula_job_query {
