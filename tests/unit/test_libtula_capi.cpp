@@ -18,9 +18,9 @@
 
 namespace {
 
-using tula_test::TempDir;  // tests/unit/test_util.hpp
+using tula_test::contains;
 
-bool contains(const char* s, const char* part) { return std::strstr(s, part) != nullptr; }
+using tula_test::TempDir;  // tests/unit/test_util.hpp
 
 void write(const std::string& path, const std::string& text) {
     std::ofstream f(path);

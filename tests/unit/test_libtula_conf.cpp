@@ -13,18 +13,8 @@
 
 namespace {
 
-// The message of the tula::Error `f` throws; "" when it throws nothing.
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const tula::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using tula_test::error_of;
+using tula_test::contains;
 
 }  // namespace
 

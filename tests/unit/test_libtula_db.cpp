@@ -21,21 +21,13 @@
 
 namespace {
 
+using tula_test::error_of;
+using tula_test::contains;
+
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 using tula_test::raw_exec;
 using tula_test::raw_query;
 
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const tula::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 bool exists(const std::string& p) {
     struct stat st;
     return stat(p.c_str(), &st) == 0;

@@ -23,25 +23,16 @@
 
 namespace {
 
+using tula_test::error_of;
+using tula_test::contains;
+
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 using tula_test::raw_exec;
 using tula_test::raw_query;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 bool exists(const std::string& p) {
     struct stat st;
     return lstat(p.c_str(), &st) == 0;
-}
-
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "";
 }
 
 tula::Workload lenet5() {

@@ -18,22 +18,14 @@
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
+#include "test_util.hpp"
 
 namespace {
 
+using tula_test::error_of;
+using tula_test::contains;
+
 using Json = nlohmann::json;
-
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const tula::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // etc/hardware-h100-512.json from the current directory (make check runs in the repository
 // root), else from the repository above the test binary (build/bin/tula-unit-tests).

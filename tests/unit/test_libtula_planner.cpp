@@ -28,17 +28,8 @@
 
 namespace {
 
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const tula::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using tula_test::error_of;
+using tula_test::contains;
 
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 using tula_test::seconds_in_child;

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tula/error.hpp"
+
 namespace tula_test {
 
 /// A fresh private directory /tmp/tula-test-TAG-XXXXXX (mkdtemp, mode 0700), removed with
@@ -42,6 +44,21 @@ struct TempDir {
     /// The path of `name` inside the directory.
     std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+/// The message of the exception of type E (default tula::Error) that f() throws; "" when it
+/// throws nothing. Other exceptions propagate (and fail the test).
+template <class E = tula::Error, class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    }
+    return "";
+}
+
+/// True if `part` occurs in `s`.
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 /// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
 /// awaited at most `limit` seconds: +infinity when it has not answered by then (it is killed)
