@@ -320,7 +320,11 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps, con
                           cpu->segments()[i].name);
     cpu->init(7);
     gpu->upload(cpu->params(), cpu->num_params(), cpu->state(), cpu->state_size());
-    Sgd sgd(*cpu, 0.9, 5e-4);
+    OptimConfig oc;  // SGD, momentum 0.9, weight decay 5e-4: GpuSgd's rule
+    oc.kind = OptimKind::Sgd;
+    oc.momentum = 0.9;
+    oc.weight_decay = 5e-4;
+    Optimizer sgd(cpu->segments(), cpu->num_params(), oc);
     GpuSgd gsgd(*gpu, 0.9, 5e-4);
     SoftmaxCrossEntropy loss;
     GpuSoftmaxCrossEntropy gloss(ctx);
@@ -367,7 +371,7 @@ void model_steps(GpuContext& ctx, const std::string& name, int n, int steps, con
         const std::vector<float> cs(cpu->state(), cpu->state() + cpu->state_size());
         if (tol.normwise) expect_close_l2("bn state" + r, gs, cs, tol.rel_tol);
         else expect_close("bn state" + r, gs, cs, tol.abs_tol, tol.rel_tol);
-        sgd.step(0.05);
+        sgd.step(cpu->params(), cpu->grads(), 0.05);
         gsgd.step(0.05);
         gpu->download(&gp, nullptr, nullptr);
         compare("params" + r, gp, std::vector<float>(cpu->params(), cpu->params() + cpu->num_params()), tol.rel_tol);

@@ -302,11 +302,15 @@ public:
         for (auto& v : g1) v = static_cast<float>(rng.normal());
         for (auto& v : g2) v = static_cast<float>(rng.normal());
         const double mom = 0.8, wd = 0.01, lr1 = 0.1, lr2 = 0.05;
-        Sgd sgd(*m, mom, wd);
+        OptimConfig oc;
+        oc.kind = OptimKind::Sgd;
+        oc.momentum = mom;
+        oc.weight_decay = wd;
+        Optimizer sgd(m->segments(), n, oc);
         std::copy(g1.begin(), g1.end(), m->grads());
-        sgd.step(lr1);
+        sgd.step(m->params(), m->grads(), lr1);
         std::copy(g2.begin(), g2.end(), m->grads());
-        sgd.step(lr2);
+        sgd.step(m->params(), m->grads(), lr2);
         for (const auto& s : m->segments())
             for (size_t i = s.offset; i < s.offset + s.size; i += 97) {
                 const double d = s.decay ? wd : 0.0;

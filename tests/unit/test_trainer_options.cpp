@@ -106,6 +106,9 @@ public:
             {"--model", "lenet5", "--data", "imagenet"},
             {"--model", "lenet5", "--precision", "bf16"},  // bf16 is for --device cuda only
             {"--model", "lenet5", "--no-such-option"},
+            {"--model", "lenet5", "--label-smoothing", "1"},
+            {"--model", "lenet5", "--label-smoothing", "-0.1"},
+            {"--model", "lenet5", "--label-smoothing", "0.1", "--device", "cuda"},
         };
         for (const auto& args : bad) {
             Options o;
@@ -113,6 +116,9 @@ public:
         }
         Options h;
         CPPUNIT_ASSERT_EQUAL(0, parse({"--help"}, &h));
+        Options ls;
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--label-smoothing", "0.1"}, &ls));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.1, ls.label_smoothing, 0.0);
     }
 };
 

@@ -40,6 +40,7 @@ struct Options {
     double lr_max = kDefaultLrMax;
     double momentum = 0.9;
     double weight_decay = 5e-4;
+    double label_smoothing = 0;     // --label-smoothing EPS, [0, 1); CPU only
     double warmup_epochs = -1;  // -1: automatic
     std::string schedule = "cosine";  // cosine | constant | wsd
     double decay_fraction = 0.3;      // wsd: fraction of the post-warmup steps spent decaying

@@ -114,6 +114,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--lr-max", o.lr_max, "cap on the scaled rate lr*B/B0 (0: no cap)")->capture_default_str();
     app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
     app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (not on biases and BN)")->capture_default_str();
+    app.add_option("--label-smoothing", o.label_smoothing,
+                   "label smoothing EPS of the training loss, 0 <= EPS < 1 (Szegedy et al. 2016; CPU only)")
+        ->capture_default_str();
     app.add_option("--warmup-epochs", o.warmup_epochs,
                    "linear warmup epochs; default 0 when the batch is <= --lr-base-batch, 1 up to 8 times it, else 2");
     app.add_option("--schedule", o.schedule,
@@ -321,6 +324,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
     if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
     if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+    if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
+        return bad("--label-smoothing must be in [0, 1) (got " + fmt("%g", o.label_smoothing) + ")");
+    if (o.label_smoothing > 0 && o.device == "cuda") return bad("--label-smoothing is for --device cpu only");
     if (o.precision != "fp32" && o.precision != "bf16")
         return bad("unknown --precision '" + o.precision + "'; valid: fp32, bf16");
     if (o.precision == "bf16" && o.device != "cuda")

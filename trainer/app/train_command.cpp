@@ -134,6 +134,7 @@ int run_training(const Options& o, Comm& comm) {
     cfg.global_batch = o.batch;
     cfg.momentum = o.momentum;
     cfg.weight_decay = o.weight_decay;
+    cfg.label_smoothing = static_cast<float>(o.label_smoothing);
     cfg.seed = o.seed;
     cfg.lr.lr = o.lr;
     cfg.lr.base_batch = o.lr_base_batch;

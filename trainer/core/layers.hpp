@@ -120,10 +120,6 @@ std::unique_ptr<Layer> make_relu();
 /// (PyTorch's MaxPool2d(k, stride)); e.g. AlexNet's 3/2 overlapping pooling.
 std::unique_ptr<Layer> make_maxpool2d(int k, int stride = 0);
 
-/// Average pooling, k x k window, stride k, no padding: output floor(H/k) x floor(W/k),
-/// y = mean of the window; dx = dy / k^2 spread over the window.
-std::unique_ptr<Layer> make_avgpool2d(int k);
-
 /// Adaptive average pooling to oh x ow (PyTorch's AdaptiveAvgPool2d): output cell (i, j)
 /// averages input rows [floor(i*H/oh), ceil((i+1)*H/oh)) and likewise columns; oh = ow = 1
 /// is global average pooling (its output (C, 1, 1) feeds a linear layer). Smaller inputs are

@@ -1,4 +1,4 @@
-// tula-train: CPU pooling: max (non-overlapping and strided), average (fixed and adaptive). See core/layers.hpp for the maths and the shapes.
+// tula-train: CPU pooling: max (non-overlapping and strided) and adaptive average. See core/layers.hpp for the maths and the shapes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -157,20 +157,16 @@ private:
 // A fixed k x k, stride-k pool is the window [i*k, i*k + k).
 class AvgPoolCpu final : public Layer {
 public:
-    AvgPoolCpu(int k, int oh, int ow) : k_(k), oh_(oh), ow_(ow) {
-        if (k < 0 || (k == 0 && (oh <= 0 || ow <= 0)))
-            throw std::invalid_argument("avgpool2d: window and output size must be positive");
+    AvgPoolCpu(int oh, int ow) : oh_(oh), ow_(ow) {
+        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avgpool2d: output size must be positive");
     }
     std::string describe() const override {
-        if (k_ > 0) return "avgpool" + std::to_string(k_);
         if (oh_ == 1 && ow_ == 1) return "global-avgpool";
         return "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
     }
     Shape configure(const Shape& in) override {
-        if (k_ > 0 && (in.h < k_ || in.w < k_))
-            throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
         in_ = in;
-        out_ = k_ > 0 ? Shape{in.c, in.h / k_, in.w / k_} : Shape{in.c, oh_, ow_};
+        out_ = Shape{in.c, oh_, ow_};
         rows_.clear();
         cols_.clear();
         for (int i = 0; i < out_.h; ++i) rows_.push_back(window(i, in.h, out_.h));
@@ -217,10 +213,9 @@ public:
 
 private:
     std::pair<int, int> window(int i, int n, int o) const {
-        if (k_ > 0) return {i * k_, i * k_ + k_};
         return {static_cast<int>((static_cast<long>(i) * n) / o), static_cast<int>(((static_cast<long>(i) + 1) * n + o - 1) / o)};
     }
-    int k_, oh_, ow_;
+    int oh_, ow_;
     Shape in_, out_;
     std::vector<std::pair<int, int>> rows_, cols_;
     Tensor y_, dx_;
@@ -232,13 +227,8 @@ std::unique_ptr<Layer> make_maxpool2d(int k, int stride) {
     if (stride > 0 && stride != k) return std::make_unique<MaxPoolStridedCpu>(k, stride);
     return std::make_unique<MaxPool2dCpu>(k);
 }
-std::unique_ptr<Layer> make_avgpool2d(int k) {
-    if (k <= 0) throw std::invalid_argument("avgpool2d: window must be positive");
-    return std::make_unique<AvgPoolCpu>(k, 0, 0);
-}
 std::unique_ptr<Layer> make_adaptive_avgpool2d(int oh, int ow) {
-    if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avgpool2d: output size must be positive");
-    return std::make_unique<AvgPoolCpu>(0, oh, ow);
+    return std::make_unique<AvgPoolCpu>(oh, ow);
 }
 std::unique_ptr<Layer> make_global_avgpool() { return make_adaptive_avgpool2d(1, 1); }
 

@@ -334,7 +334,7 @@ std::unique_ptr<GpuModel> build_gpu_model(GpuContext& ctx, const std::string& na
 /// build_gpu_model for Fashion-MNIST examples (1, 28, 28) and 10 classes.
 std::unique_ptr<GpuModel> build_gpu_model(GpuContext& ctx, const std::string& name);
 
-/// SGD with momentum and weight decay over a GpuModel, the same rule as Sgd (optim.hpp,
+/// SGD with momentum and weight decay over a GpuModel, the same rule as Optimizer with OptimKind::Sgd (optim.hpp,
 /// PyTorch's torch.optim.SGD): g' = g + wd*w (segments with decay), v = m*v + g',
 /// w -= lr*v; one fused kernel launch per parameter segment.
 class GpuSgd {

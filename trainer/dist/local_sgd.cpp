@@ -280,6 +280,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
     const size_t np = model.num_params();
     BatchVariance bv(np, inner);
     SoftmaxCrossEntropy ce;
+    ce.set_label_smoothing(cfg.label_smoothing);
     Tensor x;
     std::vector<float> gsum(np);
 

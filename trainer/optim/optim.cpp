@@ -48,34 +48,6 @@ double LrSchedule::at_progress(double p, int B) const {
     if (pk > lr && w > 0 && p < w) return lr + (pk - lr) * p / w;
     return pk * decay(w < 1 ? (p - std::min(p, w)) / (1.0 - w) : 1.0);
 }
-
-Sgd::Sgd(Model& model, double momentum, double weight_decay)
-    : m_(model), momentum_(static_cast<float>(momentum)), wd_(static_cast<float>(weight_decay)),
-      v_(model.num_params(), 0.0f) {
-    for (const auto& s : model.segments()) decay_.push_back(s.decay ? 1 : 0);
-}
-
-void Sgd::step(double lr_) {
-    const float lr = static_cast<float>(lr_);
-    float* w = m_.params();
-    const float* g = m_.grads();
-    float* v = v_.data();
-    const auto& segs = m_.segments();
-    for (size_t k = 0; k < segs.size(); ++k) {
-        const size_t o = segs[k].offset, n = segs[k].size;
-        const float wd = decay_[k] ? wd_ : 0.0f;
-        const float mom = momentum_;
-        float* wp = w + o;
-        const float* gp = g + o;
-        float* vp = v + o;
-        for (size_t i = 0; i < n; ++i) {
-            const float d = gp[i] + wd * wp[i];
-            vp[i] = mom * vp[i] + d;
-            wp[i] -= lr * vp[i];
-        }
-    }
-}
-
 }  // namespace train
 }  // namespace tula
 

@@ -145,7 +145,7 @@ double lars_factor(double w_norm, double g_norm, double eta, double beta);
 /// The optimizers of tula-train over fused (num_params,) float32 buffers laid out in
 /// segments (one per parameter tensor; see ParamSegment). `w` the parameters, `g` the
 /// gradient (already averaged over ranks), `lr` the rate of this step.
-///  Sgd:  d = g + wd*w (decay segments), v = mu*v + d, w -= lr*v (as class Sgd).
+///  Sgd:  d = g + wd*w (decay segments), v = mu*v + d, w -= lr*v (torch.optim.SGD, dampening 0, no Nesterov; Sutskever et al. 2013).
 ///  Ags:  s_p = ags_factor(|w_p|, |g_p|, eta, lambda, s_min, s_max) per segment p from the
 ///        raw gradient, then v = mu*v + s_p*(g + wd*w), w -= lr*v: SGD-momentum with the
 ///        bounded per-tensor factor (tula-train(1), OPTIMIZERS; 0 < s_min <= s_p <= s_max is the bound
@@ -183,25 +183,6 @@ private:
     std::vector<float> v_, m2_;
     std::vector<double> factors_;
     int64_t t_ = 0;
-};
-
-/// SGD with momentum and L2 weight decay over the Model's fused buffers, PyTorch's
-/// formulation (torch.optim.SGD, dampening 0, no Nesterov; Sutskever et al. 2013):
-///   g' = g + wd * w (only segments with decay = true: conv / fc weights),
-///   v  = momentum * v + g',  w = w - lr * v.
-class Sgd {
-public:
-    Sgd(Model& model, double momentum, double weight_decay);
-    /// One update with rate `lr` from model.grads() (already averaged over ranks).
-    void step(double lr);
-    /// The momentum buffer, (num_params,).
-    const std::vector<float>& velocity() const { return v_; }
-
-private:
-    Model& m_;
-    float momentum_, wd_;
-    std::vector<float> v_;
-    std::vector<char> decay_;  // per segment
 };
 
 }  // namespace train

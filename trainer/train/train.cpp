@@ -259,6 +259,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     if (!engine) {
         cpu = std::make_unique<Trainer>(model, comm, oc);
         cpu->set_bucket_bytes(cfg.bucket_bytes);
+        cpu->set_label_smoothing(cfg.label_smoothing);
     }
     StepEngine& tr = engine ? *engine : *cpu;
     NoiseScale noise(cfg.noise_beta);

@@ -33,6 +33,9 @@ struct TrainConfig {
     LrSchedule lr;             ///< global_batch / steps_per_epoch / epochs are filled by train()
     double momentum = 0.9;
     double weight_decay = 5e-4;
+    /// Label smoothing eps of the training loss (SoftmaxCrossEntropy::set_label_smoothing,
+    /// Szegedy et al. 2016, sec. 7), in [0, 1); 0: plain cross-entropy. CPU path only.
+    float label_smoothing = 0.0f;
     uint64_t seed = 1;         ///< data order (shuffle); the model is initialized by the caller
     int eval_batch = 500;      ///< examples per evaluation forward pass (per rank)
     /// Update rule and its hyper-parameters; optim.momentum / optim.weight_decay are
@@ -187,6 +190,9 @@ public:
     Trainer(Model& model, Comm& comm, double momentum, double weight_decay);
     /// With the update rule of `oc`. Errors: std::invalid_argument as Optimizer.
     Trainer(Model& model, Comm& comm, const OptimConfig& oc);
+    /// Label smoothing of the training loss (see TrainConfig::label_smoothing). Errors:
+    /// std::invalid_argument unless 0 <= eps < 1.
+    void set_label_smoothing(float eps) { ce_.set_label_smoothing(eps); }
     /// One data-parallel SGD step on examples idx[0..n) of `d` (this rank's share):
     /// forward, loss, backward; when `sync` and more than one rank, ONE allreduce of the
     /// fused gradient buffer and division by the rank count (the mean of the ranks' mean
