@@ -17,81 +17,6 @@ namespace tula {
 /// libtula (tula.h) calls it first. Never fails.
 void numerics_never_abort();
 
-/// Compute time of one training iteration vs local batch b (examples per rank), one of two
-/// forms chosen from the data:
-///   linear:             t(b) = t0 + t1 * b                   [seconds]
-///   flat-then-linear:   t(b) = max(t_min, t0 + t1 * b)       [seconds]
-/// t0 is the per-iteration overhead (kernel launches, optimizer step), t1 the per-example
-/// cost, t_min the floor at small batches where the device is not yet saturated. The linear
-/// form follows Scavenger (Tyagi & Sharma 2023), tau = compute(b) + sync(K). The linear part
-/// is fitted by least squares with t0, t1 >= 0 (Eigen QR); the flat-then-linear form is a
-/// segmented regression (Hudson 1966, "Fitting segmented curves whose join points have to be
-/// estimated", JASA 61): every split of the sorted distinct batches into a flat head (its mean
-/// is t_min) and a linear tail (at least 2 batches) is fitted and the smallest residual sum
-/// of squares kept. The form with the smaller Akaike information criterion
-/// AIC = n ln(SSE/n) + 2k (k = 2 linear, 4 flat-then-linear: t_min, t0, t1 and the join)
-/// wins; the flat form is only considered with >= 4 distinct batches and >= 5 samples, and
-/// must beat the linear AIC by more than 2 (ties go to the simpler linear form). The splits
-/// are scored from prefix sums over the sorted batches in O(1) each, and the 4 best scored
-/// are refitted from the samples (two-pass least squares, residuals summed directly), which
-/// decides: the split a refit of every one would choose, in O(n log n) for n samples
-/// (compute_fit.cpp; the 4 absorb the rounding of the prefix sums, which matters only where
-/// the fit is nearly exact).
-///
-/// Inside the profiled range a third, non-parametric form can replace the fitted curve:
-///   interpolated:       t(b) = piecewise-linear interpolation of the knots (b_j, m_j)
-/// where m_j is the median measured time at profiled local batch b_j. It is chosen when
-/// leave-one-out cross-validation (Stone 1974, "Cross-validatory choice and assessment of
-/// statistical predictions", JRSS B 36) over the interior knots says so: with >= 3 distinct
-/// batches, each interior knot is predicted from the others both by interpolation and by
-/// the parametric form refitted without it, and interpolation wins when its mean relative
-/// error is smaller. With I > kLooKnots interior knots, the knots 1 + floor(r (I - 1) /
-/// (kLooKnots - 1)), r = 0 .. kLooKnots - 1 (evenly spaced in rank, the first and last
-/// interior ones included) stand for all: each refit costs O(n), and a profile of thousands
-/// of batches must still plan in milliseconds (a cap: the choice there is a sample's, not
-/// every knot's). CPUs need it: the per-example cost of a small CNN steps up by 15-25 %
-/// once a batch's activations leave the cache (measured for lenet5 on the development
-/// machine between local batch 32 and 64), which no straight line follows. Outside the
-/// profiled range the parametric form is used, shifted to meet the end knot (continuous):
-///   b > b_max: t(b) = m_max + t_par(b) - t_par(b_max);
-///   b < b_min: max(m_min b / b_min, m_min + t_par(b) - t_par(b_min)), i.e. never below
-///              proportional scaling of the smallest profiled batch.
-///
-/// All of the above is fitted on the samples of one rank alone (ComputeSample::ranks == 1).
-/// Samples that K ranks of a K-node job timed at once (ranks == K > 1, the mean of each
-/// step's slowest rank) give a concurrency factor for K nodes, this project's own rule (no paper):
-///   c_K(b) = median concurrent seconds at b / t(b),   at each profiled local batch b,
-/// interpolated linearly in log b between those batches and held at the end ones' values
-/// outside (TimeCalibration::curve_at). A step on K nodes then computes for t(b) c_K(b). On
-/// nodes of their own c_K is about 1 (the slowest of K ranks); where nodes share a host's
-/// cores, caches or memory bandwidth (a test cluster of co-located slurmd, a VM) it grows with
-/// K and with the working set, which a one-rank profile cannot see and which a factor fitted
-/// from finished runs can only hold flat beyond the runs' local batches. A node count that
-/// was not profiled at once uses the largest profiled K below it; none: c = 1.
-///
-/// Synchronized steps: the same K ranks also time a whole training step as a job takes it
-/// (ComputeSample::synced_seconds_per_iter: shuffled examples, the gradients allreduced in
-/// the training's buckets with MPI_Iallreduce, the update, the per-step agreement). The
-/// modelled step combine(t(b) c_K(b), T_comm(K)) leaves out what that adds beyond a blocking
-/// MPI_Allreduce of the profile (nonblocking collectives progress more slowly, the ranks'
-/// waits for each other, the gradient averaging and norms, the data path). The sync factor
-///   y_K(b) = median synced seconds at b / modelled(K, b),   at each profiled local batch b,
-/// interpolated like c_K (linear in log b, held at the end values), clamped to
-/// [TimeCalibration::kMin, kMax], multiplies the prediction of a K-node step; finished
-/// multi-node runs then calibrate what it leaves (TimeCalibration, step_time_factor). This
-/// project's own rule (no paper); measured
-/// on the 4-node test cluster of co-located slurmd (lenet5, 2 ranks, local batch 32): the
-/// synced step took 0.11-0.24 ms more than the compute part, where the allreduce profile
-/// gave 0.06 ms.
-///
-/// Start-up: a fresh process's first steps take longer than the steady ones (first touch of
-/// buffers that grow with the local batch; measured for fmnist-cnn on the development VM:
-/// the first step at local batch 512 took 3.7 s against 0.69 s for the next ones). A
-/// training run pays it once, so it matters for short runs. s(b) = the median measured
-/// start-up (ComputeSample::startup_seconds, one rank alone) at each profiled local batch,
-/// interpolated linearly in b between them; below the smallest, scaled in proportion to b;
-/// above the largest, continued with the last two batches' slope (not below the last value).
-/// No measured start-up: s = 0. This project's own rule (no paper).
 /// The node count whose profile serves `nodes` nodes in a map keyed by profiled node count
 /// (ComputeModel::concurrent, synced, or their ratios): the largest key <= nodes; 0 when
 /// nodes <= 1 or no key is that small. Pure.
@@ -102,6 +27,14 @@ int profiled_count(const std::map<int, V>& by_count, int nodes) {
     return it == by_count.begin() ? 0 : std::prev(it)->first;
 }
 
+/// Compute time of one training iteration vs local batch b (examples per rank), seconds:
+/// linear t(b) = t0 + t1 b (Scavenger, Tyagi & Sharma 2023), flat-then-linear
+/// max(t_min, t0 + t1 b) (segmented regression, Hudson 1966) chosen by AIC, or, inside the
+/// profiled range, piecewise-linear interpolation of the knots chosen by leave-one-out
+/// cross-validation (Stone 1974); with a concurrency factor c_K(b) and a sync factor y_K(b)
+/// for K ranks timed at once, and a start-up time s(b). The derivations, the rules that are
+/// this project's own and the measurements behind them are in docs/models.md.
+/// Errors of fit(): tula::Error for too few points or an invalid sample.
 struct ComputeModel {
     /// At most this many interior knots enter the leave-one-out choice (see above).
     static constexpr int kLooKnots = 32;
