@@ -102,7 +102,9 @@ ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
 
 # ---- sources ----------------------------------------------------------------------
 LIB_SRC     := $(wildcard libtula/src/*.cpp libtula/src/*/*.cpp)
-LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o)
+# names.c: the grammar of user values, pure C, in libtula and in the plugin
+NAMES_OBJ   := $(B)/obj/libtula/src/names.o
+LIB_OBJ     := $(LIB_SRC:%.cpp=$(B)/obj/%.o) $(NAMES_OBJ)
 # tula-train: main.cpp and one folder per part (trainer/cuda is built by nvcc, below)
 TRAIN_SRC   := $(wildcard trainer/*.cpp trainer/*/*.cpp trainer/*/*/*.cpp)
 TRAIN_OBJ   := $(TRAIN_SRC:%.cpp=$(B)/obj/%.o)
@@ -115,9 +117,9 @@ CLI_SRC     := $(wildcard cli/*.cpp)
 CLI_OBJ     := $(CLI_SRC:%.cpp=$(B)/obj/%.o)
 PLUGIN_CSRC := $(wildcard plugin/*.c)
 PLUGIN_XSRC := $(wildcard plugin/*.cpp)
-PLUGIN_OBJ  := $(PLUGIN_CSRC:%.c=$(B)/obj/%.o) $(PLUGIN_XSRC:%.cpp=$(B)/obj/%.o)
+PLUGIN_OBJ  := $(PLUGIN_CSRC:%.c=$(B)/obj/%.o) $(PLUGIN_XSRC:%.cpp=$(B)/obj/%.o) $(NAMES_OBJ)
 # plugin objects without the SPANK entry points (pure parts, unit-tested)
-PLUGIN_PURE := $(filter-out $(B)/obj/plugin/spank_%.o,$(PLUGIN_OBJ))
+PLUGIN_PURE := $(filter-out $(B)/obj/plugin/spank_%.o $(NAMES_OBJ),$(PLUGIN_OBJ))
 TEST_SRC    := $(wildcard tests/unit/*.cpp)
 TEST_OBJ    := $(TEST_SRC:%.cpp=$(B)/obj/%.o)
 
@@ -282,12 +284,15 @@ FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := conf import hardware db
 FUZZ_CXXFLAGS = -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address \
   -Ilibtula/include -Ilibtula/src $(EIGEN_CFLAGS) -MMD -MP
-FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.cpp=$(B)/fuzz/obj/%.o) $(B)/fuzz/obj/libtula/src/names.o
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 .PRECIOUS: $(B)/fuzz/obj/%.o
 $(B)/fuzz/obj/%.o: %.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
+$(B)/fuzz/obj/%.o: %.c $(SETTINGS)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -O1 -g -fsanitize=fuzzer-no-link,address -Ilibtula/include -c $< -o $@
 $(B)/fuzz/fuzz_%: $(B)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CXX) -fsanitize=fuzzer,address -o $@ $^ -lsqlite3 $(GSL_LIBS)
 fuzz: $(FUZZ_BINS)

@@ -1,5 +1,6 @@
 // tula CLI: pure formatting and validation helpers (see format.hpp).
 #include "format.hpp"
+#include "tula/tula.h"
 
 #include <cmath>
 #include <cstdio>
@@ -73,12 +74,7 @@ bool name_char(char c) {
 }  // namespace
 
 bool valid_workload_name(const std::string& name) {
-    if (name.empty() || name.size() > 127) return false;
-    const size_t at = name.find('@');
-    if (at == std::string::npos || at == 0 || at + 1 == name.size()) return false;
-    for (size_t i = 0; i < name.size(); ++i)
-        if (i != at && !name_char(name[i])) return false;
-    return true;
+    return name.find('\0') == std::string::npos && tula_check_workload(name.c_str(), nullptr, 0) == 0;
 }
 
 bool split_workload(const std::string& name, std::string* model, std::string* dataset) {

@@ -128,13 +128,29 @@ function T.mode_of(options)
     return "off"
 end
 
--- True if `d` is a deadline HH:MM:SS (hours 0..99999, minutes and seconds 00..59, not zero).
+-- True if `d` is a duration in the one grammar of tula_parse_duration (tula.h): HH:MM:SS,
+-- MM:SS or D-HH:MM:SS (also D-MM:SS); the leading field 1 to 7 digits (at most 1000000), the
+-- others two digits below 60, days 0 to 3650; not zero; shorter than 32 bytes.
 function T.valid_deadline(d)
-    if type(d) ~= "string" or #d > 16 then return false end
-    local h, m, s = string.match(d, "^(%d%d?%d?%d?%d?):(%d%d):(%d%d)$")
-    if not h then return false end
-    h, m, s = tonumber(h), tonumber(m), tonumber(s)
-    return m < 60 and s < 60 and (h * 3600 + m * 60 + s) > 0
+    if type(d) ~= "string" or #d >= 32 then return false end
+    local days, rest = string.match(d, "^(%d%d?%d?%d?)%-(.*)$")
+    if days then days = tonumber(days) else days, rest = 0, d end
+    if days > 3650 then return false end
+    local a, b, c = string.match(rest, "^(%d+):(%d%d):(%d%d)$")
+    local secs
+    if a then
+        if #a > 7 then return false end
+        a, b, c = tonumber(a), tonumber(b), tonumber(c)
+        if a > 1000000 or b > 59 or c > 59 then return false end
+        secs = a * 3600 + b * 60 + c
+    else
+        a, b = string.match(rest, "^(%d+):(%d%d)$")
+        if not a or #a > 7 then return false end
+        a, b = tonumber(a), tonumber(b)
+        if a > 1000000 or b > 59 then return false end
+        secs = a * 60 + b
+    end
+    return days * 86400 + secs > 0
 end
 
 -- True if `b` is a budget: a positive decimal number (cost units, as price_per_node_hour).

@@ -67,7 +67,7 @@ static int g_disabled;                    /* 1: bad plugstack arguments, the plu
 static char g_cfg_err[TULA_MSG_MAX];      /* why it is disabled */
 static char g_opt_mode[16];               /* canonical --tula value; "" = option not given */
 static char g_opt_workload[TULA_NAME_MAX]; /* --tula-workload value; "" = not given */
-static char g_opt_deadline[16];           /* --tula-deadline value (HH:MM:SS); "" = not given */
+static char g_opt_deadline[32];           /* --tula-deadline value (a duration, tula_parse_duration); "" = not given */
 static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
 static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the plan to */
 
@@ -129,7 +129,7 @@ static int opt_mode_cb(int val, const char *optarg, int remote)
 {
     char mode[16], err[TULA_MSG_MAX];
     (void)val;
-    if (tula_plugin_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0) {
+    if (tula_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0) {
         if (!remote)
             slurm_error("%s", err);
         else
@@ -145,7 +145,7 @@ static int opt_workload_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_plugin_check_workload(optarg, err, sizeof err) != 0) {
+    if (tula_check_workload(optarg, err, sizeof err) != 0) {
         if (!remote)
             slurm_error("%s", err);
         else
@@ -161,7 +161,7 @@ static int opt_deadline_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_plugin_check_deadline(optarg, err, sizeof err) < 0) {
+    if (tula_parse_duration(optarg, err, sizeof err) < 0) {
         if (!remote)
             slurm_error("%s", err);
         else
@@ -177,7 +177,7 @@ static int opt_budget_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_plugin_check_budget(optarg, err, sizeof err) != 0) {
+    if (tula_check_budget(optarg, NULL, err, sizeof err) != 0) {
         if (!remote)
             slurm_error("%s", err);
         else
@@ -256,7 +256,7 @@ static int submission_mode(char *mode)
         snprintf(mode, 16, "%s", (g_opt_deadline[0] || g_opt_budget[0]) ? "auto" : "off");
         return 0;
     }
-    if (tula_plugin_parse_mode(env, mode, 16, err, sizeof err) != 0) {
+    if (tula_parse_mode(env, mode, 16, err, sizeof err) != 0) {
         slurm_verbose("%s (from $TULA_MODE); Tula is off for this job", err);
         return -1;
     }
@@ -322,7 +322,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         workload = g_opt_workload;
     } else {
         const char *env = getenv("TULA_WORKLOAD");
-        if (env && env[0] != '\0' && tula_plugin_check_workload(env, err, sizeof err) == 0)
+        if (env && env[0] != '\0' && tula_check_workload(env, err, sizeof err) == 0)
             workload = env;
     }
 
@@ -340,9 +340,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (budget && budget[0] == '\0')
         budget = NULL;
     policy[0] = '\0';
-    if (deadline && !budget && tula_plugin_check_deadline(deadline, err, sizeof err) > 0)
+    if (deadline && !budget && tula_parse_duration(deadline, err, sizeof err) > 0)
         snprintf(policy, sizeof policy, "deadline=%s", deadline);
-    else if (budget && !deadline && tula_plugin_check_budget(budget, err, sizeof err) == 0)
+    else if (budget && !deadline && tula_check_budget(budget, NULL, err, sizeof err) == 0)
         snprintf(policy, sizeof policy, "budget=%s", budget);
     if (policy[0] && spank_job_control_setenv(sp, "TULA_POLICY", policy, 1) != ESPANK_SUCCESS)
         slurm_verbose("tula: cannot pass the policy to the job");
@@ -407,7 +407,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     /* Only a job submitted with an active --tula has SLURM_SPANK_TULA_MODE. */
     if (job_getenv(sp, "SLURM_SPANK_TULA_MODE", raw_mode, sizeof raw_mode) != 1)
         return 0;
-    if (tula_plugin_parse_mode(raw_mode, mode, sizeof mode, err, sizeof err) != 0 || !tula_plugin_mode_plans(mode))
+    if (tula_parse_mode(raw_mode, mode, sizeof mode, err, sizeof err) != 0 || !tula_plugin_mode_plans(mode))
         return 0;
 
     /* S_JOB_NNODES is 0 in the batch step: the allocation is in SLURM_JOB_NUM_NODES. */

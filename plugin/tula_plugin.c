@@ -8,37 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Writes one "tula: ..." line to err (if any). */
-static void set_err(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    if (!err || err_len == 0)
-        return;
-    n = snprintf(err, err_len, "tula: ");
-    if (n < 0 || (size_t)n >= err_len)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err + n, err_len - (size_t)n, fmt, ap);
-    va_end(ap);
-}
-
-/* A printable excerpt of an argument for an error message: at most 64 bytes, control
- * characters replaced by '?'. */
-static void excerpt(const char *s, char out[72])
-{
-    size_t i;
-    for (i = 0; s && s[i] && i < 64; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    out[i] = '\0';
-    if (s && s[i])
-        strcpy(out + i, "...");
-}
-
 static int has_control_chars(const char *s)
 {
     for (; *s; s++)
@@ -51,20 +20,6 @@ static int has_control_chars(const char *s)
 
 /* 1 if s is a plain decimal number: digits with an optional '.' and fraction, or '.' and
  * digits; no sign, exponent or spaces. */
-static int plain_decimal(const char *s)
-{
-    size_t i, digits = 0, dots = 0;
-    for (i = 0; s[i]; i++) {
-        if (s[i] >= '0' && s[i] <= '9')
-            digits++;
-        else if (s[i] == '.' && dots == 0)
-            dots++;
-        else
-            return 0;
-    }
-    return digits > 0;
-}
-
 /* Stores margin=value into c. */
 static int set_margin(const char *value, struct tula_plugin_config *c, char *err, size_t err_len)
 {
@@ -72,19 +27,18 @@ static int set_margin(const char *value, struct tula_plugin_config *c, char *err
     size_t len = strnlen(value, TULA_PLUGIN_MARGIN_MAX);
     double v;
     if (c->margin[0] != '\0') {
-        set_err(err, err_len, "plugstack argument margin= given twice; give it once");
+        tula_set_error(err, err_len, "plugstack argument margin= given twice; give it once");
         return -1;
     }
-    excerpt(value, shown);
-    if (len == 0 || len >= TULA_PLUGIN_MARGIN_MAX || !plain_decimal(value)) {
-        set_err(err, err_len,
+    tula_excerpt(value, shown);
+    if (tula_parse_plain_decimal(value, TULA_PLUGIN_MARGIN_MAX, &v) != 0) {
+        tula_set_error(err, err_len,
                 "plugstack argument margin=%s is not a fraction like 0.25 (a plain decimal number, 0 to 100)",
                 shown);
         return -1;
     }
-    v = strtod(value, NULL);
-    if (!isfinite(v) || v < 0.0 || v > 100.0) {
-        set_err(err, err_len, "plugstack argument margin=%s is out of range (0 to 100, a fraction: 0.25 = +25 %%)",
+    if (v < 0.0 || v > 100.0) {
+        tula_set_error(err, err_len, "plugstack argument margin=%s is out of range (0 to 100, a fraction: 0.25 = +25 %%)",
                 shown);
         return -1;
     }
@@ -99,25 +53,25 @@ static int set_path(const char *key, const char *value, char *dst, char *err, si
     char shown[72];
     size_t len = strnlen(value, TULA_PLUGIN_PATH_MAX);
     if (dst[0] != '\0') {
-        set_err(err, err_len, "plugstack argument %s= given twice; give it once", key);
+        tula_set_error(err, err_len, "plugstack argument %s= given twice; give it once", key);
         return -1;
     }
     if (len == 0) {
-        set_err(err, err_len, "plugstack argument %s= has an empty value; give an absolute path", key);
+        tula_set_error(err, err_len, "plugstack argument %s= has an empty value; give an absolute path", key);
         return -1;
     }
-    excerpt(value, shown);
+    tula_excerpt(value, shown);
     if (len >= TULA_PLUGIN_PATH_MAX) {
-        set_err(err, err_len, "plugstack argument %s=%s is too long (at most %d bytes)", key, shown,
+        tula_set_error(err, err_len, "plugstack argument %s=%s is too long (at most %d bytes)", key, shown,
                 TULA_PLUGIN_PATH_MAX - 1);
         return -1;
     }
     if (has_control_chars(value)) {
-        set_err(err, err_len, "plugstack argument %s=%s contains control characters", key, shown);
+        tula_set_error(err, err_len, "plugstack argument %s=%s contains control characters", key, shown);
         return -1;
     }
     if (value[0] != '/') {
-        set_err(err, err_len, "plugstack argument %s=%s is not an absolute path", key, shown);
+        tula_set_error(err, err_len, "plugstack argument %s=%s is not an absolute path", key, shown);
         return -1;
     }
     memcpy(dst, value, len + 1);
@@ -133,13 +87,13 @@ int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const
     if (err && err_len)
         err[0] = '\0';
     if (!cfg) {
-        set_err(err, err_len, "internal error: no configuration to fill");
+        tula_set_error(err, err_len, "internal error: no configuration to fill");
         return -1;
     }
     memset(cfg, 0, sizeof *cfg);
     memset(&c, 0, sizeof c);
     if (ac < 0 || (ac > 0 && !av)) {
-        set_err(err, err_len, "internal error: bad plugstack argument vector");
+        tula_set_error(err, err_len, "internal error: bad plugstack argument vector");
         return -1;
     }
     /* A strict site fails closed even when another argument is wrong. */
@@ -153,22 +107,22 @@ int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const
         size_t klen;
 
         if (!a) {
-            set_err(err, err_len, "internal error: plugstack argument %d is missing", i + 1);
+            tula_set_error(err, err_len, "internal error: plugstack argument %d is missing", i + 1);
             return -1;
         }
-        excerpt(a, shown);
+        tula_excerpt(a, shown);
         eq = strchr(a, '=');
         if (!eq) {
             if (strcmp(a, "strict") == 0) {
                 if (seen_strict) {
-                    set_err(err, err_len, "plugstack argument strict given twice; give it once");
+                    tula_set_error(err, err_len, "plugstack argument strict given twice; give it once");
                     return -1;
                 }
                 seen_strict = 1;
                 c.strict = 1;
                 continue;
             }
-            set_err(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
+            tula_set_error(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
             return -1;
         }
         klen = (size_t)(eq - a);
@@ -182,14 +136,14 @@ int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const
             if (set_margin(eq + 1, &c, err, err_len) != 0)
                 return -1;
         } else if (klen == 6 && strncmp(a, "strict", 6) == 0) {
-            set_err(err, err_len, "plugstack argument '%s': strict takes no value; write just strict", shown);
+            tula_set_error(err, err_len, "plugstack argument '%s': strict takes no value; write just strict", shown);
             return -1;
         } else if (klen == 0) {
-            set_err(err, err_len, "malformed plugstack argument '%s': no key before '=' (valid: " VALID_ARGS ")",
+            tula_set_error(err, err_len, "malformed plugstack argument '%s': no key before '=' (valid: " VALID_ARGS ")",
                     shown);
             return -1;
         } else {
-            set_err(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
+            tula_set_error(err, err_len, "unknown plugstack argument '%s' (valid: " VALID_ARGS ")", shown);
             return -1;
         }
     }
@@ -208,116 +162,6 @@ int tula_plugin_mode_plans(const char *mode)
     return tula_plugin_mode_active(mode) && strcmp(mode, "dry-run") != 0;
 }
 
-static int name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
-}
-
-int tula_plugin_check_workload(const char *value, char *err, size_t err_len)
-{
-    char shown[72];
-    size_t len, i, at = 0, ats = 0;
-
-    if (err && err_len)
-        err[0] = '\0';
-    if (!value || value[0] == '\0') {
-        set_err(err, err_len, "empty workload; give --tula-workload=MODEL@DATASET, e.g. lenet5@fashion-mnist");
-        return -1;
-    }
-    excerpt(value, shown);
-    len = strnlen(value, TULA_NAME_MAX);
-    if (len >= TULA_NAME_MAX) {
-        set_err(err, err_len, "workload '%s' is too long (at most %d bytes)", shown, TULA_NAME_MAX - 1);
-        return -1;
-    }
-    for (i = 0; i < len; i++) {
-        if (value[i] == '@') {
-            ats++;
-            at = i;
-        } else if (!name_char(value[i])) {
-            set_err(err, err_len,
-                    "workload '%s' is not of the form MODEL@DATASET (letters, digits, _ . - and one @)", shown);
-            return -1;
-        }
-    }
-    if (ats != 1 || at == 0 || at == len - 1) {
-        set_err(err, err_len,
-                "workload '%s' is not of the form MODEL@DATASET (letters, digits, _ . - and one @)", shown);
-        return -1;
-    }
-    return 0;
-}
-
-long tula_plugin_check_deadline(const char *value, char *err, size_t err_len)
-{
-    char shown[72];
-    size_t len, i, colon1 = 0, colon2 = 0, colons = 0;
-    long h = 0, m, s;
-
-    if (err && err_len)
-        err[0] = '\0';
-    if (!value || value[0] == '\0') {
-        set_err(err, err_len, "empty deadline; give --tula-deadline=HH:MM:SS, e.g. 02:00:00");
-        return -1;
-    }
-    excerpt(value, shown);
-    len = strnlen(value, 16);
-    for (i = 0; i < len; i++) {
-        if (value[i] == ':') {
-            if (++colons == 1)
-                colon1 = i;
-            else
-                colon2 = i;
-        } else if (value[i] < '0' || value[i] > '9') {
-            colons = 99;
-            break;
-        }
-    }
-    if (len >= 16 || colons != 2 || colon1 < 1 || colon1 > 5 || colon2 != colon1 + 3 || len != colon2 + 3) {
-        set_err(err, err_len, "invalid deadline '%s'; give a duration HH:MM:SS, e.g. 02:00:00", shown);
-        return -1;
-    }
-    for (i = 0; i < colon1; i++)
-        h = h * 10 + (value[i] - '0');
-    m = (value[colon1 + 1] - '0') * 10 + (value[colon1 + 2] - '0');
-    s = (value[colon2 + 1] - '0') * 10 + (value[colon2 + 2] - '0');
-    if (m >= 60 || s >= 60) {
-        set_err(err, err_len, "invalid deadline '%s': minutes and seconds must be below 60", shown);
-        return -1;
-    }
-    if (h * 3600 + m * 60 + s <= 0) {
-        set_err(err, err_len, "invalid deadline '%s': it must be longer than zero", shown);
-        return -1;
-    }
-    return h * 3600 + m * 60 + s;
-}
-
-int tula_plugin_check_budget(const char *value, char *err, size_t err_len)
-{
-    char shown[72];
-    double v;
-
-    if (err && err_len)
-        err[0] = '\0';
-    if (!value || value[0] == '\0') {
-        set_err(err, err_len, "empty budget; give --tula-budget=X, a positive number in the site's cost unit");
-        return -1;
-    }
-    excerpt(value, shown);
-    if (strnlen(value, 24) >= 24 || !plain_decimal(value)) {
-        set_err(err, err_len, "invalid budget '%s'; give a positive number in the site's cost unit, e.g. 2.5",
-                shown);
-        return -1;
-    }
-    v = strtod(value, NULL);
-    if (!isfinite(v) || v <= 0.0 || v >= 1e15) {
-        set_err(err, err_len, "invalid budget '%s': it must be above 0 and below 1e15", shown);
-        return -1;
-    }
-    return 0;
-}
-
 int tula_plugin_parse_nodes(const char *s)
 {
     long v = 0;
@@ -332,40 +176,6 @@ int tula_plugin_parse_nodes(const char *s)
     if (v < 1 || v > 1000000)
         return -1;
     return (int)v;
-}
-
-int tula_plugin_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len)
-{
-    static const char *const modes[] = {"auto", "time", "cost", "off", "dry-run"};
-    char lower[16], shown[72];
-    size_t i, len;
-
-    if (err && err_len)
-        err[0] = '\0';
-    if (!mode || mode_len < 16) {
-        set_err(err, err_len, "internal error: the mode buffer must hold at least 16 bytes");
-        return -1;
-    }
-    mode[0] = '\0';
-    if (!value || value[0] == '\0') {
-        strcpy(mode, "auto");
-        return 0;
-    }
-    len = strnlen(value, 64);
-    if (len < sizeof lower) {
-        for (i = 0; i < len; i++)
-            lower[i] = (value[i] >= 'A' && value[i] <= 'Z') ? (char)(value[i] - 'A' + 'a') : value[i];
-        lower[len] = '\0';
-        for (i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            if (strcmp(lower, modes[i]) == 0) {
-                strcpy(mode, modes[i]);
-                return 0;
-            }
-        }
-    }
-    excerpt(value, shown);
-    set_err(err, err_len, "invalid --tula value '%s'; valid values: auto, time, cost, off, dry-run", shown);
-    return -1;
 }
 
 /* Reads a plain decimal integer of at most `max_digits` digits from *p, stopping at any
@@ -408,24 +218,24 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
     if (err && err_len)
         err[0] = '\0';
     if (!table || table[0] == '\0') {
-        set_err(err, err_len, "empty plan table");
+        tula_set_error(err, err_len, "empty plan table");
         return -1;
     }
     len = strnlen(table, TULA_PLAN_MAX);
     if (len >= TULA_PLAN_MAX) {
-        set_err(err, err_len, "plan table longer than %d bytes", TULA_PLAN_MAX - 1);
+        tula_set_error(err, err_len, "plan table longer than %d bytes", TULA_PLAN_MAX - 1);
         return -1;
     }
     semi = memchr(table, ';', len);
     wlen = semi ? (size_t)(semi - table) : len;
     if (!semi || wlen >= sizeof workload) {
-        set_err(err, err_len, "malformed plan table: no WORKLOAD; before the rows");
+        tula_set_error(err, err_len, "malformed plan table: no WORKLOAD; before the rows");
         return -1;
     }
     memcpy(workload, table, wlen);
     workload[wlen] = '\0';
-    if (tula_plugin_check_workload(workload, werr, sizeof werr) != 0) {
-        set_err(err, err_len, "malformed plan table: %s", werr + 6);
+    if (tula_check_workload(workload, werr, sizeof werr) != 0) {
+        tula_set_error(err, err_len, "malformed plan table: %s", werr + 6);
         return -1;
     }
     p = semi + 1;
@@ -436,7 +246,7 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
         for (i = 0; i < 4; i++) {
             v[i] = read_uint(&p, digits[i], i == 3);
             if (v[i] < 0 || (i < 3 && *p != ':') || (i == 3 && *p != ';' && *p != '\0')) {
-                set_err(err, err_len, "malformed plan table: row %d is not NODES:GLOBAL_BATCH:EPOCHS:SECONDS",
+                tula_set_error(err, err_len, "malformed plan table: row %d is not NODES:GLOBAL_BATCH:EPOCHS:SECONDS",
                         rows + 1);
                 return -1;
             }
@@ -445,17 +255,17 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
         }
         if (v[0] < 1 || v[0] > 1000000 || v[1] < 1 || v[1] > 16777216 || v[2] < 1 || v[2] > 1000000 ||
             v[3] > 10000000000L) {
-            set_err(err, err_len, "plan table row %d is out of range (nodes %ld, global batch %ld, epochs %ld)",
+            tula_set_error(err, err_len, "plan table row %d is out of range (nodes %ld, global batch %ld, epochs %ld)",
                     rows + 1, v[0], v[1], v[2]);
             return -1;
         }
         if (rows >= TULA_PLAN_ROWS_MAX) {
-            set_err(err, err_len, "plan table has more than %d rows", TULA_PLAN_ROWS_MAX);
+            tula_set_error(err, err_len, "plan table has more than %d rows", TULA_PLAN_ROWS_MAX);
             return -1;
         }
         for (i = 0; i < rows; i++) {
             if (seen[i] == (int)v[0]) {
-                set_err(err, err_len, "plan table has two rows for %ld nodes", v[0]);
+                tula_set_error(err, err_len, "plan table has two rows for %ld nodes", v[0]);
                 return -1;
             }
         }
@@ -475,7 +285,7 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
         p++; /* ';' */
     }
     if (nodes > 0 && !found) {
-        set_err(err, err_len, "the plan has no row for %d nodes", nodes);
+        tula_set_error(err, err_len, "the plan has no row for %d nodes", nodes);
         return 0;
     }
     return rows;
@@ -490,25 +300,25 @@ int tula_plugin_plan_env(const struct tula_plan_row *row, struct tula_plugin_env
     if (err && err_len)
         err[0] = '\0';
     if (!row || !out) {
-        set_err(err, err_len, "internal error: no plan");
+        tula_set_error(err, err_len, "internal error: no plan");
         return -1;
     }
     memset(out, 0, sizeof(struct tula_plugin_env) * TULA_PLUGIN_ENV_COUNT);
     if (row->nodes < 1 || row->nodes > 1000000 || row->global_batch < 1 || row->global_batch > 16777216 ||
         row->epochs < 1 || row->epochs > 1000000) {
-        set_err(err, err_len, "unusable plan: nodes %d, global batch %d, epochs %d", row->nodes,
+        tula_set_error(err, err_len, "unusable plan: nodes %d, global batch %d, epochs %d", row->nodes,
                 row->global_batch, row->epochs);
         return -1;
     }
     if (row->predicted_tenths < 0 || row->predicted_tenths > 10000000000L) {
-        set_err(err, err_len, "unusable plan: predicted time out of range");
+        tula_set_error(err, err_len, "unusable plan: predicted time out of range");
         return -1;
     }
     /* the workload field may lack its NUL: bound it */
     memcpy(wl, row->workload, sizeof wl);
     wl[sizeof wl - 1] = '\0';
-    if (tula_plugin_check_workload(wl, werr, sizeof werr) != 0) {
-        set_err(err, err_len, "unusable plan: %s", werr + 6);
+    if (tula_check_workload(wl, werr, sizeof werr) != 0) {
+        tula_set_error(err, err_len, "unusable plan: %s", werr + 6);
         return -1;
     }
     out[0].name = "TULA_BATCH_SIZE";

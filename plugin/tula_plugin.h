@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-/* TULA_MSG_MAX and TULA_NAME_MAX only: the plugin links nothing of libtula. */
+/* TULA_MSG_MAX, TULA_NAME_MAX and the grammar of user values (names.c, the one object of
+ * libtula the plugin links). */
 #include "tula/tula.h"
 
 #ifdef __cplusplus
@@ -49,7 +50,7 @@ struct tula_plugin_config {
 int tula_plugin_config_parse(struct tula_plugin_config *cfg, int ac, char *const *av,
                              char *err, size_t err_len);
 
-/* 1 if `mode` (a canonical value from tula_plugin_parse_mode) asks Tula to do anything at all
+/* 1 if `mode` (a canonical value from tula_parse_mode) asks Tula to do anything at all
  * (auto, time, cost, dry-run); 0 for "off", "", NULL or anything else. Pure. */
 int tula_plugin_mode_active(const char *mode);
 
@@ -57,32 +58,10 @@ int tula_plugin_mode_active(const char *mode);
  * anything else. Pure. */
 int tula_plugin_mode_plans(const char *mode);
 
-/* Checks a --tula-workload / TULA_WORKLOAD value: MODEL@DATASET, each part non-empty and
- * made of letters, digits, '_', '.', '-', shorter than TULA_NAME_MAX in all.
- * Returns 0 when valid, -1 with a message in err otherwise (NULL, empty, bad form). Pure. */
-int tula_plugin_check_workload(const char *value, char *err, size_t err_len);
-
-/* Checks a --tula-deadline / TULA_DEADLINE value: a duration HH:MM:SS (hours 1 to 5 digits,
- * minutes and seconds two digits each below 60, not all zero). Returns the duration in
- * seconds (> 0), or -1 with a message in err (NULL, empty, bad form, zero). Pure. */
-long tula_plugin_check_deadline(const char *value, char *err, size_t err_len);
-
-/* Checks a --tula-budget / TULA_BUDGET value: a positive plain decimal number (digits with an
- * optional fraction; the unit is the site's cost unit, that of price_per_node_hour in
- * tula.conf(5)), shorter than 24 bytes, below 1e15. Returns 0 when valid, -1 with a message
- * in err otherwise (NULL, empty, signs, exponents, zero, junk). Pure. */
-int tula_plugin_check_budget(const char *value, char *err, size_t err_len);
-
 /* Parses a node count as Slurm writes it in SLURM_JOB_NUM_NODES: decimal digits only,
  * 1 .. 1000000. Returns the count, or -1 for NULL, empty, signs, spaces, junk or out of
  * range. Pure. */
 int tula_plugin_parse_nodes(const char *s);
-
-/* Checks a --tula option value: NULL or "" (bare --tula) means "auto"; valid values are
- * auto, time, cost, off, dry-run, in any letter case, shorter than 64 bytes. Writes the
- * canonical value to `mode` (mode_len >= 16). Returns 0 when valid, -1 otherwise with a
- * message listing the valid values in `err`. Pure. */
-int tula_plugin_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len);
 
 /* Longest plan table accepted, bytes including the NUL. */
 #define TULA_PLAN_MAX 4096
@@ -105,7 +84,7 @@ struct tula_plan_row {
  *     WORKLOAD;NODES:GLOBAL_BATCH:EPOCHS:SECONDS[;NODES:GLOBAL_BATCH:EPOCHS:SECONDS...]
  *
  * e.g. "lenet5@fashion-mnist;2:128:12:95.5;3:192:12:71". WORKLOAD as for
- * tula_plugin_check_workload; every field a plain decimal integer in the range of struct
+ * tula_check_workload; every field a plain decimal integer in the range of struct
  * tula_plan_row, SECONDS with at most one decimal; 1 .. TULA_PLAN_ROWS_MAX rows, each node
  * count once; shorter than TULA_PLAN_MAX. One pass over at most TULA_PLAN_MAX bytes, no
  * allocation.

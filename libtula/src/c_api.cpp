@@ -58,14 +58,6 @@ void copy_error(char* dst, size_t cap, const char* what) noexcept {
     dst[n + m] = '\0';
 }
 
-// A value from the command line, safe to echo: control characters replaced, at most 64 bytes.
-std::string shown(const char* v) {
-    std::string s(v, strnlen(v, 64));
-    for (char& c : s)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-    return s;
-}
-
 // Reads at most kMaxScript bytes of a regular file without following a final symlink.
 std::string read_script(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -115,10 +107,8 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     int64_t limit_train = 0;  // the script's --limit-train (0: the whole dataset)
     if (set(q->workload)) {
         workload = q->workload;
-        const size_t at = workload.find('@');
-        if (at == std::string::npos || !tula::detail::is_plain_name(workload.substr(0, at)) ||
-            !tula::detail::is_plain_name(workload.substr(at + 1)))
-            throw tula::Error("workload '" + shown(q->workload) + "' is not of the form MODEL@DATASET (letters, digits, _ . -)");
+        char err[TULA_MSG_MAX];
+        if (tula_check_workload(q->workload, err, sizeof err) != 0) throw tula::Error(err);
         if (set(q->script_path)) {  // epochs still come from the script when it can be read
             try {
                 const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
@@ -195,37 +185,6 @@ extern "C" int tula_plan_job(const tula_job_query* q, tula_job_plan* out) {
     } catch (...) {
         std::memset(out, 0, sizeof *out);
         copy_error(out->message, sizeof out->message, "tula: internal error while planning the job");
-    }
-    return -1;
-}
-
-extern "C" int tula_parse_mode(const char* value, char* mode, size_t mode_len, char* err, size_t err_len) {
-    tula::numerics_never_abort();
-    try {
-        if (err && err_len) err[0] = '\0';
-        if (!mode || mode_len < 16) {
-            copy_out(err, err_len, "tula: tula_parse_mode: the mode buffer must hold at least 16 bytes");
-            return -1;
-        }
-        mode[0] = '\0';
-        static const char* const kModes[] = {"auto", "time", "cost", "off", "dry-run"};
-        if (!value || value[0] == '\0') {
-            copy_out(mode, mode_len, "auto");
-            return 0;
-        }
-        std::string v(value, strnlen(value, 64));
-        for (char& c : v)
-            if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-        for (const char* m : kModes) {
-            if (v == m && std::strlen(value) < 64) {
-                copy_out(mode, mode_len, m);
-                return 0;
-            }
-        }
-        copy_out(err, err_len,
-                 "tula: invalid --tula value '" + shown(value) + "'; valid values: auto, time, cost, off, dry-run");
-    } catch (...) {
-        copy_error(err, err_len, "tula: internal error while checking the --tula value");
     }
     return -1;
 }

@@ -389,6 +389,18 @@ check strict "strict: a planning error refuses the job with one error line" \
 scenario auto TULA_PLUGSTACK_STRICT=1
 check strict-ok "strict: a good plan is applied as usual" eval '[ "$(get rc)" = 0 ] && [ "$(get sets)" = "nodes=2,time=5" ]'
 
+# ---- one grammar: the shim's deadline check agrees with tula_parse_duration (via tula plan) ---
+if [ -x "$TULA" ]; then
+    for v in 02:00:00 90:00 1-00:00:00 1-12:00 0-00:00 1:2:3 3651-00:00:00 00:00:00 12345678:00 1:60:00 \
+             99999:59:59 2h 01:00:00:00; do
+        lua_ok=$(lua5.1 -e "slurm={SUCCESS=0,ERROR=-1}; dofile('$T_WORK/cli_filter.lua'); print(tula_cli_filter.valid_deadline('$v'))")
+        out=$("$TULA" plan --workload no-such@workload --db "$T_WORK/none.db" --policy "deadline=$v" --format kv 2>&1)
+        if grep -q 'deadline must be' <<<"$out"; then c_ok=false; else c_ok=true; fi
+        OUT="lua: $lua_ok, tula plan: $c_ok"
+        check grammar "deadline '$v': cli_filter.lua and tula_parse_duration agree" [ "$lua_ok" = "$c_ok" ]
+    done
+fi
+
 if [ "$nfail" -gt 0 ]; then
     echo "FAIL $T_NAME: $nfail check(s) failed"
     exit 1

@@ -109,7 +109,6 @@ class PluginConfigTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_modes);
     CPPUNIT_TEST(test_workload_names);
     CPPUNIT_TEST(test_parse_nodes);
-    CPPUNIT_TEST(test_parse_mode);
     CPPUNIT_TEST(test_plan_table);
     CPPUNIT_TEST(test_plan_env);
     CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
@@ -268,29 +267,9 @@ public:
         // Every mode tula_plugin_parse_mode accepts is classified (the two lists agree).
         for (const char* v : {"auto", "time", "cost", "off", "dry-run", ""}) {
             char mode[16], err[TULA_MSG_MAX];
-            CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode(v, mode, sizeof mode, err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL(0, tula_parse_mode(v, mode, sizeof mode, err, sizeof err));
             CPPUNIT_ASSERT_EQUAL(std::strcmp(mode, "off") != 0 ? 1 : 0, tula_plugin_mode_active(mode));
         }
-    }
-
-    void test_parse_mode() {
-        char mode[16], err[TULA_MSG_MAX];
-        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode(nullptr, mode, sizeof mode, err, sizeof err));
-        CPPUNIT_ASSERT_EQUAL(std::string("auto"), std::string(mode));
-        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode("TIME", mode, sizeof mode, err, sizeof err));
-        CPPUNIT_ASSERT_EQUAL(std::string("time"), std::string(mode));
-        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_parse_mode("Dry-Run", mode, sizeof mode, err, sizeof err));
-        CPPUNIT_ASSERT_EQUAL(std::string("dry-run"), std::string(mode));
-        for (const std::string& bad : {std::string("fast"), std::string("auto\n"), std::string(" auto"),
-                                       std::string("autoX"), std::string(10000, 'a')}) {
-            CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode(bad.c_str(), mode, sizeof mode, err, sizeof err));
-            CPPUNIT_ASSERT(std::string(err).rfind("tula: invalid --tula value", 0) == 0);
-            CPPUNIT_ASSERT(std::strstr(err, "auto, time, cost, off, dry-run") != nullptr);
-            CPPUNIT_ASSERT(std::strchr(err, '\n') == nullptr);
-        }
-        char tiny[8];
-        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode("auto", tiny, sizeof tiny, err, sizeof err));
-        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_parse_mode("bogus", mode, sizeof mode, nullptr, 0));
     }
 
     // The plan table against the regex reference, on valid, hostile and boundary tables.
@@ -353,7 +332,7 @@ public:
         };
         for (const auto& s : cases) {
             char err[TULA_MSG_MAX];
-            const int rc = tula_plugin_check_workload(s.c_str(), err, sizeof err);
+            const int rc = tula_check_workload(s.c_str(), err, sizeof err);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(s, reference_workload_ok(s) ? 0 : -1, rc);
             if (rc != 0) {
                 CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0);
@@ -361,7 +340,7 @@ public:
             }
         }
         char err[TULA_MSG_MAX];
-        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_check_workload(nullptr, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_check_workload(nullptr, err, sizeof err));
         CPPUNIT_ASSERT(std::strstr(err, "--tula-workload") != nullptr);
     }
 
@@ -465,28 +444,34 @@ public:
 
     // Deadlines against a std::regex reference: H{1,5}:MM:SS, MM and SS < 60, not zero; the
     // value returned is the seconds computed independently.
+    // Durations (tula_parse_duration, the one grammar of --tula-deadline, TULA_DEADLINE and
+    // tula plan --policy deadline=) against a std::regex reference of Slurm's forms.
     void test_deadline() {
-        const std::regex form("^([0-9]{1,5}):([0-9]{2}):([0-9]{2})$");
-        for (const char* v : {"02:00:00", "0:00:01", "1:59:59", "99999:59:59", "00:30:00", "12:00", "2h",
+        const std::regex form("^(?:([0-9]{1,4})-)?([0-9]{1,7}):([0-9]{2})(?::([0-9]{2}))?$");
+        for (const char* v : {"02:00:00", "0:00:01", "1:59:59", "99999:59:59", "00:30:00", "12:00", "90:00", "2h",
                               "00:00:00", "1:60:00", "1:00:60", "-1:00:00", "123456:00:00", "1:2:3",
-                              " 01:00:00", "01:00:00 ", "01:00:00:00", "1-00:00:00", "", "01:0a:00",
-                              "::", "1::00", "a1:00:00"}) {
+                              " 01:00:00", "01:00:00 ", "01:00:00:00", "1-00:00:00", "1-12:00", "0-00:00",
+                              "3650-00:00:01", "3651-00:00:00", "1000000:00", "1000001:00", "", "01:0a:00",
+                              "::", "1::00", "a1:00:00", "1-", "-00:01", "1--00:00:00", "12345678901234567890:00"}) {
             const std::string s(v);
             long expect = -1;
             std::smatch m;
-            if (std::regex_match(s, m, form)) {
-                const long h = std::stol(m[1]), mi = std::stol(m[2]), se = std::stol(m[3]);
-                if (mi < 60 && se < 60 && h * 3600 + mi * 60 + se > 0) expect = h * 3600 + mi * 60 + se;
+            if (s.size() < 32 && std::regex_match(s, m, form)) {
+                const long d = m[1].matched ? std::stol(m[1]) : 0, a = std::stol(m[2]), b = std::stol(m[3]);
+                const bool three = m[4].matched;
+                const long c = three ? std::stol(m[4]) : 0;
+                const long secs = d * 86400 + (three ? a * 3600 + b * 60 + c : a * 60 + b);
+                if (d <= 3650 && a <= 1000000 && b < 60 && c < 60 && secs > 0) expect = secs;
             }
             char err[TULA_MSG_MAX];
-            const long got = tula_plugin_check_deadline(v, err, sizeof err);
+            const long got = tula_parse_duration(v, err, sizeof err);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(s, expect, got);
             if (expect < 0) CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0 &&
-                                                            std::string(err).find("deadline") != std::string::npos);
+                                                            std::string(err).find("duration") != std::string::npos);
             else CPPUNIT_ASSERT_EQUAL(std::string(), std::string(err));
         }
         char err[TULA_MSG_MAX];
-        CPPUNIT_ASSERT_EQUAL(-1L, tula_plugin_check_deadline(nullptr, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1L, tula_parse_duration(nullptr, err, sizeof err));
     }
 
     // Budgets against a reference: std::regex for the form, strtod for the range.
@@ -502,13 +487,15 @@ public:
                 expect = d > 0 && d < 1e15;
             }
             char err[TULA_MSG_MAX];
-            const int rc = tula_plugin_check_budget(v, err, sizeof err);
+            double got = -1;
+            const int rc = tula_check_budget(v, &got, err, sizeof err);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(s, expect ? 0 : -1, rc);
+            if (expect) CPPUNIT_ASSERT_DOUBLES_EQUAL(std::strtod(v, nullptr), got, 0.0);
             if (!expect) CPPUNIT_ASSERT_MESSAGE(err, std::string(err).rfind("tula: ", 0) == 0 &&
                                                          std::string(err).find("budget") != std::string::npos);
         }
         char err[TULA_MSG_MAX];
-        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_check_budget(nullptr, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_check_budget(nullptr, nullptr, err, sizeof err));
     }
 };
 

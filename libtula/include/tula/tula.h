@@ -57,10 +57,41 @@ typedef struct tula_job_plan {
  * Returns 0 on success, -1 on any error (out->message says why). Never throws. */
 int tula_plan_job(const tula_job_query *q, tula_job_plan *out);
 
-/* Checks a --tula option value: NULL or "" (bare --tula) means "auto"; valid values are
- * auto, time, cost, off, dry-run. Writes the canonical value to `mode` (size >= 16).
- * Returns 0 when valid, -1 otherwise with a message listing the valid values in `err`. */
+/* ---- The one grammar of what users type (names.c; pure C, also linked into the plugin).
+ * Every function writes one line that starts with "tula: " to `err` (err_len bytes, always
+ * NUL-terminated when err_len > 0) when it fails, never writes past the buffers it is given,
+ * and never allocates. */
+
+/* A --tula / $TULA_MODE value: NULL or "" (bare --tula) means "auto"; valid values are auto,
+ * time, cost, off, dry-run in any letter case, shorter than 64 bytes. Writes the canonical
+ * value to `mode` (mode_len >= 16). Returns 0, or -1 with a message listing the valid values. */
 int tula_parse_mode(const char *value, char *mode, size_t mode_len, char *err, size_t err_len);
+
+/* A workload name MODEL@DATASET: each part non-empty, of letters, digits, '_', '.', '-', the
+ * whole shorter than TULA_NAME_MAX. Returns 0, or -1 (NULL, empty, bad form, too long). */
+int tula_check_workload(const char *value, char *err, size_t err_len);
+
+/* A duration, as Slurm writes time limits: HH:MM:SS, MM:SS or D-HH:MM:SS (also D-MM:SS); the
+ * leading field 1 to 7 digits (at most 1000000: 90:00 is 90 minutes), the others exactly two
+ * digits below 60, days 0 to 3650; no sign or space; not zero. Returns the duration in
+ * seconds (> 0), or -1. */
+long tula_parse_duration(const char *value, char *err, size_t err_len);
+
+/* A budget in the site's cost unit: a plain decimal number (digits with an optional '.' and
+ * fraction; no sign, exponent or space), shorter than 24 bytes, above 0 and below 1e15. Returns
+ * 0 with the value in *out (when out is not NULL), or -1. */
+int tula_check_budget(const char *value, double *out, char *err, size_t err_len);
+
+/* A plain decimal number (digits with an optional '.' and fraction, or '.' and digits),
+ * shorter than max_len bytes, into *out (when not NULL). Returns 0, or -1. No message. */
+int tula_parse_plain_decimal(const char *value, size_t max_len, double *out);
+
+/* One "tula: " + printf(fmt, ...) line into err (err_len > 0; truncated, NUL-terminated). */
+void tula_set_error(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A printable excerpt of `s` for a message: at most 64 bytes, control characters as '?',
+ * "..." when cut (out holds 72 bytes). */
+void tula_excerpt(const char *s, char out[72]);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 // libtula: simulation mode (see hardware.hpp and tula(1), "HARDWARE FILE").
 #include "tula/hardware.hpp"
+#include "tula/tula.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -135,10 +136,9 @@ HardwareSpec parse_hardware(const std::string& text, const std::string& source) 
                     {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
                      "activation_bytes_per_example", "epochs", "noise_scale"});
     const std::string wname = wl.string("name", true, "");
-    const size_t at = wname.find('@');
-    if (wname.size() > 127 || at == std::string::npos || !detail::is_plain_name(wname.substr(0, at)) ||
-        !detail::is_plain_name(wname.substr(at + 1)))
+    if (wname.find('\0') != std::string::npos || tula_check_workload(wname.c_str(), nullptr, 0) != 0)
         wl.fail("'workload.name' must be MODEL@DATASET (letters, digits, _ . -), e.g. resnet50@imagenet");
+    const size_t at = wname.find('@');
     h.workload.name = wname;
     h.workload.model = wname.substr(0, at);
     h.workload.dataset = wname.substr(at + 1);

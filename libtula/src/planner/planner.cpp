@@ -9,6 +9,7 @@
 //   T = epochs * iterations per epoch * tau          seconds (training only)
 //   C = K * T / 3600 * price per node-hour
 #include "tula/planner.hpp"
+#include "tula/tula.h"
 
 #include <algorithm>
 #include <climits>
@@ -100,37 +101,6 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const ComputeMode
 
 namespace {
 
-// "HH:MM:SS", "MM:SS", "D-HH:MM:SS" (Slurm's time formats) to seconds; -1 when malformed.
-double parse_hms(const std::string& v) {
-    std::string rest = v;
-    double days = 0;
-    const size_t dash = rest.find('-');
-    if (dash != std::string::npos) {
-        int64_t d = 0;
-        if (!detail::parse_int64(rest.substr(0, dash), &d) || d < 0 || d > 3650) return -1;
-        days = static_cast<double>(d);
-        rest = rest.substr(dash + 1);
-    }
-    std::vector<int64_t> parts;
-    size_t p = 0;
-    while (p <= rest.size()) {
-        size_t c = rest.find(':', p);
-        if (c == std::string::npos) c = rest.size();
-        const std::string item = rest.substr(p, c - p);
-        int64_t x = 0;
-        if (item.empty() || item[0] == '-' || item[0] == '+' || !detail::parse_int64(item, &x) || x < 0 || x > 1000000)
-            return -1;
-        parts.push_back(x);
-        p = c + 1;
-    }
-    if (parts.size() < 2 || parts.size() > 3) return -1;
-    // The leading field is unbounded (90:00 is 90 minutes); the others are below 60.
-    if (parts.back() > 59 || (parts.size() == 3 && parts[1] > 59)) return -1;
-    if (parts.size() == 2) parts.insert(parts.begin(), 0);
-    return days * 86400.0 + static_cast<double>(parts[0]) * 3600.0 + static_cast<double>(parts[1]) * 60.0 +
-           static_cast<double>(parts[2]);
-}
-
 }  // namespace
 
 PolicySpec parse_policy_spec(const std::string& s) {
@@ -148,7 +118,9 @@ PolicySpec parse_policy_spec(const std::string& s) {
     for (char& c : shown)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
     if (s.rfind("deadline=", 0) == 0) {
-        const double sec = parse_hms(s.substr(9));
+        // embedded NULs would hide the rest of the value from the C parser: refuse them
+        const std::string d = s.substr(9);
+        const double sec = d.find('\0') == std::string::npos ? tula_parse_duration(d.c_str(), nullptr, 0) : -1;
         if (!(sec > 0))
             throw Error("policy '" + shown + "': the deadline must be a positive duration HH:MM:SS (or MM:SS, D-HH:MM:SS), e.g. deadline=01:30:00");
         p.policy = Policy::Deadline;
@@ -157,7 +129,8 @@ PolicySpec parse_policy_spec(const std::string& s) {
     }
     if (s.rfind("budget=", 0) == 0) {
         double v = 0;
-        if (!detail::parse_finite_double(detail::trim(s.substr(7)), &v) || !(v > 0) || v > 1e15)
+        const std::string b = s.substr(7);
+        if (b.find('\0') != std::string::npos || tula_check_budget(b.c_str(), &v, nullptr, 0) != 0)
             throw Error("policy '" + shown + "': the budget must be a number > 0 in the price unit of tula.conf, e.g. budget=2.5");
         p.policy = Policy::Budget;
         p.budget = v;
