@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "cpu/gemm/gemm.hpp"
+#include "core/layer_specs.hpp"
 #include "cpu/common.hpp"
 
 namespace tula {
@@ -17,22 +18,16 @@ using namespace cpu;
 class LinearCpu final : public Layer {
 public:
     LinearCpu(int in, int out) : in_f_(in), out_f_(out) {
-        if (in <= 0 || out <= 0) throw std::invalid_argument("linear: features must be positive");
+        spec::check_linear(in, out);
         n_params_ = static_cast<size_t>(in) * out + out;
     }
-    std::string describe() const override {
-        return "fc(" + std::to_string(in_f_) + "->" + std::to_string(out_f_) + ")";
-    }
+    std::string describe() const override { return spec::linear_name(in_f_, out_f_); }
     Shape configure(const Shape& in) override {
-        if (in.size() != static_cast<size_t>(in_f_))
-            throw std::invalid_argument(describe() + ": input " + in.str() + " has " + std::to_string(in.size()) +
-                                        " features");
+        const Shape out = spec::linear_output(in_f_, out_f_, in);
         in_ = in;
-        return Shape{out_f_, 1, 1};
+        return out;
     }
-    std::vector<ParamInfo> param_info() const override {
-        return {{"weight", static_cast<size_t>(in_f_) * out_f_, true}, {"bias", static_cast<size_t>(out_f_), false}};
-    }
+    std::vector<ParamInfo> param_info() const override { return spec::linear_params(in_f_, out_f_); }
     void bind(float* params, float* grads, float*) override {
         params_ = params;
         grads_ = grads;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/layer_specs.hpp"
 #include "cpu/common.hpp"
 
 namespace tula {
@@ -16,21 +17,18 @@ using namespace cpu;
 class BatchNorm2dCpu final : public Layer {
 public:
     BatchNorm2dCpu(int c, float momentum, float eps) : c_(c), momentum_(momentum), eps_(eps) {
-        if (c <= 0) throw std::invalid_argument("batchnorm2d: channels must be positive");
+        spec::check_batchnorm(c);
         n_params_ = 2 * static_cast<size_t>(c);
         mean_.resize(c);
         inv_std_.resize(c);
     }
-    std::string describe() const override { return "batchnorm(" + std::to_string(c_) + ")"; }
+    std::string describe() const override { return spec::batchnorm_name(c_); }
     Shape configure(const Shape& in) override {
-        if (in.c != c_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
-        in_ = in;
-        return in;
+        in_ = spec::batchnorm_output(c_, in);
+        return in_;
     }
-    std::vector<ParamInfo> param_info() const override {
-        return {{"gamma", static_cast<size_t>(c_), false}, {"beta", static_cast<size_t>(c_), false}};
-    }
-    size_t state_size() const override { return 2 * static_cast<size_t>(c_); }
+    std::vector<ParamInfo> param_info() const override { return spec::batchnorm_params(c_); }
+    size_t state_size() const override { return spec::batchnorm_state_size(c_); }
     void bind(float* params, float* grads, float* state) override {
         params_ = params;
         grads_ = grads;

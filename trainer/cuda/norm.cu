@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common.cuh"
+#include "core/layer_specs.hpp"
 
 namespace tula {
 namespace train {
@@ -15,7 +16,7 @@ namespace {
 class BatchNorm2dGpu final : public GpuLayer {
 public:
     BatchNorm2dGpu(GpuContext& ctx, int c, float momentum, float eps) : ctx_(ctx), c_(c), momentum_(momentum), eps_(eps) {
-        if (c <= 0) throw std::invalid_argument("batchnorm2d: channels must be positive");
+        spec::check_batchnorm(c);
         if (eps < CUDNN_BN_MIN_EPSILON)
             throw std::invalid_argument("batchnorm2d: eps " + std::to_string(eps) + " is below cuDNN's minimum " +
                                         std::to_string(CUDNN_BN_MIN_EPSILON));
@@ -23,16 +24,13 @@ public:
         pdesc_.set(1, c, 1, 1);
         saved_.reserve(2 * sizeof(float) * c);
     }
-    std::string describe() const override { return "batchnorm(" + std::to_string(c_) + ")"; }
+    std::string describe() const override { return spec::batchnorm_name(c_); }
     Shape configure(const Shape& in) override {
-        if (in.c != c_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
-        in_ = in;
-        return in;
+        in_ = spec::batchnorm_output(c_, in);
+        return in_;
     }
-    std::vector<ParamInfo> param_info() const override {
-        return {{"gamma", static_cast<size_t>(c_), false}, {"beta", static_cast<size_t>(c_), false}};
-    }
-    size_t state_size() const override { return 2 * static_cast<size_t>(c_); }
+    std::vector<ParamInfo> param_info() const override { return spec::batchnorm_params(c_); }
+    size_t state_size() const override { return spec::batchnorm_state_size(c_); }
     void bind(float* params, float* grads, float* state) override {
         params_ = params;
         grads_ = grads;
