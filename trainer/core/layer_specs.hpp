@@ -55,6 +55,45 @@ inline std::vector<ParamInfo> batchnorm_params(int c) {
 /// The running mean (c,) then the running variance (c,): 2c floats of state.
 inline size_t batchnorm_state_size(int c) { return 2 * static_cast<size_t>(c); }
 
+/// Convolution cin -> cout, k x k kernel, stride s, padding p, `groups` groups (groups = cin =
+/// cout: depthwise), with or without bias. Errors: std::invalid_argument unless the sizes
+/// are positive (padding >= 0) and groups divides cin and cout.
+inline void check_conv(int cin, int cout, int k, int s, int p, int groups) {
+    if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0 || groups <= 0)
+        throw std::invalid_argument("conv2d: channels, kernel, stride and groups must be positive, padding >= 0");
+    if (cin % groups != 0 || cout % groups != 0)
+        throw std::invalid_argument("conv2d: groups (" + std::to_string(groups) + ") must divide the input (" +
+                                    std::to_string(cin) + ") and output (" + std::to_string(cout) + ") channels");
+}
+/// "convKxK(CIN->COUT[, stride S][, pad P][, depthwise | , groups G][, no bias])".
+inline std::string conv_name(int cin, int cout, int k, int s, int p, int groups, bool bias) {
+    std::string d = "conv" + std::to_string(k) + "x" + std::to_string(k) + "(" + std::to_string(cin) + "->" +
+                    std::to_string(cout);
+    if (s != 1) d += ", stride " + std::to_string(s);
+    if (p != 0) d += ", pad " + std::to_string(p);
+    if (groups != 1) d += (groups == cin ? ", depthwise" : ", groups " + std::to_string(groups));
+    if (!bias) d += ", no bias";
+    return d + ")";
+}
+/// The output shape (cout, (H + 2p - k)/s + 1, (W + 2p - k)/s + 1) for an example of shape
+/// `in` (C, H, W). Errors: std::invalid_argument naming the layer when in.c != cin or the
+/// padded input is smaller than the kernel.
+inline Shape conv_output(int cin, int cout, int k, int s, int p, int groups, bool bias, const Shape& in) {
+    if (in.c != cin)
+        throw std::invalid_argument(conv_name(cin, cout, k, s, p, groups, bias) + ": input has " + std::to_string(in.c) +
+                                    " channels");
+    if (in.h + 2 * p < k || in.w + 2 * p < k)
+        throw std::invalid_argument(conv_name(cin, cout, k, s, p, groups, bias) + ": input " + in.str() +
+                                    " is smaller than the kernel");
+    return Shape{cout, (in.h + 2 * p - k) / s + 1, (in.w + 2 * p - k) / s + 1};
+}
+/// weight (cout, cin/groups, k, k) with weight decay, then bias (cout,) without when `bias`.
+inline std::vector<ParamInfo> conv_params(int cin, int cout, int k, int groups, bool bias) {
+    std::vector<ParamInfo> v{{"weight", static_cast<size_t>(cin / groups) * k * k * cout, true}};
+    if (bias) v.push_back({"bias", static_cast<size_t>(cout), false});
+    return v;
+}
+
 }  // namespace spec
 }  // namespace train
 }  // namespace tula

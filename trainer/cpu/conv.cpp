@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "cpu/gemm/gemm.hpp"
+#include "core/layer_specs.hpp"
 #include "cpu/common.hpp"
 
 namespace tula {
@@ -74,33 +75,17 @@ class Conv2dCpu final : public Layer {
 public:
     Conv2dCpu(int cin, int cout, int k, int s, int p, bool bias)
         : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), bias_(bias) {
-        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0)
-            throw std::invalid_argument("conv2d: channels, kernel and stride must be positive, padding >= 0");
+        spec::check_conv(cin, cout, k, s, p, 1);
         kdim_ = static_cast<size_t>(cin) * k * k;
         n_params_ = kdim_ * cout + (bias ? cout : 0);
     }
-    std::string describe() const override {
-        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
-                        std::to_string(cout_);
-        if (s_ != 1) d += ", stride " + std::to_string(s_);
-        if (p_ != 0) d += ", pad " + std::to_string(p_);
-        if (!bias_) d += ", no bias";
-        return d + ")";
-    }
+    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, 1, bias_); }
     Shape configure(const Shape& in) override {
-        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
-        const int ho = (in.h + 2 * p_ - k_) / s_ + 1, wo = (in.w + 2 * p_ - k_) / s_ + 1;
-        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_ || ho <= 0 || wo <= 0)
-            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, 1, bias_, in);
         in_ = in;
-        out_ = Shape{cout_, ho, wo};
         return out_;
     }
-    std::vector<ParamInfo> param_info() const override {
-        std::vector<ParamInfo> v{{"weight", kdim_ * cout_, true}};
-        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
-        return v;
-    }
+    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, 1, bias_); }
     void bind(float* params, float* grads, float*) override {
         params_ = params;
         grads_ = grads;
@@ -225,36 +210,17 @@ class GroupedConv2dCpu final : public Layer {
 public:
     GroupedConv2dCpu(int cin, int cout, int k, int s, int p, bool bias, int groups)
         : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), g_(groups), bias_(bias) {
-        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0 || groups <= 0)
-            throw std::invalid_argument("conv2d: channels, kernel, stride and groups must be positive, padding >= 0");
-        if (cin % groups != 0 || cout % groups != 0)
-            throw std::invalid_argument("conv2d: groups (" + std::to_string(groups) + ") must divide the input (" +
-                                        std::to_string(cin) + ") and output (" + std::to_string(cout) + ") channels");
+        spec::check_conv(cin, cout, k, s, p, groups);
         kg_ = static_cast<size_t>(cin / groups) * k * k;
         n_params_ = kg_ * cout + (bias ? cout : 0);
     }
-    std::string describe() const override {
-        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
-                        std::to_string(cout_);
-        if (s_ != 1) d += ", stride " + std::to_string(s_);
-        if (p_ != 0) d += ", pad " + std::to_string(p_);
-        d += (g_ == cin_ ? ", depthwise" : ", groups " + std::to_string(g_));
-        if (!bias_) d += ", no bias";
-        return d + ")";
-    }
+    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, g_, bias_); }
     Shape configure(const Shape& in) override {
-        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
-        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_)
-            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, g_, bias_, in);
         in_ = in;
-        out_ = Shape{cout_, (in.h + 2 * p_ - k_) / s_ + 1, (in.w + 2 * p_ - k_) / s_ + 1};
         return out_;
     }
-    std::vector<ParamInfo> param_info() const override {
-        std::vector<ParamInfo> v{{"weight", kg_ * cout_, true}};
-        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
-        return v;
-    }
+    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, g_, bias_); }
     void bind(float* params, float* grads, float*) override {
         params_ = params;
         grads_ = grads;

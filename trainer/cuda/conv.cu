@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common.cuh"
+#include "core/layer_specs.hpp"
 
 namespace tula {
 namespace train {
@@ -16,11 +17,7 @@ class Conv2dGpu final : public GpuLayer {
 public:
     Conv2dGpu(GpuContext& ctx, int cin, int cout, int k, int s, int p, bool bias, int groups)
         : ctx_(ctx), cin_(cin), cout_(cout), k_(k), s_(s), p_(p), groups_(groups), bias_(bias), bf16_(ctx.bf16()) {
-        if (cin <= 0 || cout <= 0 || k <= 0 || s <= 0 || p < 0 || groups <= 0)
-            throw std::invalid_argument("conv2d: channels, kernel, stride and groups must be positive, padding >= 0");
-        if (cin % groups != 0 || cout % groups != 0)
-            throw std::invalid_argument("conv2d: groups " + std::to_string(groups) + " must divide the input (" +
-                                        std::to_string(cin) + ") and output (" + std::to_string(cout) + ") channels");
+        spec::check_conv(cin, cout, k, s, p, groups);
         n_params_ = weight_size() + (bias ? cout : 0);
         // Strict fp32 (FMA only) unless the context allows TF32 tensor cores, which is
         // PyTorch's default for cuDNN convolutions (torch.backends.cudnn.allow_tf32). On a
@@ -30,29 +27,13 @@ public:
         if (bf16_) h_.init(*this, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH);
         bdesc_.set(1, cout, 1, 1);
     }
-    std::string describe() const override {
-        std::string d = "conv" + std::to_string(k_) + "x" + std::to_string(k_) + "(" + std::to_string(cin_) + "->" +
-                        std::to_string(cout_);
-        if (s_ != 1) d += ", stride " + std::to_string(s_);
-        if (p_ != 0) d += ", pad " + std::to_string(p_);
-        if (groups_ != 1) d += (groups_ == cin_ ? ", depthwise" : ", groups " + std::to_string(groups_));
-        if (!bias_) d += ", no bias";
-        return d + ")";
-    }
+    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, groups_, bias_); }
     Shape configure(const Shape& in) override {
-        if (in.c != cin_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
-        const int ho = (in.h + 2 * p_ - k_) / s_ + 1, wo = (in.w + 2 * p_ - k_) / s_ + 1;
-        if (in.h + 2 * p_ < k_ || in.w + 2 * p_ < k_ || ho <= 0 || wo <= 0)
-            throw std::invalid_argument(describe() + ": input " + in.str() + " is smaller than the kernel");
+        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, groups_, bias_, in);
         in_ = in;
-        out_ = Shape{cout_, ho, wo};
         return out_;
     }
-    std::vector<ParamInfo> param_info() const override {
-        std::vector<ParamInfo> v{{"weight", weight_size(), true}};
-        if (bias_) v.push_back({"bias", static_cast<size_t>(cout_), false});
-        return v;
-    }
+    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, groups_, bias_); }
     void bind(float* params, float* grads, float*) override {
         params_ = params;
         grads_ = grads;
