@@ -94,6 +94,15 @@ inline std::vector<ParamInfo> conv_params(int cin, int cout, int k, int groups, 
     return v;
 }
 
+/// Squeeze-and-excitation over `c` channels squeezed to `sq` (Hu et al. 2018): its children
+/// are global average pooling, fc c -> sq, ReLU, fc sq -> c, hard sigmoid, in that order
+/// (their parameters in that order are its layout). "se(C->SQ)".
+inline std::string se_name(int c, int sq) { return "se(" + std::to_string(c) + "->" + std::to_string(sq) + ")"; }
+/// Errors: std::invalid_argument naming the layer when the input's channels are not `c`.
+inline void se_check_channels(int c, int sq, const Shape& in) {
+    if (in.c != c) throw std::invalid_argument(se_name(c, sq) + ": input has " + std::to_string(in.c) + " channels");
+}
+
 }  // namespace spec
 }  // namespace train
 }  // namespace tula

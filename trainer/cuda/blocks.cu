@@ -9,6 +9,7 @@
 #include "core/composite.hpp"
 #include "core/model_zoo.hpp"
 #include "common.cuh"
+#include "core/layer_specs.hpp"
 
 namespace tula {
 namespace train {
@@ -83,9 +84,9 @@ public:
         kids_.push_back(make_gpu_linear(ctx, sq, c));
         kids_.push_back(make_gpu_hardsigmoid(ctx));
     }
-    std::string describe() const override { return "se(" + std::to_string(c_) + "->" + std::to_string(sq_) + ")"; }
+    std::string describe() const override { return spec::se_name(c_, sq_); }
     Shape configure(const Shape& in) override {
-        if (in.c != c_) throw std::invalid_argument(describe() + ": input has " + std::to_string(in.c) + " channels");
+        spec::se_check_channels(c_, sq_, in);
         Shape s = in;
         for (auto& k : kids_) s = k->configure(s);
         in_ = in;
