@@ -304,14 +304,12 @@ int run_plan(const PlanOptions& o) {
             const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
             table = workload;
             int limit = 0;
-            for (int n = lo; n <= hi; ++n) {
-                std::vector<std::string> row_warnings;
-                Plan p = plan_workload(cfg, dbs, workload, r.epochs, hi, n, spec, n == hi ? &warnings : &row_warnings,
-                                       limit_train);
+            std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
+            for (const Plan& p : rows) {
                 table += ";" + table_row(p.choice(), r.epochs);
                 limit = std::max(limit, p.time_limit_minutes);
-                if (n == hi) r.plan = std::move(p);
             }
+            r.plan = std::move(rows.back());
             r.plan.time_limit_minutes = limit;
             r.fixed_nodes = hi;
         } else {

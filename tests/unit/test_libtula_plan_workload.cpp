@@ -11,6 +11,7 @@ class LibtulaPlanWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_workload);
     CPPUNIT_TEST(test_plan_workload_measured_noise_scale);
     CPPUNIT_TEST(test_plan_workload_fixed_nodes_keeps_choice);
+    CPPUNIT_TEST(test_plan_workload_nodes_equals_per_count);
     CPPUNIT_TEST(test_plan_workload_limit_train);
     CPPUNIT_TEST(test_plan_20000_profiled_batches);
     CPPUNIT_TEST_SUITE_END();
@@ -131,6 +132,57 @@ public:
     // count the plan over every node count chose must still keep that plan's global batch and
     // time limit; the loop must meet at least one case where the node count's own plan would
     // have chosen another batch (said in the reason), else it tests nothing.
+    // plan_workload_nodes (the rows of `tula plan --node-range`, fitted once) against one
+    // plan_workload call per node count: the same choice, prediction and time limit, and a
+    // run history flagged into every row alike.
+    void test_plan_workload_nodes_equals_per_count() {
+        TempDir d;
+        const std::string db_path = d / "p.db";
+        {
+            auto db = lenet5_db(db_path);
+            add_linear_compute(db, {16, 32, 64, 128, 256}, 2e-3, 1.5e-4);
+            add_ring_allreduce(db, 4e-5, 2e-9);
+            for (int k = 1; k <= 3; ++k) {
+                tula::RunRecord r;
+                r.job_id = std::to_string(k);
+                r.workload = "lenet5@fashion-mnist";
+                r.nodes = k;
+                r.global_batch = 64 * k;
+                r.epochs = 2;
+                r.measured_seconds = 20.0 * k;
+                r.test_accuracy = 0.9 - 0.01 * k;
+                r.created = 1.7e9 + k;
+                db.add_run(r);
+            }
+        }
+        tula::Config cfg;
+        cfg.max_nodes = 2;  // below the range: an explicit -N is not cut
+        for (auto pol : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost}) {
+            tula::PolicySpec spec;
+            spec.policy = pol;
+            std::vector<std::string> w;
+            const std::vector<tula::Plan> rows =
+                tula::plan_workload_nodes(cfg, {db_path}, "lenet5@fashion-mnist", 3, 1, 4, spec, &w, 6000);
+            CPPUNIT_ASSERT_EQUAL(size_t(4), rows.size());
+            for (int n = 1; n <= 4; ++n) {
+                const tula::Plan one =
+                    tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 3, 4, n, spec, &w, 6000);
+                const tula::Plan& row = rows[static_cast<size_t>(n - 1)];
+                CPPUNIT_ASSERT_EQUAL(n, row.choice().nodes);
+                CPPUNIT_ASSERT_EQUAL(one.choice().global_batch, row.choice().global_batch);
+                CPPUNIT_ASSERT_EQUAL(one.choice().total_seconds, row.choice().total_seconds);
+                CPPUNIT_ASSERT_EQUAL(one.time_limit_minutes, row.time_limit_minutes);
+                CPPUNIT_ASSERT_EQUAL(one.reason, row.reason);
+                CPPUNIT_ASSERT_EQUAL(one.flagged_runs.size(), row.flagged_runs.size());
+            }
+        }
+        std::vector<std::string> w;
+        CPPUNIT_ASSERT(!error_of([&] {
+                            tula::plan_workload_nodes(cfg, {db_path}, "lenet5@fashion-mnist", 3, 3, 2,
+                                                      tula::PolicySpec{}, &w);
+                        }).empty());
+    }
+
     void test_plan_workload_fixed_nodes_keeps_choice() {
         TempDir d;
         const std::string db_path = d / "p.db";

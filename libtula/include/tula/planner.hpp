@@ -196,6 +196,13 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
+/// plan_workload for each node count lo..hi (a job of `sbatch -N lo-hi` may get any of them):
+/// element i equals plan_workload(..., max_nodes = hi, fixed_nodes = lo + i, ...), but the
+/// databases are read and the models fitted once. Errors: as plan_workload, and tula::Error
+/// for an empty range.
+std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::string>& db_paths,
+                                      const std::string& workload, int epochs, int lo, int hi, const PolicySpec& policy,
+                                      std::vector<std::string>* warnings, int64_t train_examples = 0);
 
 /// The run `run` (as read from a profile database) checked against the prediction interval
 /// of the models fitted from the profiles and the other runs in `db_paths` (check_runs).

@@ -591,9 +591,13 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, train_examples);
 }
 
-Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
-                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
-                   int64_t train_examples) {
+namespace {
+
+// plan_workload for every node count of `counts` (0: the free choice over 1..max_nodes): the
+// databases are read and the models fitted once, then one plan per count. See planner.hpp.
+std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload,
+                              int epochs, int max_nodes, const std::vector<int>& counts, const PolicySpec& policy,
+                              std::vector<std::string>* warnings, int64_t train_examples) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
@@ -644,28 +648,52 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, 
     const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
     req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
                                            step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
-    const PlanRequest free_req = req;  // over every node count, for a given one's consistency below
-    if (fixed_nodes > 0) {
-        if (fixed_nodes > 1 && !allreduce)
-            throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
-                        (allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
-                                                 : allreduce_error));
-        req.min_nodes = req.max_nodes = fixed_nodes;
-        // The node count is given: round each global batch down to a multiple of it (at
-        // least one example per node) so that an odd node count still has candidates.
-        for (int& b : req.global_batches)
-            if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
+    const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
+    std::vector<Plan> plans;
+    for (const int fixed_nodes : counts) {
+        PlanRequest r = req;
+        if (fixed_nodes > 0) {
+            if (fixed_nodes > 1 && !allreduce)
+                throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
+                            (allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
+                                                     : allreduce_error));
+            r.min_nodes = r.max_nodes = fixed_nodes;
+            // The node count is given: round each global batch down to a multiple of it (at
+            // least one example per node) so that an odd node count still has candidates.
+            for (int& b : r.global_batches)
+                if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
+        }
+        plans.push_back(make_plan(r, compute, ar));
+        if (fixed_nodes > 0) keep_free_choice(plans.back(), free_req, compute, ar, fixed_nodes);
     }
-    Plan plan = make_plan(req, compute, ar);
-    if (fixed_nodes > 0) keep_free_choice(plan, free_req, compute, ar, fixed_nodes);
     // Online refit: the newest runs checked against the interval of the models without them.
     try {
         for (auto& c : check_runs(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns, req.interval_level))
-            if (c.flagged) plan.flagged_runs.push_back(std::move(c));
+            if (c.flagged)
+                for (Plan& p : plans) p.flagged_runs.push_back(c);
     } catch (const Error&) {
         // the compute fit succeeded above; nothing else in check_runs throws
     }
-    return plan;
+    return plans;
+}
+
+}  // namespace
+
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
+                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
+                   int64_t train_examples) {
+    return plan_counts(cfg, db_paths, workload, epochs, max_nodes, {fixed_nodes}, policy, warnings, train_examples)
+        .front();
+}
+
+std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::string>& db_paths,
+                                      const std::string& workload, int epochs, int lo, int hi, const PolicySpec& policy,
+                                      std::vector<std::string>* warnings, int64_t train_examples) {
+    if (lo < 1 || hi < lo) throw Error("cannot plan " + workload + ": node range " + std::to_string(lo) + "-" +
+                                       std::to_string(hi) + " is empty");
+    std::vector<int> counts;
+    for (int n = lo; n <= hi; ++n) counts.push_back(n);
+    return plan_counts(cfg, db_paths, workload, epochs, hi, counts, policy, warnings, train_examples);
 }
 
 std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
