@@ -71,33 +71,11 @@ void col2im_add(const float* col, int C, int H, int W, int k, int s, int p, int 
             }
 }
 
-class Conv2dCpu final : public Layer {
+class Conv2dCpu final : public LeafLayer<Layer, spec::Conv> {
 public:
     Conv2dCpu(int cin, int cout, int k, int s, int p, bool bias)
-        : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), bias_(bias) {
-        spec::check_conv(cin, cout, k, s, p, 1);
-        kdim_ = static_cast<size_t>(cin) * k * k;
-        n_params_ = kdim_ * cout + (bias ? cout : 0);
-    }
-    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, 1, bias_); }
-    Shape configure(const Shape& in) override {
-        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, 1, bias_, in);
-        in_ = in;
-        return out_;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, 1, bias_); }
-    void bind(float* params, float* grads, float*) override {
-        params_ = params;
-        grads_ = grads;
-    }
-    void init(Rng& rng) override {
-        const double std_ = std::sqrt(2.0 / static_cast<double>(kdim_));
-        for (size_t i = 0; i < kdim_ * cout_; ++i) params_[i] = static_cast<float>(std_ * rng.normal());
-        if (bias_) {
-            const double bound = 1.0 / std::sqrt(static_cast<double>(kdim_));
-            for (int i = 0; i < cout_; ++i) params_[kdim_ * cout_ + i] = static_cast<float>(rng.uniform(-bound, bound));
-        }
-    }
+        : LeafLayer(spec::Conv(cin, cout, k, s, p, 1, bias)), kdim_(spec_.fan_in()) {}
+    void init(Rng& rng) override { spec_.init(params_, state_, rng); }
     // Images are processed in chunks of nb: the chunk's patches form one matrix
     // col (K, nb*P) (image j in columns [j*P, (j+1)*P)), so each GEMM is large enough to
     // run near Eigen's peak while col stays in the L2 cache (kColBudget floats).
@@ -110,7 +88,7 @@ public:
         const size_t P = static_cast<size_t>(out_.h) * out_.w;
         float* col = col_.data() + offset;
         for (int j = 0; j < nb; ++j)
-            im2col(x.sample(n0 + j), in_.c, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col + j * P, nb * P);
+            im2col(x.sample(n0 + j), in_.c, in_.h, in_.w, spec_.k, spec_.s, spec_.p, out_.h, out_.w, col + j * P, nb * P);
     }
     const Tensor& forward(const Tensor& x, bool train) override {
         check_input(x, in_, "conv2d");
@@ -124,8 +102,8 @@ public:
         // second im2col); otherwise backward recomputes them.
         cached_ = train && chunk_floats * n_chunks <= kCacheBudget;
         col_.resize(cached_ ? chunk_floats * n_chunks : chunk_floats);
-        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(cout_) * P * nb_max);
-        const float* bias = bias_ ? params_ + kdim_ * cout_ : nullptr;
+        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(spec_.cout) * P * nb_max);
+        const float* bias = spec_.bias ? params_ + kdim_ * spec_.cout : nullptr;
         for (int n0 = 0; n0 < x.n; n0 += nb_max) {
             const int nb = std::min(nb_max, x.n - n0);
             const size_t cols = P * nb;
@@ -133,14 +111,14 @@ public:
             fill_col(x, n0, nb, off);
             const float* col = col_.data() + off;
             if (nb == 1) {  // straight into y
-                gemm(false, false, cout_, P, kdim_, params_, col, y_.sample(n0), false);
-                if (bias) MapRM(y_.sample(n0), cout_, P).colwise() += CMapVec(bias, cout_);
+                gemm(false, false, spec_.cout, P, kdim_, params_, col, y_.sample(n0), false);
+                if (bias) MapRM(y_.sample(n0), spec_.cout, P).colwise() += CMapVec(bias, spec_.cout);
                 continue;
             }
-            gemm(false, false, cout_, cols, kdim_, params_, col, ybuf_.data(), false);
+            gemm(false, false, spec_.cout, cols, kdim_, params_, col, ybuf_.data(), false);
             // scatter (Cout, nb*P) -> (nb, Cout, P), adding the bias
             for (int j = 0; j < nb; ++j)
-                for (int c = 0; c < cout_; ++c) {
+                for (int c = 0; c < spec_.cout; ++c) {
                     const float* src = ybuf_.data() + c * cols + j * P;
                     float* dst = y_.sample(n0 + j) + c * P;
                     copy_add(dst, src, bias ? bias[c] : 0.0f, P);
@@ -161,7 +139,7 @@ public:
         } else {
             dx_.resize(0, 0, 0, 0);
         }
-        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(cout_) * P * nb_max);
+        if (nb_max > 1) ybuf_.resize(static_cast<size_t>(spec_.cout) * P * nb_max);
         for (int n0 = 0; n0 < x.n; n0 += nb_max) {
             const int nb = std::min(nb_max, x.n - n0);
             const size_t cols = P * nb;
@@ -169,19 +147,19 @@ public:
             if (nb > 1) {
                 // gather (nb, Cout, P) -> (Cout, nb*P)
                 for (int j = 0; j < nb; ++j)
-                    for (int c = 0; c < cout_; ++c)
+                    for (int c = 0; c < spec_.cout; ++c)
                         copy_f(ybuf_.data() + c * cols + j * P, dy.sample(n0 + j) + c * P, P);
                 gp = ybuf_.data();
             }
             size_t off = 0;
             if (cached_) off = (n0 / nb_max) * chunk_floats;
             else fill_col(x, n0, nb, 0);
-            gemm(false, true, cout_, kdim_, cols, gp, col_.data() + off, grads_, true);  // dW += G col^T
-            if (bias_) MapVec(grads_ + kdim_ * cout_, cout_) += CMapRM(gp, cout_, cols).rowwise().sum();
+            gemm(false, true, spec_.cout, kdim_, cols, gp, col_.data() + off, grads_, true);  // dW += G col^T
+            if (spec_.bias) MapVec(grads_ + kdim_ * spec_.cout, spec_.cout) += CMapRM(gp, spec_.cout, cols).rowwise().sum();
             if (need_input_grad_) {
-                gemm(true, false, kdim_, cols, cout_, params_, gp, dcol_.data(), false);  // dcol = W^T G
+                gemm(true, false, kdim_, cols, spec_.cout, params_, gp, dcol_.data(), false);  // dcol = W^T G
                 for (int j = 0; j < nb; ++j)
-                    col2im_add(dcol_.data() + j * P, in_.c, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, cols,
+                    col2im_add(dcol_.data() + j * P, in_.c, in_.h, in_.w, spec_.k, spec_.s, spec_.p, out_.h, out_.w, cols,
                                dx_.sample(n0 + j));
             }
         }
@@ -192,10 +170,7 @@ public:
     static constexpr size_t kCacheBudget = 16 * 1024 * 1024;  // floats of col kept for backward (64 MiB)
 
 private:
-    int cin_, cout_, k_, s_, p_;
-    bool bias_;
-    size_t kdim_;
-    Shape in_, out_;
+    const size_t kdim_;  // Cin*k*k, the rows of the im2col matrix
     const Tensor* x_ = nullptr;
     bool cached_ = false;  // col_ holds the patches of every chunk of the last forward
     Tensor y_, dx_;
@@ -206,49 +181,27 @@ private:
 // as PyTorch's. Per image: col = im2col(x_n) (Cin*k*k, P); the rows of group g are the
 // contiguous block [g*Kg, (g+1)*Kg), Kg = (Cin/g)*k*k, and
 //   Y_g (Cout/g, P) = W_g (Cout/g, Kg) col_g,  dW_g += dY_g col_g^T,  dcol_g = W_g^T dY_g.
-class GroupedConv2dCpu final : public Layer {
+class GroupedConv2dCpu final : public LeafLayer<Layer, spec::Conv> {
 public:
     GroupedConv2dCpu(int cin, int cout, int k, int s, int p, bool bias, int groups)
-        : cin_(cin), cout_(cout), k_(k), s_(s), p_(p), g_(groups), bias_(bias) {
-        spec::check_conv(cin, cout, k, s, p, groups);
-        kg_ = static_cast<size_t>(cin / groups) * k * k;
-        n_params_ = kg_ * cout + (bias ? cout : 0);
-    }
-    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, g_, bias_); }
-    Shape configure(const Shape& in) override {
-        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, g_, bias_, in);
-        in_ = in;
-        return out_;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, g_, bias_); }
-    void bind(float* params, float* grads, float*) override {
-        params_ = params;
-        grads_ = grads;
-    }
+        : LeafLayer(spec::Conv(cin, cout, k, s, p, groups, bias)), kg_(spec_.fan_in()) {}
     // He normal with fan_in = (Cin/g)*k*k (PyTorch's fan_in for grouped weights).
-    void init(Rng& rng) override {
-        const double std_ = std::sqrt(2.0 / static_cast<double>(kg_));
-        for (size_t i = 0; i < kg_ * cout_; ++i) params_[i] = static_cast<float>(std_ * rng.normal());
-        if (bias_) {
-            const double bound = 1.0 / std::sqrt(static_cast<double>(kg_));
-            for (int i = 0; i < cout_; ++i) params_[kg_ * cout_ + i] = static_cast<float>(rng.uniform(-bound, bound));
-        }
-    }
+    void init(Rng& rng) override { spec_.init(params_, state_, rng); }
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, "conv2d");
         x_ = &x;
         const size_t P = static_cast<size_t>(out_.h) * out_.w;
-        const int cog = cout_ / g_;
+        const int cog = spec_.cout / spec_.groups;
         y_.resize(x.n, out_);
-        col_.resize(kg_ * g_ * P);
-        const float* bias = bias_ ? params_ + kg_ * cout_ : nullptr;
+        col_.resize(kg_ * spec_.groups * P);
+        const float* bias = spec_.bias ? params_ + kg_ * spec_.cout : nullptr;
         for (int n = 0; n < x.n; ++n) {
-            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            im2col(x.sample(n), spec_.cin, in_.h, in_.w, spec_.k, spec_.s, spec_.p, out_.h, out_.w, col_.data(), P);
             float* y = y_.sample(n);
-            for (int g = 0; g < g_; ++g)
+            for (int g = 0; g < spec_.groups; ++g)
                 gemm(false, false, cog, P, kg_, params_ + g * cog * kg_, col_.data() + g * kg_ * P, y + g * cog * P,
                      false);
-            if (bias) MapRM(y, cout_, P).colwise() += CMapVec(bias, cout_);
+            if (bias) MapRM(y, spec_.cout, P).colwise() += CMapVec(bias, spec_.cout);
         }
         return y_;
     }
@@ -256,37 +209,34 @@ public:
         const Tensor& x = *x_;
         if (dy.n != x.n || dy.shape() != out_) throw std::invalid_argument("conv2d backward: dy " + dy.str());
         const size_t P = static_cast<size_t>(out_.h) * out_.w;
-        const int cog = cout_ / g_;
+        const int cog = spec_.cout / spec_.groups;
         if (need_input_grad_) {
             dx_.resize_like(x);
             std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
-            dcol_.resize(kg_ * g_ * P);
+            dcol_.resize(kg_ * spec_.groups * P);
         } else {
             dx_.resize(0, 0, 0, 0);
         }
-        col_.resize(kg_ * g_ * P);
+        col_.resize(kg_ * spec_.groups * P);
         for (int n = 0; n < x.n; ++n) {
-            im2col(x.sample(n), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, col_.data(), P);
+            im2col(x.sample(n), spec_.cin, in_.h, in_.w, spec_.k, spec_.s, spec_.p, out_.h, out_.w, col_.data(), P);
             const float* gp = dy.sample(n);
-            for (int g = 0; g < g_; ++g) {
+            for (int g = 0; g < spec_.groups; ++g) {
                 gemm(false, true, cog, kg_, P, gp + g * cog * P, col_.data() + g * kg_ * P, grads_ + g * cog * kg_,
                      true);
                 if (need_input_grad_)
                     gemm(true, false, kg_, P, cog, params_ + g * cog * kg_, gp + g * cog * P,
                          dcol_.data() + g * kg_ * P, false);
             }
-            if (bias_) MapVec(grads_ + kg_ * cout_, cout_) += CMapRM(gp, cout_, P).rowwise().sum();
+            if (spec_.bias) MapVec(grads_ + kg_ * spec_.cout, spec_.cout) += CMapRM(gp, spec_.cout, P).rowwise().sum();
             if (need_input_grad_)
-                col2im_add(dcol_.data(), cin_, in_.h, in_.w, k_, s_, p_, out_.h, out_.w, P, dx_.sample(n));
+                col2im_add(dcol_.data(), spec_.cin, in_.h, in_.w, spec_.k, spec_.s, spec_.p, out_.h, out_.w, P, dx_.sample(n));
         }
         return dx_;
     }
 
 private:
-    int cin_, cout_, k_, s_, p_, g_;
-    bool bias_;
-    size_t kg_;
-    Shape in_, out_;
+    const size_t kg_;  // (Cin/g)*k*k, one group's rows of the im2col matrix
     const Tensor* x_ = nullptr;
     Tensor y_, dx_;
     std::vector<float> col_, dcol_;

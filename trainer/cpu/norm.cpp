@@ -14,34 +14,13 @@ using namespace cpu;
 
 // ---- batch normalization ---------------------------------------------------------------
 
-class BatchNorm2dCpu final : public Layer {
+class BatchNorm2dCpu final : public LeafLayer<Layer, spec::BatchNorm> {
 public:
-    BatchNorm2dCpu(int c, float momentum, float eps) : c_(c), momentum_(momentum), eps_(eps) {
-        spec::check_batchnorm(c);
-        n_params_ = 2 * static_cast<size_t>(c);
+    BatchNorm2dCpu(int c, float momentum, float eps) : LeafLayer(spec::BatchNorm(c)), momentum_(momentum), eps_(eps) {
         mean_.resize(c);
         inv_std_.resize(c);
     }
-    std::string describe() const override { return spec::batchnorm_name(c_); }
-    Shape configure(const Shape& in) override {
-        in_ = spec::batchnorm_output(c_, in);
-        return in_;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::batchnorm_params(c_); }
-    size_t state_size() const override { return spec::batchnorm_state_size(c_); }
-    void bind(float* params, float* grads, float* state) override {
-        params_ = params;
-        grads_ = grads;
-        state_ = state;
-    }
-    void init(Rng&) override {
-        for (int i = 0; i < c_; ++i) {
-            params_[i] = 1.0f;       // gamma
-            params_[c_ + i] = 0.0f;  // beta
-            state_[i] = 0.0f;        // running mean
-            state_[c_ + i] = 1.0f;   // running variance
-        }
-    }
+    void init(Rng& rng) override { spec_.init(params_, state_, rng); }
     // The per-plane loops use Eigen arrays (vectorized at -O2); sums over planes are
     // accumulated in double.
     const Tensor& forward(const Tensor& x, bool train) override {
@@ -52,8 +31,8 @@ public:
         y_.resize_like(x);
         train_ = train;
         const float* gamma = params_;
-        const float* beta = params_ + c_;
-        for (int c = 0; c < c_; ++c) {
+        const float* beta = params_ + spec_.c;
+        for (int c = 0; c < spec_.c; ++c) {
             float mean, inv_std;
             if (train) {
                 double s = 0;
@@ -65,10 +44,10 @@ public:
                 inv_std = static_cast<float>(1.0 / std::sqrt(var + eps_));
                 const double unbiased = m > 1 ? v / (m - 1) : var;  // for the running estimate
                 state_[c] = static_cast<float>((1 - momentum_) * state_[c] + momentum_ * mean);
-                state_[c_ + c] = static_cast<float>((1 - momentum_) * state_[c_ + c] + momentum_ * unbiased);
+                state_[spec_.c + c] = static_cast<float>((1 - momentum_) * state_[spec_.c + c] + momentum_ * unbiased);
             } else {
                 mean = state_[c];
-                inv_std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(state_[c_ + c]) + eps_));
+                inv_std = static_cast<float>(1.0 / std::sqrt(static_cast<double>(state_[spec_.c + c]) + eps_));
             }
             mean_[c] = mean;
             inv_std_[c] = inv_std;
@@ -86,7 +65,7 @@ public:
         const double m = static_cast<double>(hw) * dy.n;
         if (need_input_grad_) dx_.resize_like(dy);
         else dx_.resize(0, 0, 0, 0);
-        for (int c = 0; c < c_; ++c) {
+        for (int c = 0; c < spec_.c; ++c) {
             const float mean = mean_[c], inv_std = inv_std_[c];
             // sums of dy and of dy * xhat, xhat = (x - mean) * inv_std
             double sdy = 0, sdyxc = 0;
@@ -97,7 +76,7 @@ public:
             }
             const double sdyx = sdyxc * inv_std;
             grads_[c] += static_cast<float>(sdyx);      // dgamma
-            grads_[c_ + c] += static_cast<float>(sdy);  // dbeta
+            grads_[spec_.c + c] += static_cast<float>(sdy);  // dbeta
             if (!need_input_grad_) continue;
             // training: dx = gamma*inv_std * (dy - mean(dy) - xhat * mean(dy*xhat))
             // (Ioffe & Szegedy 2015, backward of Algorithm 1); evaluation: dx = gamma*inv_std*dy.
@@ -115,11 +94,8 @@ public:
     }
 
 private:
-    int c_;
     float momentum_, eps_;
-    float* state_ = nullptr;
     bool train_ = true;
-    Shape in_;
     const Tensor* x_ = nullptr;
     Tensor y_, dx_;
     std::vector<float> mean_, inv_std_;  // (C,) of the last forward

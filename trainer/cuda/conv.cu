@@ -13,12 +13,10 @@ namespace train {
 namespace cuda {
 namespace {
 
-class Conv2dGpu final : public GpuLayer {
+class Conv2dGpu final : public LeafLayer<GpuLayer, spec::Conv> {
 public:
     Conv2dGpu(GpuContext& ctx, int cin, int cout, int k, int s, int p, bool bias, int groups)
-        : ctx_(ctx), cin_(cin), cout_(cout), k_(k), s_(s), p_(p), groups_(groups), bias_(bias), bf16_(ctx.bf16()) {
-        spec::check_conv(cin, cout, k, s, p, groups);
-        n_params_ = weight_size() + (bias ? cout : 0);
+        : LeafLayer(spec::Conv(cin, cout, k, s, p, groups, bias)), ctx_(ctx), bf16_(ctx.bf16()) {
         // Strict fp32 (FMA only) unless the context allows TF32 tensor cores, which is
         // PyTorch's default for cuDNN convolutions (torch.backends.cudnn.allow_tf32). On a
         // Bf16 context the float32 descriptors are the TF32 alternative of each direction.
@@ -26,17 +24,6 @@ public:
         // bf16 tensors and filter, float32 compute type (cuDNN's PSEUDO_BFLOAT16_CONFIG)
         if (bf16_) h_.init(*this, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH);
         bdesc_.set(1, cout, 1, 1);
-    }
-    std::string describe() const override { return spec::conv_name(cin_, cout_, k_, s_, p_, groups_, bias_); }
-    Shape configure(const Shape& in) override {
-        out_ = spec::conv_output(cin_, cout_, k_, s_, p_, groups_, bias_, in);
-        in_ = in;
-        return out_;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::conv_params(cin_, cout_, k_, groups_, bias_); }
-    void bind(float* params, float* grads, float*) override {
-        params_ = params;
-        grads_ = grads;
     }
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, "conv2d");
@@ -57,7 +44,7 @@ public:
             CUDNN_CHECK(cudnnConvolutionForward(ctx_.dnn(), &kOne, f_.x.d, x.ptr(), f_.w, params_, f_.c, fwd_, ws,
                                                 ws_bytes_, &kZero, f_.y.d, y_.ptr()));
         }
-        if (bias_) CUDNN_CHECK(cudnnAddTensor(ctx_.dnn(), &kOne, bdesc_.d, bias_ptr(params_), &kOne, f_.y.d, y_.ptr()));
+        if (spec_.bias) CUDNN_CHECK(cudnnAddTensor(ctx_.dnn(), &kOne, bdesc_.d, bias_ptr(params_), &kOne, f_.y.d, y_.ptr()));
         return y_;
     }
     const DevTensor& backward(const DevTensor& dy) override {
@@ -76,7 +63,7 @@ public:
             CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx_.dnn(), &kOne, f_.x.d, x.ptr(), f_.y.d, dy.ptr(), f_.c,
                                                        bwd_filter_, ws, ws_bytes_, &kOne, f_.w, grads_));
         }
-        if (bias_)
+        if (spec_.bias)
             CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx_.dnn(), &kOne, f_.y.d, dy.ptr(), &kOne, bdesc_.d,
                                                      bias_ptr(grads_)));
         if (!need_input_grad_) {
@@ -115,11 +102,11 @@ private:
         void init(const Conv2dGpu& l, cudnnDataType_t t, cudnnMathType_t math) {
             type = t;
             CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-            CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, l.cout_, l.cin_ / l.groups_, l.k_, l.k_));
+            CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, l.spec_.cout, l.spec_.cin / l.spec_.groups, l.spec_.k, l.spec_.k));
             CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&c));
-            CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c, l.p_, l.p_, l.s_, l.s_, 1, 1, CUDNN_CROSS_CORRELATION,
+            CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c, l.spec_.p, l.spec_.p, l.spec_.s, l.spec_.s, 1, 1, CUDNN_CROSS_CORRELATION,
                                                         CUDNN_DATA_FLOAT));
-            if (l.groups_ > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(c, l.groups_));
+            if (l.spec_.groups > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(c, l.spec_.groups));
             CUDNN_CHECK(cudnnSetConvolutionMathType(c, math));
         }
         void set_batch(int n, const Shape& in, const Shape& out) {
@@ -136,7 +123,7 @@ private:
         bool ok = false;
     };
 
-    size_t weight_size() const { return static_cast<size_t>(cin_ / groups_) * k_ * k_ * cout_; }
+    size_t weight_size() const { return spec_.fan_in() * spec_.cout; }
     float* bias_ptr(float* base) const { return base + weight_size(); }
     // A bf16 buffer of at least n values.
     static __nv_bfloat16* half(DevMem& m, size_t n) {
@@ -242,9 +229,7 @@ private:
     }
 
     GpuContext& ctx_;
-    int cin_, cout_, k_, s_, p_, groups_;
-    bool bias_, bf16_;
-    Shape in_, out_;
+    bool bf16_;
     Descs f_, h_;                          // float32; bf16 (Precision::Bf16 only)
     TensorDesc bdesc_;
     bool half_[3] = {false, false, false};  // forward, backward data, backward filter in bf16

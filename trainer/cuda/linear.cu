@@ -29,52 +29,38 @@ __global__ void k_add_col_sums(const float* __restrict__ g, float* __restrict__ 
     db[c] += static_cast<float>(s);
 }
 
-class LinearGpu final : public GpuLayer {
+class LinearGpu final : public LeafLayer<GpuLayer, spec::Linear> {
 public:
-    LinearGpu(GpuContext& ctx, int in, int out) : ctx_(ctx), in_f_(in), out_f_(out) {
-        spec::check_linear(in, out);
-        n_params_ = static_cast<size_t>(in) * out + out;
-    }
-    std::string describe() const override { return spec::linear_name(in_f_, out_f_); }
-    Shape configure(const Shape& in) override {
-        const Shape out = spec::linear_output(in_f_, out_f_, in);
-        in_ = in;
-        return out;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::linear_params(in_f_, out_f_); }
-    void bind(float* params, float* grads, float*) override {
-        params_ = params;
-        grads_ = grads;
-    }
+    LinearGpu(GpuContext& ctx, int in, int out) : LeafLayer(spec::Linear(in, out)), ctx_(ctx) {}
     // Row-major X (N, F), W (out, F), Y (N, out) are the column-major X^T (F, N), W^T (F, out),
     // Y^T (out, N): Y^T = (W^T)^T X^T.
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, "linear");
         x_ = &x;
-        y_.resize(x.n, out_f_, 1, 1);
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, out_f_, x.n, in_f_, params_, in_f_, x.ptr(), in_f_, kZero, y_.ptr(), out_f_);
-        add_row_bias(ctx_.stream(), y_.ptr(), bias(params_), x.n, out_f_);
+        y_.resize(x.n, spec_.out_f, 1, 1);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, spec_.out_f, x.n, spec_.in_f, params_, spec_.in_f, x.ptr(), spec_.in_f, kZero, y_.ptr(), spec_.out_f);
+        add_row_bias(ctx_.stream(), y_.ptr(), bias(params_), x.n, spec_.out_f);
         return y_;
     }
     const DevTensor& backward(const DevTensor& dy) override {
         const DevTensor& x = *x_;
-        if (dy.n != x.n || dy.sample_size() != static_cast<size_t>(out_f_))
+        if (dy.n != x.n || dy.sample_size() != static_cast<size_t>(spec_.out_f))
             throw std::invalid_argument("linear backward: dy " + dy.str());
         // dW (out, F) += G^T X  <=>  dW^T (F, out) += X^T (F, N) * G (N, out) [G^T col-major (out, N)]
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_f_, out_f_, x.n, x.ptr(), in_f_, dy.ptr(), out_f_, kOne, grads_, in_f_);
-        add_col_sums(ctx_.stream(), dy.ptr(), bias(grads_), x.n, out_f_);
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, spec_.in_f, spec_.out_f, x.n, x.ptr(), spec_.in_f, dy.ptr(), spec_.out_f, kOne, grads_, spec_.in_f);
+        add_col_sums(ctx_.stream(), dy.ptr(), bias(grads_), x.n, spec_.out_f);
         if (!need_input_grad_) {
             dx_.resize(0, 0, 0, 0);
             return dx_;
         }
         dx_.resize_like(x);
         // dX (N, F) = G W  <=>  dX^T (F, N) = W^T (F, out) * G^T (out, N)
-        gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_f_, x.n, out_f_, params_, in_f_, dy.ptr(), out_f_, kZero, dx_.ptr(), in_f_);
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, spec_.in_f, x.n, spec_.out_f, params_, spec_.in_f, dy.ptr(), spec_.out_f, kZero, dx_.ptr(), spec_.in_f);
         return dx_;
     }
 
 private:
-    float* bias(float* base) const { return base + static_cast<size_t>(in_f_) * out_f_; }
+    float* bias(float* base) const { return base + static_cast<size_t>(spec_.in_f) * spec_.out_f; }
     // C = op(A) op(B) + beta C, column-major, float32 operands: SGEMM, or on a Bf16 context
     // GemmEx with bf16 tensor-core compute and float32 accumulation.
     void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, const float* b,
@@ -87,8 +73,6 @@ private:
     }
 
     GpuContext& ctx_;
-    int in_f_, out_f_;
-    Shape in_;
     const DevTensor* x_ = nullptr;
     DevTensor y_, dx_;
 };

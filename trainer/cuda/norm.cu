@@ -13,28 +13,15 @@ namespace train {
 namespace cuda {
 namespace {
 
-class BatchNorm2dGpu final : public GpuLayer {
+class BatchNorm2dGpu final : public LeafLayer<GpuLayer, spec::BatchNorm> {
 public:
-    BatchNorm2dGpu(GpuContext& ctx, int c, float momentum, float eps) : ctx_(ctx), c_(c), momentum_(momentum), eps_(eps) {
-        spec::check_batchnorm(c);
+    BatchNorm2dGpu(GpuContext& ctx, int c, float momentum, float eps)
+        : LeafLayer(spec::BatchNorm(c)), ctx_(ctx), momentum_(momentum), eps_(eps) {
         if (eps < CUDNN_BN_MIN_EPSILON)
             throw std::invalid_argument("batchnorm2d: eps " + std::to_string(eps) + " is below cuDNN's minimum " +
                                         std::to_string(CUDNN_BN_MIN_EPSILON));
-        n_params_ = 2 * static_cast<size_t>(c);
         pdesc_.set(1, c, 1, 1);
         saved_.reserve(2 * sizeof(float) * c);
-    }
-    std::string describe() const override { return spec::batchnorm_name(c_); }
-    Shape configure(const Shape& in) override {
-        in_ = spec::batchnorm_output(c_, in);
-        return in_;
-    }
-    std::vector<ParamInfo> param_info() const override { return spec::batchnorm_params(c_); }
-    size_t state_size() const override { return spec::batchnorm_state_size(c_); }
-    void bind(float* params, float* grads, float* state) override {
-        params_ = params;
-        grads_ = grads;
-        state_ = state;
     }
     const DevTensor& forward(const DevTensor& x, bool train) override {
         check_input(x, in_, "batchnorm2d");
@@ -46,15 +33,15 @@ public:
         }
         y_.resize_like(x);
         float* mean = saved();
-        float* inv_var = saved() + c_;
+        float* inv_var = saved() + spec_.c;
         if (train)
             CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
                 ctx_.dnn(), train_mode(), &kOne, &kZero, xdesc_.d, x.ptr(), xdesc_.d, y_.ptr(), pdesc_.d,
-                params_, params_ + c_, momentum_, state_, state_ + c_, eps_, mean, inv_var));
+                params_, params_ + spec_.c, momentum_, state_, state_ + spec_.c, eps_, mean, inv_var));
         else
             CUDNN_CHECK(cudnnBatchNormalizationForwardInference(ctx_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero,
                                                                 xdesc_.d, x.ptr(), xdesc_.d, y_.ptr(), pdesc_.d,
-                                                                params_, params_ + c_, state_, state_ + c_, eps_));
+                                                                params_, params_ + spec_.c, state_, state_ + spec_.c, eps_));
         return y_;
     }
     const DevTensor& backward(const DevTensor& dy) override {
@@ -67,8 +54,8 @@ public:
         // dgamma, dbeta accumulate (beta_param = 1); dx overwritten (beta_data = 0).
         CUDNN_CHECK(cudnnBatchNormalizationBackward(ctx_.dnn(), train_mode(), &kOne, &kZero, &kOne, &kOne,
                                                     xdesc_.d, x.ptr(), xdesc_.d, dy.ptr(), xdesc_.d, dx_.ptr(),
-                                                    pdesc_.d, params_, grads_, grads_ + c_, eps_, saved(),
-                                                    saved() + c_));
+                                                    pdesc_.d, params_, grads_, grads_ + spec_.c, eps_, saved(),
+                                                    saved() + spec_.c));
         if (!need_input_grad_) empty_.resize(0, 0, 0, 0);
         return need_input_grad_ ? dx_ : empty_;
     }
@@ -88,12 +75,9 @@ private:
     }
 
     GpuContext& ctx_;
-    int c_;
     double momentum_, eps_;
-    float* state_ = nullptr;
     bool train_ = true;
     int n_ = -1;
-    Shape in_;
     TensorDesc xdesc_, pdesc_;
     DevMem saved_;  // batch mean and inverse std of the last training forward, (2C,)
     const DevTensor* x_ = nullptr;
