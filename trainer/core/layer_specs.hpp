@@ -134,6 +134,25 @@ struct Conv {
     }
 };
 
+/// Max pooling, k x k window, stride s (0 or k: non-overlapping windows); no parameters.
+struct MaxPool {
+    int k, s;
+    /// Errors: std::invalid_argument unless k > 0 and stride >= 0.
+    MaxPool(int window, int stride) : k(window), s(stride > 0 ? stride : window) {
+        if (k <= 0 || stride < 0) throw std::invalid_argument("maxpool2d: window and stride must be positive");
+    }
+    /// "maxpoolK", or "maxpoolK/S" when the stride is not the window.
+    std::string name() const { return "maxpool" + std::to_string(k) + (s != k ? "/" + std::to_string(s) : ""); }
+    /// (C, floor((H - k)/s) + 1, floor((W - k)/s) + 1), PyTorch's MaxPool2d(k, s) without
+    /// padding. Errors: std::invalid_argument naming the layer when the input is smaller than k.
+    Shape output(const Shape& in) const {
+        if (in.h < k || in.w < k) throw std::invalid_argument(name() + ": input " + in.str() + " is too small");
+        return Shape{in.c, (in.h - k) / s + 1, (in.w - k) / s + 1};
+    }
+    std::vector<ParamInfo> params() const { return {}; }
+    size_t state_size() const { return 0; }
+};
+
 /// Squeeze-and-excitation over `c` channels squeezed to `sq` (Hu et al. 2018): its children
 /// are global average pooling, fc c -> sq, ReLU, fc sq -> c, hard sigmoid, in that order
 /// (their parameters in that order are its layout). "se(C->SQ)".
@@ -147,7 +166,7 @@ inline void se_check_channels(int c, int sq, const Shape& in) {
 
 /// A leaf layer of either family (Base = Layer on the CPU, GpuLayer on the GPU) whose name,
 /// output shape, parameter list, state size and buffer binding come from its Spec
-/// (spec::Linear, spec::BatchNorm, spec::Conv). It fixes in_ and out_ (one example's (C, H, W))
+/// (spec::Linear, spec::BatchNorm, spec::Conv, spec::MaxPool). It fixes in_ and out_ (one example's (C, H, W))
 /// in configure(); params_, grads_ and state_ point into the Model's fused buffers after bind().
 template <class Base, class Spec>
 class LeafLayer : public Base {

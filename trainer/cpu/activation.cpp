@@ -44,10 +44,7 @@ public:
     }
     const Tensor& backward(const Tensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("relu backward: dy " + dy.str());
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(dy);
         const float* g = dy.ptr();
         const float* y = y_.ptr();

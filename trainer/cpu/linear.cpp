@@ -35,10 +35,7 @@ public:
         CMapRM G(dy.ptr(), dy.n, spec_.out_f);
         gemm(true, false, spec_.out_f, spec_.in_f, x.n, dy.ptr(), x.ptr(), grads_, true);  // dW += G^T X
         MapVec(grads_ + static_cast<size_t>(spec_.in_f) * spec_.out_f, spec_.out_f) += G.colwise().sum().transpose();
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(x);
         gemm(false, false, x.n, spec_.in_f, spec_.out_f, dy.ptr(), params_, dx_.ptr(), false);  // dX = G W
         return dx_;

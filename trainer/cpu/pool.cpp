@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/layer_specs.hpp"
 #include "cpu/common.hpp"
 
 namespace tula {
@@ -13,18 +14,9 @@ using namespace cpu;
 
 // ---- max pooling -----------------------------------------------------------------------
 
-class MaxPool2dCpu final : public Layer {
+class MaxPool2dCpu final : public LeafLayer<Layer, spec::MaxPool> {
 public:
-    explicit MaxPool2dCpu(int k) : k_(k) {
-        if (k <= 0) throw std::invalid_argument("maxpool2d: window must be positive");
-    }
-    std::string describe() const override { return "maxpool" + std::to_string(k_); }
-    Shape configure(const Shape& in) override {
-        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
-        in_ = in;
-        out_ = Shape{in.c, in.h / k_, in.w / k_};
-        return out_;
-    }
+    explicit MaxPool2dCpu(int k) : LeafLayer(spec::MaxPool(k, k)) {}
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, "maxpool2d");
         y_.resize(x.n, out_);
@@ -35,7 +27,7 @@ public:
             const float* src = x.ptr() + pl * H * W;
             float* dst = y_.ptr() + pl * Ho * Wo;
             int32_t* arg = arg_.data() + pl * Ho * Wo;
-            if (k_ == 2) {
+            if (spec_.k == 2) {
                 // branch-free 2x2: the winner is chosen with selects (cmov / blend)
                 for (int oh = 0; oh < Ho; ++oh) {
                     const float* r0 = src + (2 * oh) * W;
@@ -55,11 +47,11 @@ public:
             }
             for (int oh = 0; oh < Ho; ++oh)
                 for (int ow = 0; ow < Wo; ++ow) {
-                    int best = (oh * k_) * W + ow * k_;
+                    int best = (oh * spec_.k) * W + ow * spec_.k;
                     float bv = src[best];
-                    for (int i = 0; i < k_; ++i)
-                        for (int j = 0; j < k_; ++j) {
-                            const int idx = (oh * k_ + i) * W + ow * k_ + j;
+                    for (int i = 0; i < spec_.k; ++i)
+                        for (int j = 0; j < spec_.k; ++j) {
+                            const int idx = (oh * spec_.k + i) * W + ow * spec_.k + j;
                             if (src[idx] > bv) {
                                 bv = src[idx];
                                 best = idx;
@@ -73,10 +65,7 @@ public:
     }
     const Tensor& backward(const Tensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize(dy.n, in_);
         std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
         const size_t hw = static_cast<size_t>(in_.h) * in_.w, ohw = static_cast<size_t>(out_.h) * out_.w;
@@ -91,8 +80,6 @@ public:
     }
 
 private:
-    int k_;
-    Shape in_, out_;
     Tensor y_, dx_;
     std::vector<int32_t> arg_;
 };
@@ -100,18 +87,9 @@ private:
 
 // ---- strided max pooling ---------------------------------------------------------------
 
-class MaxPoolStridedCpu final : public Layer {
+class MaxPoolStridedCpu final : public LeafLayer<Layer, spec::MaxPool> {
 public:
-    MaxPoolStridedCpu(int k, int s) : k_(k), s_(s) {
-        if (k <= 0 || s <= 0) throw std::invalid_argument("maxpool2d: window and stride must be positive");
-    }
-    std::string describe() const override { return "maxpool" + std::to_string(k_) + "/" + std::to_string(s_); }
-    Shape configure(const Shape& in) override {
-        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
-        in_ = in;
-        out_ = Shape{in.c, (in.h - k_) / s_ + 1, (in.w - k_) / s_ + 1};
-        return out_;
-    }
+    MaxPoolStridedCpu(int k, int s) : LeafLayer(spec::MaxPool(k, s)) {}
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, "maxpool2d");
         y_.resize(x.n, out_);
@@ -121,10 +99,10 @@ public:
             const float* src = x.ptr() + pl * hw;
             for (int oh = 0; oh < out_.h; ++oh)
                 for (int ow = 0; ow < out_.w; ++ow) {
-                    int best = (oh * s_) * in_.w + ow * s_;
-                    for (int i = 0; i < k_; ++i)
-                        for (int j = 0; j < k_; ++j) {
-                            const int idx = (oh * s_ + i) * in_.w + ow * s_ + j;
+                    int best = (oh * spec_.s) * in_.w + ow * spec_.s;
+                    for (int i = 0; i < spec_.k; ++i)
+                        for (int j = 0; j < spec_.k; ++j) {
+                            const int idx = (oh * spec_.s + i) * in_.w + ow * spec_.s + j;
                             if (src[idx] > src[best]) best = idx;
                         }
                     y_.ptr()[pl * ohw + oh * out_.w + ow] = src[best];
@@ -145,8 +123,6 @@ public:
     }
 
 private:
-    int k_, s_;
-    Shape in_, out_;
     Tensor y_, dx_;
     std::vector<int> arg_;
 };

@@ -78,10 +78,7 @@ public:
     }
     const DevTensor& backward(const DevTensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("relu backward: dy " + dy.str());
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(dy);
         relu_backward(ctx_.stream(), y_.ptr(), dy.ptr(), dx_.ptr(), dy.size());
         return dx_;

@@ -66,10 +66,7 @@ public:
         if (spec_.bias)
             CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx_.dnn(), &kOne, f_.y.d, dy.ptr(), &kOne, bdesc_.d,
                                                      bias_ptr(grads_)));
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(x);
         if (half_[kData]) {
             CUDNN_CHECK(cudnnConvolutionBackwardData(ctx_.dnn(), &kOne, h_.w, wh_.get(), h_.y.d, dyh_.get(), h_.c,

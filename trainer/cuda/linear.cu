@@ -49,10 +49,7 @@ public:
         // dW (out, F) += G^T X  <=>  dW^T (F, out) += X^T (F, N) * G (N, out) [G^T col-major (out, N)]
         gemm(CUBLAS_OP_N, CUBLAS_OP_T, spec_.in_f, spec_.out_f, x.n, x.ptr(), spec_.in_f, dy.ptr(), spec_.out_f, kOne, grads_, spec_.in_f);
         add_col_sums(ctx_.stream(), dy.ptr(), bias(grads_), x.n, spec_.out_f);
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(x);
         // dX (N, F) = G W  <=>  dX^T (F, N) = W^T (F, out) * G^T (out, N)
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, spec_.in_f, x.n, spec_.out_f, params_, spec_.in_f, dy.ptr(), spec_.out_f, kZero, dx_.ptr(), spec_.in_f);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common.cuh"
+#include "core/layer_specs.hpp"
 
 namespace tula {
 namespace train {
@@ -52,24 +53,14 @@ __global__ void k_aavg_bwd(const float* __restrict__ dy, float* __restrict__ dx,
     }
 }
 
-class MaxPool2dGpu final : public GpuLayer {
+class MaxPool2dGpu final : public LeafLayer<GpuLayer, spec::MaxPool> {
 public:
-    MaxPool2dGpu(GpuContext& ctx, int k, int stride) : ctx_(ctx), k_(k), s_(stride > 0 ? stride : k) {
-        if (k <= 0) throw std::invalid_argument("maxpool2d: window must be positive");
+    MaxPool2dGpu(GpuContext& ctx, int k, int stride) : LeafLayer(spec::MaxPool(k, stride)), ctx_(ctx) {
         CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pdesc_));
         CUDNN_CHECK(cudnnSetPooling2dDescriptor(pdesc_, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN, k, k,
-                                                0, 0, s_, s_));
+                                                0, 0, spec_.s, spec_.s));
     }
     ~MaxPool2dGpu() override { cudnnDestroyPoolingDescriptor(pdesc_); }
-    std::string describe() const override {
-        return "maxpool" + std::to_string(k_) + (s_ != k_ ? "/" + std::to_string(s_) : "");
-    }
-    Shape configure(const Shape& in) override {
-        if (in.h < k_ || in.w < k_) throw std::invalid_argument(describe() + ": input " + in.str() + " is too small");
-        in_ = in;
-        out_ = Shape{in.c, (in.h - k_) / s_ + 1, (in.w - k_) / s_ + 1};
-        return out_;
-    }
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, "maxpool2d");
         x_ = &x;
@@ -84,10 +75,7 @@ public:
     }
     const DevTensor& backward(const DevTensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
-        if (!need_input_grad_) {
-            dx_.resize(0, 0, 0, 0);
-            return dx_;
-        }
+        if (!need_input_grad_) return no_grad(dx_);
         dx_.resize_like(*x_);
         CUDNN_CHECK(cudnnPoolingBackward(ctx_.dnn(), pdesc_, &kOne, ydesc_.d, y_.ptr(), ydesc_.d, dy.ptr(), xdesc_.d,
                                          x_->ptr(), &kZero, xdesc_.d, dx_.ptr()));
@@ -96,9 +84,7 @@ public:
 
 private:
     GpuContext& ctx_;
-    int k_, s_;
     int n_ = -1;
-    Shape in_, out_;
     cudnnPoolingDescriptor_t pdesc_ = nullptr;
     TensorDesc xdesc_, ydesc_;
     const DevTensor* x_ = nullptr;
