@@ -153,6 +153,43 @@ struct MaxPool {
     size_t state_size() const { return 0; }
 };
 
+/// A parameter-free elementwise layer (ReLU, hard sigmoid, hard swish): output shape = input.
+struct Pointwise {
+    std::string label;  ///< describe()'s text, e.g. "relu"
+    std::string name() const { return label; }
+    Shape output(const Shape& in) const { return in; }
+    std::vector<ParamInfo> params() const { return {}; }
+    size_t state_size() const { return 0; }
+};
+
+/// Inverted dropout with drop probability p (Srivastava et al. 2014); output shape = input.
+struct Dropout : Pointwise {
+    double p;
+    /// Errors: std::invalid_argument unless 0 <= p < 1.
+    explicit Dropout(double prob) : p(prob) {
+        if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("dropout: probability must be in [0, 1)");
+        label = "dropout(" + std::to_string(p).substr(0, 4) + ")";
+    }
+};
+
+/// Adaptive average pooling to oh x ow (PyTorch's AdaptiveAvgPool2d); no parameters.
+struct AdaptiveAvgPool {
+    int oh, ow;
+    /// Errors: std::invalid_argument unless both are positive.
+    AdaptiveAvgPool(int h, int w) : oh(h), ow(w) {
+        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avgpool2d: output size must be positive");
+    }
+    /// "global-avgpool" for 1 x 1, else "adaptive-avgpool(OHxOW)".
+    std::string name() const {
+        if (oh == 1 && ow == 1) return "global-avgpool";
+        return "adaptive-avgpool(" + std::to_string(oh) + "x" + std::to_string(ow) + ")";
+    }
+    /// (C, oh, ow) for any input (C, H, W); smaller inputs are replicated.
+    Shape output(const Shape& in) const { return Shape{in.c, oh, ow}; }
+    std::vector<ParamInfo> params() const { return {}; }
+    size_t state_size() const { return 0; }
+};
+
 /// Squeeze-and-excitation over `c` channels squeezed to `sq` (Hu et al. 2018): its children
 /// are global average pooling, fc c -> sq, ReLU, fc sq -> c, hard sigmoid, in that order
 /// (their parameters in that order are its layout). "se(C->SQ)".
@@ -166,7 +203,8 @@ inline void se_check_channels(int c, int sq, const Shape& in) {
 
 /// A leaf layer of either family (Base = Layer on the CPU, GpuLayer on the GPU) whose name,
 /// output shape, parameter list, state size and buffer binding come from its Spec
-/// (spec::Linear, spec::BatchNorm, spec::Conv, spec::MaxPool). It fixes in_ and out_ (one example's (C, H, W))
+/// (spec::Linear, spec::BatchNorm, spec::Conv, spec::MaxPool, spec::Pointwise,
+/// spec::Dropout, spec::AdaptiveAvgPool). It fixes in_ and out_ (one example's (C, H, W))
 /// in configure(); params_, grads_ and state_ point into the Model's fused buffers after bind().
 template <class Base, class Spec>
 class LeafLayer : public Base {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/layer_specs.hpp"
 #include "cpu/common.hpp"
 
 namespace tula {
@@ -25,13 +26,9 @@ void relu_mask(const float* y, const float* g, float* d, size_t n) {
     for (; i < n; ++i) d[i] = y[i] > 0.0f ? g[i] : 0.0f;
 }
 
-class ReluCpu final : public Layer {
+class ReluCpu final : public LeafLayer<Layer, spec::Pointwise> {
 public:
-    std::string describe() const override { return "relu"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    ReluCpu() : LeafLayer(spec::Pointwise{"relu"}) {}
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, "relu");
         y_.resize_like(x);
@@ -55,25 +52,15 @@ public:
     }
 
 private:
-    Shape in_;
     Tensor y_, dx_;
 };
 
 
 // ---- dropout ---------------------------------------------------------------------------
 
-class DropoutCpu final : public Layer {
+class DropoutCpu final : public LeafLayer<Layer, spec::Dropout> {
 public:
-    explicit DropoutCpu(double p) : p_(p) {
-        if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("dropout: probability must be in [0, 1)");
-    }
-    std::string describe() const override {
-        return "dropout(" + std::to_string(p_).substr(0, 4) + ")";
-    }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    explicit DropoutCpu(double p) : LeafLayer(spec::Dropout(p)), p_(p) {}
     void init(Rng& rng) override { rng_ = Rng(static_cast<uint64_t>(rng.uniform() * 9007199254740992.0)); }
     void save_rng(std::vector<std::string>& out) const override { out.push_back(rng_.state()); }
     void load_rng(const std::vector<std::string>& in, size_t& pos) override {
@@ -108,21 +95,15 @@ private:
     double p_;
     bool train_ = false;
     Rng rng_{0};
-    Shape in_;
     std::vector<float> mask_;
     Tensor y_, dx_;
 };
 
 // ---- hard sigmoid / hard swish ---------------------------------------------------------
 
-class HardActCpu final : public Layer {
+class HardActCpu final : public LeafLayer<Layer, spec::Pointwise> {
 public:
-    explicit HardActCpu(bool swish) : swish_(swish) {}
-    std::string describe() const override { return swish_ ? "hardswish" : "hardsigmoid"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    explicit HardActCpu(bool swish) : LeafLayer(spec::Pointwise{swish ? "hardswish" : "hardsigmoid"}), swish_(swish) {}
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, describe().c_str());
         x_ = &x;
@@ -151,7 +132,6 @@ public:
 
 private:
     bool swish_;
-    Shape in_;
     const Tensor* x_ = nullptr;
     Tensor y_, dx_;
 };

@@ -131,18 +131,11 @@ private:
 
 // Window of output index i for input size n and output size o: [floor(i*n/o), ceil((i+1)*n/o)).
 // A fixed k x k, stride-k pool is the window [i*k, i*k + k).
-class AvgPoolCpu final : public Layer {
+class AvgPoolCpu final : public LeafLayer<Layer, spec::AdaptiveAvgPool> {
 public:
-    AvgPoolCpu(int oh, int ow) : oh_(oh), ow_(ow) {
-        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avgpool2d: output size must be positive");
-    }
-    std::string describe() const override {
-        if (oh_ == 1 && ow_ == 1) return "global-avgpool";
-        return "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
-    }
+    AvgPoolCpu(int oh, int ow) : LeafLayer(spec::AdaptiveAvgPool(oh, ow)) {}
     Shape configure(const Shape& in) override {
-        in_ = in;
-        out_ = Shape{in.c, oh_, ow_};
+        LeafLayer::configure(in);
         rows_.clear();
         cols_.clear();
         for (int i = 0; i < out_.h; ++i) rows_.push_back(window(i, in.h, out_.h));
@@ -191,8 +184,6 @@ private:
     std::pair<int, int> window(int i, int n, int o) const {
         return {static_cast<int>((static_cast<long>(i) * n) / o), static_cast<int>(((static_cast<long>(i) + 1) * n + o - 1) / o)};
     }
-    int oh_, ow_;
-    Shape in_, out_;
     std::vector<std::pair<int, int>> rows_, cols_;
     Tensor y_, dx_;
 };

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common.cuh"
+#include "core/layer_specs.hpp"
 
 namespace tula {
 namespace train {
@@ -62,14 +63,9 @@ __global__ void k_dropout_fwd(const float* __restrict__ x, float* __restrict__ y
     }
 }
 
-class ReluGpu final : public GpuLayer {
+class ReluGpu final : public LeafLayer<GpuLayer, spec::Pointwise> {
 public:
-    explicit ReluGpu(GpuContext& ctx) : ctx_(ctx) {}
-    std::string describe() const override { return "relu"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    explicit ReluGpu(GpuContext& ctx) : LeafLayer(spec::Pointwise{"relu"}), ctx_(ctx) {}
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, "relu");
         y_.resize_like(x);
@@ -86,18 +82,13 @@ public:
 
 private:
     GpuContext& ctx_;
-    Shape in_;
     DevTensor y_, dx_;
 };
 
-class HardActGpu final : public GpuLayer {
+class HardActGpu final : public LeafLayer<GpuLayer, spec::Pointwise> {
 public:
-    HardActGpu(GpuContext& ctx, bool swish) : ctx_(ctx), swish_(swish) {}
-    std::string describe() const override { return swish_ ? "hardswish" : "hardsigmoid"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    HardActGpu(GpuContext& ctx, bool swish)
+        : LeafLayer(spec::Pointwise{swish ? "hardswish" : "hardsigmoid"}), ctx_(ctx), swish_(swish) {}
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, describe());
         x_ = &x;
@@ -116,21 +107,13 @@ public:
 private:
     GpuContext& ctx_;
     bool swish_;
-    Shape in_;
     const DevTensor* x_ = nullptr;
     DevTensor y_, dx_;
 };
 
-class DropoutGpu final : public GpuLayer {
+class DropoutGpu final : public LeafLayer<GpuLayer, spec::Dropout> {
 public:
-    DropoutGpu(GpuContext& ctx, double p, uint64_t seed) : ctx_(ctx), p_(p), seed_(seed) {
-        if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("dropout: p must be in [0, 1)");
-    }
-    std::string describe() const override { return "dropout(" + std::to_string(p_).substr(0, 4) + ")"; }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return in;
-    }
+    DropoutGpu(GpuContext& ctx, double p, uint64_t seed) : LeafLayer(spec::Dropout(p)), ctx_(ctx), p_(p), seed_(seed) {}
     const DevTensor& forward(const DevTensor& x, bool train) override {
         check_input(x, in_, "dropout");
         train_ = train && p_ > 0;
@@ -156,7 +139,6 @@ private:
     double p_;
     uint64_t seed_, calls_ = 0;
     bool train_ = false;
-    Shape in_;
     DevTensor y_, mask_, dx_;
 };
 

@@ -257,15 +257,7 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
         if (stats && measure_noise && many) local_g2 = grad_norm2();
     }
     if (many || (sync && force_allreduce_)) allreduce_grads();
-    if (many) {
-        if (stats && measure_noise) {  // McCandlish et al. 2018, App. A.1: B_small = n, B_big = K n
-            comm_.allreduce_sum(&local_g2, 1);
-            stats->noise = true;
-            stats->b_small = n;
-            stats->g2_small = local_g2 / comm_.size();
-            stats->b_big = static_cast<double>(n) * comm_.size();
-        }
-    }
+    if (many && stats && measure_noise) stats->observe_noise(comm_, local_g2, n);
     if (stats) {
         stats->grad_norm2 = grad_norm2();
         if (stats->noise) stats->g2_big = stats->grad_norm2;

@@ -91,37 +91,25 @@ private:
     DevTensor y_, dx_;
 };
 
-class AdaptiveAvgPoolGpu final : public GpuLayer {
+class AdaptiveAvgPoolGpu final : public LeafLayer<GpuLayer, spec::AdaptiveAvgPool> {
 public:
-    AdaptiveAvgPoolGpu(GpuContext& ctx, int oh, int ow) : ctx_(ctx), oh_(oh), ow_(ow) {
-        if (oh <= 0 || ow <= 0) throw std::invalid_argument("adaptive avg pool: output size must be positive");
-    }
-    std::string describe() const override {
-        return oh_ == 1 && ow_ == 1 ? "global-avgpool"
-                                    : "adaptive-avgpool(" + std::to_string(oh_) + "x" + std::to_string(ow_) + ")";
-    }
-    Shape configure(const Shape& in) override {
-        in_ = in;
-        return Shape{in.c, oh_, ow_};
-    }
+    AdaptiveAvgPoolGpu(GpuContext& ctx, int oh, int ow) : LeafLayer(spec::AdaptiveAvgPool(oh, ow)), ctx_(ctx) {}
     const DevTensor& forward(const DevTensor& x, bool) override {
         check_input(x, in_, describe());
-        y_.resize(x.n, in_.c, oh_, ow_);
-        adaptive_avgpool_forward(ctx_.stream(), x.ptr(), y_.ptr(), x.n * in_.c, in_.h, in_.w, oh_, ow_);
+        y_.resize(x.n, in_.c, spec_.oh, spec_.ow);
+        adaptive_avgpool_forward(ctx_.stream(), x.ptr(), y_.ptr(), x.n * in_.c, in_.h, in_.w, spec_.oh, spec_.ow);
         return y_;
     }
     const DevTensor& backward(const DevTensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument(describe() + " backward: dy " + dy.str());
         if (!need_input_grad_) return no_grad(dx_);
         dx_.resize(dy.n, in_);
-        adaptive_avgpool_backward(ctx_.stream(), dy.ptr(), dx_.ptr(), dy.n * in_.c, in_.h, in_.w, oh_, ow_);
+        adaptive_avgpool_backward(ctx_.stream(), dy.ptr(), dx_.ptr(), dy.n * in_.c, in_.h, in_.w, spec_.oh, spec_.ow);
         return dx_;
     }
 
 private:
     GpuContext& ctx_;
-    int oh_, ow_;
-    Shape in_;
     DevTensor y_, dx_;
 };
 

@@ -24,7 +24,26 @@ bool launched_by_mpi() {
     return false;
 }
 constexpr size_t kChunk = static_cast<size_t>(INT_MAX) / 2;
+MPI_Datatype mpi_type(const float*) { return MPI_FLOAT; }
+MPI_Datatype mpi_type(const double*) { return MPI_DOUBLE; }
 #endif
+
+// In-place elementwise sum (or maximum when `max`) over the ranks of MPI_COMM_WORLD of
+// buf[0, n), in chunks of at most kChunk values (MPI counts are int); nothing unless `active`.
+template <class T>
+void allreduce_in_place(bool active, T* buf, size_t n, bool max) {
+#ifdef TULA_HAVE_MPI
+    if (!active) return;
+    for (size_t o = 0; o < n; o += kChunk)
+        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), mpi_type(buf),
+                      max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)active;
+    (void)buf;
+    (void)n;
+    (void)max;
+#endif
+}
 }  // namespace
 
 struct Comm::Pending {
@@ -64,41 +83,9 @@ void Comm::finalize() {
     finalized_ = true;
 }
 
-void Comm::allreduce_sum(float* buf, size_t n) {
-#ifdef TULA_HAVE_MPI
-    if (!mpi_ || size_ == 1) return;
-    for (size_t o = 0; o < n; o += kChunk)
-        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
-#else
-    (void)buf;
-    (void)n;
-#endif
-}
-
-void Comm::allreduce_sum(double* buf, size_t n) {
-#ifdef TULA_HAVE_MPI
-    if (!mpi_ || size_ == 1) return;
-    for (size_t o = 0; o < n; o += kChunk)
-        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_DOUBLE, MPI_SUM,
-                      MPI_COMM_WORLD);
-#else
-    (void)buf;
-    (void)n;
-#endif
-}
-
-void Comm::allreduce_max(double* buf, size_t n) {
-#ifdef TULA_HAVE_MPI
-    if (!mpi_ || size_ == 1) return;
-    for (size_t o = 0; o < n; o += kChunk)
-        MPI_Allreduce(MPI_IN_PLACE, buf + o, static_cast<int>(std::min(kChunk, n - o)), MPI_DOUBLE, MPI_MAX,
-                      MPI_COMM_WORLD);
-#else
-    (void)buf;
-    (void)n;
-#endif
-}
+void Comm::allreduce_sum(float* buf, size_t n) { allreduce_in_place(mpi_ && size_ > 1, buf, n, false); }
+void Comm::allreduce_sum(double* buf, size_t n) { allreduce_in_place(mpi_ && size_ > 1, buf, n, false); }
+void Comm::allreduce_max(double* buf, size_t n) { allreduce_in_place(mpi_ && size_ > 1, buf, n, true); }
 
 void Comm::broadcast(float* buf, size_t n, int root) {
 #ifdef TULA_HAVE_MPI

@@ -154,13 +154,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         if (!reduced) comm_.allreduce_sum(g, np);
         const float inv = 1.0f / static_cast<float>(comm_.size());
         for (size_t i = 0; i < np; ++i) g[i] *= inv;
-        if (stats && measure_noise) {
-            comm_.allreduce_sum(&local_g2, 1);
-            stats->noise = true;
-            stats->b_small = n;
-            stats->g2_small = local_g2 / comm_.size();
-            stats->b_big = static_cast<double>(n) * comm_.size();
-        }
+        if (stats && measure_noise) stats->observe_noise(comm_, local_g2, n);
     }
     if (stats) {
         stats->grad_norm2 = sq_norm(m_.grads(), np);
@@ -168,6 +162,14 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
     }
     opt_.step(m_.params(), m_.grads(), lr);
     return loss;
+}
+
+void StepStats::observe_noise(Comm& comm, double local_g2, int n) {
+    comm.allreduce_sum(&local_g2, 1);
+    noise = true;
+    b_small = n;
+    g2_small = local_g2 / comm.size();
+    b_big = static_cast<double>(n) * comm.size();
 }
 
 void Trainer::set_bucket_bytes(size_t bytes) {

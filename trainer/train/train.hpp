@@ -97,6 +97,13 @@ struct StepStats {
     /// Seconds the step spent getting its batch: gathering it, or with a prefetched batch
     /// waiting for the loader thread (0 when the engine does not measure it).
     double gather_seconds = 0;
+
+    /// Takes the two-batch gradient noise observation of a data-parallel step (McCandlish et
+    /// al. 2018, App. A.1): sums this rank's squared local-gradient norm `local_g2` over the
+    /// ranks of `comm` (one collective, every rank must call it) and sets B_small = n (the
+    /// local batch, examples), g2_small = the ranks' mean, B_big = K n. g2_big is set by the
+    /// caller from the reduced gradient.
+    void observe_noise(Comm& comm, double local_g2, int n);
 };
 
 /// One training step as the --metrics log and the progress bar see it (identical on all ranks).
