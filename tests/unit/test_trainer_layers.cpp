@@ -13,107 +13,13 @@
 #include "core/layers.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "layer_check.hpp"
 
 using namespace tula::train;
+using namespace tula::train::testing;
 
 namespace {
 
-// A layer with its own parameter, gradient and state buffers (the Model normally owns them).
-struct Bound {
-    std::unique_ptr<Layer> layer;
-    std::vector<float> params, grads, state;
-    Shape out;
-    Bound(std::unique_ptr<Layer> l, const Shape& in, uint64_t seed) : layer(std::move(l)) {
-        out = layer->configure(in);
-        size_t np = 0;
-        for (const auto& p : layer->param_info()) np += p.size;
-        params.assign(np, 0.0f);
-        grads.assign(np, 0.0f);
-        state.assign(layer->state_size(), 0.0f);
-        layer->bind(params.data(), grads.data(), state.data());
-        Rng rng(seed);
-        layer->init(rng);
-    }
-};
-
-Tensor random_tensor(int n, const Shape& s, Rng& rng, double scale = 1.0) {
-    Tensor t(n, s.c, s.h, s.w);
-    for (float& v : t.data) v = static_cast<float>(scale * rng.normal());
-    return t;
-}
-
-// Random values with |v| >= gap, so ReLU kinks are farther than any finite-difference step.
-Tensor away_from_zero(int n, const Shape& s, Rng& rng, double gap) {
-    Tensor t(n, s.c, s.h, s.w);
-    for (float& v : t.data) {
-        const double u = rng.uniform(gap, 1.0 + gap);
-        v = static_cast<float>(rng.uniform() < 0.5 ? -u : u);
-    }
-    return t;
-}
-
-void assert_close(const std::string& what, const std::vector<double>& want, const float* got, size_t n, double rtol,
-                  double atol) {
-    CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": size", want.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-        const double tol = atol + rtol * std::fabs(want[i]);
-        if (!(std::fabs(want[i] - got[i]) <= tol))
-            CPPUNIT_FAIL(what + ": element " + std::to_string(i) + ": want " + std::to_string(want[i]) + ", got " +
-                         std::to_string(got[i]));
-    }
-}
-
-// Loss f = sum_i r_i * y_i (in double) for a fixed random r: dL/dy = r.
-double projected(const Tensor& y, const Tensor& r) {
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += static_cast<double>(r.data[i]) * y.data[i];
-    return s;
-}
-
-// Checks layer backward against central differences of f(x, params) = <r, layer(x)>.
-// Every input and parameter coordinate is checked (the sizes are small).
-void check_gradients(const std::string& name, Bound& b, Tensor x, bool train, double h, double rtol, double atol,
-                     uint64_t seed) {
-    Rng rng(seed);
-    const Tensor& y0 = b.layer->forward(x, train);
-    Tensor r = random_tensor(y0.n, y0.shape(), rng);
-    std::fill(b.grads.begin(), b.grads.end(), 0.0f);
-    b.layer->set_need_input_grad(true);
-    const Tensor dx = b.layer->backward(r);  // copy: the next forward may reuse the buffer
-    const std::vector<float> dparams = b.grads;
-
-    const std::vector<float> state0 = b.state;
-    auto f = [&]() {
-        b.state = state0;  // BN running statistics must not drift between evaluations
-        return projected(b.layer->forward(x, train), r);
-    };
-    std::vector<double> want_dx(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-        const float keep = x.data[i];
-        x.data[i] = static_cast<float>(keep + h);
-        const double fp = f();
-        x.data[i] = static_cast<float>(keep - h);
-        const double fm = f();
-        x.data[i] = keep;
-        want_dx[i] = (fp - fm) / (2 * h);
-    }
-    CPPUNIT_ASSERT_MESSAGE(name + ": dx shape", dx.size() == x.size());
-    assert_close(name + " dL/dx", want_dx, dx.ptr(), dx.size(), rtol, atol);
-
-    std::vector<double> want_dp(b.params.size());
-    for (size_t i = 0; i < b.params.size(); ++i) {
-        const float keep = b.params[i];
-        b.params[i] = static_cast<float>(keep + h);
-        const double fp = f();
-        b.params[i] = static_cast<float>(keep - h);
-        const double fm = f();
-        b.params[i] = keep;
-        want_dp[i] = (fp - fm) / (2 * h);
-    }
-    assert_close(name + " dL/dparams", want_dp, dparams.data(), dparams.size(), rtol, atol);
-}
-
-// Direct convolution: 7 nested loops (n, co, oh, ow, ci, ki, kj), zero padding.
 std::vector<double> naive_conv(const Tensor& x, const std::vector<float>& w, const float* bias, int cout, int k,
                                int s, int p) {
     const int ho = (x.h + 2 * p - k) / s + 1, wo = (x.w + 2 * p - k) / s + 1;

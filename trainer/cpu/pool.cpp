@@ -14,20 +14,22 @@ using namespace cpu;
 
 // ---- max pooling -----------------------------------------------------------------------
 
+// Window k, stride s (s = k: non-overlapping). The winner of a window is its first maximal
+// input; arg_ keeps its index within the plane for backward.
 class MaxPool2dCpu final : public LeafLayer<Layer, spec::MaxPool> {
 public:
-    explicit MaxPool2dCpu(int k) : LeafLayer(spec::MaxPool(k, k)) {}
+    MaxPool2dCpu(int k, int s) : LeafLayer(spec::MaxPool(k, s)) {}
     const Tensor& forward(const Tensor& x, bool) override {
         check_input(x, in_, "maxpool2d");
         y_.resize(x.n, out_);
         arg_.resize(y_.size());
-        const int H = in_.h, W = in_.w, Ho = out_.h, Wo = out_.w;
-        const size_t planes = static_cast<size_t>(x.n) * in_.c;
+        const int W = in_.w, Ho = out_.h, Wo = out_.w, k = spec_.k, s = spec_.s;
+        const size_t planes = static_cast<size_t>(x.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
         for (size_t pl = 0; pl < planes; ++pl) {
-            const float* src = x.ptr() + pl * H * W;
-            float* dst = y_.ptr() + pl * Ho * Wo;
-            int32_t* arg = arg_.data() + pl * Ho * Wo;
-            if (spec_.k == 2) {
+            const float* src = x.ptr() + pl * hw;
+            float* dst = y_.ptr() + pl * ohw;
+            int32_t* arg = arg_.data() + pl * ohw;
+            if (k == 2 && s == 2) {
                 // branch-free 2x2: the winner is chosen with selects (cmov / blend)
                 for (int oh = 0; oh < Ho; ++oh) {
                     const float* r0 = src + (2 * oh) * W;
@@ -47,17 +49,13 @@ public:
             }
             for (int oh = 0; oh < Ho; ++oh)
                 for (int ow = 0; ow < Wo; ++ow) {
-                    int best = (oh * spec_.k) * W + ow * spec_.k;
-                    float bv = src[best];
-                    for (int i = 0; i < spec_.k; ++i)
-                        for (int j = 0; j < spec_.k; ++j) {
-                            const int idx = (oh * spec_.k + i) * W + ow * spec_.k + j;
-                            if (src[idx] > bv) {
-                                bv = src[idx];
-                                best = idx;
-                            }
+                    int best = (oh * s) * W + ow * s;
+                    for (int i = 0; i < k; ++i)
+                        for (int j = 0; j < k; ++j) {
+                            const int idx = (oh * s + i) * W + ow * s + j;
+                            if (src[idx] > src[best]) best = idx;
                         }
-                    dst[oh * Wo + ow] = bv;
+                    dst[oh * Wo + ow] = src[best];
                     arg[oh * Wo + ow] = best;
                 }
         }
@@ -82,49 +80,6 @@ public:
 private:
     Tensor y_, dx_;
     std::vector<int32_t> arg_;
-};
-
-
-// ---- strided max pooling ---------------------------------------------------------------
-
-class MaxPoolStridedCpu final : public LeafLayer<Layer, spec::MaxPool> {
-public:
-    MaxPoolStridedCpu(int k, int s) : LeafLayer(spec::MaxPool(k, s)) {}
-    const Tensor& forward(const Tensor& x, bool) override {
-        check_input(x, in_, "maxpool2d");
-        y_.resize(x.n, out_);
-        arg_.resize(y_.size());
-        const size_t planes = static_cast<size_t>(x.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
-        for (size_t pl = 0; pl < planes; ++pl) {
-            const float* src = x.ptr() + pl * hw;
-            for (int oh = 0; oh < out_.h; ++oh)
-                for (int ow = 0; ow < out_.w; ++ow) {
-                    int best = (oh * spec_.s) * in_.w + ow * spec_.s;
-                    for (int i = 0; i < spec_.k; ++i)
-                        for (int j = 0; j < spec_.k; ++j) {
-                            const int idx = (oh * spec_.s + i) * in_.w + ow * spec_.s + j;
-                            if (src[idx] > src[best]) best = idx;
-                        }
-                    y_.ptr()[pl * ohw + oh * out_.w + ow] = src[best];
-                    arg_[pl * ohw + oh * out_.w + ow] = best;
-                }
-        }
-        return y_;
-    }
-    const Tensor& backward(const Tensor& dy) override {
-        if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
-        if (!need_input_grad_) return no_grad(dx_);
-        dx_.resize(dy.n, in_);
-        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
-        const size_t planes = static_cast<size_t>(dy.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
-        for (size_t pl = 0; pl < planes; ++pl)
-            for (size_t i = 0; i < ohw; ++i) dx_.ptr()[pl * hw + arg_[pl * ohw + i]] += dy.ptr()[pl * ohw + i];
-        return dx_;
-    }
-
-private:
-    Tensor y_, dx_;
-    std::vector<int> arg_;
 };
 
 // ---- average pooling (fixed and adaptive) ---------------------------------------------
@@ -191,8 +146,7 @@ private:
 }  // namespace
 
 std::unique_ptr<Layer> make_maxpool2d(int k, int stride) {
-    if (stride > 0 && stride != k) return std::make_unique<MaxPoolStridedCpu>(k, stride);
-    return std::make_unique<MaxPool2dCpu>(k);
+    return std::make_unique<MaxPool2dCpu>(k, stride);
 }
 std::unique_ptr<Layer> make_adaptive_avgpool2d(int oh, int ow) {
     return std::make_unique<AvgPoolCpu>(oh, ow);

@@ -1,4 +1,4 @@
-// Unit tests of tula-train's added CPU layers (grouped / depthwise convolution, strided max
+// Unit tests of the CPU layers of the larger models (grouped / depthwise convolution, strided max
 // pooling, average and adaptive average pooling, dropout, hard-sigmoid, hard-swish,
 // residual, squeeze-and-excitation, sequential blocks) and of label smoothing: forward
 // against naive direct implementations written here, backward against central finite
@@ -13,92 +13,13 @@
 #include "core/layers.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "layer_check.hpp"
 
 using namespace tula::train;
+using namespace tula::train::testing;
 
 namespace {
 
-// A layer with its own parameter, gradient and state buffers (the Model normally owns them).
-struct Bound2 {
-    std::unique_ptr<Layer> layer;
-    std::vector<float> params, grads, state;
-    Shape out;
-    Bound2(std::unique_ptr<Layer> l, const Shape& in, uint64_t seed) : layer(std::move(l)) {
-        out = layer->configure(in);
-        size_t np = 0;
-        for (const auto& p : layer->param_info()) np += p.size;
-        params.assign(np, 0.0f);
-        grads.assign(np, 0.0f);
-        state.assign(layer->state_size(), 0.0f);
-        layer->bind(params.data(), grads.data(), state.data());
-        Rng rng(seed);
-        layer->init(rng);
-    }
-};
-
-Tensor rnd(int n, const Shape& s, Rng& rng, double scale = 1.0) {
-    Tensor t(n, s.c, s.h, s.w);
-    for (float& v : t.data) v = static_cast<float>(scale * rng.normal());
-    return t;
-}
-
-void close(const std::string& what, const std::vector<double>& want, const float* got, size_t n, double rtol,
-           double atol) {
-    CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": size", want.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-        const double tol = atol + rtol * std::fabs(want[i]);
-        if (!(std::fabs(want[i] - got[i]) <= tol))
-            CPPUNIT_FAIL(what + ": element " + std::to_string(i) + ": want " + std::to_string(want[i]) + ", got " +
-                         std::to_string(got[i]));
-    }
-}
-
-double dot(const Tensor& y, const Tensor& r) {
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += static_cast<double>(r.data[i]) * y.data[i];
-    return s;
-}
-
-// Backward against central differences of f(x, params) = <r, layer(x)>, every coordinate.
-void fd_check(const std::string& name, Bound2& b, Tensor x, bool train, double h, double rtol, double atol,
-              uint64_t seed) {
-    Rng rng(seed);
-    const Tensor& y0 = b.layer->forward(x, train);
-    Tensor r = rnd(y0.n, y0.shape(), rng);
-    std::fill(b.grads.begin(), b.grads.end(), 0.0f);
-    b.layer->set_need_input_grad(true);
-    const Tensor dx = b.layer->backward(r);
-    const std::vector<float> dparams = b.grads;
-    const std::vector<float> state0 = b.state;
-    auto f = [&]() {
-        b.state = state0;
-        return dot(b.layer->forward(x, train), r);
-    };
-    std::vector<double> want(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-        const float keep = x.data[i];
-        x.data[i] = static_cast<float>(keep + h);
-        const double fp = f();
-        x.data[i] = static_cast<float>(keep - h);
-        const double fm = f();
-        x.data[i] = keep;
-        want[i] = (fp - fm) / (2 * h);
-    }
-    close(name + " dL/dx", want, dx.ptr(), dx.size(), rtol, atol);
-    std::vector<double> wp(b.params.size());
-    for (size_t i = 0; i < b.params.size(); ++i) {
-        const float keep = b.params[i];
-        b.params[i] = static_cast<float>(keep + h);
-        const double fp = f();
-        b.params[i] = static_cast<float>(keep - h);
-        const double fm = f();
-        b.params[i] = keep;
-        wp[i] = (fp - fm) / (2 * h);
-    }
-    close(name + " dL/dparams", wp, dparams.data(), dparams.size(), rtol, atol);
-}
-
-// Direct grouped convolution, weight (cout, cin/g, k, k).
 std::vector<double> naive_gconv(const Tensor& x, const float* w, const float* bias, int cout, int k, int s, int p,
                                 int g) {
     const int ho = (x.h + 2 * p - k) / s + 1, wo = (x.w + 2 * p - k) / s + 1, cig = x.c / g, cog = cout / g;
@@ -135,8 +56,8 @@ Tensor distinct(int n, const Shape& s, Rng& rng) {
 
 }  // namespace
 
-class TrainerLayers2Test : public CppUnit::TestFixture {
-    CPPUNIT_TEST_SUITE(TrainerLayers2Test);
+class TrainerBlocksTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TrainerBlocksTest);
     CPPUNIT_TEST(test_grouped_conv_forward_matches_direct);
     CPPUNIT_TEST(test_grouped_conv_backward_finite_differences);
     CPPUNIT_TEST(test_grouped_conv_rejects_bad_groups);
@@ -159,14 +80,14 @@ public:
                               {4, 8, 1, 1, 0, 4, 3, 4, 2, true}};  // grouped 1x1
         uint64_t seed = 101;
         for (const Case& c : cases) {
-            Bound2 b(make_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias, c.g), Shape{c.cin, c.h, c.w},
+            Bound b(make_conv2d(c.cin, c.cout, c.k, c.s, c.p, c.bias, c.g), Shape{c.cin, c.h, c.w},
                      seed++);
             Rng rng(seed++);
-            Tensor x = rnd(c.n, Shape{c.cin, c.h, c.w}, rng);
+            Tensor x = random_tensor(c.n, Shape{c.cin, c.h, c.w}, rng);
             const Tensor& y = b.layer->forward(x, true);
             const size_t nw = static_cast<size_t>(c.cout) * (c.cin / c.g) * c.k * c.k;
             CPPUNIT_ASSERT_EQUAL(nw + (c.bias ? c.cout : 0), b.params.size());
-            close("grouped conv " + b.layer->describe(),
+            assert_close("grouped conv " + b.layer->describe(),
                   naive_gconv(x, b.params.data(), c.bias ? b.params.data() + nw : nullptr, c.cout, c.k, c.s, c.p, c.g),
                   y.ptr(), y.size(), 1e-4, 1e-4);
         }
@@ -174,14 +95,14 @@ public:
 
     void test_grouped_conv_backward_finite_differences() {
         {
-            Bound2 b(make_conv2d(4, 6, 3, 1, 1, true, 2), Shape{4, 5, 4}, 111);
+            Bound b(make_conv2d(4, 6, 3, 1, 1, true, 2), Shape{4, 5, 4}, 111);
             Rng rng(112);
-            fd_check("conv groups 2", b, rnd(2, Shape{4, 5, 4}, rng), true, 1e-2, 2e-3, 2e-3, 113);
+            check_gradients("conv groups 2", b, random_tensor(2, Shape{4, 5, 4}, rng), true, 1e-2, 2e-3, 2e-3, 113);
         }
         {
-            Bound2 b(make_conv2d(3, 3, 3, 2, 1, false, 3), Shape{3, 7, 6}, 114);
+            Bound b(make_conv2d(3, 3, 3, 2, 1, false, 3), Shape{3, 7, 6}, 114);
             Rng rng(115);
-            fd_check("depthwise stride 2", b, rnd(2, Shape{3, 7, 6}, rng), true, 1e-2, 2e-3, 2e-3, 116);
+            check_gradients("depthwise stride 2", b, random_tensor(2, Shape{3, 7, 6}, rng), true, 1e-2, 2e-3, 2e-3, 116);
         }
     }
 
@@ -191,7 +112,7 @@ public:
     }
 
     void test_strided_maxpool() {
-        Bound2 b(make_maxpool2d(3, 2), Shape{2, 7, 8}, 1);
+        Bound b(make_maxpool2d(3, 2), Shape{2, 7, 8}, 1);
         CPPUNIT_ASSERT(b.out == (Shape{2, 3, 3}));
         Rng rng(121);
         Tensor x = distinct(2, Shape{2, 7, 8}, rng);
@@ -207,16 +128,16 @@ public:
                                 m = std::max(m, static_cast<double>(x.data[((n * 2 + c) * 7 + 2 * i + a) * 8 + 2 * j + d]));
                         want.push_back(m);
                     }
-        close("maxpool 3/2 forward", want, y.ptr(), y.size(), 0, 0);
-        fd_check("maxpool 3/2", b, x, true, 1e-3, 1e-3, 1e-3, 122);
+        assert_close("maxpool 3/2 forward", want, y.ptr(), y.size(), 0, 0);
+        check_gradients("maxpool 3/2", b, x, true, 1e-3, 1e-3, 1e-3, 122);
     }
 
     void test_avgpool_and_adaptive() {
         // adaptive 5x7 -> 3x2: PyTorch windows rows [0,2) [1,4) [3,5); cols [0,4) [3,7)
         {
-            Bound2 b(make_adaptive_avgpool2d(3, 2), Shape{1, 5, 7}, 1);
+            Bound b(make_adaptive_avgpool2d(3, 2), Shape{1, 5, 7}, 1);
             Rng rng(133);
-            Tensor x = rnd(1, Shape{1, 5, 7}, rng);
+            Tensor x = random_tensor(1, Shape{1, 5, 7}, rng);
             const Tensor& y = b.layer->forward(x, true);
             const int r[3][2] = {{0, 2}, {1, 4}, {3, 5}}, c[2][2] = {{0, 4}, {3, 7}};
             std::vector<double> want;
@@ -227,12 +148,12 @@ public:
                         for (int j = cc[0]; j < cc[1]; ++j) s += x.data[i * 7 + j];
                     want.push_back(s / ((rr[1] - rr[0]) * (cc[1] - cc[0])));
                 }
-            close("adaptive avgpool forward", want, y.ptr(), y.size(), 1e-5, 1e-6);
-            fd_check("adaptive avgpool", b, x, true, 1e-2, 1e-3, 1e-3, 134);
+            assert_close("adaptive avgpool forward", want, y.ptr(), y.size(), 1e-5, 1e-6);
+            check_gradients("adaptive avgpool", b, x, true, 1e-2, 1e-3, 1e-3, 134);
         }
         // 1x1 -> 7x7 replicates; global average pooling is the plain mean
         {
-            Bound2 b(make_adaptive_avgpool2d(7, 7), Shape{2, 1, 1}, 1);
+            Bound b(make_adaptive_avgpool2d(7, 7), Shape{2, 1, 1}, 1);
             Tensor x(1, 2, 1, 1);
             x.data = {1.5f, -2.0f};
             const Tensor& y = b.layer->forward(x, true);
@@ -240,9 +161,9 @@ public:
                 CPPUNIT_ASSERT_EQUAL(1.5f, y.data[i]);
                 CPPUNIT_ASSERT_EQUAL(-2.0f, y.data[49 + i]);
             }
-            Bound2 g(make_global_avgpool(), Shape{3, 4, 5}, 1);
+            Bound g(make_global_avgpool(), Shape{3, 4, 5}, 1);
             Rng rng(135);
-            Tensor z = rnd(2, Shape{3, 4, 5}, rng);
+            Tensor z = random_tensor(2, Shape{3, 4, 5}, rng);
             const Tensor& gy = g.layer->forward(z, true);
             std::vector<double> want;
             for (int p = 0; p < 6; ++p) {
@@ -250,16 +171,16 @@ public:
                 for (int i = 0; i < 20; ++i) s += z.data[p * 20 + i];
                 want.push_back(s / 20);
             }
-            close("global avgpool", want, gy.ptr(), gy.size(), 1e-5, 1e-6);
-            fd_check("global avgpool", g, z, true, 1e-2, 1e-3, 1e-3, 136);
+            assert_close("global avgpool", want, gy.ptr(), gy.size(), 1e-5, 1e-6);
+            check_gradients("global avgpool", g, z, true, 1e-2, 1e-3, 1e-3, 136);
         }
     }
 
     void test_dropout() {
         const double p = 0.3;
-        Bound2 b(make_dropout(p), Shape{4, 16, 16}, 7);
+        Bound b(make_dropout(p), Shape{4, 16, 16}, 7);
         Rng rng(141);
-        Tensor x = rnd(8, Shape{4, 16, 16}, rng);
+        Tensor x = random_tensor(8, Shape{4, 16, 16}, rng);
         for (float& v : x.data) v = std::fabs(v) + 0.1f;  // nonzero, so y/x recovers the mask
         const Tensor y = b.layer->forward(x, true);
         size_t zeros = 0;
@@ -270,7 +191,7 @@ public:
         // Bernoulli(0.3) over 8192 values: mean 0.3, sd ~0.005; 6 sd bounds
         const double frac = static_cast<double>(zeros) / x.size();
         CPPUNIT_ASSERT(frac > p - 0.03 && frac < p + 0.03);
-        Tensor g = rnd(8, Shape{4, 16, 16}, rng);
+        Tensor g = random_tensor(8, Shape{4, 16, 16}, rng);
         const Tensor& dx = b.layer->backward(g);
         for (size_t i = 0; i < x.size(); ++i)
             CPPUNIT_ASSERT_DOUBLES_EQUAL(g.data[i] * y.data[i] / x.data[i], dx.data[i], 1e-5);
@@ -290,57 +211,57 @@ public:
             v = static_cast<float>(u);
         }
         for (int swish = 0; swish < 2; ++swish) {
-            Bound2 b(swish ? make_hardswish() : make_hardsigmoid(), Shape{64, 1, 1}, 1);
+            Bound b(swish ? make_hardswish() : make_hardsigmoid(), Shape{64, 1, 1}, 1);
             const Tensor& y = b.layer->forward(x, true);
             std::vector<double> want;
             for (float v : x.data) {
                 const double hs = v <= -3 ? 0.0 : (v >= 3 ? 1.0 : (v + 3.0) / 6.0);
                 want.push_back(swish ? v * hs : hs);
             }
-            close(b.layer->describe() + " forward", want, y.ptr(), y.size(), 1e-6, 1e-6);
-            fd_check(b.layer->describe(), b, x, true, 1e-2, 1e-3, 1e-4, 152);
+            assert_close(b.layer->describe() + " forward", want, y.ptr(), y.size(), 1e-6, 1e-6);
+            check_gradients(b.layer->describe(), b, x, true, 1e-2, 1e-3, 1e-4, 152);
         }
     }
 
     void test_residual() {
         // identity shortcut: y = conv(x) + x
         {
-            Bound2 b(make_residual(make_conv2d(3, 3, 3, 1, 1, true), nullptr), Shape{3, 5, 5}, 161);
+            Bound b(make_residual(make_conv2d(3, 3, 3, 1, 1, true), nullptr), Shape{3, 5, 5}, 161);
             Rng rng(162);
-            Tensor x = rnd(2, Shape{3, 5, 5}, rng);
+            Tensor x = random_tensor(2, Shape{3, 5, 5}, rng);
             const Tensor& y = b.layer->forward(x, true);
             std::vector<double> want = naive_gconv(x, b.params.data(), b.params.data() + 81, 3, 3, 1, 1, 1);
             for (size_t i = 0; i < want.size(); ++i) want[i] += x.data[i];
-            close("residual identity forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
-            fd_check("residual identity", b, x, true, 1e-2, 2e-3, 2e-3, 163);
+            assert_close("residual identity forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
+            check_gradients("residual identity", b, x, true, 1e-2, 2e-3, 2e-3, 163);
         }
         // projection shortcut with stride 2
         {
-            Bound2 b(make_residual(make_conv2d(2, 4, 3, 2, 1, false),
+            Bound b(make_residual(make_conv2d(2, 4, 3, 2, 1, false),
                                    make_conv2d(2, 4, 1, 2, 0, false)),
                      Shape{2, 6, 6}, 164);
             CPPUNIT_ASSERT(b.out == (Shape{4, 3, 3}));
             Rng rng(165);
-            Tensor x = rnd(2, Shape{2, 6, 6}, rng);
+            Tensor x = random_tensor(2, Shape{2, 6, 6}, rng);
             const Tensor& y = b.layer->forward(x, true);
             std::vector<double> want = naive_gconv(x, b.params.data(), nullptr, 4, 3, 2, 1, 1);
             const std::vector<double> sc = naive_gconv(x, b.params.data() + 72, nullptr, 4, 1, 2, 0, 1);
             for (size_t i = 0; i < want.size(); ++i) want[i] += sc[i];
-            close("residual projection forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
-            fd_check("residual projection", b, x, true, 1e-2, 2e-3, 2e-3, 166);
+            assert_close("residual projection forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
+            check_gradients("residual projection", b, x, true, 1e-2, 2e-3, 2e-3, 166);
         }
-        CPPUNIT_ASSERT_THROW(Bound2(make_residual(make_conv2d(2, 4, 3, 1, 1, false), nullptr),
+        CPPUNIT_ASSERT_THROW(Bound(make_residual(make_conv2d(2, 4, 3, 1, 1, false), nullptr),
                                     Shape{2, 5, 5}, 1),
                              std::invalid_argument);
     }
 
     void test_squeeze_excitation() {
         const int C = 4, S = 2;
-        Bound2 b(make_squeeze_excitation(C, S), Shape{C, 3, 3}, 171);
+        Bound b(make_squeeze_excitation(C, S), Shape{C, 3, 3}, 171);
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(C * S + S + S * C + C), b.params.size());
         Rng rng(172);
         for (float& v : b.params) v = static_cast<float>(rng.normal());  // pre-activations away from 0 mostly
-        Tensor x = rnd(2, Shape{C, 3, 3}, rng);
+        Tensor x = random_tensor(2, Shape{C, 3, 3}, rng);
         const Tensor& y = b.layer->forward(x, true);
         const float* W1 = b.params.data();
         const float* b1 = W1 + C * S;
@@ -366,8 +287,8 @@ public:
             for (int c = 0; c < C; ++c)
                 for (int i = 0; i < 9; ++i) want.push_back(x.data[(n * C + c) * 9 + i] * s[c]);
         }
-        close("squeeze-excitation forward", want, y.ptr(), y.size(), 1e-5, 1e-5);
-        fd_check("squeeze-excitation", b, x, true, 1e-3, 3e-3, 3e-3, 173);
+        assert_close("squeeze-excitation forward", want, y.ptr(), y.size(), 1e-5, 1e-5);
+        check_gradients("squeeze-excitation", b, x, true, 1e-3, 3e-3, 3e-3, 173);
     }
 
     void test_sequential_block_with_batchnorm() {
@@ -375,7 +296,7 @@ public:
         L.push_back(make_conv2d(2, 3, 3, 1, 1, false));
         L.push_back(make_batchnorm2d(3));
         L.push_back(make_hardswish());
-        Bound2 b(make_sequential(std::move(L), "block"), Shape{2, 4, 4}, 181);
+        Bound b(make_sequential(std::move(L), "block"), Shape{2, 4, 4}, 181);
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(54 + 6), b.params.size());
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(6), b.layer->state_size());
         // BN init: gamma 1 beta 0 in the block's slice, running var 1
@@ -385,14 +306,14 @@ public:
             CPPUNIT_ASSERT_EQUAL(1.0f, b.state[3 + i]);
         }
         Rng rng(182);
-        fd_check("conv-bn-hardswish block", b, rnd(3, Shape{2, 4, 4}, rng), true, 1e-2, 5e-3, 5e-3, 183);
+        check_gradients("conv-bn-hardswish block", b, random_tensor(3, Shape{2, 4, 4}, rng), true, 1e-2, 5e-3, 5e-3, 183);
     }
 
     void test_label_smoothing() {
         const int N = 3, K = 5;
         const float eps = 0.1f;
         Rng rng(191);
-        Tensor z = rnd(N, Shape{K, 1, 1}, rng, 2.0);
+        Tensor z = random_tensor(N, Shape{K, 1, 1}, rng, 2.0);
         const int labels[N] = {0, 3, 4};
         SoftmaxCrossEntropy ce;
         ce.set_label_smoothing(eps);
@@ -418,10 +339,10 @@ public:
             zm.data[i] -= static_cast<float>(h);
             want[i] = (naive(zp) - naive(zm)) / (2 * h);
         }
-        close("label smoothing dL/dz", want, dz.ptr(), dz.size(), 1e-3, 1e-4);
+        assert_close("label smoothing dL/dz", want, dz.ptr(), dz.size(), 1e-3, 1e-4);
         CPPUNIT_ASSERT_THROW(ce.set_label_smoothing(1.0f), std::invalid_argument);
         CPPUNIT_ASSERT_THROW(ce.set_label_smoothing(-0.1f), std::invalid_argument);
     }
 };
 
-CPPUNIT_TEST_SUITE_REGISTRATION(TrainerLayers2Test);
+CPPUNIT_TEST_SUITE_REGISTRATION(TrainerBlocksTest);
