@@ -247,18 +247,4 @@ TrainCommand parse_train_command(const std::string& script) {
     return cmd;
 }
 
-int64_t activation_floats_per_example(const std::string& model) {
-    if (model == "lenet5") {
-        // input 1x28x28; conv1 6x28x28 and its ReLU; pool 6x14x14; conv2 16x10x10 and ReLU;
-        // pool 16x5x5; fc 120 + ReLU, 84 + ReLU, 10.
-        return 784 + 2 * 6 * 28 * 28 + 6 * 14 * 14 + 2 * 16 * 10 * 10 + 16 * 5 * 5 + 2 * 120 + 2 * 84 + 10;
-    }
-    if (model == "fmnist-cnn") {
-        // input; two 32x28x28 conv-BN-ReLU blocks (3 tensors each); pool 32x14x14; two
-        // 64x14x14 blocks; pool 64x7x7; fc 256 + ReLU, 10.
-        return 784 + 2 * 3 * 32 * 28 * 28 + 32 * 14 * 14 + 2 * 3 * 64 * 14 * 14 + 64 * 7 * 7 + 2 * 256 + 10;
-    }
-    return 0;
-}
-
 }  // namespace tula

@@ -5,6 +5,8 @@
 #      noise_observations = 16 (steps 0, 2, ..., 30: counted here from the step count) and a
 #      finite noise_scale > 0 of the same order as the B_simple the --metrics file logged for
 #      the epoch (the final EMA; the database holds the median over the epoch);
+#      The workload row has lenet5's activation size per example, 15,386 floats (counted here
+#      from its layer shapes: input, every layer's output);
 #   2. the same with --noise-scale-every 0: noise_scale NULL, noise_observations 0;
 #   3. after `tula profile compute`, `tula plan --json` reports noise_scale_source "measured",
 #      noise_scale_runs 1 and noise_scale equal to the stored value, and the table says
@@ -35,6 +37,9 @@ print([o for o in map(json.loads, open(sys.argv[1])) if o.get("type") == "epoch"
 assert_number "noise_scale of the metrics file's epoch line" "$logged"
 awk -v a="$ns" -v b="$logged" 'BEGIN { exit !(b > 0 && a / b > 0.1 && a / b < 10) }' ||
     fail "stored noise scale $ns is not within a factor 10 of the logged epoch value $logged"
+
+assert_eq $((784 + 2 * 6 * 28 * 28 + 6 * 14 * 14 + 2 * 16 * 10 * 10 + 16 * 5 * 5 + 2 * 120 + 2 * 84 + 10)) \
+    "$(sqlite3 "$db" "SELECT activation_floats FROM workload WHERE model = 'lenet5'")" "activation floats per example"
 
 expect_ok "training with --noise-scale-every 0" timeout 240 "$TULA_TRAIN" "${small[@]}" --noise-scale-every 0
 assert_eq "null|0" "$(sqlite3 "$db" "SELECT coalesce(noise_scale, 'null'), noise_observations FROM run ORDER BY id DESC LIMIT 1")" \

@@ -40,6 +40,7 @@ inline tula::Workload make_workload(const std::string& model, int64_t params) {
     w.params = params;
     w.train_examples = 60000;
     w.test_examples = 10000;
+    w.activation_floats = params / 4 + 1;  // any positive size, different per workload
     return w;
 }
 
@@ -50,6 +51,7 @@ inline void assert_same(const tula::Workload& a, const tula::Workload& b) {
     CPPUNIT_ASSERT_EQUAL(a.params, b.params);
     CPPUNIT_ASSERT_EQUAL(a.train_examples, b.train_examples);
     CPPUNIT_ASSERT_EQUAL(a.test_examples, b.test_examples);
+    CPPUNIT_ASSERT_EQUAL(a.activation_floats, b.activation_floats);
 }
 
 

@@ -182,15 +182,15 @@ public:
         const Case cases[] = {
             {"CREATE TABLE extra(x)", "contains table 'extra', which Tula never creates"},
             {"CREATE INDEX run_nodes ON run(nodes)", "contains index 'run_nodes' on 'run', which Tula never creates"},
-            {"DROP INDEX run_job; CREATE INDEX run_job ON run(job_id, nodes)", "index 'run_job' is not defined as in schema version 5"},
+            {"DROP INDEX run_job; CREATE INDEX run_job ON run(job_id, nodes)", "index 'run_job' is not defined as in schema version 6"},
             {"DROP TABLE allreduce_profile; CREATE TABLE allreduce_profile(id INTEGER PRIMARY KEY, host TEXT NOT NULL, "
              "nodes INTEGER NOT NULL, bytes INTEGER NOT NULL, seconds REAL GENERATED ALWAYS AS (nodes * 1e300) VIRTUAL, "
              "created REAL NOT NULL)",
-             "table 'allreduce_profile' is not defined as in schema version 5"},
+             "table 'allreduce_profile' is not defined as in schema version 6"},
             {"DROP TABLE allreduce_profile; CREATE TABLE allreduce_profile(id INTEGER PRIMARY KEY, host TEXT NOT NULL, "
              "nodes INTEGER NOT NULL, bytes INTEGER NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL) STRICT",
-             "table 'allreduce_profile' is not defined as in schema version 5"},
-            {"DROP INDEX run_workload", "lacks the index 'run_workload' of schema version 5"},
+             "table 'allreduce_profile' is not defined as in schema version 6"},
+            {"DROP INDEX run_workload", "lacks the index 'run_workload' of schema version 6"},
         };
         int i = 0;
         for (const Case& c : cases) {

@@ -66,6 +66,7 @@ class TrainerModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_fmnist_cnn_parameter_count);
     CPPUNIT_TEST(test_zoo_parameter_counts_match_torchvision);
     CPPUNIT_TEST(test_zoo_rejects_bad_shapes);
+    CPPUNIT_TEST(test_activation_floats_per_example);
     CPPUNIT_TEST(test_resnet18_gradient_along_gradient);
     CPPUNIT_TEST(test_mobilenetv3_gradient_along_gradient);
     CPPUNIT_TEST(test_unknown_model_lists_valid_names);
@@ -213,6 +214,29 @@ public:
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(conv_params(3, 6, 5, true) + conv_params(6, 16, 5, true) +
                                                  fc_params(576, 120) + fc_params(120, 84) + fc_params(84, 10)),
                              count_model_params("lenet5", Shape{3, 32, 32}, 10));
+    }
+
+    // The activation size the planner's memory model takes, against counts by hand from the
+    // layer shapes: every layer's output (ReLU and BN included) plus the input.
+    void test_activation_floats_per_example() {
+        const size_t lenet5 = 784 + 2 * 6 * 28 * 28 + 6 * 14 * 14 + 2 * 16 * 10 * 10 + 16 * 5 * 5 + 2 * 120 + 2 * 84 + 10;
+        CPPUNIT_ASSERT_EQUAL(lenet5, build_model("lenet5")->activation_floats_per_example());
+        const size_t fmnist = 784 + 2 * 3 * 32 * 28 * 28 + 32 * 14 * 14 + 2 * 3 * 64 * 14 * 14 + 64 * 7 * 7 + 2 * 256 + 10;
+        CPPUNIT_ASSERT_EQUAL(fmnist, build_model("fmnist-cnn")->activation_floats_per_example());
+        // Composites count their children's outputs and their own: residual(conv + conv 1x1)
+        // on 4x6x6 keeps two 8x6x6 paths and their sum; SE(8->2) keeps 8+2+2+8+8 values of its
+        // children and the 8x6x6 rescaled output.
+        std::vector<std::unique_ptr<Layer>> L;
+        L.push_back(make_residual(make_conv2d(4, 8, 3, 1, 1, true), make_conv2d(4, 8, 1, 1, 0, true)));
+        L.push_back(make_squeeze_excitation(8, 2));
+        Model m("composites", Shape{4, 6, 6}, std::move(L));
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(4 * 36 + 3 * 8 * 36 + (8 + 2 + 2 + 8 + 8) + 8 * 36),
+                             m.activation_floats_per_example());
+        // Every model of the zoo has one, so the memory bound plans each of them.
+        for (const std::string& name : model_names()) {
+            auto z = build_model(name, Shape{3, 32, 32}, 10);
+            CPPUNIT_ASSERT_MESSAGE(name, z->activation_floats_per_example() > 3 * 32 * 32 + z->output_shape().size());
+        }
     }
 
     void test_zoo_rejects_bad_shapes() {

@@ -73,6 +73,7 @@ tula::Workload workload_of(const Options& o, const Model& m, int64_t train_n, in
     w.params = static_cast<int64_t>(m.num_params());
     w.train_examples = train_n;
     w.test_examples = test_n;
+    w.activation_floats = static_cast<int64_t>(m.activation_floats_per_example());
     return w;
 }
 

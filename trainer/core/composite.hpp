@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_specs.hpp"
 #include "core/layers.hpp"
 
 namespace tula {
@@ -32,6 +33,12 @@ public:
     size_t state_size() const override {
         size_t s = 0;
         for (auto& k : kids_) s += k->state_size();
+        return s;
+    }
+    /// The children's activation floats (a composite with its own output buffer adds it).
+    size_t activation_floats() const override {
+        size_t s = 0;
+        for (auto& k : kids_) s += k->activation_floats();
         return s;
     }
     void bind(float* params, float* grads, float* state) override {
@@ -108,11 +115,42 @@ public:
         if (a != b)
             throw std::invalid_argument("residual: body gives " + a.str() + " but the shortcut gives " + b.str());
         in_ = in;
+        out_ = a;
         return a;
     }
+    /// The body's and shortcut's outputs plus the sum y = body + shortcut.
+    size_t activation_floats() const override { return B::activation_floats() + out_.size(); }
 
 protected:
-    Shape in_;  ///< input shape (C, H, W) of the block
+    Shape in_, out_;  ///< input and output shape (C, H, W) of the block
+};
+
+/// Squeeze-and-excitation (Hu et al. 2018) over `c` channels squeezed to `sq`, the part shared
+/// by the backends: describe(), configure() (the input must have c channels; the output has
+/// the input's shape) and activation_floats() (the children's outputs plus the rescaled
+/// output). The backend's class adds the children (spec::se_name's order: global average
+/// pooling, fc c -> sq, ReLU, fc sq -> c, hard sigmoid), forward and backward.
+/// Errors: std::invalid_argument unless c and sq are positive, or (configure) for the wrong
+/// channel count.
+template <class B>
+class SqueezeExcitationOf : public B {
+public:
+    SqueezeExcitationOf(int c, int sq) : c_(c), sq_(sq) {
+        if (c <= 0 || sq <= 0) throw std::invalid_argument("squeeze-excitation: channels must be positive");
+    }
+    std::string describe() const override { return spec::se_name(c_, sq_); }
+    Shape configure(const Shape& in) override {
+        spec::se_check_channels(c_, sq_, in);
+        Shape s = in;
+        for (auto& k : this->kids_) s = k->configure(s);
+        in_ = in;
+        return in;
+    }
+    size_t activation_floats() const override { return B::activation_floats() + in_.size(); }
+
+protected:
+    int c_, sq_;
+    Shape in_;  ///< input (= output) shape (C, H, W)
 };
 
 }  // namespace train

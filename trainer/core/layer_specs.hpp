@@ -220,6 +220,7 @@ public:
     }
     std::vector<ParamInfo> param_info() const override { return spec_.params(); }
     size_t state_size() const override { return spec_.state_size(); }
+    size_t activation_floats() const override { return out_.size(); }
     void bind(float* params, float* grads, float* state) override {
         this->params_ = params;
         this->grads_ = grads;

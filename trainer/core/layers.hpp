@@ -53,6 +53,10 @@ public:
     virtual std::vector<ParamInfo> param_info() const { return {}; }
     /// Number of non-trainable float32 state values (BN running mean and variance).
     virtual size_t state_size() const { return 0; }
+    /// Floats of forward outputs one example leaves in the layer for backward: its output
+    /// (C*H*W of configure()'s result), plus a composite's inner outputs; 0 before configure().
+    virtual size_t activation_floats() const { return 0; }
+
     /// Gives the layer its slices of the fused buffers: `params` and `grads` hold the sum
     /// of param_info() sizes, `state` holds state_size() values. Pointers stay valid for
     /// the layer's lifetime.

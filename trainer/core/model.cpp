@@ -81,6 +81,12 @@ void Model::backward(const Tensor& dlogits, const std::function<void(size_t offs
     }
 }
 
+size_t Model::activation_floats_per_example() const {
+    size_t n = input_.size();
+    for (const auto& l : layers_) n += l->activation_floats();
+    return n;
+}
+
 std::string Model::summary() const {
     std::ostringstream o;
     o << name_ << ": input " << input_.str() << "\n";

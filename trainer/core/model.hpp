@@ -37,6 +37,10 @@ public:
     const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
     const std::vector<ParamSegment>& segments() const { return segments_; }
 
+    /// Floats of activations one training example produces in the forward pass: the input
+    /// plus every layer's activation_floats() (composites' inner outputs included). The
+    /// planner's memory model takes 2 x 4 bytes per float (values and their gradients).
+    size_t activation_floats_per_example() const;
     /// Number of trainable parameters (= values in params()).
     size_t num_params() const { return params_.size(); }
     float* params() { return params_.data(); }

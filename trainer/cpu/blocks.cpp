@@ -64,23 +64,14 @@ private:
     Tensor y_, dx_;
 };
 
-class SqueezeExcitationCpu final : public Composite {
+class SqueezeExcitationCpu final : public SqueezeExcitationOf<Composite> {
 public:
-    SqueezeExcitationCpu(int c, int sq) : c_(c), sq_(sq) {
-        if (c <= 0 || sq <= 0) throw std::invalid_argument("squeeze-excitation: channels must be positive");
+    SqueezeExcitationCpu(int c, int sq) : SqueezeExcitationOf(c, sq) {
         kids_.push_back(make_global_avgpool());
         kids_.push_back(make_linear(c, sq));
         kids_.push_back(make_relu());
         kids_.push_back(make_linear(sq, c));
         kids_.push_back(make_hardsigmoid());
-    }
-    std::string describe() const override { return spec::se_name(c_, sq_); }
-    Shape configure(const Shape& in) override {
-        spec::se_check_channels(c_, sq_, in);
-        Shape s = in;
-        for (auto& k : kids_) s = k->configure(s);
-        in_ = in;
-        return in;
     }
     const Tensor& forward(const Tensor& x, bool train) override {
         check_input(x, in_, "squeeze-excitation");
@@ -129,8 +120,6 @@ public:
     }
 
 private:
-    int c_, sq_;
-    Shape in_;
     const Tensor* x_ = nullptr;
     const Tensor* s_ = nullptr;
     Tensor y_, dx_, ds_;

@@ -74,23 +74,14 @@ private:
     DevTensor y_, dx_;
 };
 
-class SqueezeExcitationGpu final : public CompositeGpu {
+class SqueezeExcitationGpu final : public SqueezeExcitationOf<CompositeGpu> {
 public:
-    SqueezeExcitationGpu(GpuContext& ctx, int c, int sq) : ctx_(ctx), c_(c), sq_(sq) {
-        if (c <= 0 || sq <= 0) throw std::invalid_argument("squeeze-excitation: channels must be positive");
+    SqueezeExcitationGpu(GpuContext& ctx, int c, int sq) : SqueezeExcitationOf(c, sq), ctx_(ctx) {
         kids_.push_back(make_gpu_adaptive_avgpool2d(ctx, 1, 1));
         kids_.push_back(make_gpu_linear(ctx, c, sq));
         kids_.push_back(make_gpu_relu(ctx));
         kids_.push_back(make_gpu_linear(ctx, sq, c));
         kids_.push_back(make_gpu_hardsigmoid(ctx));
-    }
-    std::string describe() const override { return spec::se_name(c_, sq_); }
-    Shape configure(const Shape& in) override {
-        spec::se_check_channels(c_, sq_, in);
-        Shape s = in;
-        for (auto& k : kids_) s = k->configure(s);
-        in_ = in;
-        return in;
     }
     const DevTensor& forward(const DevTensor& x, bool train) override {
         check_input(x, in_, "squeeze-excitation");
@@ -119,8 +110,6 @@ public:
 
 private:
     GpuContext& ctx_;
-    int c_, sq_;
-    Shape in_;
     const DevTensor* x_ = nullptr;
     const DevTensor* s_ = nullptr;
     DevTensor y_, dx_, ds_;

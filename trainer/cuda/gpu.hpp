@@ -183,6 +183,8 @@ public:
     virtual Shape configure(const Shape& in) = 0;
     virtual std::vector<ParamInfo> param_info() const { return {}; }
     virtual size_t state_size() const { return 0; }
+    /// As Layer::activation_floats.
+    virtual size_t activation_floats() const { return 0; }
     /// Device pointers to this layer's slices of the fused buffers.
     virtual void bind(float* params, float* grads, float* state) {}
     /// y = layer(x); x must stay unchanged until backward(). Errors as Layer::forward.

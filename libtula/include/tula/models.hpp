@@ -351,9 +351,8 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
 /// Peak device memory of one rank vs local batch b: M(b) = M_static + M_act * b [bytes].
 /// Without measured samples (the profile database has no place for them) it is computed
 /// from the workload: M_static = 4 bytes x params x 4 (weights, gradients, momentum,
-/// allreduce buffer, float32); M_act = 2 x 4 bytes x activation floats per example (forward
-/// activations kept for backward, plus their gradients), activation floats from
-/// activation_floats_per_example() (workload.hpp).
+/// allreduce buffer, float32); M_act = 2 x 4 bytes x Workload::activation_floats (forward
+/// activations kept for backward, plus their gradients), which tula-train writes.
 struct MemoryModel {
     double static_bytes = 0;   ///< bytes
     double per_example_bytes = 0;  ///< bytes per example of local batch

@@ -14,16 +14,14 @@ struct Workload {
     int64_t params = 0;          ///< trainable parameters (count); gradient bytes = 4 * params (float32)
     int64_t train_examples = 0;  ///< examples in one training epoch
     int64_t test_examples = 0;   ///< examples in the test set
+    /// Floats of activations one training example produces in the forward pass (the input
+    /// and every layer's output, composites' inner outputs included), written by tula-train
+    /// from its model's layer shapes; 0: not known (memory is then not modelled).
+    int64_t activation_floats = 0;
 };
 
 /// "<model>@<dataset>". Pure.
 std::string workload_name(const std::string& model, const std::string& dataset);
-
-/// Floats of activations one training example produces in the forward pass of `model`
-/// (every layer's output, including ReLU / batch-norm outputs, plus the input), counted
-/// from the layer shapes in the design brief (1x28x28 input): lenet5 15,386, fmnist-cnn
-/// 236,506. 0 for a model whose shapes are not known here. Pure.
-int64_t activation_floats_per_example(const std::string& model);
 
 /// What a batch script's tula-train command line says.
 struct TrainCommand {

@@ -112,7 +112,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     for (const auto& w : workloads()) {
         if (!workload.empty() && w.name != workload) continue;
         ws.push_back({{"name", w.name}, {"model", w.model}, {"dataset", w.dataset}, {"params", w.params},
-                      {"train_examples", w.train_examples}, {"test_examples", w.test_examples}});
+                      {"train_examples", w.train_examples}, {"test_examples", w.test_examples},
+                      {"activation_floats", w.activation_floats}});
     }
     doc["workloads"] = std::move(ws);
     ExJson cs = ExJson::array();
@@ -207,6 +208,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         w.params = r.integer("params", 1, INT64_MAX);
         w.train_examples = r.integer("train_examples", 1, INT64_MAX);
         w.test_examples = r.integer("test_examples", 0, INT64_MAX);
+        if (version >= 6 && jw[i].contains("activation_floats"))  // optional: missing = 0, not known
+            w.activation_floats = r.integer("activation_floats", 0, INT64_MAX);
         ws.push_back(w);
     }
     std::vector<ImportedCompute> cs;

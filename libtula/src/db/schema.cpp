@@ -94,9 +94,18 @@ ALTER TABLE compute_profile ADD COLUMN synced_seconds_per_iter REAL;
 PRAGMA user_version = 5;
 )SQL";
 
+// Migration 5 -> 6: the floats of activations one training example produces in the forward
+// pass (Workload::activation_floats, written by tula-train from its model's layer shapes; old
+// rows: 0 = not known, memory is then not modelled).
+constexpr const char* kMigrateV5toV6 = R"SQL(
+ALTER TABLE workload ADD COLUMN activation_floats INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version = 6;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
-constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5};
+constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
+                                       kMigrateV5toV6};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of every version (index = version; 0 = an empty database), read from a

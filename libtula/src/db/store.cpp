@@ -81,10 +81,15 @@ Workload read_workload(const Stmt& s) {
     w.params = s.i64(3);
     w.train_examples = s.i64(4);
     w.test_examples = s.i64(5);
+    w.activation_floats = s.i64(6);
     return w;
 }
-const char* const kWorkloadColumns =
-    "SELECT name, model, dataset, params, train_examples, test_examples FROM workload ";
+// The SELECT of read_workload for a database of schema version `schema` (before version 6 the
+// activation size is 0, not known).
+std::string workload_columns(int schema) {
+    return std::string("SELECT name, model, dataset, params, train_examples, test_examples, ") +
+           (schema >= 6 ? "activation_floats" : "0") + " FROM workload ";
+}
 
 }  // namespace detail
 
@@ -219,13 +224,14 @@ int ProfileDb::write_timeout_ms() const { return guard_ ? guard_->timeout_ms : k
 
 void ProfileDb::upsert_workload(const Workload& w) {
     if (w.name.empty()) throw Error("profile database " + path_ + ": cannot store a workload without a name");
-    if (w.params < 0 || w.train_examples < 0 || w.test_examples < 0)
+    if (w.params < 0 || w.train_examples < 0 || w.test_examples < 0 || w.activation_floats < 0)
         throw Error("profile database " + path_ + ": workload " + w.name + " has a negative size");
     Stmt s(db_, path_,
-           "INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET model = excluded.model, "
+           "INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated, "
+           "activation_floats) VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET model = excluded.model, "
            "dataset = excluded.dataset, params = excluded.params, train_examples = excluded.train_examples, "
-           "test_examples = excluded.test_examples, updated = excluded.updated");
+           "test_examples = excluded.test_examples, updated = excluded.updated, "
+           "activation_floats = excluded.activation_floats");
     s.bind(1, w.name);
     s.bind(2, w.model);
     s.bind(3, w.dataset);
@@ -233,20 +239,21 @@ void ProfileDb::upsert_workload(const Workload& w) {
     s.bind(5, w.train_examples);
     s.bind(6, w.test_examples);
     s.bind(7, now_seconds());
+    s.bind(8, w.activation_floats);
     s.run();
 }
 
 
 
 std::optional<Workload> ProfileDb::workload(const std::string& name) const {
-    Stmt s(db_, path_, (std::string(kWorkloadColumns) + "WHERE name = ?").c_str());
+    Stmt s(db_, path_, (workload_columns(schema_) + "WHERE name = ?").c_str());
     s.bind(1, name);
     if (!s.step()) return std::nullopt;
     return read_workload(s);
 }
 
 std::vector<Workload> ProfileDb::workloads() const {
-    Stmt s(db_, path_, (std::string(kWorkloadColumns) + "ORDER BY name").c_str());
+    Stmt s(db_, path_, (workload_columns(schema_) + "ORDER BY name").c_str());
     std::vector<Workload> out;
     while (s.step()) out.push_back(read_workload(s));
     return out;

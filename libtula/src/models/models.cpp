@@ -498,7 +498,7 @@ double OverlapModel::combine(double compute_seconds, double comm_seconds) const 
 
 // ---- memory, convergence, accuracy ------------------------------------------------------
 MemoryModel MemoryModel::from_workload(const Workload& w) {
-    const int64_t act = activation_floats_per_example(w.model);
+    const int64_t act = w.activation_floats;
     if (act <= 0 || w.params <= 0)
         throw Error("no memory model for " + w.name + ": its activation size is not known");
     MemoryModel m;
