@@ -10,9 +10,6 @@
 #include <numeric>
 
 #include "check.hpp"
-#ifdef TULA_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace tula {
 namespace train {
@@ -104,66 +101,13 @@ GpuTrainer::GpuTrainer(GpuContext& ctx, Model& host_model, Comm& comm, const Opt
     seg_out_.reserve(sizeof(double) * std::max(1, ns));
     if (ns) CUDA_CHECK(cudaMemcpy(seg_meta_.get(), meta.data(), sizeof(size_t) * 2 * ns, cudaMemcpyHostToDevice));
     norms_.resize(ns);
-    // The allreduce: the first method of the list that can be used. Every rank walks the same
-    // list and agrees on each step (the NCCL set-up's success is allreduced).
     if (comm.size() > 1 || force_allreduce) {
-        for (const std::string& m : allreduce) {
-            if (m == "mpi") {
-                method_ = "mpi";
-                break;
-            }
-            if (m != "nccl")
-                throw std::invalid_argument("unknown GPU allreduce method '" + m + "'; valid: nccl, mpi");
-#ifdef TULA_HAVE_NCCL
-            ncclUniqueId id{};
-            double ok = 1;
-            if (comm.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
-            static_assert(sizeof(id) % sizeof(float) == 0, "ncclUniqueId is a whole number of floats");
-            comm.broadcast(reinterpret_cast<float*>(&id), sizeof(id) / sizeof(float), 0);  // the bytes, as floats
-            double all = ok;
-            comm.allreduce_sum(&all, 1);
-            ncclComm_t c = nullptr;
-            ncclResult_t r = ncclSuccess;
-            if (all == comm.size()) r = ncclCommInitRank(&c, comm.size(), id, comm.rank());
-            double good = (all == comm.size() && r == ncclSuccess) ? 1 : 0;
-            comm.allreduce_sum(&good, 1);
-            if (good == comm.size()) {
-                nccl_ = c;
-                method_ = "nccl";
-                break;
-            }
-            if (c) ncclCommDestroy(c);
-            fallback_why_ = std::string("NCCL could not be set up (") +
-                            (r != ncclSuccess ? ncclGetErrorString(r) : "on another rank") + ")";
-#else
-            fallback_why_ = "this build has no NCCL";
-#endif
-        }
-        if (method_ == "none")
-            throw std::invalid_argument("no usable GPU allreduce method in the list" +
-                                        (fallback_why_.empty() ? std::string() : ": " + fallback_why_));
+        allreduce_ = make_gpu_allreduce(ctx, comm, allreduce, &fallback_why_);
+        method_ = allreduce_->name();
     }
 }
 
-void GpuTrainer::allreduce_grads() {
-    const size_t np = g_->num_params();
-#ifdef TULA_HAVE_NCCL
-    if (nccl_) {
-        const ncclResult_t r = ncclAllReduce(g_->grads(), g_->grads(), np, ncclFloat, ncclAvg,
-                                             static_cast<ncclComm_t>(nccl_), ctx_.stream());
-        if (r != ncclSuccess)
-            throw std::runtime_error(std::string("tula-train: ") + __FILE__ + ":" + std::to_string(__LINE__) +
-                                     ": ncclAllReduce failed: " + ncclGetErrorString(r));
-        return;
-    }
-#endif
-    // host-staged MPI
-    g_->download(nullptr, &hg_, nullptr);
-    comm_.allreduce_sum(hg_.data(), np);
-    const float inv = 1.0f / static_cast<float>(comm_.size());
-    for (float& v : hg_) v *= inv;
-    CUDA_CHECK(cudaMemcpy(g_->grads(), hg_.data(), sizeof(float) * np, cudaMemcpyHostToDevice));
-}
+void GpuTrainer::allreduce_grads() { allreduce_->mean(g_->grads(), g_->num_params()); }
 
 void GpuTrainer::begin() {
     g_->upload(host_.params(), host_.num_params(), host_.state(), host_.state_size());
@@ -205,9 +149,6 @@ void GpuTrainer::gather(const Dataset& d, const int* idx, int n) {
 
 GpuTrainer::~GpuTrainer() {
     if (idx_pinned_) cudaFreeHost(idx_pinned_);
-#ifdef TULA_HAVE_NCCL
-    if (nccl_) ncclCommDestroy(static_cast<ncclComm_t>(nccl_));
-#endif
 }
 
 double GpuTrainer::grad_norm2() {

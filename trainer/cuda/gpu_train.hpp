@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "gpu.hpp"
 #include "train/train.hpp"
 
@@ -62,7 +63,7 @@ private:
     void gather(const Dataset& d, const int* idx, int n);  // x_ (n, C, H, W), labels_ (n,) on the host
     double grad_norm2();
     void trust_ratio_step(double lr);  // AGS / LARS on the device
-    void allreduce_grads();             // the mean over ranks, by method_
+    void allreduce_grads();             // the mean over ranks, by allreduce_
 
     GpuContext& ctx_;
     Model& host_;
@@ -88,7 +89,7 @@ private:
     std::vector<double> norms_;
     std::string method_ = "none", fallback_why_;
     bool force_allreduce_ = false;
-    void* nccl_ = nullptr;                // ncclComm_t when method_ == "nccl"
+    std::unique_ptr<GpuAllreduce> allreduce_;  // the gradient mean over ranks; null for one rank
 };
 
 /// Mean seconds of one full training step (forward, loss, backward, SGD update, no
