@@ -14,9 +14,11 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "record_builders.hpp"
 #include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
+#include "record_builders.hpp"
 
 namespace db_test {
 
@@ -33,25 +35,15 @@ inline bool exists(const std::string& p) {
 }
 
 inline tula::Workload make_workload(const std::string& model, int64_t params) {
-    tula::Workload w;
-    w.model = model;
-    w.dataset = "fashion-mnist";
-    w.name = tula::workload_name(w.model, w.dataset);
-    w.params = params;
-    w.train_examples = 60000;
-    w.test_examples = 10000;
+    tula::Workload w = tula_test::fmnist_workload(model, params);
     w.activation_floats = params / 4 + 1;  // any positive size, different per workload
     return w;
 }
 
 inline void assert_same(const tula::Workload& a, const tula::Workload& b) {
-    CPPUNIT_ASSERT_EQUAL(a.name, b.name);
-    CPPUNIT_ASSERT_EQUAL(a.model, b.model);
-    CPPUNIT_ASSERT_EQUAL(a.dataset, b.dataset);
-    CPPUNIT_ASSERT_EQUAL(a.params, b.params);
-    CPPUNIT_ASSERT_EQUAL(a.train_examples, b.train_examples);
-    CPPUNIT_ASSERT_EQUAL(a.test_examples, b.test_examples);
-    CPPUNIT_ASSERT_EQUAL(a.activation_floats, b.activation_floats);
+    using W = tula::Workload;
+    tula_test::assert_fields_equal(a, b, &W::name, &W::model, &W::dataset, &W::params, &W::train_examples,
+                                   &W::test_examples, &W::activation_floats);
 }
 
 
@@ -133,16 +125,9 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
             if (c.ranks > 1) c.synced_seconds_per_iter = 1.25 * c.seconds_per_iter;  // no extra draw
             db.add_compute(c);
         }
-        tula::RunRecord r;
-        r.job_id = std::to_string(100 + rng() % 900);
-        r.workload = w.name;
-        r.nodes = 2;
-        r.global_batch = 256;
-        r.epochs = 3;
+        tula::RunRecord r = tula_test::run_record(std::to_string(100 + rng() % 900), w.name, 2, 256, 3, 100 * u(rng), 1.7e9 + 1000 * u(rng));
         r.predicted_seconds = 100 * u(rng);
-        r.measured_seconds = 100 * u(rng);
         r.test_accuracy = u(rng);
-        r.created = 1.7e9 + 1000 * u(rng);
         if (w.model == "lenet5") {  // a measured noise scale (no extra draws: the other values stay as they were)
             r.noise_scale = 100.0 + 1000.0 * r.test_accuracy;
             r.noise_observations = 37;

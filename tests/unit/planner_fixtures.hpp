@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "record_builders.hpp"
 #include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
@@ -45,14 +46,28 @@ inline std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {
 }
 
 inline tula::Workload workload(int64_t params, int64_t train) {
-    tula::Workload w;
-    w.model = "lenet5";
-    w.dataset = "fashion-mnist";
-    w.name = "lenet5@fashion-mnist";
-    w.params = params;
-    w.train_examples = train;
-    w.test_examples = 10000;
-    return w;
+    return tula_test::fmnist_workload("lenet5", params, train);
+}
+
+// A plan request for workload `w` over `epochs` epochs, node counts min_nodes..max_nodes and the
+// global batches `batches`; everything else at PlanRequest's defaults.
+inline tula::PlanRequest request(const tula::Workload& w, int epochs, int min_nodes, int max_nodes,
+                                 std::vector<int> batches) {
+    tula::PlanRequest r;
+    r.workload = w;
+    r.epochs = epochs;
+    r.min_nodes = min_nodes;
+    r.max_nodes = max_nodes;
+    r.global_batches = std::move(batches);
+    return r;
+}
+
+// The allreduce model alpha + n beta per step (seconds; alpha latency, beta seconds per byte).
+inline tula::AllreduceModel alpha_beta(double alpha, double beta) {
+    tula::AllreduceModel ar;
+    ar.alpha = alpha;
+    ar.beta = beta;
+    return ar;
 }
 
 // The prediction for (K, B), written out from the formulas in planner.hpp/models.hpp.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../../cli/format.hpp"
+#include "record_builders.hpp"
 
 namespace {
 
@@ -436,12 +437,7 @@ public:
         f.flagged = false;
         CPPUNIT_ASSERT(run_check_line(f).find(", inside the 95 %") != std::string::npos);
         // explain kv: flagged and the interval, or an empty flagged= when not checked.
-        tula::RunRecord run;
-        run.job_id = "42";
-        run.nodes = 2;
-        run.global_batch = 256;
-        run.epochs = 5;
-        run.measured_seconds = 61;
+        tula::RunRecord run = tula_test::run_record("42", "", 2, 256, 5, 61, 0);
         CPPUNIT_ASSERT_EQUAL(std::string(""), parse_kv(render_kv(explain_kv(run, "/db"))).at("flagged"));
         f.flagged = true;
         const auto ek = parse_kv(render_kv(explain_kv(run, "/db", f)));
@@ -485,13 +481,9 @@ public:
     // The fit summary names the chosen form and its residuals: read back, each residual is the
     // measured mean minus the model at that batch, computed here from the samples.
     void test_compute_fit_lines() {
-        tula::ComputeModel m;
-        m.t0 = 0.002;
-        m.t1 = 0.0001;
+        tula::ComputeModel m = tula_test::linear_compute(0.002, 0.0001, 8, 128);
         m.t_min = 0.005;
         m.flat = true;
-        m.min_batch = 8;
-        m.max_batch = 128;
         m.aic_linear = -10;
         m.aic_flat = -20;
         std::vector<tula::ComputeSample> s;
@@ -543,13 +535,7 @@ public:
     }
 
     void test_explain_kv() {
-        tula::RunRecord run;
-        run.job_id = "17";
-        run.workload = "w@d";
-        run.nodes = 2;
-        run.global_batch = 128;
-        run.epochs = 3;
-        run.measured_seconds = 50;
+        tula::RunRecord run = tula_test::run_record("17", "w@d", 2, 128, 3, 50, 0);
         run.predicted_seconds = 45;
         run.test_accuracy = 0.8765;
         auto kv = parse_kv(render_kv(explain_kv(run, "/db")));

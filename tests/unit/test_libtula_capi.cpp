@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "record_builders.hpp"
 #include "test_util.hpp"
 #include "tula/conf.hpp"
 #include "tula/db.hpp"
@@ -34,13 +35,7 @@ constexpr int64_t kParams = 61706, kTrain = 60000;
 // A system database with an exact compute and allreduce profile of lenet5@fashion-mnist.
 void make_db(const std::string& path) {
     auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
-    tula::Workload w;
-    w.model = "lenet5";
-    w.dataset = "fashion-mnist";
-    w.name = "lenet5@fashion-mnist";
-    w.params = kParams;
-    w.train_examples = kTrain;
-    w.test_examples = 10000;
+    const tula::Workload w = tula_test::fmnist_workload("lenet5", kParams, kTrain);
     db.upsert_workload(w);
     for (int b : {16, 32, 64, 128, 256}) {
         tula::ComputeSample c;

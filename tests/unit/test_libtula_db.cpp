@@ -2,6 +2,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "db_fixtures.hpp"
+#include "record_builders.hpp"
 
 using namespace db_test;
 
@@ -108,16 +109,9 @@ public:
     void test_runs_round_trip() {
         TempDir d;
         auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
-        tula::RunRecord r1;
-        r1.job_id = "41";
-        r1.workload = "lenet5@fashion-mnist";
-        r1.nodes = 2;
-        r1.global_batch = 256;
-        r1.epochs = 3;
+        tula::RunRecord r1 = tula_test::run_record("41", "lenet5@fashion-mnist", 2, 256, 3, 97.25, 1000);
         r1.predicted_seconds = 100.5;
-        r1.measured_seconds = 97.25;
         r1.test_accuracy = 0.875;
-        r1.created = 1000;
         r1.epoch_seconds = {30, 33, 34.25};
         r1.epoch_train_loss = {0.9, 0.5, 0.4};
         r1.epoch_test_accuracy = {0.8, 0.85, 0.875};
@@ -142,15 +136,9 @@ public:
         CPPUNIT_ASSERT_EQUAL(id2, all[1].id);
         CPPUNIT_ASSERT_EQUAL(id1, all[2].id);
         const auto& g = all[2];
-        CPPUNIT_ASSERT_EQUAL(r1.job_id, g.job_id);
-        CPPUNIT_ASSERT_EQUAL(r1.workload, g.workload);
-        CPPUNIT_ASSERT_EQUAL(r1.nodes, g.nodes);
-        CPPUNIT_ASSERT_EQUAL(r1.global_batch, g.global_batch);
-        CPPUNIT_ASSERT_EQUAL(r1.epochs, g.epochs);
-        CPPUNIT_ASSERT_EQUAL(r1.predicted_seconds, g.predicted_seconds);
-        CPPUNIT_ASSERT_EQUAL(r1.measured_seconds, g.measured_seconds);
-        CPPUNIT_ASSERT_EQUAL(r1.test_accuracy, g.test_accuracy);
-        CPPUNIT_ASSERT_EQUAL(r1.created, g.created);
+        using R = tula::RunRecord;
+        tula_test::assert_fields_equal(r1, g, &R::job_id, &R::workload, &R::nodes, &R::global_batch, &R::epochs,
+                                       &R::predicted_seconds, &R::measured_seconds, &R::test_accuracy, &R::created);
         CPPUNIT_ASSERT(r1.epoch_seconds == g.epoch_seconds);
         CPPUNIT_ASSERT(r1.epoch_train_loss == g.epoch_train_loss);
         CPPUNIT_ASSERT(r1.epoch_test_accuracy == g.epoch_test_accuracy);
@@ -251,14 +239,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
                                       .synced_seconds_per_iter));  // not measured
         // The migrated database takes and returns a noise scale like a new one.
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
-        tula::RunRecord r;
-        r.job_id = "78";
-        r.workload = "lenet5@fashion-mnist";
-        r.nodes = 1;
-        r.global_batch = 64;
-        r.epochs = 1;
-        r.measured_seconds = 10;
-        r.created = 1700000003;
+        tula::RunRecord r = tula_test::run_record("78", "lenet5@fashion-mnist", 1, 64, 1, 10, 1700000003);
         r.noise_scale = 321.5;
         r.noise_observations = 9;
         r.train_examples = 6000;  // a --limit-train run (schema 3)

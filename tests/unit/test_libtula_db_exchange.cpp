@@ -2,6 +2,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "db_fixtures.hpp"
+#include "record_builders.hpp"
 
 using namespace db_test;
 
@@ -60,14 +61,7 @@ public:
             a.bytes = 1000;
             a.seconds = 1e-4;
             db.add_allreduce(a);
-            tula::RunRecord r;
-            r.job_id = "7";
-            r.workload = "lenet5@fashion-mnist";
-            r.nodes = 2;
-            r.global_batch = 128;
-            r.epochs = 1;
-            r.measured_seconds = 12.5;
-            r.created = 100;
+            tula::RunRecord r = tula_test::run_record("7", "lenet5@fashion-mnist", 2, 128, 1, 12.5, 100);
             db.add_run(r);
             r.workload = "vgg11@fashion-mnist";
             r.job_id = "8";
@@ -75,14 +69,7 @@ public:
         }
         {
             auto db = tula::ProfileDb::open(user, tula::ProfileDb::Mode::ReadWrite);
-            tula::RunRecord r;
-            r.job_id = "9";
-            r.workload = "lenet5@fashion-mnist";
-            r.nodes = 4;
-            r.global_batch = 256;
-            r.epochs = 2;
-            r.measured_seconds = 20.25;
-            r.created = 200;
+            tula::RunRecord r = tula_test::run_record("9", "lenet5@fashion-mnist", 4, 256, 2, 20.25, 200);
             db.add_run(r);
             db.upsert_workload(make_workload("lenet5", 111));  // overrides the system's row
             tula::ComputeSample c;

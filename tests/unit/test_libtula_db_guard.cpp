@@ -20,6 +20,7 @@
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/tula.h"
+#include "record_builders.hpp"
 
 namespace {
 
@@ -459,13 +460,7 @@ private:
                         auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
                         char c;
                         (void)!read(barrier[0], &c, 1);  // returns at EOF: all start together
-                        tula::RunRecord r;
-                        r.job_id = std::to_string(1000 + i);
-                        r.workload = "lenet5@fashion-mnist";
-                        r.nodes = 1;
-                        r.global_batch = 64;
-                        r.epochs = 3;
-                        r.measured_seconds = 10 + i;
+                        tula::RunRecord r = tula_test::run_record(std::to_string(1000 + i), "lenet5@fashion-mnist", 1, 64, 3, 10 + i, 0);
                         r.epoch_seconds = {3, 3, 4};
                         db.add_run(r);
                     }

@@ -2,6 +2,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "planner_fixtures.hpp"
+#include "record_builders.hpp"
 
 using namespace planner_test;
 
@@ -143,15 +144,8 @@ public:
             add_linear_compute(db, {16, 32, 64, 128, 256}, 2e-3, 1.5e-4);
             add_ring_allreduce(db, 4e-5, 2e-9);
             for (int k = 1; k <= 3; ++k) {
-                tula::RunRecord r;
-                r.job_id = std::to_string(k);
-                r.workload = "lenet5@fashion-mnist";
-                r.nodes = k;
-                r.global_batch = 64 * k;
-                r.epochs = 2;
-                r.measured_seconds = 20.0 * k;
+                tula::RunRecord r = tula_test::run_record(std::to_string(k), "lenet5@fashion-mnist", k, 64 * k, 2, 20.0 * k, 1.7e9 + k);
                 r.test_accuracy = 0.9 - 0.01 * k;
-                r.created = 1.7e9 + k;
                 db.add_run(r);
             }
         }
@@ -195,14 +189,8 @@ public:
             // measured, so no time calibration
             int id = 0;
             for (auto ba : {std::pair<int, double>{16, 0.90}, {1024, 0.84}}) {
-                tula::RunRecord r;
-                r.job_id = std::to_string(++id);
-                r.workload = "lenet5@fashion-mnist";
-                r.nodes = 1;
-                r.global_batch = ba.first;
-                r.epochs = 5;
+                tula::RunRecord r = tula_test::run_record(std::to_string(++id), "lenet5@fashion-mnist", 1, ba.first, 5, 0, 1.7e9 + id);
                 r.test_accuracy = ba.second;
-                r.created = 1.7e9 + id;
                 db.add_run(r);
             }
         }
@@ -270,27 +258,14 @@ public:
             {7, 0}, {8, 900}, {9, 200}, {10, HUGE_VAL}};
         for (size_t i = 0; i < runs.size(); ++i) {
             auto db = tula::ProfileDb::open(i % 2 ? sys : user, tula::ProfileDb::Mode::ReadWrite);
-            tula::RunRecord r;
-            r.job_id = std::to_string(i);
-            r.workload = "lenet5@fashion-mnist";
-            r.nodes = 1;
-            r.global_batch = 64;
-            r.epochs = 1;
-            r.measured_seconds = 10;
-            r.created = 1.7e9 + runs[i].first;
+            tula::RunRecord r = tula_test::run_record(std::to_string(i), "lenet5@fashion-mnist", 1, 64, 1, 10, 1.7e9 + runs[i].first);
             r.noise_scale = runs[i].second;
             r.noise_observations = 10;
             db.add_run(r);
         }
         {  // another workload's run must not count
             auto db = tula::ProfileDb::open(user, tula::ProfileDb::Mode::ReadWrite);
-            tula::RunRecord r;
-            r.workload = "fmnist-cnn@fashion-mnist";
-            r.nodes = 1;
-            r.global_batch = 64;
-            r.epochs = 1;
-            r.measured_seconds = 10;
-            r.created = 1.8e9;
+            tula::RunRecord r = tula_test::run_record("", "fmnist-cnn@fashion-mnist", 1, 64, 1, 10, 1.8e9);
             r.noise_scale = 7;
             db.add_run(r);
         }

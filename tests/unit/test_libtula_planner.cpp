@@ -4,6 +4,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "planner_fixtures.hpp"
+#include "record_builders.hpp"
 
 using namespace planner_test;
 
@@ -118,11 +119,7 @@ public:
     // The models of the hand-computed tests: t(b) = 3 ms + 0.2 ms b, profiled at b = 16..256;
     // allreduce alpha 50 us, beta 1 ns per byte (hand_total uses the same figures).
     static tula::ComputeModel lenet5_like_compute() {
-        tula::ComputeModel cm;
-        cm.t0 = 3e-3;
-        cm.t1 = 2e-4;
-        cm.min_batch = 16;
-        cm.max_batch = 256;
+        tula::ComputeModel cm = tula_test::linear_compute(3e-3, 2e-4, 16, 256);
         return cm;
     }
     static tula::AllreduceModel lenet5_like_allreduce() {
@@ -135,12 +132,7 @@ public:
     void test_make_plan_predictions() {
         const tula::ComputeModel cm = lenet5_like_compute();
         const tula::AllreduceModel am = lenet5_like_allreduce();
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 7;
-        r.min_nodes = 1;
-        r.max_nodes = 5;
-        r.global_batches = {1024, 24, 64, 3, 2048, 64, 512};
+        tula::PlanRequest r = request(workload(61706, 60000), 7, 1, 5, {1024, 24, 64, 3, 2048, 64, 512});
         r.price_per_node_hour = 2.0;
         r.time_margin = 0.3;
         r.time_overhead = 90;
@@ -300,11 +292,7 @@ public:
     void test_accuracy_bound() {
         const tula::ComputeModel cm = lenet5_like_compute();
         const tula::AllreduceModel am = lenet5_like_allreduce();
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 4;
-        r.max_nodes = 4;
-        r.global_batches = {32, 64, 128, 256, 512, 1024};
+        tula::PlanRequest r = request(workload(61706, 60000), 4, 1, 4, {32, 64, 128, 256, 512, 1024});
         r.accuracy.a = 0.95;
         r.accuracy.c = -0.01;  // one point per doubling of the batch
         r.accuracy.runs = 4;
@@ -335,19 +323,11 @@ public:
     void test_make_plan_policies() {
         std::mt19937 rng(11);
         for (int trial = 0; trial < 50; ++trial) {
-            tula::ComputeModel cm;
-            cm.t0 = std::uniform_real_distribution<double>(0, 1e-2)(rng);
-            cm.t1 = std::uniform_real_distribution<double>(1e-6, 1e-3)(rng);
-            cm.min_batch = 8;
-            cm.max_batch = 512;
+            tula::ComputeModel cm = tula_test::linear_compute(std::uniform_real_distribution<double>(0, 1e-2)(rng), std::uniform_real_distribution<double>(1e-6, 1e-3)(rng), 8, 512);
             tula::AllreduceModel am;
             am.alpha = std::uniform_real_distribution<double>(0, 1e-3)(rng);
             am.beta = std::uniform_real_distribution<double>(0, 1e-8)(rng);
-            tula::PlanRequest r;
-            r.workload = workload(100000 + rng() % 1000000, 1000 + rng() % 100000);
-            r.epochs = 1 + rng() % 20;
-            r.max_nodes = 1 + rng() % 8;
-            r.global_batches = {32, 64, 128, 256, 512, 1024};
+            tula::PlanRequest r = request(workload(100000 + rng() % 1000000, 1000 + rng() % 100000), 1 + rng() % 20, 1, 1 + rng() % 8, {32, 64, 128, 256, 512, 1024});
             for (auto pol : {tula::Policy::Time, tula::Policy::Cost, tula::Policy::Auto}) {
                 r.policy = pol;
                 const tula::Plan p = tula::make_plan(r, cm, &am);
@@ -375,17 +355,9 @@ public:
     // Exact ties (powers of two, no overhead, free communication): every candidate costs the
     // same and the time depends only on the node count. Ties go to fewer nodes, then smaller batch.
     void test_make_plan_ties() {
-        tula::ComputeModel cm;
-        cm.t0 = 0;
-        cm.t1 = 1.0 / 1024;
-        cm.min_batch = 16;
-        cm.max_batch = 256;
+        tula::ComputeModel cm = tula_test::linear_compute(0, 1.0 / 1024, 16, 256);
         tula::AllreduceModel am;  // alpha = beta = 0
-        tula::PlanRequest r;
-        r.workload = workload(1000, 65536);
-        r.epochs = 2;
-        r.max_nodes = 4;
-        r.global_batches = {256, 64, 128};
+        tula::PlanRequest r = request(workload(1000, 65536), 2, 1, 4, {256, 64, 128});
         r.price_per_node_hour = 1;
         r.convergence.noise_scale = 1e300;  // every batch needs the same epochs: exact ties
         for (const auto& c : tula::make_plan(r, cm, &am).candidates) CPPUNIT_ASSERT(c.nodes != 3);
@@ -407,16 +379,8 @@ public:
     }
 
     void test_make_plan_without_allreduce() {
-        tula::ComputeModel cm;
-        cm.t0 = 1e-3;
-        cm.t1 = 1e-4;
-        cm.min_batch = 16;
-        cm.max_batch = 256;
-        tula::PlanRequest r;
-        r.workload = workload(1000, 5000);
-        r.epochs = 2;
-        r.max_nodes = 4;
-        r.global_batches = {64, 128, 256};
+        tula::ComputeModel cm = tula_test::linear_compute(1e-3, 1e-4, 16, 256);
+        tula::PlanRequest r = request(workload(1000, 5000), 2, 1, 4, {64, 128, 256});
         const tula::Plan p = tula::make_plan(r, cm, nullptr);
         CPPUNIT_ASSERT_EQUAL(size_t(3), p.candidates.size());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT_EQUAL(1, c.nodes);
@@ -426,19 +390,10 @@ public:
     }
 
     void test_make_plan_infeasible() {
-        tula::ComputeModel cm;
-        cm.t0 = 1e-3;
-        cm.t1 = 1e-4;
-        cm.min_batch = 16;
-        cm.max_batch = 32;
+        tula::ComputeModel cm = tula_test::linear_compute(1e-3, 1e-4, 16, 32);
         tula::AllreduceModel am;
         am.alpha = 1e-5;
-        tula::PlanRequest r;
-        r.workload = workload(1000, 5000);
-        r.epochs = 2;
-        r.min_nodes = 2;
-        r.max_nodes = 2;
-        r.global_batches = {3, 5, 4096};  // odd, or a local batch far beyond 4 x 32
+        tula::PlanRequest r = request(workload(1000, 5000), 2, 2, 2, {3, 5, 4096});  // odd, or a local batch far beyond 4 x 32
         const std::string e = error_of([&] { tula::make_plan(r, cm, &am); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "no feasible"));
         r.epochs = 0;
@@ -470,27 +425,13 @@ public:
     }
 
     static tula::ComputeModel noisy_compute() {
-        tula::ComputeModel m;
-        m.t0 = 2e-3;
-        m.t1 = 1e-4;
-        m.sigma = 5e-4;
-        m.dof = 6;
-        m.xtx_inv[0] = 0.5;
-        m.xtx_inv[1] = -2e-3;
-        m.xtx_inv[2] = 2e-5;
+        tula::ComputeModel m = tula_test::with_interval(tula_test::linear_compute(2e-3, 1e-4, 0, 0), 5e-4, 6, 0.5, -2e-3, 2e-5);
         return m;
     }
 
     void test_deadline_budget_vs_naive() {
-        tula::AllreduceModel ar;
-        ar.alpha = 1e-4;
-        ar.beta = 1e-9;
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 5;
-        r.min_nodes = 1;
-        r.max_nodes = 8;
-        r.global_batches = {32, 64, 128, 256, 512, 1024};
+        const tula::AllreduceModel ar = alpha_beta(1e-4, 1e-9);
+        tula::PlanRequest r = request(workload(61706, 60000), 5, 1, 8, {32, 64, 128, 256, 512, 1024});
         r.price_per_node_hour = 3;
         const auto m = noisy_compute();
         r.policy = tula::Policy::Time;
@@ -533,15 +474,8 @@ public:
     }
 
     void test_memory_bound() {
-        tula::AllreduceModel ar;
-        ar.alpha = 1e-4;
-        ar.beta = 1e-9;
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 2;
-        r.min_nodes = 1;
-        r.max_nodes = 4;
-        r.global_batches = {32, 64, 128, 256, 512};
+        const tula::AllreduceModel ar = alpha_beta(1e-4, 1e-9);
+        tula::PlanRequest r = request(workload(61706, 60000), 2, 1, 4, {32, 64, 128, 256, 512});
         tula::ComputeModel m;
         m.t0 = 1e-3;
         m.t1 = 1e-4;
@@ -566,15 +500,8 @@ public:
     }
 
     void test_overlap_and_interval() {
-        tula::AllreduceModel ar;
-        ar.alpha = 1e-3;
-        ar.beta = 1e-8;
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 3;
-        r.min_nodes = 1;
-        r.max_nodes = 4;
-        r.global_batches = {64, 256};
+        const tula::AllreduceModel ar = alpha_beta(1e-3, 1e-8);
+        tula::PlanRequest r = request(workload(61706, 60000), 3, 1, 4, {64, 256});
         r.overlap.gamma = 3.0;
         const auto m = noisy_compute();
         const auto p = tula::make_plan(r, m, &ar);
@@ -599,11 +526,7 @@ public:
     void test_make_plan_limit_train() {
         const tula::ComputeModel cm = lenet5_like_compute();
         const tula::AllreduceModel am = lenet5_like_allreduce();
-        tula::PlanRequest r;
-        r.workload = workload(61706, 60000);
-        r.epochs = 7;
-        r.max_nodes = 4;
-        r.global_batches = {64, 256, 1024};
+        tula::PlanRequest r = request(workload(61706, 60000), 7, 1, 4, {64, 256, 1024});
         const tula::Plan full = tula::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(int64_t(60000), full.train_examples);
         r.train_examples = 6000;

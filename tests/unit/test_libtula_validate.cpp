@@ -10,6 +10,7 @@
 
 #include "tula/error.hpp"
 #include "tula/validate.hpp"
+#include "record_builders.hpp"
 
 namespace {
 
@@ -74,11 +75,7 @@ public:
         // A run measured 10 % slower than the exact model: MAPE = 10 % / number of points.
         std::vector<tula::ComputeSample> c;
         for (int b : {16, 32}) c.push_back(cs(b, 1e-3 + 1e-4 * b));
-        tula::RunRecord r;
-        r.nodes = 1;
-        r.global_batch = 64;
-        r.epochs = 1;
-        r.measured_seconds = 1.1 * std::floor(6000.0 / 64) * (1e-3 + 1e-4 * 64);
+        tula::RunRecord r = tula_test::run_record("", "", 1, 64, 1, 1.1 * std::floor(6000.0 / 64) * (1e-3 + 1e-4 * 64), 0);
         const auto v = tula::validate_workload(wl(), c, {}, {r}, false, 1.0);
         CPPUNIT_ASSERT_EQUAL(size_t(1), v.points.size());  // 2 batches: no compute leave-one-out
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), v.mape_epoch_time, 1e-9);
@@ -142,13 +139,7 @@ public:
         const double sd = std::sqrt(sse / (n - 2));
         const double q = gsl_cdf_tdist_Pinv(0.975, n - 2);
         auto run = [](const char* id, int B, double factor, double created) {
-            tula::RunRecord r;
-            r.job_id = id;
-            r.nodes = 1;
-            r.global_batch = B;
-            r.epochs = 2;
-            r.created = created;
-            r.measured_seconds = factor * 2 * std::floor(6000.0 / B) * (1e-3 + 1e-4 * B);
+            tula::RunRecord r = tula_test::run_record(id, "", 1, B, 2, factor * 2 * std::floor(6000.0 / B) * (1e-3 + 1e-4 * B), created);
             return r;
         };
         std::vector<tula::RunRecord> runs = {run("1", 64, 1.0, 100), run("2", 32, 1.5, 200), run("3", 100, 0.5, 300)};

@@ -21,39 +21,18 @@
 #include "train/checkpoint.hpp"
 #include "dist/comm.hpp"
 #include "data/data.hpp"
+#include "test_util.hpp"
 #include "train/metrics.hpp"
 #include "core/model.hpp"
 #include "train/train.hpp"
+#include "trainer_fixtures.hpp"
 
 using namespace tula::train;
 
 namespace {
 
-std::string temp_dir() {
-    char t[] = "/tmp/tula-ckpt-test.XXXXXX";
-    CPPUNIT_ASSERT(mkdtemp(t) != nullptr);
-    return t;
-}
-
-std::vector<char> slurp(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& p, const std::vector<char>& b) {
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(b.data(), static_cast<std::streamsize>(b.size()));
-}
-
 void expect_error(const std::string& path, const std::string& needle) {
-    try {
-        read_checkpoint(path);
-    } catch (const CheckpointError& e) {
-        const std::string m = e.what();
-        CPPUNIT_ASSERT_MESSAGE("message '" + m + "' lacks '" + needle + "'", m.find(needle) != std::string::npos);
-        return;
-    }
-    CPPUNIT_FAIL("no CheckpointError for " + path + " (expected '" + needle + "')");
+    tula_test::assert_throws_with<CheckpointError>([&] { read_checkpoint(path); }, needle);
 }
 
 Checkpoint sample() {
@@ -118,12 +97,7 @@ std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoi
         m = build_model("lenet5");
     }
     m->init(3);
-    TrainConfig cfg;
-    cfg.epochs = 2;
-    cfg.global_batch = 32;
-    cfg.lr.lr = 0.05;
-    cfg.lr.base_batch = 32;
-    cfg.eval_batch = 32;
+    TrainConfig cfg = testing::train_config(2, 32, 0.05, 32);
     TrainHooks h;
     const std::vector<double> losses = train_losses(*m, tr, te, cfg, ckpt, stop_at, resume, h);
     *stopped = h.stopped;
@@ -142,12 +116,7 @@ std::vector<double> run_gather_mix(bool prefetch, std::vector<float>* weights, i
     const Dataset tr = make_synthetic(spec, 70, 11), te = make_synthetic(spec, 20, 12);
     auto m = build_model("lenet5", spec.shape, spec.classes);
     m->init(5);
-    TrainConfig cfg;
-    cfg.epochs = 3;
-    cfg.global_batch = 15;
-    cfg.lr.lr = 0.05;
-    cfg.lr.base_batch = 15;
-    cfg.eval_batch = 20;
+    TrainConfig cfg = testing::train_config(3, 15, 0.05, 20);
     cfg.noise_every = 2;
     cfg.augment.crop_pad = 2;
     cfg.augment.flip = true;
@@ -174,19 +143,15 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
 
 public:
     void test_round_trip() {
-        const std::string d = temp_dir(), p = d + "/a.ckpt";
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string d = d_dir.path, p = d + "/a.ckpt";
         const Checkpoint c = sample();
         write_checkpoint(p, c);
         write_checkpoint(p, c);  // over an existing file
         const Checkpoint r = read_checkpoint(p);
-        CPPUNIT_ASSERT_EQUAL(c.config, r.config);
-        CPPUNIT_ASSERT_EQUAL(c.ranks, r.ranks);
-        CPPUNIT_ASSERT_EQUAL(c.epoch, r.epoch);
-        CPPUNIT_ASSERT_EQUAL(c.step_in_epoch, r.step_in_epoch);
-        CPPUNIT_ASSERT_EQUAL(c.global_step, r.global_step);
-        CPPUNIT_ASSERT_EQUAL(c.epoch_seconds, r.epoch_seconds);
-        CPPUNIT_ASSERT_EQUAL(c.lr, r.lr);
-        CPPUNIT_ASSERT_EQUAL(c.noise_scale, r.noise_scale);
+        tula_test::assert_fields_equal(c, r, &Checkpoint::config, &Checkpoint::ranks, &Checkpoint::epoch,
+                                       &Checkpoint::step_in_epoch, &Checkpoint::global_step, &Checkpoint::epoch_seconds,
+                                       &Checkpoint::lr, &Checkpoint::noise_scale);
         CPPUNIT_ASSERT(c.rank_sums == r.rank_sums);
         CPPUNIT_ASSERT(c.noise_estimator == r.noise_estimator && c.warmup == r.warmup && c.epochs_done == r.epochs_done);
         CPPUNIT_ASSERT(c.params == r.params && c.state == r.state && c.opt_m1 == r.opt_m1 && c.opt_m2 == r.opt_m2);
@@ -202,38 +167,40 @@ public:
     }
 
     void test_bad_files() {
-        const std::string d = temp_dir(), p = d + "/a.ckpt";
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string d = d_dir.path, p = d + "/a.ckpt";
         write_checkpoint(p, sample());
-        const std::vector<char> good = slurp(p);
+        const std::vector<char> good = tula_test::read_bytes(p);
         expect_error(d + "/missing.ckpt", "cannot open");
-        spit(d + "/empty", {});
+        tula_test::write_bytes(d + "/empty", {});
         expect_error(d + "/empty", "not a tula-train checkpoint");
-        spit(d + "/text", {'h', 'e', 'l', 'l', 'o', '\n', 'x', 'y', 'z'});
+        tula_test::write_bytes(d + "/text", {'h', 'e', 'l', 'l', 'o', '\n', 'x', 'y', 'z'});
         expect_error(d + "/text", "not a tula-train checkpoint");
-        spit(d + "/head", std::vector<char>(good.begin(), good.begin() + 20));
+        tula_test::write_bytes(d + "/head", std::vector<char>(good.begin(), good.begin() + 20));
         expect_error(d + "/head", "truncated");
         for (size_t cut : {good.size() - 1, good.size() / 2, size_t{40}}) {
-            spit(d + "/cut", std::vector<char>(good.begin(), good.begin() + static_cast<long>(cut)));
+            tula_test::write_bytes(d + "/cut", std::vector<char>(good.begin(), good.begin() + static_cast<long>(cut)));
             expect_error(d + "/cut", "truncated");
         }
         std::vector<char> longer = good;
         longer.push_back('x');
-        spit(d + "/long", longer);
+        tula_test::write_bytes(d + "/long", longer);
         expect_error(d + "/long", "truncated or extended");
         for (size_t at : {size_t{44}, good.size() / 2, good.size() - 1}) {
             std::vector<char> flip = good;
             flip[at] = static_cast<char>(flip[at] ^ 0x10);
-            spit(d + "/flip", flip);
+            tula_test::write_bytes(d + "/flip", flip);
             expect_error(d + "/flip", "corrupt");
         }
         std::vector<char> ver = good;
         ver[8] = 9;  // version field (u32 after the 8-byte magic)
-        spit(d + "/ver", ver);
+        tula_test::write_bytes(d + "/ver", ver);
         expect_error(d + "/ver", "format version 9");
     }
 
     void test_stop_and_resume() {
-        const std::string d = temp_dir(), p = d + "/run.ckpt";
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string d = d_dir.path, p = d + "/run.ckpt";
         bool stopped = false;
         const std::vector<double> full = run(p, -1, nullptr, &stopped);
         CPPUNIT_ASSERT(!stopped);
@@ -254,7 +221,8 @@ public:
     }
 
     void test_stop_and_resume_dropout() {
-        const std::string p = temp_dir() + "/drop.ckpt";
+        const tula_test::TempDir p_dir("ckpt");
+        const std::string p = p_dir / "drop.ckpt";
         bool stopped = false;
         const std::vector<double> full = run(p, -1, nullptr, &stopped, true);
         std::vector<double> part = run(p, 5, nullptr, &stopped, true);
@@ -287,7 +255,8 @@ public:
         for (size_t i = 0; i < off.size(); ++i) CPPUNIT_ASSERT_EQUAL(off[i], on[i]);  // bit for bit
         CPPUNIT_ASSERT(w_off == w_on);
         // stopped in epoch 2 with a batch in flight, resumed with prefetch: the same again
-        const std::string p = temp_dir() + "/pf.ckpt";
+        const tula_test::TempDir p_dir("ckpt");
+        const std::string p = p_dir / "pf.ckpt";
         std::vector<double> part = run_gather_mix(true, nullptr, nullptr, p, 5);
         CPPUNIT_ASSERT_EQUAL(size_t{7}, part.size());
         const Checkpoint c = read_checkpoint(p);
@@ -300,7 +269,8 @@ public:
     }
 
     void test_metrics_lines() {
-        const std::string p = temp_dir() + "/m.jsonl";
+        const tula_test::TempDir p_dir("ckpt");
+        const std::string p = p_dir / "m.jsonl";
         {
             MetricsLog log(p, false);
             StepRecord s;
@@ -337,7 +307,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(0.875, b.at("test_accuracy").get<double>());
         CPPUNIT_ASSERT(b.at("train_loss").is_null());
         CPPUNIT_ASSERT_EQUAL(std::string("run"), c.at("type").get<std::string>());
-        CPPUNIT_ASSERT_THROW(MetricsLog(temp_dir() + "/no/dir/m.jsonl", false), std::runtime_error);
+        CPPUNIT_ASSERT_THROW(MetricsLog(tula_test::TempDir("ckpt") / "no/dir/m.jsonl", false), std::runtime_error);
     }
 
     void test_backward_callback() {

@@ -15,17 +15,13 @@
 #include <vector>
 
 #include "data/data.hpp"
+#include "test_util.hpp"
 #include "core/rng.hpp"
 
 using namespace tula::train;
 
 namespace {
 
-std::string temp_dir() {
-    char t[] = "/tmp/tula-cifar-test.XXXXXX";
-    CPPUNIT_ASSERT(mkdtemp(t) != nullptr);
-    return t;
-}
 
 // Record r of file f: label(s) then pixel k = (f * 7 + r * 13 + k) % 256.
 void write_file(const std::string& path, int records, int label_bytes, int f, int classes) {
@@ -37,18 +33,6 @@ void write_file(const std::string& path, int records, int label_bytes, int f, in
         for (int k = 0; k < 3072; ++k) std::fputc((f * 7 + r * 13 + k) % 256, o);
     }
     std::fclose(o);
-}
-
-template <class F>
-void expect_error(F fn, const std::string& needle) {
-    try {
-        fn();
-    } catch (const DataError& e) {
-        const std::string m = e.what();
-        CPPUNIT_ASSERT_MESSAGE("'" + m + "' lacks '" + needle + "'", m.find(needle) != std::string::npos);
-        return;
-    }
-    CPPUNIT_FAIL("no DataError (expected '" + needle + "')");
 }
 
 }  // namespace
@@ -63,7 +47,8 @@ class TrainerCifarTest : public CppUnit::TestFixture {
 
 public:
     void test_cifar10() {
-        const std::string d = temp_dir();
+        const tula_test::TempDir d_dir("cifar");
+        const std::string d = d_dir.path;
         for (int f = 1; f <= 5; ++f) write_file(d + "/data_batch_" + std::to_string(f) + ".bin", 2, 1, f, 10);
         write_file(d + "/test_batch.bin", 3, 1, 0, 10);
         const CifarSpec spec = parse_cifar("cifar10:" + d);
@@ -83,7 +68,8 @@ public:
     }
 
     void test_cifar100_and_errors() {
-        const std::string d = temp_dir();
+        const tula_test::TempDir d_dir("cifar");
+        const std::string d = d_dir.path;
         write_file(d + "/train.bin", 4, 2, 50, 100);
         write_file(d + "/test.bin", 2, 2, 98, 100);
         const Dataset tr = load_cifar(parse_cifar("cifar100:" + d), true);
@@ -94,13 +80,14 @@ public:
         std::FILE* o = std::fopen((d + "/test.bin").c_str(), "ab");
         std::fputc(1, o);
         std::fclose(o);
-        expect_error([&] { load_cifar(parse_cifar("cifar100:" + d), false); }, "not a whole number");
+        tula_test::assert_throws_with<DataError>([&] { load_cifar(parse_cifar("cifar100:" + d), false); }, "not a whole number");
         // CIFAR-100 files read as CIFAR-10: labels out of range (or sizes) are refused
-        const std::string e = temp_dir();
+        const tula_test::TempDir e_dir("cifar");
+        const std::string e = e_dir.path;
         for (int f = 1; f <= 5; ++f) write_file(e + "/data_batch_" + std::to_string(f) + ".bin", 1, 1, 20 + f, 100);
-        expect_error([&] { load_cifar(parse_cifar("cifar10:" + e), true); }, "label");
-        expect_error([&] { load_cifar(parse_cifar("cifar10:" + e), false); }, "cannot open");
-        expect_error([&] { parse_cifar("cifar10:"); }, "names no directory");
+        tula_test::assert_throws_with<DataError>([&] { load_cifar(parse_cifar("cifar10:" + e), true); }, "label");
+        tula_test::assert_throws_with<DataError>([&] { load_cifar(parse_cifar("cifar10:" + e), false); }, "cannot open");
+        tula_test::assert_throws_with<DataError>([&] { parse_cifar("cifar10:"); }, "names no directory");
     }
 
     void test_pixel_stats() {

@@ -19,6 +19,7 @@
 
 #include "dist/comm.hpp"
 #include "data/data.hpp"
+#include "test_util.hpp"
 #include "core/model.hpp"
 #include "train/prefetch.hpp"
 #include "train/train.hpp"
@@ -49,29 +50,6 @@ void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) 
     CPPUNIT_ASSERT_MESSAGE("gzopen " + path, f != nullptr);
     if (!bytes.empty()) CPPUNIT_ASSERT(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) > 0);
     CPPUNIT_ASSERT_EQUAL(Z_OK, gzclose(f));
-}
-
-std::vector<char> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_raw(const std::string& path, const std::vector<char>& bytes) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// Expects `fn` to throw DataError whose message contains `needle`.
-template <class F>
-void expect_data_error(F fn, const std::string& needle) {
-    try {
-        fn();
-    } catch (const DataError& e) {
-        const std::string w = e.what();
-        if (w.find(needle) == std::string::npos) CPPUNIT_FAIL("message '" + w + "' lacks '" + needle + "'");
-        return;
-    }
-    CPPUNIT_FAIL("no DataError (expected one mentioning '" + needle + "')");
 }
 
 }  // namespace
@@ -146,38 +124,38 @@ public:
         // the directory layout and the 28x28 check of load_fashion_mnist
         write_gz(p("train-images-idx3-ubyte.gz"), idx_bytes({kN, kR, kC}, pixels_));
         write_gz(p("train-labels-idx1-ubyte.gz"), idx_bytes({kN}, labels_));
-        expect_data_error([&] { load_fashion_mnist(dir_, true); }, "28x28");
+        tula_test::assert_throws_with<DataError>([&] { load_fashion_mnist(dir_, true); }, "28x28");
         std::vector<unsigned char> big(2 * 784, 7);
         write_gz(p("train-images-idx3-ubyte.gz"), idx_bytes({2, 28, 28}, big));
         write_gz(p("train-labels-idx1-ubyte.gz"), idx_bytes({2}, {4, 5}));
         const Dataset d = load_fashion_mnist(dir_, true);
         CPPUNIT_ASSERT_EQUAL(2, d.count);
         CPPUNIT_ASSERT_EQUAL(static_cast<int64_t>(2), fashion_mnist_count(dir_, true));
-        expect_data_error([&] { load_fashion_mnist(dir_, false); }, "t10k-images-idx3-ubyte.gz");  // missing
+        tula_test::assert_throws_with<DataError>([&] { load_fashion_mnist(dir_, false); }, "t10k-images-idx3-ubyte.gz");  // missing
     }
 
     void test_truncated_values() {
         std::vector<unsigned char> short_pixels(pixels_.begin(), pixels_.end() - 5);
         write_gz(p("img.gz"), idx_bytes({kN, kR, kC}, short_pixels));
         write_gz(p("lab.gz"), idx_bytes({kN}, labels_));
-        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "truncated");
+        tula_test::assert_throws_with<DataError>([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "truncated");
     }
 
     void test_truncated_header() {
         std::vector<unsigned char> b = idx_bytes({kN, kR, kC}, {});
         b.resize(9);  // magic and half the dimensions
         write_gz(p("x.gz"), b);
-        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "truncated");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("x.gz")); }, "truncated");
         write_gz(p("x.gz"), {});
-        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "truncated");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("x.gz")); }, "truncated");
     }
 
     void test_truncated_gzip_stream() {
         write_pair();
-        std::vector<char> raw = read_file(p("img.gz"));
+        std::vector<char> raw = tula_test::read_bytes(p("img.gz"));
         CPPUNIT_ASSERT(raw.size() > 30);
         raw.resize(raw.size() / 2);  // cut the compressed stream itself
-        write_raw(p("img.gz"), raw);
+        tula_test::write_bytes(p("img.gz"), raw);
         bool threw = false;
         try {
             read_idx_gz(p("img.gz"));
@@ -189,30 +167,30 @@ public:
 
     void test_bad_magic() {
         write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, pixels_, 0x00000d03u));  // float data, not unsigned bytes
-        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "bad magic number 0x00000d03");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("x.gz")); }, "bad magic number 0x00000d03");
         write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, pixels_, 0x12345678u));
-        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "bad magic");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("x.gz")); }, "bad magic");
     }
 
     void test_missing_file() {
-        expect_data_error([&] { read_idx_gz(p("nope.gz")); }, "cannot open");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("nope.gz")); }, "cannot open");
     }
 
     void test_trailing_data() {
         std::vector<unsigned char> more = pixels_;
         more.push_back(1);
         write_gz(p("x.gz"), idx_bytes({kN, kR, kC}, more));
-        expect_data_error([&] { read_idx_gz(p("x.gz")); }, "after");
+        tula_test::assert_throws_with<DataError>([&] { read_idx_gz(p("x.gz")); }, "after");
     }
 
     void test_count_mismatch_and_bad_label() {
         write_gz(p("img.gz"), idx_bytes({kN, kR, kC}, pixels_));
         write_gz(p("lab.gz"), idx_bytes({kN - 1}, {1, 2, 3, 4}));
-        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "labels");
+        tula_test::assert_throws_with<DataError>([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "labels");
         write_gz(p("lab.gz"), idx_bytes({kN}, {1, 2, 10, 4, 5}));
-        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "label 10");
+        tula_test::assert_throws_with<DataError>([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "label 10");
         write_gz(p("lab.gz"), idx_bytes({kN, 1}, labels_));  // two dimensions
-        expect_data_error([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "1 dimension");
+        tula_test::assert_throws_with<DataError>([&] { load_idx_pair(p("img.gz"), p("lab.gz")); }, "1 dimension");
     }
 
     void test_gather_normalizes() {

@@ -17,6 +17,7 @@
 #include "optim/optim.hpp"
 #include "core/rng.hpp"
 #include "train/train.hpp"
+#include "trainer_fixtures.hpp"
 
 using namespace tula::train;
 
@@ -347,14 +348,8 @@ public:
     }
 
     void test_lr_schedule_properties() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 256;
-        s.warmup_epochs = 1;
+        LrSchedule s = testing::schedule(0.05, 64, 256, 1, 100, 10);
         s.cosine = true;
-        s.steps_per_epoch = 100;
-        s.epochs = 10;
         const double peak = 0.05 * 256 / 64;  // linear scaling rule
         CPPUNIT_ASSERT_DOUBLES_EQUAL(peak, s.peak(), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05, s.at(0), 1e-12);                     // warmup starts at the base rate

@@ -13,6 +13,7 @@
 #include "core/model.hpp"
 #include "optim/optim.hpp"
 #include "core/rng.hpp"
+#include "trainer_fixtures.hpp"
 
 using namespace tula::train;
 
@@ -297,13 +298,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     }
 
     void test_adaptive_schedule() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 1024;
-        s.warmup_epochs = 2;
-        s.steps_per_epoch = 10;
-        s.epochs = 10;
+        LrSchedule s = peak08_schedule();
         const double pk = s.peak();
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, pk, 1e-12);
         // during warmup: the fixed schedule's ramp
@@ -321,13 +316,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     // at_progress(t / T, B) is the step schedule at(t) written as a fraction of the run
     // (warmup and cosine); with a larger batch its peak follows the scaling rule.
     void test_progress_schedule() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 512;
-        s.warmup_epochs = 2;
-        s.steps_per_epoch = 10;
-        s.epochs = 10;
+        LrSchedule s = testing::schedule(0.05, 64, 512, 2, 10, 10);
         for (int t = 0; t < 100; ++t) CPPUNIT_ASSERT_DOUBLES_EQUAL(s.at(t), s.at_progress(t / 100.0, 512), 1e-12);
         // after warmup at batch 1024: 0.05 * 16 = 0.8 at the start of the cosine
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, s.at_progress(0.2, 1024), 1e-12);
@@ -338,14 +327,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
 
     // lr 0.05 for 64 scaled linearly to 0.8 at 1024; 2 warmup epochs of 10 steps; 10 epochs.
     static LrSchedule peak08_schedule() {
-        LrSchedule s;
-        s.lr = 0.05;
-        s.base_batch = 64;
-        s.global_batch = 1024;
-        s.warmup_epochs = 2;
-        s.steps_per_epoch = 10;
-        s.epochs = 10;
-        return s;
+        return testing::schedule(0.05, 64, 1024, 2, 10, 10);
     }
 
     // Warmup-stable-decay: the peak until the last decay_fraction of the post-warmup steps,

@@ -11,9 +11,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tula/error.hpp"
 
@@ -59,6 +62,14 @@ std::string error_of(F f) {
 
 /// True if `part` occurs in `s`.
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// Asserts that f() throws E (or a subclass) with a message containing `needle`.
+template <class E = tula::Error, class F>
+void assert_throws_with(F f, const std::string& needle) {
+    const std::string m = error_of<E>(f);
+    CPPUNIT_ASSERT_MESSAGE("expected an exception mentioning '" + needle + "', got '" + m + "'",
+                           !m.empty() && contains(m, needle));
+}
 
 /// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
 /// awaited at most `limit` seconds: +infinity when it has not answered by then (it is killed)
@@ -124,6 +135,25 @@ inline std::string raw_query(const std::string& path, const std::string& sql) {
     sqlite3_finalize(st);
     sqlite3_close(db);
     return v;
+}
+
+/// Asserts want.*f == got.*f for each member pointer f (CPPUNIT_ASSERT_EQUAL's message shows
+/// the two values of the first that differs).
+template <class T, class... M>
+void assert_fields_equal(const T& want, const T& got, M T::*... fields) {
+    (CPPUNIT_ASSERT_EQUAL(want.*fields, got.*fields), ...);
+}
+
+/// The bytes of the file at `path` (empty when it cannot be read).
+inline std::vector<char> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Replaces the file at `path` with `bytes`.
+inline void write_bytes(const std::string& path, const std::vector<char>& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace tula_test
