@@ -298,14 +298,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM compute_profile WHERE workload = ? AND host = ? AND local_batch = ? AND "
                "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ?");
-        q.bind(1, c.s.workload);
-        q.bind(2, c.s.host);
-        q.bind(3, c.s.local_batch);
-        q.bind(4, c.s.threads);
-        q.bind(5, c.s.seconds_per_iter);
-        q.bind(6, c.s.iters);
-        q.bind(7, c.created);
-        q.bind(8, c.s.ranks);
+        q.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
+                   c.s.ranks);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
@@ -313,14 +307,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         Stmt s(db_, path_,
                "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
                "ranks, startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-        s.bind(1, c.s.workload);
-        s.bind(2, c.s.host);
-        s.bind(3, c.s.local_batch);
-        s.bind(4, c.s.threads);
-        s.bind(5, c.s.seconds_per_iter);
-        s.bind(6, c.s.iters);
-        s.bind(7, c.created);
-        s.bind(8, c.s.ranks);
+        s.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
+                   c.s.ranks);
         if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
         if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
         s.run();
@@ -330,21 +318,13 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM allreduce_profile WHERE host = ? AND nodes = ? AND bytes = ? AND seconds = ? AND "
                "created = ?");
-        q.bind(1, a.s.host);
-        q.bind(2, a.s.nodes);
-        q.bind(3, a.s.bytes);
-        q.bind(4, a.s.seconds);
-        q.bind(5, a.created);
+        q.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
         Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
-        s.bind(1, a.s.host);
-        s.bind(2, a.s.nodes);
-        s.bind(3, a.s.bytes);
-        s.bind(4, a.s.seconds);
-        s.bind(5, a.created);
+        s.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created);
         s.run();
         ++n.allreduce;
     }
@@ -353,13 +333,7 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM run WHERE job_id = ? AND workload = ? AND nodes = ? AND global_batch = ? AND "
                "epochs = ? AND measured_seconds = ? AND created = ?");
-        q.bind(1, r.job_id);
-        q.bind(2, r.workload);
-        q.bind(3, r.nodes);
-        q.bind(4, r.global_batch);
-        q.bind(5, r.epochs);
-        q.bind(6, r.measured_seconds);
-        q.bind(7, r.created);
+        q.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.measured_seconds, r.created);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <map>
 #include <utility>
+#include <optional>
 #include <string>
 
 #include "db/guard.hpp"
@@ -84,6 +85,16 @@ public:
     void bind(int i, int v) { check(sqlite3_bind_int64(st_, i, v), "bind"); }
     void bind(int i, double v) { check(sqlite3_bind_double(st_, i, v), "bind"); }
     void bind_null(int i) { check(sqlite3_bind_null(st_, i), "bind"); }
+    void bind(int i, const std::optional<double>& v) {
+        if (v) bind(i, *v);
+        else bind_null(i);
+    }
+    /// Binds the values to parameters 1, 2, ... in order (an empty optional as NULL).
+    template <class... A>
+    void bind_all(const A&... v) {
+        int i = 0;
+        (bind(++i, v), ...);
+    }
 
     /// True when a row is ready, false when done; throws on any error, and after
     /// kMaxRowsPerTable rows (the table is named).
@@ -259,7 +270,7 @@ std::string run_columns(int schema);
 void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r);
 RunRecord read_run(const Stmt& s);
 Workload read_workload(const Stmt& s);
-extern const char* const kWorkloadColumns;
+std::string workload_columns(int schema);
 
 }  // namespace detail
 }  // namespace tula

@@ -39,15 +39,8 @@ void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
            "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
            "test_accuracy, created, noise_scale, noise_observations, train_examples) "
            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    s.bind(1, r.job_id);
-    s.bind(2, r.workload);
-    s.bind(3, r.nodes);
-    s.bind(4, r.global_batch);
-    s.bind(5, r.epochs);
-    s.bind(6, r.predicted_seconds);
-    s.bind(7, r.measured_seconds);
-    s.bind(8, r.test_accuracy);
-    s.bind(9, r.created);
+    s.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.predicted_seconds, r.measured_seconds,
+               r.test_accuracy, r.created);
     if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
     else s.bind_null(10);
     s.bind(11, std::max<int64_t>(0, r.noise_observations));
@@ -232,14 +225,8 @@ void ProfileDb::upsert_workload(const Workload& w) {
            "dataset = excluded.dataset, params = excluded.params, train_examples = excluded.train_examples, "
            "test_examples = excluded.test_examples, updated = excluded.updated, "
            "activation_floats = excluded.activation_floats");
-    s.bind(1, w.name);
-    s.bind(2, w.model);
-    s.bind(3, w.dataset);
-    s.bind(4, w.params);
-    s.bind(5, w.train_examples);
-    s.bind(6, w.test_examples);
-    s.bind(7, now_seconds());
-    s.bind(8, w.activation_floats);
+    s.bind_all(w.name, w.model, w.dataset, w.params, w.train_examples, w.test_examples, now_seconds(),
+               w.activation_floats);
     s.run();
 }
 
@@ -268,14 +255,7 @@ void ProfileDb::add_compute(const ComputeSample& c) {
     Stmt s(db_, path_,
            "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
            "startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    s.bind(1, c.workload);
-    s.bind(2, c.host);
-    s.bind(3, c.local_batch);
-    s.bind(4, c.threads);
-    s.bind(5, c.seconds_per_iter);
-    s.bind(6, c.iters);
-    s.bind(7, now_seconds());
-    s.bind(8, c.ranks);
+    s.bind_all(c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, now_seconds(), c.ranks);
     if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
     if (std::isfinite(c.synced_seconds_per_iter) && c.synced_seconds_per_iter > 0)
         s.bind(10, c.synced_seconds_per_iter);  // else NULL
@@ -314,11 +294,7 @@ void ProfileDb::add_allreduce(const AllreduceSample& a) {
         throw Error("profile database " + path_ + ": refusing an invalid allreduce sample (" + std::to_string(a.nodes) +
                     " nodes, " + std::to_string(a.bytes) + " bytes, " + std::to_string(a.seconds) + " s)");
     Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
-    s.bind(1, a.host);
-    s.bind(2, a.nodes);
-    s.bind(3, a.bytes);
-    s.bind(4, a.seconds);
-    s.bind(5, now_seconds());
+    s.bind_all(a.host, a.nodes, a.bytes, a.seconds, now_seconds());
     s.run();
 }
 
@@ -358,9 +334,7 @@ int64_t ProfileDb::add_run(const RunRecord& r) {
         Stmt s(db_, path_,
                "INSERT INTO run_epoch(run_id, epoch, seconds, train_loss, test_accuracy) VALUES(?, ?, ?, ?, ?)");
         for (size_t i = 0; i < n; ++i) {
-            s.bind(1, id);
-            s.bind(2, static_cast<int>(i + 1));
-            s.bind(3, finite(r.epoch_seconds[i]));
+            s.bind_all(id, static_cast<int>(i + 1), finite(r.epoch_seconds[i]));
             // NaN would be stored as NULL anyway; NULL also marks "not recorded"
             if (r.epoch_train_loss.empty()) s.bind_null(4);
             else s.bind(4, r.epoch_train_loss[i]);
