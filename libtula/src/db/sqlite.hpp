@@ -135,6 +135,17 @@ public:
     }
     double dbl(int c) const { return sqlite3_column_double(st_, c); }
     bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+    void get(int c, std::string& v) const { v = text(c); }
+    void get(int c, int64_t& v) const { v = i64(c); }
+    void get(int c, int& v) const { v = i32(c); }
+    void get(int c, double& v) const { v = dbl(c); }
+    /// Reads columns first, first + 1, ... of the current row into the arguments, in order
+    /// (each by its type, as text(), i64(), i32() and dbl() read).
+    template <class... A>
+    void get_from(int first, A&... v) const {
+        int c = first;
+        (get(c++, v), ...);
+    }
     sqlite3_stmt* handle() const { return st_; }
 
 private:

@@ -50,16 +50,8 @@ void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
 
 RunRecord read_run(const Stmt& s) {
     RunRecord r;
-    r.id = s.i64(0);
-    r.job_id = s.text(1);
-    r.workload = s.text(2);
-    r.nodes = s.i32(3);
-    r.global_batch = s.i32(4);
-    r.epochs = s.i32(5);
-    r.predicted_seconds = s.dbl(6);
-    r.measured_seconds = s.dbl(7);
-    r.test_accuracy = s.dbl(8);
-    r.created = s.dbl(9);
+    s.get_from(0, r.id, r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.predicted_seconds,
+               r.measured_seconds, r.test_accuracy, r.created);
     r.noise_scale = s.is_null(10) ? 0.0 : s.dbl(10);
     r.noise_observations = s.i64(11);
     r.train_examples = s.i64(12);
@@ -68,13 +60,7 @@ RunRecord read_run(const Stmt& s) {
 
 Workload read_workload(const Stmt& s) {
     Workload w;
-    w.name = s.text(0);
-    w.model = s.text(1);
-    w.dataset = s.text(2);
-    w.params = s.i64(3);
-    w.train_examples = s.i64(4);
-    w.test_examples = s.i64(5);
-    w.activation_floats = s.i64(6);
+    s.get_from(0, w.name, w.model, w.dataset, w.params, w.train_examples, w.test_examples, w.activation_floats);
     return w;
 }
 // The SELECT of read_workload for a database of schema version `schema` (before version 6 the
@@ -275,13 +261,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
     std::vector<ComputeSample> out;
     while (s.step()) {
         ComputeSample c;
-        c.workload = s.text(0);
-        c.host = s.text(1);
-        c.local_batch = s.i32(2);
-        c.threads = s.i32(3);
-        c.seconds_per_iter = s.dbl(4);
-        c.iters = s.i32(5);
-        c.ranks = s.i32(6);
+        s.get_from(0, c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, c.ranks);
         if (!s.is_null(7)) c.startup_seconds = s.dbl(7);
         if (!s.is_null(8)) c.synced_seconds_per_iter = s.dbl(8);
         out.push_back(std::move(c));
@@ -303,10 +283,7 @@ std::vector<AllreduceSample> ProfileDb::allreduce_samples() const {
     std::vector<AllreduceSample> out;
     while (s.step()) {
         AllreduceSample a;
-        a.host = s.text(0);
-        a.nodes = s.i32(1);
-        a.bytes = s.i64(2);
-        a.seconds = s.dbl(3);
+        s.get_from(0, a.host, a.nodes, a.bytes, a.seconds);
         out.push_back(a);
     }
     return out;
