@@ -36,13 +36,16 @@ struct FloatSpan {
     size_t size = 0;
 };
 
-/// The layer interface. Not copyable; owned by a Model through unique_ptr.
-class Layer {
+/// The layer interface of both backends over a tensor type T (Tensor on the CPU, DevTensor
+/// on the GPU: trainer/cuda/gpu.hpp's GpuLayer). Not copyable; owned by a Model through
+/// unique_ptr.
+template <class T>
+class LayerOf {
 public:
-    virtual ~Layer() = default;
-    Layer() = default;
-    Layer(const Layer&) = delete;
-    Layer& operator=(const Layer&) = delete;
+    virtual ~LayerOf() = default;
+    LayerOf() = default;
+    LayerOf(const LayerOf&) = delete;
+    LayerOf& operator=(const LayerOf&) = delete;
 
     /// Short description, e.g. "conv5x5(1->6, pad 2)".
     virtual std::string describe() const = 0;
@@ -56,11 +59,34 @@ public:
     /// Floats of forward outputs one example leaves in the layer for backward: its output
     /// (C*H*W of configure()'s result), plus a composite's inner outputs; 0 before configure().
     virtual size_t activation_floats() const { return 0; }
-
-    /// Gives the layer its slices of the fused buffers: `params` and `grads` hold the sum
-    /// of param_info() sizes, `state` holds state_size() values. Pointers stay valid for
-    /// the layer's lifetime.
+    /// Gives the layer its slices of the fused buffers (device pointers on the GPU): `params`
+    /// and `grads` hold the sum of param_info() sizes, `state` holds state_size() values.
+    /// Pointers stay valid for the layer's lifetime.
     virtual void bind(float* params, float* grads, float* state) {}
+    /// y = layer(x). x: (N, in.c, in.h, in.w) as configured. `train` selects training
+    /// behaviour (BN batch statistics). The reference stays valid until the next forward.
+    /// x must stay alive and unchanged until backward() (the layer keeps a pointer).
+    virtual const T& forward(const T& x, bool train) = 0;
+    /// Given dy = dL/dy (shape of y), adds dL/dparams into the gradient slice and returns
+    /// dL/dx (shape of x); when need_input_grad() is false the returned tensor is empty.
+    virtual const T& backward(const T& dy) = 0;
+
+    /// The first layer of a network does not need dL/dx (it is the data); skipping it saves
+    /// the col2im of the first convolution.
+    void set_need_input_grad(bool v) { need_input_grad_ = v; }
+    bool need_input_grad() const { return need_input_grad_; }
+
+protected:
+    bool need_input_grad_ = true;
+    float* params_ = nullptr;
+    float* grads_ = nullptr;
+    size_t n_params_ = 0;
+};
+
+/// The CPU layer: LayerOf<Tensor> that also initializes its parameters on the host and
+/// keeps its own random generators' state for checkpoints.
+class Layer : public LayerOf<Tensor> {
+public:
     /// Initializes parameters and state from `rng` (see each layer for the rule).
     virtual void init(Rng& rng) {}
     /// Appends the state of the layer's own random generators (dropout; Rng::state()),
@@ -69,27 +95,9 @@ public:
     /// Restores what save_rng appended, reading from in[pos] on and advancing pos.
     /// Errors: std::invalid_argument when in runs short or a state does not parse.
     virtual void load_rng(const std::vector<std::string>& in, size_t& pos) {}
-    /// y = layer(x). x: (N, in.c, in.h, in.w) as configured. `train` selects training
-    /// behaviour (BN batch statistics). The reference stays valid until the next forward.
-    /// x must stay alive and unchanged until backward() (the layer keeps a pointer).
-    virtual const Tensor& forward(const Tensor& x, bool train) = 0;
-    /// Given dy = dL/dy (shape of y), adds dL/dparams into the gradient slice and returns
-    /// dL/dx (shape of x); when need_input_grad() is false the returned tensor is empty.
-    virtual const Tensor& backward(const Tensor& dy) = 0;
-
-    /// The first layer of a network does not need dL/dx (it is the data); skipping it saves
-    /// the col2im of the first convolution.
-    void set_need_input_grad(bool v) { need_input_grad_ = v; }
-    bool need_input_grad() const { return need_input_grad_; }
     /// Views of the parameter and gradient slices (empty for parameter-free layers).
     FloatSpan params() const { return {params_, n_params_}; }
     FloatSpan grads() const { return {grads_, n_params_}; }
-
-protected:
-    bool need_input_grad_ = true;
-    float* params_ = nullptr;
-    float* grads_ = nullptr;
-    size_t n_params_ = 0;
 };
 
 /// 2-D convolution, square kernel k, stride s, zero padding p, optional bias.

@@ -166,41 +166,12 @@ private:
     DevMem ws_;
 };
 
-/// The GPU layer interface: Layer (layers.hpp) with device tensors. Parameters and
+/// The GPU layer interface: LayerOf (core/layers.hpp) with device tensors. Parameters and
 /// gradients are device pointers into GpuModel's fused buffers; backward() ADDS into the
 /// gradient slice. Initialization is done on the host by the CPU layers (same Rng
 /// sequence) and copied in (GpuModel::upload_params), so both backends start from the
 /// same weights for a seed.
-class GpuLayer {
-public:
-    virtual ~GpuLayer() = default;
-    GpuLayer() = default;
-    GpuLayer(const GpuLayer&) = delete;
-    GpuLayer& operator=(const GpuLayer&) = delete;
-
-    virtual std::string describe() const = 0;
-    /// As Layer::configure. Errors: std::invalid_argument.
-    virtual Shape configure(const Shape& in) = 0;
-    virtual std::vector<ParamInfo> param_info() const { return {}; }
-    virtual size_t state_size() const { return 0; }
-    /// As Layer::activation_floats.
-    virtual size_t activation_floats() const { return 0; }
-    /// Device pointers to this layer's slices of the fused buffers.
-    virtual void bind(float* params, float* grads, float* state) {}
-    /// y = layer(x); x must stay unchanged until backward(). Errors as Layer::forward.
-    virtual const DevTensor& forward(const DevTensor& x, bool train) = 0;
-    /// dL/dx (empty when need_input_grad() is false); adds dL/dparams to the gradients.
-    virtual const DevTensor& backward(const DevTensor& dy) = 0;
-
-    void set_need_input_grad(bool v) { need_input_grad_ = v; }
-    bool need_input_grad() const { return need_input_grad_; }
-
-protected:
-    bool need_input_grad_ = true;
-    float* params_ = nullptr;  // device
-    float* grads_ = nullptr;   // device
-    size_t n_params_ = 0;
-};
+using GpuLayer = LayerOf<DevTensor>;
 
 /// Convolution, as make_conv2d (layers.hpp): weight (Cout, Cin/groups, k, k), bias (Cout,);
 /// groups > 1 through cudnnSetConvolutionGroupCount (depthwise when groups = Cin = Cout).
