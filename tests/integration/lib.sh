@@ -122,6 +122,11 @@ need_bin() {
     for b in "$@"; do [ -x "$b" ] || fail "missing $b (run make first)"; done
 }
 
+# need_sqlite3: fails unless the sqlite3 command-line shell is installed.
+need_sqlite3() {
+    command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
+}
+
 # need_cluster: fails unless running inside a cluster started by scripts/tula-cluster.
 need_cluster() {
     [ -n "${TULA_CLUSTER_DIR:-}" ] && [ -n "${SLURM_CONF:-}" ] ||
@@ -392,4 +397,68 @@ hide_databases() {
     done
     export XDG_DATA_HOME=$T_WORK/empty-xdg
     mkdir -p "$XDG_DATA_HOME"
+}
+
+# start_locking_writer DB SQL...: a sqlite3 shell on DB, fed through file descriptor 7, runs
+# "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;", then the SQL lines, and holds the lock
+# until fd 7 is closed (at the test's exit, or earlier by `exec 7>&-`). Returns once the lock
+# is taken; fails the test if it is not taken within 5 s. Its output: $T_WORK/writer.out.
+start_locking_writer() {
+    local db=$1 fifo=$T_WORK/writer.in; shift
+    mkfifo "$fifo" || fail "cannot create $fifo"
+    sqlite3 "$db" < "$fifo" > "$T_WORK/writer.out" 2>&1 &
+    WRITER_PID=$!
+    exec 7>"$fifo"
+    on_exit "exec 7>&-; kill $WRITER_PID 2>/dev/null; wait $WRITER_PID 2>/dev/null"
+    printf '%s\n' "PRAGMA locking_mode=EXCLUSIVE;" "BEGIN EXCLUSIVE;" "$@" "SELECT 'locked';" >&7
+    for _ in $(seq 100); do grep -q '^locked$' "$T_WORK/writer.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q '^locked$' "$T_WORK/writer.out" || fail "the writer could not lock $db" "$(_excerpt "$(cat "$T_WORK/writer.out")")"
+}
+
+# submit_timed ARGS...: `sbatch --parsable --tula=auto -o $T_WORK/%j.out ARGS...` under a 60 s
+# timeout, as run_cmd (T_RC, T_OUT, T_ERR); SUBMIT_MS gets its wall-clock milliseconds and
+# JOB the job id (empty when none), which is cancelled at the test's exit.
+submit_timed() {
+    local t0
+    t0=$(now_ms)
+    run_cmd timeout 60 sbatch --parsable --tula=auto -o "$T_WORK/%j.out" "$@"
+    SUBMIT_MS=$(( $(now_ms) - t0 ))
+    JOB=$(tail -n 1 <<<"$T_OUT"); JOB=${JOB%%;*}
+    [[ "$JOB" =~ ^[0-9]+$ ]] || JOB=
+    [ -z "$JOB" ] || on_exit "cancel_job $JOB"
+}
+
+# expect_submitted WHAT: after an `sbatch --tula=auto` through run_cmd, checks that it neither
+# hung nor failed, that it printed a job id (JOB) and exactly one 'tula:' line on stderr.
+expect_submitted() {
+    local what=$1
+    [ "$T_RC" != 124 ] || fail "$what: sbatch --tula=auto hung (killed after 60 s)"
+    [ "$T_RC" = 0 ] || fail "$what: sbatch --tula=auto exited $T_RC; expected the job submitted unchanged" \
+        "stderr:" "$(_excerpt "$T_ERR")"
+    JOB=$(tail -n 1 <<<"$T_OUT"); JOB=${JOB%%;*}
+    assert_int "$what: job id" "$JOB"
+    note "$what: sbatch said:" "$T_ERR"
+    assert_eq 1 "$(count_lines "$T_ERR" 'tula:')" "$what: number of 'tula:' lines on sbatch's stderr"
+}
+
+# begin_plan_test: the start of a test of submission-time planning on the running cluster:
+# the cluster, the tula command and a work directory, with the cluster's system database
+# profiled.
+begin_plan_test() {
+    need_cluster
+    need_bin "$TULA"
+    make_workdir
+    ensure_profile
+}
+
+# expect_started_and_completed JOB WHAT DETAIL...: the batch script of JOB (which prints
+# "started ..." first, into $T_WORK/JOB.out) starts within 15 s, and the job COMPLETES within
+# 60 s; a failure names WHAT and adds the DETAIL lines.
+expect_started_and_completed() {
+    local job=$1 what=$2 out=$T_WORK/$1.out; shift 2
+    for _ in $(seq 150); do grep -q '^started ' "$out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^started ' "$out" 2>/dev/null ||
+        fail "$what: the batch script of job $job did not start within 15 s of submission" "$@"
+    wait_job "$job" 60
+    expect_completed "$job" "$out"
 }

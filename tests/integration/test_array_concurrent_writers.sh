@@ -29,7 +29,7 @@
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
+need_sqlite3
 make_workdir
 ensure_profile
 

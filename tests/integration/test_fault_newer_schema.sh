@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault.sh"
 fault_begin
-command -v sqlite3 >/dev/null || fail "sqlite3 (CLI) is not installed"
+need_sqlite3
 cp "$F_DB" "$T_WORK/copy.db" || fail "cannot copy $F_DB"
 v=$(sqlite3 "$T_WORK/copy.db" 'PRAGMA user_version') || fail "cannot read user_version"
 assert_int "user_version of the profile database" "$v"

@@ -8,7 +8,7 @@
 # through the same configuration still works (strict concerns only Tula's submissions).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault.sh"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
+need_sqlite3
 fault_begin
 etc=$(dirname "$SLURM_CONF")
 strict=$T_WORK/strict
@@ -47,20 +47,12 @@ strict_refused() {
 }
 
 # (1) locked by a writer (as test_fault_locked_db.sh)
-fifo=$T_WORK/writer.in
-mkfifo "$fifo" || fail "cannot create $fifo"
-sqlite3 "$F_DB" < "$fifo" > "$T_WORK/writer.out" 2>&1 &
-writer=$!
-exec 7>"$fifo"
-on_exit "exec 7>&-; kill $writer 2>/dev/null; wait $writer 2>/dev/null"
-printf '%s\n' "PRAGMA locking_mode=EXCLUSIVE;" "BEGIN EXCLUSIVE;" "UPDATE workload SET updated = updated;" "SELECT 'locked';" >&7
-for _ in $(seq 100); do grep -q '^locked$' "$T_WORK/writer.out" 2>/dev/null && break; sleep 0.05; done
-grep -q '^locked$' "$T_WORK/writer.out" || fail "the writer could not lock $F_DB" "$(_excerpt "$(cat "$T_WORK/writer.out")")"
+start_locking_writer "$F_DB" "UPDATE workload SET updated = updated;"
 strict_refused "strict, database locked"
 assert_contains "$T_ERR" "held by another process" "strict, database locked: the refusal says it was locked"
 printf '%s\n' "ROLLBACK;" ".quit" >&7
 exec 7>&-
-wait "$writer"
+wait "$WRITER_PID"
 
 # (2) a directory in the database's place
 fault_replace "$F_DB"

@@ -22,7 +22,7 @@
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
+need_sqlite3
 [ -x /usr/bin/time ] || fail "this test needs GNU time (/usr/bin/time, Debian package time)"
 make_workdir
 ensure_profile
@@ -67,15 +67,11 @@ rm -rf "$XDG_DATA_HOME"
 # check_case WHAT: the submission, the job and tula plan's memory, for the user database at
 # $XDG_DATA_HOME; runs in a subshell (its failure ends only that case).
 check_case() {
-    local what=$1 t0 tula_ms job out err
+    local what=$1 tula_ms job out err
     submit_bound_ms "$script"
 
-    t0=$(now_ms)
-    run_cmd timeout 60 sbatch --parsable --tula=auto -o "$T_WORK/%j.out" "$script"
-    tula_ms=$(( $(now_ms) - t0 ))
-    err=$T_ERR
-    job=$(tail -n 1 <<<"$T_OUT"); job=${job%%;*}
-    [[ "$job" =~ ^[0-9]+$ ]] && on_exit "cancel_job $job"
+    submit_timed "$script"
+    tula_ms=$SUBMIT_MS err=$T_ERR job=$JOB
     note "$what: sbatch --tula=auto took $tula_ms ms (bound $T_BOUND_MS ms); it said: $err"
     [ "$T_RC" = 0 ] || fail "$what: sbatch --tula=auto exited $T_RC; expected the job submitted" "$(_excerpt "$err")"
     [ "$tula_ms" -le "$T_BOUND_MS" ] && [ "$tula_ms" -lt 10000 ] ||
@@ -84,13 +80,8 @@ check_case() {
             "seen: $tula_ms ms"
     assert_not_contains "$err" "database is locked" "$what: sbatch's stderr"
 
-    out=$T_WORK/$job.out
-    for _ in $(seq 150); do grep -q '^started ' "$out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^started ' "$out" 2>/dev/null ||
-        fail "$what: the batch script of job $job did not start within 15 s of submission" \
-            "job state: $(job_state "$job"); slurmstepd of the job: $(cluster_stepds "$job" | tr '\n' ' ')"
-    wait_job "$job" 60
-    expect_completed "$job" "$out"
+    expect_started_and_completed "$job" "$what" \
+        "job state: $(job_state "$job"); slurmstepd of the job: $(cluster_stepds "$job" | tr '\n' ' ')"
 
     plan_rss "$what"
     note "$what: tula plan exited $PLAN_RC after $PLAN_MS ms, peak RSS $PLAN_KB KiB (intact: $ref_kb KiB);" \

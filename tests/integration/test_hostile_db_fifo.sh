@@ -13,11 +13,8 @@
 # within 15 s of sbatch returning and COMPLETES; afterwards no process is left blocked opening
 # the FIFO (wchan fifo_open / wait_for_partner with our XDG_DATA_HOME) or holding it open.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
-make_workdir
-ensure_profile
+need_sqlite3
+begin_plan_test
 
 # fifo_blocked PATH: "pid cmdline" of every process blocked opening a FIFO whose environment
 # has our XDG_DATA_HOME or that holds PATH open.
@@ -59,12 +56,8 @@ for i in 1 2 3 4 5; do
         cp "$real" "$udb" || fail "cannot put the real database back at $udb"
         kind=database
     fi
-    t0=$(now_ms)
-    run_cmd timeout 60 sbatch --parsable --tula=auto -o "$T_WORK/%j.out" "$script"
-    ms=$(( $(now_ms) - t0 ))
-    err=$T_ERR
-    job=$(tail -n 1 <<<"$T_OUT"); job=${job%%;*}
-    [[ "$job" =~ ^[0-9]+$ ]] && on_exit "cancel_job $job"
+    submit_timed "$script"
+    ms=$SUBMIT_MS err=$T_ERR job=$JOB
     note "submission $i ($kind): sbatch took $ms ms; it said: $err"
     [ "$T_RC" = 0 ] || fail "submission $i ($kind at $udb): sbatch --tula=auto exited $T_RC; expected the job submitted" \
         "$(_excerpt "$err")"
@@ -75,13 +68,8 @@ for i in 1 2 3 4 5; do
     n=$(count_lines "$err" '^tula:')
     [ "$n" -ge 1 ] && [ "$n" -le 2 ] ||
         fail "submission $i ($kind): tula: lines on sbatch's stderr" "expected: 1 or 2" "seen: $n" "$(_excerpt "$err")"
-    out=$T_WORK/$job.out
-    for _ in $(seq 150); do grep -q '^started ' "$out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^started ' "$out" 2>/dev/null ||
-        fail "submission $i ($kind at $udb): the batch script of job $job did not start within 15 s" \
-            "job state: $(job_state "$job"); blocked on the FIFO: $(fifo_blocked "$udb" | tr '\n' ';')"
-    wait_job "$job" 60
-    expect_completed "$job" "$out"
+    expect_started_and_completed "$job" "submission $i ($kind at $udb)" \
+        "job state: $(job_state "$job"); blocked on the FIFO: $(fifo_blocked "$udb" | tr '\n' ';')"
     # the FIFO stayed a FIFO while the job started: nobody replaced or wrote it
     [ "$kind" = database ] || [ -p "$udb" ] || fail "submission $i: $udb is no longer a FIFO"
     blocked=$(fifo_blocked "$udb")

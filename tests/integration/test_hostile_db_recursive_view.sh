@@ -19,11 +19,8 @@
 # The view yields no row (WHERE x < 0): the loop costs CPU only, never memory or temp files,
 # so a failure of this test cannot fill the machine.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
-make_workdir
-ensure_profile
+need_sqlite3
+begin_plan_test
 
 # The hostile user database: a real one (a copy of the cluster's profiled system database, so
 # every table and the schema version are the real ones), then the workload table is a view.

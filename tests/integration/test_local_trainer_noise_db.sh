@@ -13,7 +13,7 @@
 #      "measured in 1 run".
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN" "$TULA"
-command -v sqlite3 >/dev/null || fail "sqlite3 (the command-line shell) is needed: apt-get install sqlite3"
+need_sqlite3
 make_workdir
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -r "$T_DATA_DIR/$f" ] || fail "missing $T_DATA_DIR/$f (apt-get install dataset-fashion-mnist)"

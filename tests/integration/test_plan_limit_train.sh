@@ -3,10 +3,7 @@
 # 60,000 Fashion-MNIST images per epoch is predicted at about a tenth of the full epoch time
 # (before, it was predicted as the full 60,000), at the same node count and global batch.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA"
-make_workdir
-ensure_profile
+begin_plan_test
 line='mpirun tula-train --model lenet5 --data fashion-mnist --epochs 2'
 printf '#!/bin/bash\n%s\n' "$line" > "$T_WORK/full.sbatch"
 printf '#!/bin/bash\n%s --limit-train 6000\n' "$line" > "$T_WORK/limited.sbatch"

@@ -7,7 +7,7 @@
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
-command -v sqlite3 >/dev/null || fail "sqlite3 (CLI) is not installed"
+need_sqlite3
 db=$T_WORK/ar.db
 samples() { sqlite3 "$db" "SELECT count(*) FROM allreduce_profile WHERE nodes = 2"; }
 

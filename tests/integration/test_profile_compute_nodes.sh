@@ -12,7 +12,7 @@
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
-command -v sqlite3 >/dev/null || fail "sqlite3 (CLI) is not installed"
+need_sqlite3
 command -v jq >/dev/null || fail "jq is not installed (Debian: jq)"
 db=$T_WORK/c.db
 W=lenet5@fashion-mnist

@@ -9,7 +9,7 @@ need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
 ensure_profile
-command -v sqlite3 >/dev/null || fail "sqlite3 (CLI) is not installed"
+need_sqlite3
 db=$TULA_CLUSTER_DIR/system.db
 script=$T_WORK/train.sbatch
 write_train_script "$script"

@@ -6,10 +6,7 @@
 # sbatch --tula=auto must come back within 2 s of a plain sbatch of the same script, with a
 # plan (not a timeout warning), and the held job is cancelled.
 . "$(dirname "$0")/lib.sh"
-need_cluster
-need_bin "$TULA"
-make_workdir
-ensure_profile
+begin_plan_test
 script=$T_WORK/huge.sbatch
 {
     printf '#!/bin/bash\n#SBATCH --hold\nmpirun tula-train --model lenet5 --data fashion-mnist --epochs 1\n# '

@@ -19,7 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA"
-command -v sqlite3 >/dev/null || fail "this test needs the sqlite3 command (Debian package sqlite3)"
+need_sqlite3
 [ "$(id -u)" = 0 ] || skip "needs root (the database copy must be owned by root to be trusted)"
 make_workdir
 ensure_profile
