@@ -112,6 +112,32 @@ inline void check_gradients(const std::string& name, Bound& b, Tensor x, bool tr
                  dparams.size(), rtol, atol);
 }
 
+/// Direct convolution in double, the reference of the im2col + GEMM layers: x (N, C, H, W),
+/// weight w (cout, C/g, k, k), optional bias (cout,), stride s, zero padding p, g groups;
+/// returns y (N, cout, Ho, Wo) flattened.
+inline std::vector<double> naive_conv2d(const Tensor& x, const float* w, const float* bias, int cout, int k, int s,
+                                        int p, int g = 1) {
+    const int ho = (x.h + 2 * p - k) / s + 1, wo = (x.w + 2 * p - k) / s + 1, cig = x.c / g, cog = cout / g;
+    std::vector<double> y(static_cast<size_t>(x.n) * cout * ho * wo);
+    for (int n = 0; n < x.n; ++n)
+        for (int co = 0; co < cout; ++co)
+            for (int oh = 0; oh < ho; ++oh)
+                for (int ow = 0; ow < wo; ++ow) {
+                    double acc = bias ? bias[co] : 0.0;
+                    const int grp = co / cog;
+                    for (int ci = 0; ci < cig; ++ci)
+                        for (int ki = 0; ki < k; ++ki)
+                            for (int kj = 0; kj < k; ++kj) {
+                                const int ih = oh * s - p + ki, iw = ow * s - p + kj;
+                                if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w) continue;
+                                acc += static_cast<double>(w[((co * cig + ci) * k + ki) * k + kj]) *
+                                       x.data[((static_cast<size_t>(n) * x.c + grp * cig + ci) * x.h + ih) * x.w + iw];
+                            }
+                    y[((static_cast<size_t>(n) * cout + co) * ho + oh) * wo + ow] = acc;
+                }
+    return y;
+}
+
 }  // namespace testing
 }  // namespace train
 }  // namespace tula

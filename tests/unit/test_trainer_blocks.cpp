@@ -20,28 +20,6 @@ using namespace tula::train::testing;
 
 namespace {
 
-std::vector<double> naive_gconv(const Tensor& x, const float* w, const float* bias, int cout, int k, int s, int p,
-                                int g) {
-    const int ho = (x.h + 2 * p - k) / s + 1, wo = (x.w + 2 * p - k) / s + 1, cig = x.c / g, cog = cout / g;
-    std::vector<double> y(static_cast<size_t>(x.n) * cout * ho * wo);
-    for (int n = 0; n < x.n; ++n)
-        for (int co = 0; co < cout; ++co)
-            for (int oh = 0; oh < ho; ++oh)
-                for (int ow = 0; ow < wo; ++ow) {
-                    double acc = bias ? bias[co] : 0.0;
-                    const int grp = co / cog;
-                    for (int ci = 0; ci < cig; ++ci)
-                        for (int ki = 0; ki < k; ++ki)
-                            for (int kj = 0; kj < k; ++kj) {
-                                const int ih = oh * s - p + ki, iw = ow * s - p + kj;
-                                if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w) continue;
-                                acc += static_cast<double>(w[((co * cig + ci) * k + ki) * k + kj]) *
-                                       x.data[((static_cast<size_t>(n) * x.c + grp * cig + ci) * x.h + ih) * x.w + iw];
-                            }
-                    y[((static_cast<size_t>(n) * cout + co) * ho + oh) * wo + ow] = acc;
-                }
-    return y;
-}
 
 // Values that are pairwise distinct with gaps >= 0.05 (max pooling stays differentiable
 // under steps of 1e-3).
@@ -88,7 +66,7 @@ public:
             const size_t nw = static_cast<size_t>(c.cout) * (c.cin / c.g) * c.k * c.k;
             CPPUNIT_ASSERT_EQUAL(nw + (c.bias ? c.cout : 0), b.params.size());
             assert_close("grouped conv " + b.layer->describe(),
-                  naive_gconv(x, b.params.data(), c.bias ? b.params.data() + nw : nullptr, c.cout, c.k, c.s, c.p, c.g),
+                  naive_conv2d(x, b.params.data(), c.bias ? b.params.data() + nw : nullptr, c.cout, c.k, c.s, c.p, c.g),
                   y.ptr(), y.size(), 1e-4, 1e-4);
         }
     }
@@ -230,7 +208,7 @@ public:
             Rng rng(162);
             Tensor x = random_tensor(2, Shape{3, 5, 5}, rng);
             const Tensor& y = b.layer->forward(x, true);
-            std::vector<double> want = naive_gconv(x, b.params.data(), b.params.data() + 81, 3, 3, 1, 1, 1);
+            std::vector<double> want = naive_conv2d(x, b.params.data(), b.params.data() + 81, 3, 3, 1, 1, 1);
             for (size_t i = 0; i < want.size(); ++i) want[i] += x.data[i];
             assert_close("residual identity forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
             check_gradients("residual identity", b, x, true, 1e-2, 2e-3, 2e-3, 163);
@@ -244,8 +222,8 @@ public:
             Rng rng(165);
             Tensor x = random_tensor(2, Shape{2, 6, 6}, rng);
             const Tensor& y = b.layer->forward(x, true);
-            std::vector<double> want = naive_gconv(x, b.params.data(), nullptr, 4, 3, 2, 1, 1);
-            const std::vector<double> sc = naive_gconv(x, b.params.data() + 72, nullptr, 4, 1, 2, 0, 1);
+            std::vector<double> want = naive_conv2d(x, b.params.data(), nullptr, 4, 3, 2, 1, 1);
+            const std::vector<double> sc = naive_conv2d(x, b.params.data() + 72, nullptr, 4, 1, 2, 0, 1);
             for (size_t i = 0; i < want.size(); ++i) want[i] += sc[i];
             assert_close("residual projection forward", want, y.ptr(), y.size(), 1e-4, 1e-4);
             check_gradients("residual projection", b, x, true, 1e-2, 2e-3, 2e-3, 166);

@@ -20,27 +20,6 @@ using namespace tula::train::testing;
 
 namespace {
 
-std::vector<double> naive_conv(const Tensor& x, const std::vector<float>& w, const float* bias, int cout, int k,
-                               int s, int p) {
-    const int ho = (x.h + 2 * p - k) / s + 1, wo = (x.w + 2 * p - k) / s + 1;
-    std::vector<double> y(static_cast<size_t>(x.n) * cout * ho * wo);
-    for (int n = 0; n < x.n; ++n)
-        for (int co = 0; co < cout; ++co)
-            for (int oh = 0; oh < ho; ++oh)
-                for (int ow = 0; ow < wo; ++ow) {
-                    double acc = bias ? bias[co] : 0.0;
-                    for (int ci = 0; ci < x.c; ++ci)
-                        for (int ki = 0; ki < k; ++ki)
-                            for (int kj = 0; kj < k; ++kj) {
-                                const int ih = oh * s - p + ki, iw = ow * s - p + kj;
-                                if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w) continue;
-                                acc += static_cast<double>(w[((co * x.c + ci) * k + ki) * k + kj]) *
-                                       x.data[((static_cast<size_t>(n) * x.c + ci) * x.h + ih) * x.w + iw];
-                            }
-                    y[((static_cast<size_t>(n) * cout + co) * ho + oh) * wo + ow] = acc;
-                }
-    return y;
-}
 
 }  // namespace
 
@@ -78,7 +57,7 @@ public:
             const Tensor& y = b.layer->forward(x, true);
             const size_t nw = static_cast<size_t>(c.cout) * c.cin * c.k * c.k;
             const std::vector<float> w(b.params.begin(), b.params.begin() + nw);
-            const auto want = naive_conv(x, w, c.bias ? b.params.data() + nw : nullptr, c.cout, c.k, c.s, c.p);
+            const auto want = naive_conv2d(x, w.data(), c.bias ? b.params.data() + nw : nullptr, c.cout, c.k, c.s, c.p);
             CPPUNIT_ASSERT_EQUAL(b.out.h, (c.h + 2 * c.p - c.k) / c.s + 1);
             assert_close("conv forward " + b.layer->describe(), want, y.ptr(), y.size(), 1e-4, 1e-4);
         }
@@ -91,7 +70,7 @@ public:
         Tensor x = random_tensor(301, Shape{2, 6, 6}, rng);
         const Tensor& y = b.layer->forward(x, true);
         const std::vector<float> w(b.params.begin(), b.params.begin() + 54);
-        assert_close("conv forward, 301 images", naive_conv(x, w, b.params.data() + 54, 3, 3, 1, 1), y.ptr(), y.size(),
+        assert_close("conv forward, 301 images", naive_conv2d(x, w.data(), b.params.data() + 54, 3, 3, 1, 1), y.ptr(), y.size(),
                      1e-4, 1e-4);
     }
 
