@@ -25,6 +25,16 @@ bool throws(F f) {
     return false;
 }
 
+// Least squares y = b x through the origin: b = sum(x y) / sum(x^2), the reference.
+inline double slope_through_origin(const std::vector<double>& x, const std::vector<double>& y) {
+    double sxy = 0, sxx = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        sxy += x[i] * y[i];
+        sxx += x[i] * x[i];
+    }
+    return sxy / sxx;
+}
+
 // Closed-form ordinary least squares y = a + b x (normal equations), the reference.
 inline void ols_line(const std::vector<double>& x, const std::vector<double>& y, double* a, double* b) {
     const double n = static_cast<double>(x.size());

@@ -463,12 +463,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
             auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
             db.upsert_workload(make_workload("lenet5", 7));
         }
-        sqlite3* writer = nullptr;
-        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(p.c_str(), &writer));
-        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_exec(writer,
-                                                     "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
-                                                     "UPDATE workload SET params = 8;",
-                                                     nullptr, nullptr, nullptr));
+        tula_test::RawLockHolder writer(p, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE workload SET params = 8;");
         const int budget = 150;
         tula::set_read_lock_budget(budget);
         CPPUNIT_ASSERT_EQUAL(budget, tula::read_lock_budget_ms());
@@ -482,8 +477,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         tula::set_read_lock_budget(100000);
         const std::string e2 = error_of([&] { tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly, 30); });
         const long long own = tula::read_lock_waited_ms();
-        sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
-        sqlite3_close(writer);
+        writer.release();
         tula::set_read_lock_budget(tula::kDefaultReadLockBudgetMs);
 
         CPPUNIT_ASSERT_MESSAGE(e1, contains(e1, p) && contains(e1, "held by another process"));

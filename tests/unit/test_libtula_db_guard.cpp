@@ -476,16 +476,11 @@ private:
         usleep(200000);  // let every writer open the database
         // Another writer (a slow commit on a network file system, an administrator's sqlite3)
         // holds the write lock for 2.5 s from the start: the runs must wait for it, not fail.
-        sqlite3* holder = nullptr;
-        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(p.c_str(), &holder));
-        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_exec(holder,
-                                                     "BEGIN IMMEDIATE; INSERT INTO allreduce_profile(host, nodes, "
-                                                     "bytes, seconds, created) VALUES('holder', 3, 8, 1e-4, 0)",
-                                                     nullptr, nullptr, nullptr));
+        tula_test::RawLockHolder holder(p, "BEGIN IMMEDIATE; INSERT INTO allreduce_profile(host, nodes, bytes, seconds, "
+                                           "created) VALUES('holder', 3, 8, 1e-4, 0)");
         close(barrier[1]);  // go
         usleep(2500000);
-        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr));
-        sqlite3_close(holder);
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, holder.release());
         int failed = 0;
         for (pid_t pid : pids) {
             int status = 0;

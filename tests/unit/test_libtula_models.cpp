@@ -338,14 +338,9 @@ public:
         double a = 0, b = 0;
         ols_line(x, y, &a, &b);
         CPPUNIT_ASSERT(a < 0);
-        double sxy = 0, sxx = 0;
-        for (size_t i = 0; i < x.size(); ++i) {
-            sxy += x[i] * y[i];
-            sxx += x[i] * x[i];
-        }
         const auto m = tula::ComputeModel::fit(s);
         CPPUNIT_ASSERT_EQUAL(0.0, m.t0);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(sxy / sxx, m.t1, 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(slope_through_origin(x, y), m.t1, 1e-12);
         // Time falling with batch (noise): slope fixed at 0, t0 = mean time.
         const auto f = tula::ComputeModel::fit({cs(16, 0.03), cs(32, 0.02)});
         CPPUNIT_ASSERT_EQUAL(0.0, f.t1);
@@ -417,14 +412,10 @@ public:
         double p = 0, q = 0;
         ols_two(u, v, y, &p, &q);
         CPPUNIT_ASSERT(p < 0);
-        double vy = 0, vv = 0;
-        for (size_t i = 0; i < y.size(); ++i) {
-            vy += v[i] * y[i];
-            vv += v[i] * v[i];
-        }
         const auto m = tula::AllreduceModel::fit(s);
         CPPUNIT_ASSERT_EQUAL(0.0, m.alpha);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(vy / vv, m.beta, 1e-9 * vy / vv);
+        const double want = slope_through_origin(v, y);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(want, m.beta, 1e-9 * want);
         // and a negative beta (time shrinking with size) gives beta = 0, alpha = mean(t / u)-ish fit
         const auto m2 = tula::AllreduceModel::fit({as(2, 1000, 2e-4), as(2, 100000, 1e-4)});
         CPPUNIT_ASSERT_EQUAL(0.0, m2.beta);

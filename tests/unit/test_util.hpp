@@ -156,4 +156,29 @@ inline void write_bytes(const std::string& path, const std::vector<char>& bytes)
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+/// A raw sqlite3 connection to `path` (not libtula's) that has run `sql`, which opens a
+/// transaction and so holds the database's lock; release() (or the destructor) commits and
+/// closes it. Errors: a CppUnit failure when the connection or `sql` fails.
+class RawLockHolder {
+public:
+    RawLockHolder(const std::string& path, const std::string& sql) {
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_open(path.c_str(), &db_));
+        CPPUNIT_ASSERT_EQUAL(SQLITE_OK, sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr));
+    }
+    ~RawLockHolder() { release(); }
+    RawLockHolder(const RawLockHolder&) = delete;
+    RawLockHolder& operator=(const RawLockHolder&) = delete;
+    /// Commits the transaction; returns sqlite3_exec's result code (SQLITE_OK).
+    int release() {
+        if (!db_) return SQLITE_OK;
+        const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+        sqlite3_close(db_);
+        db_ = nullptr;
+        return rc;
+    }
+
+private:
+    sqlite3* db_ = nullptr;
+};
+
 }  // namespace tula_test
