@@ -44,6 +44,14 @@ std::string repeat(const std::string& unit, size_t bytes) {
 
 }  // namespace
 
+// The --epochs of the tula-train command that `script` runs (0: none given); fails the test
+// when no tula-train command is found.
+static int found_epochs(const std::string& script) {
+    const auto c = tula::parse_train_command(script);
+    CPPUNIT_ASSERT_MESSAGE("no tula-train command found in: " + script, c.found);
+    return c.epochs;
+}
+
 class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaWorkloadTest);
     CPPUNIT_TEST(test_workload_name);
@@ -153,39 +161,26 @@ public:
         // a $VAR model cannot be known
         CPPUNIT_ASSERT(!tula::parse_train_command("tula-train --model \"$MODEL\" --epochs 3\n").found);
         // non-numeric epochs and batch are treated as absent
-        const auto c = tula::parse_train_command("tula-train --model lenet5 --epochs $EPOCHS --batch-size=${B}\n");
-        CPPUNIT_ASSERT(c.found);
-        CPPUNIT_ASSERT_EQUAL(0, c.epochs);
-        CPPUNIT_ASSERT_EQUAL(0, c.batch_size);
-        const auto d = tula::parse_train_command("tula-train --model lenet5 --epochs -3 --batch-size 1e3\n");
-        CPPUNIT_ASSERT(d.found);
-        CPPUNIT_ASSERT_EQUAL(0, d.epochs);
-        CPPUNIT_ASSERT_EQUAL(0, d.batch_size);
+        for (const char* script : {"tula-train --model lenet5 --epochs $EPOCHS --batch-size=${B}\n",
+                                   "tula-train --model lenet5 --epochs -3 --batch-size 1e3\n"}) {
+            CPPUNIT_ASSERT_EQUAL(0, found_epochs(script));
+            CPPUNIT_ASSERT_EQUAL(0, tula::parse_train_command(script).batch_size);
+        }
     }
 
     void test_operators_end_the_command() {
-        const auto c = tula::parse_train_command("tula-train --model lenet5 && echo --epochs 5\n");
-        CPPUNIT_ASSERT(c.found);
-        CPPUNIT_ASSERT_EQUAL(0, c.epochs);
-        const auto d = tula::parse_train_command("cd /tmp; tula-train --model lenet5 --epochs 4 > log 2>&1\n");
-        CPPUNIT_ASSERT(d.found);
-        CPPUNIT_ASSERT_EQUAL(4, d.epochs);
+        CPPUNIT_ASSERT_EQUAL(0, found_epochs("tula-train --model lenet5 && echo --epochs 5\n"));
+        CPPUNIT_ASSERT_EQUAL(4, found_epochs("cd /tmp; tula-train --model lenet5 --epochs 4 > log 2>&1\n"));
         // a `#` inside a line starts a comment only at the start of a word
-        const auto e = tula::parse_train_command("tula-train --model lenet5 # --epochs 5\n");
-        CPPUNIT_ASSERT(e.found);
-        CPPUNIT_ASSERT_EQUAL(0, e.epochs);
+        CPPUNIT_ASSERT_EQUAL(0, found_epochs("tula-train --model lenet5 # --epochs 5\n"));
         const auto f = tula::parse_train_command("tula-train --model=lenet5#x --epochs 5\n");
         CPPUNIT_ASSERT(!f.found);  // '#' inside the word is part of it: not a plain name
     }
 
     // An odd number of trailing backslashes continues the line; an even number is literal.
     void test_escaped_backslash_at_end() {
-        const auto odd = tula::parse_train_command("tula-train --model lenet5 --lr 0.1\\\\\\\n  --epochs 3\n");
-        CPPUNIT_ASSERT(odd.found);
-        CPPUNIT_ASSERT_EQUAL(3, odd.epochs);
-        const auto even = tula::parse_train_command("tula-train --model lenet5 --lr 0.1\\\\\n  --epochs 3\n");
-        CPPUNIT_ASSERT(even.found);
-        CPPUNIT_ASSERT_EQUAL(0, even.epochs);
+        CPPUNIT_ASSERT_EQUAL(3, found_epochs("tula-train --model lenet5 --lr 0.1\\\\\\\n  --epochs 3\n"));
+        CPPUNIT_ASSERT_EQUAL(0, found_epochs("tula-train --model lenet5 --lr 0.1\\\\\n  --epochs 3\n"));
     }
 
     // Scripts generated at random in every supported shape; the values written are the truth.
