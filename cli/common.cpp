@@ -160,30 +160,6 @@ std::string bold(const std::string& s, bool on) { return on ? "\033[1m" + s + "\
 std::string dim(const std::string& s, bool on) { return on ? "\033[2m" + s + "\033[0m" : s; }
 std::string green(const std::string& s, bool on) { return on ? "\033[32m" + s + "\033[0m" : s; }
 
-std::string read_text_file(const std::string& path, size_t max_bytes) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error("cannot read " + path + ": not a regular file");
-    }
-    std::string text;
-    char buf[65536];
-    while (text.size() < max_bytes) {
-        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes - text.size()));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const int e = errno;
-            ::close(fd);
-            throw Error("cannot read " + path + ": " + std::strerror(e));
-        }
-        if (n == 0) break;
-        text.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return text;
-}
 
 std::string self_exe_dir() {
     char buf[PATH_MAX];

@@ -90,9 +90,7 @@ std::string bold(const std::string& s, bool on);
 std::string dim(const std::string& s, bool on);
 std::string green(const std::string& s, bool on);
 
-/// Reads at most `max_bytes` of a regular file. Errors: tula::Error naming the path and
-/// strerror, or saying it is not a regular file.
-std::string read_text_file(const std::string& path, size_t max_bytes);
+using tula::read_text_file;  // conf.hpp
 
 /// Directory of the running executable (dirname of /proc/self/exe); "" when unknown.
 std::string self_exe_dir();

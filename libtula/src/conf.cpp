@@ -172,23 +172,18 @@ Config parse_named(const std::string& text, const std::string& source) {
 
 Config parse_config(const std::string& text) { return parse_named(text, "tula.conf"); }
 
-Config load_config(const std::string& path) {
+std::string read_text_file(const std::string& path, size_t max_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
     struct stat st;
-    if (::fstat(fd, &st) != 0) {
-        const int e = errno;
-        ::close(fd);
-        throw Error("cannot read " + path + ": " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         throw Error("cannot read " + path + ": not a regular file");
     }
     std::string text;
-    char buf[8192];
-    for (;;) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
+    char buf[65536];
+    while (text.size() < max_bytes) {
+        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes - text.size()));
         if (n < 0) {
             if (errno == EINTR) continue;
             const int e = errno;
@@ -197,12 +192,14 @@ Config load_config(const std::string& path) {
         }
         if (n == 0) break;
         text.append(buf, static_cast<size_t>(n));
-        if (text.size() > kMaxConfigBytes) {
-            ::close(fd);
-            throw Error(path + " is larger than 1 MiB; it is not a tula.conf");
-        }
     }
     ::close(fd);
+    return text;
+}
+
+Config load_config(const std::string& path) {
+    const std::string text = read_text_file(path, kMaxConfigBytes + 1);
+    if (text.size() > kMaxConfigBytes) throw Error(path + " is larger than 1 MiB; it is not a tula.conf");
     return parse_named(text, path);
 }
 

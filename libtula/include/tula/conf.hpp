@@ -58,6 +58,11 @@ struct Config {
 /// unknown key, a missing '=', or a value that is not a valid number / out of range.
 Config parse_config(const std::string& text);
 
+/// Reads at most `max_bytes` of the regular file `path` (opened O_CLOEXEC, read to its end or
+/// the limit). Errors: tula::Error naming the path and strerror, or saying it is not a regular
+/// file.
+std::string read_text_file(const std::string& path, size_t max_bytes);
+
 /// Reads and parses the file at `path`. Errors: tula::Error if it cannot be read
 /// (message names the path and strerror) or parse_config fails.
 Config load_config(const std::string& path);
