@@ -210,30 +210,17 @@ std::string render_kv(const KeyValues& kv) {
 }
 
 Json candidate_json(const Candidate& c) {
-    Json j;
-    j["nodes"] = c.nodes;
-    j["global_batch"] = c.global_batch;
-    j["local_batch"] = c.local_batch;
-    j["iter_seconds"] = c.iter_seconds;
-    j["time_factor"] = c.time_factor;
-    j["synced_profile"] = c.synced_profile;
-    j["epoch_seconds"] = c.epoch_seconds;
-    j["startup_seconds"] = c.startup_seconds;
-    j["total_seconds"] = c.total_seconds;
-    j["node_hours"] = c.node_hours;
-    j["gpu_hours"] = c.gpu_hours;
-    j["energy_kwh"] = c.energy_kwh;
-    j["cost"] = c.cost;
-    j["pareto"] = c.pareto;
-    j["total_seconds_upper"] = c.total_seconds_upper;
-    j["cost_upper"] = c.cost_upper;
-    j["epochs_to_target"] = c.epochs_to_target;
-    j["epochs_to_target_low"] = c.epochs_to_target_low;
-    j["epochs_to_target_high"] = c.epochs_to_target_high;
-    j["time_to_target_seconds"] = c.time_to_target;
-    j["cost_to_target"] = c.cost_to_target;
-    j["expected_accuracy"] = std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr);
-    j["memory_bytes"] = c.memory_bytes;
+    Json j = {{"nodes", c.nodes}, {"global_batch", c.global_batch}, {"local_batch", c.local_batch},
+              {"iter_seconds", c.iter_seconds}, {"time_factor", c.time_factor}, {"synced_profile", c.synced_profile},
+              {"epoch_seconds", c.epoch_seconds}, {"startup_seconds", c.startup_seconds},
+              {"total_seconds", c.total_seconds}, {"node_hours", c.node_hours}, {"gpu_hours", c.gpu_hours},
+              {"energy_kwh", c.energy_kwh}, {"cost", c.cost}, {"pareto", c.pareto},
+              {"total_seconds_upper", c.total_seconds_upper}, {"cost_upper", c.cost_upper},
+              {"epochs_to_target", c.epochs_to_target}, {"epochs_to_target_low", c.epochs_to_target_low},
+              {"epochs_to_target_high", c.epochs_to_target_high}, {"time_to_target_seconds", c.time_to_target},
+              {"cost_to_target", c.cost_to_target},
+              {"expected_accuracy", std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr)},
+              {"memory_bytes", c.memory_bytes}};
     return j;
 }
 
@@ -317,31 +304,17 @@ std::string run_check_line(const RunCheck& c) {
 }
 
 Json run_check_json(const RunCheck& c) {
-    Json j;
-    j["job_id"] = c.job_id;
-    j["nodes"] = c.nodes;
-    j["global_batch"] = c.global_batch;
-    j["epochs"] = c.epochs;
-    j["created"] = c.created;
-    j["measured_seconds"] = c.measured_seconds;
-    j["predicted_seconds"] = c.predicted_seconds;
-    j["has_interval"] = c.has_interval;
-    j["lower_seconds"] = c.lower_seconds;
-    j["upper_seconds"] = c.upper_seconds;
-    j["flagged"] = c.flagged;
+    Json j = {{"job_id", c.job_id}, {"nodes", c.nodes}, {"global_batch", c.global_batch}, {"epochs", c.epochs},
+              {"created", c.created}, {"measured_seconds", c.measured_seconds},
+              {"predicted_seconds", c.predicted_seconds}, {"has_interval", c.has_interval},
+              {"lower_seconds", c.lower_seconds}, {"upper_seconds", c.upper_seconds}, {"flagged", c.flagged}};
     return j;
 }
 
 Json run_json(const RunRecord& r) {
-    Json j;
-    j["id"] = r.id;
-    j["job_id"] = r.job_id;
-    j["workload"] = r.workload;
-    j["nodes"] = r.nodes;
-    j["global_batch"] = r.global_batch;
-    j["epochs"] = r.epochs;
-    j["predicted_seconds"] = r.predicted_seconds;
-    j["measured_seconds"] = r.measured_seconds;
+    Json j = {{"id", r.id}, {"job_id", r.job_id}, {"workload", r.workload}, {"nodes", r.nodes},
+              {"global_batch", r.global_batch}, {"epochs", r.epochs}, {"predicted_seconds", r.predicted_seconds},
+              {"measured_seconds", r.measured_seconds}};
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
     j["error_percent"] = e ? Json(*e) : Json(nullptr);
     j["test_accuracy"] = r.test_accuracy;

@@ -94,6 +94,17 @@ tula::Plan synthetic_plan(size_t chosen) {
     return p;
 }
 
+// A plan report of `workload` over `epochs` epochs under `policy` with the plan `plan`;
+// everything else at PlanReport's defaults.
+PlanReport report(const std::string& workload, int epochs, tula::Policy policy, tula::Plan plan) {
+    PlanReport r;
+    r.workload = workload;
+    r.epochs = epochs;
+    r.policy = policy;
+    r.plan = std::move(plan);
+    return r;
+}
+
 }  // namespace
 
 class CliFormatTest : public CppUnit::TestFixture {
@@ -237,12 +248,8 @@ public:
     }
 
     void test_plan_kv_contract() {
-        PlanReport r;
-        r.workload = "lenet5@fashion-mnist";
-        r.epochs = 7;
-        r.policy = tula::Policy::Auto;
+        PlanReport r = report("lenet5@fashion-mnist", 7, tula::Policy::Auto, synthetic_plan(3));
         r.price_per_node_hour = 2.5;
-        r.plan = synthetic_plan(3);
         r.warnings = {"tula: profile database /x: locked\nretry"};
         const std::string text = render_kv(plan_kv(r));
         // Every line is key=value with a key of [a-z_].
@@ -287,11 +294,7 @@ public:
     }
 
     void test_plan_json() {
-        PlanReport r;
-        r.workload = "w@d";
-        r.epochs = 3;
-        r.policy = tula::Policy::Cost;
-        r.plan = synthetic_plan(1);
+        PlanReport r = report("w@d", 3, tula::Policy::Cost, synthetic_plan(1));
         const Json j = Json::parse(plan_json(r).dump());
         CPPUNIT_ASSERT_EQUAL(std::string("ok"), j.at("status").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::string("cost"), j.at("policy").get<std::string>());
@@ -336,12 +339,8 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(std::string("n/a"), format_hms(-1));
         // The summary names the deadline.
-        PlanReport r;
-        r.workload = "w@d";
-        r.epochs = 3;
-        r.policy = tula::Policy::Deadline;
+        PlanReport r = report("w@d", 3, tula::Policy::Deadline, synthetic_plan(0));
         r.deadline_seconds = 5400;
-        r.plan = synthetic_plan(0);
         CPPUNIT_ASSERT(plan_summary(r).find("(cheapest meeting deadline 01:30:00)") != std::string::npos);
         CPPUNIT_ASSERT(plan_summary(r).rfind("simulated", 0) == std::string::npos);
         r.simulated = true;
@@ -352,15 +351,11 @@ public:
     // policy reach --format kv (the choice) and json (every candidate), read back.
     void test_plan_kv_json_carry_every_field() {
         for (size_t chosen : {size_t{1}, size_t{3}}) {
-            PlanReport r;
-            r.workload = "w@d";
-            r.epochs = 7;
-            r.policy = tula::Policy::Budget;
+            PlanReport r = report("w@d", 7, tula::Policy::Budget, synthetic_plan(chosen));
             r.budget = 4.25;
             r.price_per_node_hour = 2.5;
             r.simulated = true;
             r.hardware = "h.json (cluster x)";
-            r.plan = synthetic_plan(chosen);
             const tula::Candidate& c = r.plan.candidates[chosen];
             const auto kv = parse_kv(render_kv(plan_kv(r)));
             CPPUNIT_ASSERT_EQUAL(std::string("budget"), kv.at("policy"));
@@ -414,16 +409,7 @@ public:
         CPPUNIT_ASSERT(kv.count("hardware") == 0);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(3600.0, plan_json(d).at("deadline_seconds").get<double>(), 0.0);
         // Flagged runs: job ids in kv, every field in json.
-        tula::RunCheck f;
-        f.job_id = "42";
-        f.nodes = 2;
-        f.global_batch = 256;
-        f.epochs = 5;
-        f.measured_seconds = 61;
-        f.predicted_seconds = 44.2;
-        f.lower_seconds = 40.1;
-        f.upper_seconds = 48.3;
-        f.has_interval = f.flagged = true;
+        tula::RunCheck f{"42", 2, 256, 5, 0.0, 61.0, 44.2, 40.1, 48.3, true, true};  // validate.hpp's field order
         d.plan.flagged_runs = {f, f};
         d.plan.flagged_runs[1].job_id = "";
         CPPUNIT_ASSERT_EQUAL(std::string("42,-"), parse_kv(render_kv(plan_kv(d))).at("flagged_runs"));
