@@ -92,51 +92,50 @@ void fmnist_cnn(F& f, Shape in, int K, typename F::Layers& L) {
     L.push_back(f.linear(256, K));
 }
 
-// resnet18: stages {width, blocks, stride}.
+// The ResNet of resnet18 and resnet50 (He et al. 2016, torchvision's definitions): the stem
+// conv3x3(C->64)-BN-ReLU, four stages {width, blocks, stride} of residual blocks, each followed
+// by ReLU, with a 1x1 projection shortcut where the shape changes; global average pooling and
+// fc to K. expansion 1: basic blocks (3x3 with the stride, 3x3); expansion 4: bottlenecks
+// (1x1, 3x3 with the stride as in "ResNet v1.5", 1x1 to 4 x width).
 template <class F>
-void resnet18(F& f, Shape in, int K, typename F::Layers& L) {
-    const int stages[4][3] = {{64, 2, 1}, {128, 2, 2}, {256, 2, 2}, {512, 2, 2}};
-    L.push_back(conv_bn(f, in.c, 64, 3, 1, 1, 1));
-    int c = 64;
-    for (const auto& st : stages)
-        for (int i = 0; i < st[1]; ++i) {
-            const int s = i == 0 ? st[2] : 1, w = st[0];
-            typename F::Layers body;
-            body.push_back(conv_bn(f, c, w, 3, s, 1, 1));
-            body.push_back(conv_bn(f, w, w, 3, 1, 1, 0));
-            typename F::Ptr sc;
-            if (s != 1 || c != w) sc = conv_bn(f, c, w, 1, s, 1, 0);
-            L.push_back(f.residual(f.sequential(std::move(body), "basic-block"), std::move(sc)));
-            L.push_back(f.relu());
-            c = w;
-        }
-    L.push_back(f.global_avgpool());
-    L.push_back(f.linear(512, K));
-}
-
-// resnet50: stages {width, bottleneck blocks, stride}; a block's output is 4 x width
-// (torchvision's Bottleneck, "ResNet v1.5": the stride is on the 3x3 convolution).
-template <class F>
-void resnet50(F& f, Shape in, int K, typename F::Layers& L) {
-    const int stages[4][3] = {{64, 3, 1}, {128, 4, 2}, {256, 6, 2}, {512, 3, 2}};
-    const int expansion = 4;
+void resnet(F& f, Shape in, int K, typename F::Layers& L, const int (&stages)[4][3], int expansion) {
     L.push_back(conv_bn(f, in.c, 64, 3, 1, 1, 1));
     int c = 64;
     for (const auto& st : stages)
         for (int i = 0; i < st[1]; ++i) {
             const int s = i == 0 ? st[2] : 1, w = st[0], out = w * expansion;
             typename F::Layers body;
-            body.push_back(conv_bn(f, c, w, 1, 1, 1, 1));
-            body.push_back(conv_bn(f, w, w, 3, s, 1, 1));
-            body.push_back(conv_bn(f, w, out, 1, 1, 1, 0));
+            if (expansion == 1) {
+                body.push_back(conv_bn(f, c, w, 3, s, 1, 1));
+                body.push_back(conv_bn(f, w, w, 3, 1, 1, 0));
+            } else {
+                body.push_back(conv_bn(f, c, w, 1, 1, 1, 1));
+                body.push_back(conv_bn(f, w, w, 3, s, 1, 1));
+                body.push_back(conv_bn(f, w, out, 1, 1, 1, 0));
+            }
             typename F::Ptr sc;
             if (s != 1 || c != out) sc = conv_bn(f, c, out, 1, s, 1, 0);
-            L.push_back(f.residual(f.sequential(std::move(body), "bottleneck"), std::move(sc)));
+            L.push_back(f.residual(f.sequential(std::move(body), expansion == 1 ? "basic-block" : "bottleneck"),
+                                   std::move(sc)));
             L.push_back(f.relu());
             c = out;
         }
     L.push_back(f.global_avgpool());
     L.push_back(f.linear(512 * expansion, K));
+}
+
+// resnet18: basic blocks, stages {width, blocks, stride}.
+template <class F>
+void resnet18(F& f, Shape in, int K, typename F::Layers& L) {
+    const int stages[4][3] = {{64, 2, 1}, {128, 2, 2}, {256, 2, 2}, {512, 2, 2}};
+    resnet(f, in, K, L, stages, 1);
+}
+
+// resnet50: bottleneck blocks, stages {width, blocks, stride}; a block's output is 4 x width.
+template <class F>
+void resnet50(F& f, Shape in, int K, typename F::Layers& L) {
+    const int stages[4][3] = {{64, 3, 1}, {128, 4, 2}, {256, 6, 2}, {512, 3, 2}};
+    resnet(f, in, K, L, stages, 4);
 }
 
 // vgg11 (config A); 0 = max pool.
