@@ -44,13 +44,15 @@ std::string repeat(const std::string& unit, size_t bytes) {
 
 }  // namespace
 
-// The --epochs of the tula-train command that `script` runs (0: none given); fails the test
-// when no tula-train command is found.
-static int found_epochs(const std::string& script) {
+// The tula-train command that `script` runs; fails the test when none is found.
+static tula::TrainCommand found_command(const std::string& script) {
     const auto c = tula::parse_train_command(script);
     CPPUNIT_ASSERT_MESSAGE("no tula-train command found in: " + script, c.found);
-    return c.epochs;
+    return c;
 }
+
+// The --epochs of that command (0: none given).
+static int found_epochs(const std::string& script) { return found_command(script).epochs; }
 
 class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaWorkloadTest);
@@ -98,8 +100,7 @@ public:
             "#!/bin/bash\n#SBATCH --job-name=x\n#SBATCH --ntasks-per-node=1\n"
             "mpirun --allow-run-as-root -np \"${SLURM_JOB_NUM_NODES:-1}\" --map-by node "
             "/opt/tula/bin/tula-train --model lenet5 --data fashion-mnist --epochs 12\n";
-        const auto c = tula::parse_train_command(s);
-        CPPUNIT_ASSERT(c.found);
+        const auto c = found_command(s);
         CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
         CPPUNIT_ASSERT_EQUAL(12, c.epochs);
         // a word merely ending in "tula-train" is not the trainer
@@ -120,8 +121,7 @@ public:
             "        --data fashion-mnist \\\n"
             "        --epochs 12   # twelve epochs\n"
             "tula-train --model other --epochs 1\n";
-        const auto c = tula::parse_train_command(s);
-        CPPUNIT_ASSERT(c.found);
+        const auto c = found_command(s);
         CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
         CPPUNIT_ASSERT_EQUAL(std::string("fashion-mnist"), c.dataset);
         CPPUNIT_ASSERT_EQUAL(12, c.epochs);
@@ -296,8 +296,7 @@ public:
         std::string s;
         for (int i = 0; i < 40000; ++i) s += "tula-train --list-models\n";  // 1,000,000 bytes
         s += "mpirun -np 2 tula-train --model lenet5 --epochs 7 --limit-train=6000\n";
-        const auto c = tula::parse_train_command(s);
-        CPPUNIT_ASSERT(c.found);
+        const auto c = found_command(s);
         CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), c.model);
         CPPUNIT_ASSERT_EQUAL(7, c.epochs);
         CPPUNIT_ASSERT_EQUAL(6000, c.limit_train);

@@ -59,21 +59,27 @@ public:
     // AGS: trust 0.2, noise scale every 10 steps, warmup threshold 0.05, noise rate scaling,
     // no --lr-max cap; SGD: trust 0.02, no noise scale, fixed warmup, linear scaling, the cap.
     void test_defaults_follow_the_update_rule() {
-        Options a;
-        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--optimizer", "ags"}, &a));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.2, a.eta_trust, 0.0);
-        CPPUNIT_ASSERT_EQUAL(10, a.noise_every);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05, a.warmup_threshold, 0.0);
-        CPPUNIT_ASSERT_EQUAL(std::string("noise"), a.lr_scaling);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, a.lr_max, 0.0);
-        Options s;
-        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5"}, &s));
-        CPPUNIT_ASSERT_EQUAL(std::string("sgd"), s.optimizer);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, s.eta_trust, 0.0);
-        CPPUNIT_ASSERT_EQUAL(0, s.noise_every);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, s.warmup_threshold, 0.0);
-        CPPUNIT_ASSERT_EQUAL(std::string("linear"), s.lr_scaling);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, s.lr_max, 0.0);
+        struct Rule {
+            std::vector<std::string> args;
+            const char* optimizer;
+            double eta_trust;
+            int noise_every;
+            double warmup_threshold;
+            const char* lr_scaling;
+            double lr_max;
+        };
+        const Rule rules[] = {{{"--model", "lenet5", "--optimizer", "ags"}, "ags", 0.2, 10, 0.05, "noise", 0.0},
+                              {{"--model", "lenet5"}, "sgd", 0.02, 0, 0.0, "linear", 0.4}};
+        for (const Rule& r : rules) {
+            Options o;
+            CPPUNIT_ASSERT_EQUAL(-1, parse(r.args, &o));
+            CPPUNIT_ASSERT_EQUAL(std::string(r.optimizer), o.optimizer);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(r.eta_trust, o.eta_trust, 0.0);
+            CPPUNIT_ASSERT_EQUAL(r.noise_every, o.noise_every);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(r.warmup_threshold, o.warmup_threshold, 0.0);
+            CPPUNIT_ASSERT_EQUAL(std::string(r.lr_scaling), o.lr_scaling);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(r.lr_max, o.lr_max, 0.0);
+        }
         Options l;
         CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--optimizer", "lars", "--lr-max", "0.3"}, &l));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.3, l.lr_max, 0.0);  // given: kept
