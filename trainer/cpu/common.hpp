@@ -2,6 +2,7 @@
 // buffers, the input-shape check, the empty gradient of a layer that needs none, and short
 // vector loops. Internal to trainer/cpu/.
 #pragma once
+#include <algorithm>
 #include <Eigen/Core>
 
 #include <cstdint>
@@ -28,6 +29,13 @@ inline void check_input(const Tensor& x, const Shape& in, const char* who) {
     if (x.shape() != in)
         throw std::invalid_argument(std::string(who) + ": input " + x.str() + " does not match the configured " +
                                     "example shape " + in.str());
+}
+
+/// dx resized to (n, in.c, in.h, in.w) and set to zero, for a backward that accumulates into it.
+inline Tensor& zero_input_grad(Tensor& dx, int n, const Shape& in) {
+    dx.resize(n, in);
+    std::fill(dx.data.begin(), dx.data.end(), 0.0f);
+    return dx;
 }
 
 /// dx emptied (shape (0, 0, 0, 0)): what backward() returns when no input gradient is needed.

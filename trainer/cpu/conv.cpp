@@ -133,8 +133,7 @@ public:
         const int nb_max = chunk(x.n);
         const size_t chunk_floats = kdim_ * P * nb_max;
         if (need_input_grad_) {
-            dx_.resize_like(x);
-            std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+            zero_input_grad(dx_, x.n, in_);
             dcol_.resize(kdim_ * P * nb_max);
         } else {
             dx_.resize(0, 0, 0, 0);
@@ -211,8 +210,7 @@ public:
         const size_t P = static_cast<size_t>(out_.h) * out_.w;
         const int cog = spec_.cout / spec_.groups;
         if (need_input_grad_) {
-            dx_.resize_like(x);
-            std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+            zero_input_grad(dx_, x.n, in_);
             dcol_.resize(kg_ * spec_.groups * P);
         } else {
             dx_.resize(0, 0, 0, 0);

@@ -64,8 +64,7 @@ public:
     const Tensor& backward(const Tensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("maxpool2d backward: dy " + dy.str());
         if (!need_input_grad_) return no_grad(dx_);
-        dx_.resize(dy.n, in_);
-        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+        zero_input_grad(dx_, dy.n, in_);
         const size_t hw = static_cast<size_t>(in_.h) * in_.w, ohw = static_cast<size_t>(out_.h) * out_.w;
         const size_t planes = static_cast<size_t>(dy.n) * in_.c;
         for (size_t pl = 0; pl < planes; ++pl) {
@@ -118,8 +117,7 @@ public:
     const Tensor& backward(const Tensor& dy) override {
         if (dy.size() != y_.size()) throw std::invalid_argument("avgpool2d backward: dy " + dy.str());
         if (!need_input_grad_) return no_grad(dx_);
-        dx_.resize(dy.n, in_);
-        std::fill(dx_.data.begin(), dx_.data.end(), 0.0f);
+        zero_input_grad(dx_, dy.n, in_);
         const size_t planes = static_cast<size_t>(dy.n) * in_.c, hw = in_.size() / in_.c, ohw = out_.size() / out_.c;
         for (size_t pl = 0; pl < planes; ++pl) {
             const float* g = dy.ptr() + pl * ohw;
