@@ -189,7 +189,9 @@ public:
             // measured, so no time calibration
             int id = 0;
             for (auto ba : {std::pair<int, double>{16, 0.90}, {1024, 0.84}}) {
-                tula::RunRecord r = tula_test::run_record(std::to_string(++id), "lenet5@fashion-mnist", 1, ba.first, 5, 0, 1.7e9 + id);
+                ++id;
+                tula::RunRecord r = tula_test::run_record(std::to_string(id), "lenet5@fashion-mnist", 1, ba.first, 5, 0,
+                                                          1.7e9 + id);
                 r.test_accuracy = ba.second;
                 db.add_run(r);
             }
