@@ -149,6 +149,22 @@ bool stdout_terminal() {
     return term && *term && std::strcmp(term, "dumb") != 0;
 }
 
+void add_target_options(CLI::App* sub, TargetOptions* o) {
+    sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
+        ->type_name("W");
+    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
+        ->type_name("PATH");
+    sub->add_option("--epochs", o->epochs, "epochs to train (default: the script's --epochs, else default_epochs of tula.conf)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider (at most max_nodes of tula.conf)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+    sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
+}
+
 std::string progress_bar(double fraction, int width) {
     if (!(fraction > 0)) fraction = 0;  // also NaN
     if (fraction > 1) fraction = 1;

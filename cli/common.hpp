@@ -43,6 +43,19 @@ struct CommonOptions {
 /// the system database of tula.conf, then the user's).
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write);
 
+/// What tula plan and tula plot plan: the workload, or the batch script that names it, the
+/// epochs and the node counts (0: not given).
+struct TargetOptions {
+    std::string workload;
+    std::string script;
+    int epochs = 0;     ///< 0: the script's, else tula.conf's default_epochs
+    int max_nodes = 0;  ///< 0: tula.conf's max_nodes
+    int nodes = 0;      ///< 0: any node count up to max_nodes
+};
+
+/// Adds --workload W, --script PATH, --epochs N, --max-nodes N and --nodes N to `sub`.
+void add_target_options(CLI::App* sub, TargetOptions* o);
+
 /// The configuration a command uses and where it came from.
 struct LoadedConfig {
     Config config;

@@ -22,6 +22,19 @@
 namespace tula::cli {
 namespace {
 
+// M::fit(samples) (ComputeModel, AllreduceModel); empty when there are no samples, or when the
+// fit fails, which *error then says.
+template <class M, class S>
+std::optional<M> fit_if_any(const S& samples, std::string* error) {
+    if (samples.empty()) return std::nullopt;
+    try {
+        return M::fit(samples);
+    } catch (const std::exception& e) {
+        *error = bare_message(e.what());
+        return std::nullopt;
+    }
+}
+
 struct ListOptions {
     CommonOptions common;
     std::string format = "table";
@@ -178,24 +191,9 @@ int run_show(const ShowOptions& o) {
 
     std::vector<ComputeSample> samples;
     for (const auto& c : compute) samples.push_back(c.first);
-    std::optional<ComputeModel> cm;
-    std::string cm_error;
-    if (!samples.empty()) {
-        try {
-            cm = ComputeModel::fit(samples);
-        } catch (const std::exception& e) {
-            cm_error = bare_message(e.what());
-        }
-    }
-    std::optional<AllreduceModel> am;
-    std::string am_error;
-    if (!allreduce.empty()) {
-        try {
-            am = AllreduceModel::fit(allreduce);
-        } catch (const std::exception& e) {
-            am_error = bare_message(e.what());
-        }
-    }
+    std::string cm_error, am_error;
+    const std::optional<ComputeModel> cm = fit_if_any<ComputeModel>(samples, &cm_error);
+    const std::optional<AllreduceModel> am = fit_if_any<AllreduceModel>(allreduce, &am_error);
 
     if (o.format == "json") {
         Json j;

@@ -24,13 +24,8 @@ namespace {
 
 constexpr size_t kMaxScriptBytes = 1 << 20;  // parse_train_command reads at most 1 MiB too
 
-struct PlanOptions {
+struct PlanOptions : TargetOptions {
     CommonOptions common;
-    std::string workload;
-    std::string script;
-    int epochs = 0;     // 0: the script's, else tula.conf's default_epochs
-    int max_nodes = 0;  // 0: tula.conf's max_nodes
-    int nodes = 0;      // 0: any node count up to max_nodes
     std::string node_range;  // --node-range LO-HI: Slurm may give the job any count in it
     std::string policy = "auto";
     std::string hardware;  // --hardware FILE: simulation mode
@@ -349,19 +344,7 @@ void add_plan_command(CLI::App& app, Action* action) {
         "workload, too few profile points, unreadable file), 2 usage error; killed by SIGALRM (142 in a shell) "
         "when --timeout ran out. See tula(1).");
     add_common_options(sub, &o->common, false);
-    sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
-                   ->type_name("W");
-    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
-                   ->type_name("PATH");
-    sub->add_option("--epochs", o->epochs, "epochs to train (default: the script's --epochs, else default_epochs of tula.conf)")
-        ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
-    sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider (at most max_nodes of tula.conf)")
-        ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
-    sub->add_option("--nodes", o->nodes, "plan for exactly this node count (global batches rounded to a multiple)")
-        ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
+    add_target_options(sub, o.get());
     sub->add_option("--node-range", o->node_range,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
                     "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")

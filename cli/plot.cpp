@@ -32,13 +32,8 @@ namespace {
 
 constexpr size_t kMaxPlanJsonBytes = size_t(64) << 20;
 
-struct PlotOptions {
+struct PlotOptions : TargetOptions {
     CommonOptions common;
-    std::string workload;
-    std::string script;
-    int epochs = 0;
-    int max_nodes = 0;
-    int nodes = 0;
     std::string policy = "auto";
     std::string output = "tula-plan.png";
     bool svg = false;
@@ -317,16 +312,7 @@ void add_plot_command(CLI::App& app, Action* action) {
         "image's path. Exit status: 0 written, 1 error (no profile, gnuplot missing or failing, output not writable), "
         "2 usage error. See tula(1).");
     add_common_options(sub, &o->common, false);
-    sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET")->type_name("W");
-    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
-        ->type_name("PATH");
-    sub->add_option("--epochs", o->epochs, "epochs to train (default as for tula plan)")
-        ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
-    sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider")
-        ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
-    sub->add_option("--nodes", o->nodes, "plan for exactly this node count")->type_name("N")->check(CLI::Range(1, 1000000));
+    add_target_options(sub, o.get());
     sub->add_option("--policy", o->policy, "as for tula plan (auto, time, cost, ...)")->capture_default_str();
     sub->add_option("-o,--output", o->output, "image file to write; SVG when it ends in .svg")
         ->type_name("FILE")
