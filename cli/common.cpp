@@ -149,6 +149,13 @@ bool stdout_terminal() {
     return term && *term && std::strcmp(term, "dumb") != 0;
 }
 
+CLI::Option* add_format_option(CLI::App* sub, std::string* format, const std::vector<std::string>& choices) {
+    std::string help = "output: ";
+    for (size_t i = 0; i < choices.size(); ++i)
+        help += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    return sub->add_option("--format", *format, help)->check(CLI::IsMember(choices))->capture_default_str();
+}
+
 void add_target_options(CLI::App* sub, TargetOptions* o) {
     sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
         ->type_name("W");

@@ -43,6 +43,10 @@ struct CommonOptions {
 /// the system database of tula.conf, then the user's).
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write);
 
+/// Adds --format FMT to `sub`, one of `choices` ("table", "kv", "json"); the default is
+/// *format's value. Returns the option (for excludes()).
+CLI::Option* add_format_option(CLI::App* sub, std::string* format, const std::vector<std::string>& choices);
+
 /// What tula plan and tula plot plan: the workload, or the batch script that names it, the
 /// epochs and the node counts (0: not given).
 struct TargetOptions {

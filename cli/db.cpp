@@ -421,9 +421,7 @@ void add_db_command(CLI::App& app, Action* action) {
     CLI::App* list = db->add_subcommand("list", "each database's workloads with their compute points and runs, and its allreduce points");
     list->footer("Exit status: 0, or 1 when a database cannot be read or a --db does not exist.");
     add_common_options(list, &l->common, false);
-    list->add_option("--format", l->format, "output: table or json")
-        ->check(CLI::IsMember({"table", "json"}))
-        ->capture_default_str();
+    add_format_option(list, &l->format, {"table", "json"});
     list->callback([l, action] { *action = [l] { return run_list(*l); }; });
 
     auto s = std::make_shared<ShowOptions>();
@@ -431,9 +429,7 @@ void add_db_command(CLI::App& app, Action* action) {
     show->footer("Exit status: 0, 1 when no database knows the workload, 2 usage error.");
     add_common_options(show, &s->common, false);
     show->add_option("workload", s->workload, "MODEL@DATASET")->required()->type_name("WORKLOAD");
-    show->add_option("--format", s->format, "output: table or json")
-        ->check(CLI::IsMember({"table", "json"}))
-        ->capture_default_str();
+    add_format_option(show, &s->format, {"table", "json"});
     show->callback([s, action] { *action = [s] { return run_show(*s); }; });
 
     auto e = std::make_shared<ExportOptions>();

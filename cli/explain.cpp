@@ -143,9 +143,7 @@ void add_explain_command(CLI::App& app, Action* action) {
                 "with that job id, 2 usage error. See tula(1).");
     add_common_options(sub, &o->common, false);
     sub->add_option("jobid", o->job_id, "Slurm job id")->required()->type_name("JOBID");
-    sub->add_option("--format", o->format, "output: table, kv or json")
-        ->check(CLI::IsMember({"table", "kv", "json"}))
-        ->capture_default_str();
+    add_format_option(sub, &o->format, {"table", "kv", "json"});
     sub->callback([o, action] { *action = [o] { return run_explain(*o); }; });
 }
 

@@ -359,9 +359,7 @@ void add_plan_command(CLI::App& app, Action* action) {
                     "(cheapest that meets it), budget=X (fastest within it)")
         ->type_name("POLICY")
         ->capture_default_str();
-    auto* fmt = sub->add_option("--format", o->format, "output: table, kv or json")
-                    ->check(CLI::IsMember({"table", "kv", "json"}))
-                    ->capture_default_str();
+    auto* fmt = add_format_option(sub, &o->format, {"table", "kv", "json"});
     sub->add_flag("--json", o->json, "same as --format json")->excludes(fmt);
     sub->add_option("--timeout", o->timeout,
                     "give up after SECONDS of wall-clock time: the process is killed by SIGALRM (exit status 142 "

@@ -116,7 +116,7 @@ void add_validate_command(CLI::App& app, Action* action) {
     add_common_options(sub, &o->common, false);
     sub->add_option("--workload", o->workload, "validate only this workload, MODEL@DATASET")->type_name("W");
     sub->add_flag("--partial", o->partial, "use only the smallest and largest profiled local batch and node count");
-    sub->add_option("--format", o->format, "output: kv or json")->check(CLI::IsMember({"kv", "json"}))->capture_default_str();
+    add_format_option(sub, &o->format, {"kv", "json"});
     sub->callback([o, action] { *action = [o] { return run_validate(*o); }; });
 }
 
