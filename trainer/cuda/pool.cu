@@ -17,12 +17,20 @@ namespace {
 __device__ __forceinline__ int win_lo(int i, int n, int o) { return (i * n) / o; }
 __device__ __forceinline__ int win_hi(int i, int n, int o) { return ((i + 1) * n + o - 1) / o; }
 
+// The plane p, row r and column c of flat index t into planes of rows x cols values.
+__device__ __forceinline__ void plane_cell(size_t t, int rows, int cols, size_t* p, int* r, int* c) {
+    *c = static_cast<int>(t % cols);
+    *r = static_cast<int>((t / cols) % rows);
+    *p = t / (static_cast<size_t>(rows) * cols);
+}
+
 __global__ void k_aavg_fwd(const float* __restrict__ x, float* __restrict__ y, int planes, int h, int w, int oh,
                            int ow) {
     const size_t total = static_cast<size_t>(planes) * oh * ow;
     TULA_GRID_STRIDE(t, total) {
-        const int j = static_cast<int>(t % ow), i = static_cast<int>((t / ow) % oh);
-        const size_t p = t / (static_cast<size_t>(oh) * ow);
+        size_t p;
+        int i, j;
+        plane_cell(t, oh, ow, &p, &i, &j);
         const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh), c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
         const float* xp = x + p * h * w;
         float s = 0.0f;
@@ -36,8 +44,9 @@ __global__ void k_aavg_bwd(const float* __restrict__ dy, float* __restrict__ dx,
                            int ow) {
     const size_t total = static_cast<size_t>(planes) * h * w;
     TULA_GRID_STRIDE(t, total) {
-        const int c = static_cast<int>(t % w), r = static_cast<int>((t / w) % h);
-        const size_t p = t / (static_cast<size_t>(h) * w);
+        size_t p;
+        int r, c;
+        plane_cell(t, h, w, &p, &r, &c);
         const float* g = dy + p * oh * ow;
         float s = 0.0f;
         for (int i = 0; i < oh; ++i) {
