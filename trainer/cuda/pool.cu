@@ -17,20 +17,22 @@ namespace {
 __device__ __forceinline__ int win_lo(int i, int n, int o) { return (i * n) / o; }
 __device__ __forceinline__ int win_hi(int i, int n, int o) { return ((i + 1) * n + o - 1) / o; }
 
-// The plane p, row r and column c of flat index t into planes of rows x cols values.
-__device__ __forceinline__ void plane_cell(size_t t, int rows, int cols, size_t* p, int* r, int* c) {
-    *c = static_cast<int>(t % cols);
-    *r = static_cast<int>((t / cols) % rows);
-    *p = t / (static_cast<size_t>(rows) * cols);
+// Plane p, row r and column c of a flat index into planes of rows x cols values.
+struct Cell {
+    size_t p;
+    int r, c;
+};
+__device__ __forceinline__ Cell plane_cell(size_t t, int rows, int cols) {
+    return Cell{t / (static_cast<size_t>(rows) * cols), static_cast<int>((t / cols) % rows), static_cast<int>(t % cols)};
 }
 
 __global__ void k_aavg_fwd(const float* __restrict__ x, float* __restrict__ y, int planes, int h, int w, int oh,
                            int ow) {
     const size_t total = static_cast<size_t>(planes) * oh * ow;
     TULA_GRID_STRIDE(t, total) {
-        size_t p;
-        int i, j;
-        plane_cell(t, oh, ow, &p, &i, &j);
+        const Cell q = plane_cell(t, oh, ow);
+        const size_t p = q.p;
+        const int i = q.r, j = q.c;
         const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh), c0 = win_lo(j, w, ow), c1 = win_hi(j, w, ow);
         const float* xp = x + p * h * w;
         float s = 0.0f;
@@ -44,10 +46,9 @@ __global__ void k_aavg_bwd(const float* __restrict__ dy, float* __restrict__ dx,
                            int ow) {
     const size_t total = static_cast<size_t>(planes) * h * w;
     TULA_GRID_STRIDE(t, total) {
-        size_t p;
-        int r, c;
-        plane_cell(t, h, w, &p, &r, &c);
-        const float* g = dy + p * oh * ow;
+        const Cell q = plane_cell(t, h, w);
+        const int r = q.r, c = q.c;
+        const float* g = dy + q.p * oh * ow;
         float s = 0.0f;
         for (int i = 0; i < oh; ++i) {
             const int r0 = win_lo(i, h, oh), r1 = win_hi(i, h, oh);
