@@ -229,8 +229,8 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
-# cli/format.o: the CLI's pure helpers (tables, kv output) are unit-tested too.
-UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o
+# cli/format.o and cli/text.o: the CLI's pure reports and text helpers are unit-tested too.
+UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o
 # bench/: planner latency benchmark (bench/bench-planner runs it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)

@@ -1,6 +1,6 @@
-// tula CLI: pure formatting and validation helpers (no I/O, no global state), shared by the
-// command files and unit-testable on their own (they depend only on libtula's headers and
-// nlohmann-json).
+// tula CLI: the reports of the commands (plan summary, kv and JSON, run checks, explain, the
+// compute fit), built from libtula's records. Pure: no I/O, no global state; unit-tested with
+// text.hpp.
 #pragma once
 #include <optional>
 #include <string>
@@ -12,61 +12,16 @@
 #include "tula/db.hpp"
 #include "tula/models.hpp"
 #include "tula/planner.hpp"
+#include "text.hpp"
 
 namespace tula::cli {
 
 using Json = nlohmann::ordered_json;
 
-/// Ordered key=value pairs, the `--format kv` output (one `key=value` line each).
-using KeyValues = std::vector<std::pair<std::string, std::string>>;
-
-/// `msg` without a leading "tula: " (libtula's messages carry it; the CLI adds its own).
-std::string bare_message(const std::string& msg);
-
-/// One printable line: control characters (newlines, tabs, ESC ...) become spaces, leading
-/// and trailing blanks are dropped, and the result is cut to at most `max_bytes` bytes
-/// (then "..." is appended). Used for every kv value and every one-line message.
-std::string one_line(const std::string& s, size_t max_bytes = 400);
-
-/// printf-style formatting of one double, e.g. format_number("%.1f", 94.04) == "94.0".
-/// Non-finite values give "nan" / "inf" as printf does.
-std::string format_number(const char* fmt, double v);
-
-/// A duration for people: "850 ms", "9.4 s", "94.2 s", "110 s", "12.5 min", "3.2 h", "2.1 d".
-/// Seconds in; "n/a" for negative or non-finite input.
-std::string format_duration(double seconds);
-
-/// A Unix time (seconds) as local "YYYY-MM-DD HH:MM"; "" for 0 or negative.
-std::string format_time(double unix_seconds);
-
-/// "1 node" / "3 nodes".
-std::string nodes_phrase(int nodes);
-
-/// Comma list of integers, "16,32,64".
-std::string join_ints(const std::vector<int>& v, const char* sep = ",");
-
-/// True if `name` has the form MODEL@DATASET, both parts non-empty and made of letters,
-/// digits, '_', '.', '-', at most 127 bytes in all (the form cli_filter.lua accepts).
-bool valid_workload_name(const std::string& name);
-
-/// Splits "MODEL@DATASET" (valid_workload_name must hold). Returns false otherwise.
-bool split_workload(const std::string& name, std::string* model, std::string* dataset);
-
-/// True for a Slurm job id as tula-train records it: 1..64 bytes of digits, letters, '_',
-/// '.', '+', '-' (covers array jobs "123_4" and het jobs "123+0").
-bool valid_job_id(const std::string& id);
-
-/// `s` as one single-quoted POSIX shell word (safe for any byte except NUL).
-std::string shell_quote(const std::string& s);
-
 /// Relative prediction error in percent, (measured - predicted) / measured * 100: positive
 /// when the job took longer than predicted. nullopt when either is not positive and finite
 /// (no prediction was recorded).
 std::optional<double> error_percent(double measured_seconds, double predicted_seconds);
-
-/// Seconds as Slurm's time format: "01:30:00" (HH:MM:SS, hours below 24), "1-02:00:00"
-/// (D-HH:MM:SS) from one day on; rounded to whole seconds; "n/a" for negative or non-finite.
-std::string format_hms(double seconds);
 
 /// Short phrase saying what a policy picks: "knee of the time/cost Pareto front",
 /// "fastest", "cheapest", "cheapest meeting deadline 01:30:00" (`deadline_seconds`, seconds),
@@ -117,9 +72,6 @@ KeyValues plan_kv(const PlanReport& r);
 
 /// `--format kv` lines of a failure: status=error, message=..., then warning= lines.
 KeyValues error_kv(const std::string& message, const std::vector<std::string>& warnings = {});
-
-/// "key=value\n" per pair; every value passes through one_line().
-std::string render_kv(const KeyValues& kv);
 
 /// The whole plan as JSON: workload, epochs, policy (and policy_phrase, deadline_seconds,
 /// budget), simulated (and hardware), price and margins, max_local_batch, gamma, candidates
@@ -173,20 +125,5 @@ constexpr double kNoisyProfilePercent = 15.0;
 /// concurrency factors c_K(b) (ComputeModel::concurrent, dimensionless) at each local batch.
 /// Errors: none.
 std::vector<std::string> compute_extra_lines(const ComputeModel& m);
-
-/// A text table: a header row and data rows; columns right-aligned when `right[i]` is true
-/// (numbers), left-aligned otherwise. Every row has the header's column count (missing
-/// cells print empty, extra cells are dropped). Columns are separated by two spaces and
-/// each line starts with `indent`. Widths count bytes (the CLI prints ASCII only).
-struct Table {
-    std::vector<std::string> header;
-    std::vector<bool> right;
-    std::vector<std::vector<std::string>> rows;
-};
-/// Renders `t` as text, one line per row, the header first; ends with a newline.
-std::string render_table(const Table& t, const std::string& indent = "  ");
-/// The same lines without newlines: element 0 is the header, element i+1 data row i (so that
-/// a caller can highlight a row on a terminal).
-std::vector<std::string> render_table_lines(const Table& t, const std::string& indent = "  ");
 
 }  // namespace tula::cli
