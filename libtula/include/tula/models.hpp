@@ -235,10 +235,8 @@ struct OverlapModel {
 /// A multi-node candidate on K nodes uses, before all of that, the runs on exactly K nodes
 /// when there is at least one (the newest kNewest of them: their median, or their curve over
 /// b by the same leave-one-out rule): they ran as many ranks on the same kind of hosts and
-/// network, which runs on other node counts did not. On the co-located test cluster a 4-node
-/// run's residual (0.81, 4 ranks on 2 cores) was 30 % below a 2-node run's (1.13) in the same
-/// eval, and the pooled curve over b gave the next 2-node job at local batch 128 the 4-node
-/// run's 0.81 (it ran 23 % longer than predicted; lenet5 eval, 2026-11-25). This project's rule.
+/// network, which runs on other node counts did not (docs/models.md, "Time calibration", has
+/// the measurement that motivated it). This project's rule.
 ///
 /// Where the synchronized-step profile covers a multi-node run's node count, the run's
 /// prediction already carried the sync factor y_K(b) (ComputeModel::synced_factor_at), so its
@@ -246,9 +244,7 @@ struct OverlapModel {
 /// profile of K ranks at once did not foresee (the host's speed since the profile, a job's
 /// steady state). step_time_factor multiplies y_K(b) by it. Calibrating the residual keeps the
 /// profile's dependence on the local batch: a 2-node run at local batch 64 says little about
-/// the synchronization overhead at local batch 32, which the profile measured (lenet5 eval on
-/// the co-located test cluster, 2026-11-24: a 2 x 32 job predicted with a 2 x 64 run's ratio to
-/// the bare model, held flat from 64 to 32, ran 13 % longer than predicted).
+/// the synchronization overhead at local batch 32, which the profile measured.
 struct TimeCalibration {
     static constexpr size_t kNewest = 5;
     static constexpr int kGroupMin = 2;
