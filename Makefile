@@ -167,7 +167,7 @@ SYSCONF_OBJ := $(B)/obj/libtula/src/c_api.o $(B)/obj/cli/common.o
 $(SYSCONF_OBJ): $(SYSCONF_STAMP)
 $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
-.PHONY: all deps-report check unit integration demo eval clean install bench fuzz
+.PHONY: all deps-report check unit integration demo eval testbed-report clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -271,6 +271,13 @@ eval:
 	@scripts/install-deps
 	@$(MAKE) --no-print-directory -j2 all
 	@TULA_BUILD_DIR=$(B) scripts/eval
+
+# What the isolated testbed does to communication and to Tula's choices: allreduce against the
+# shaped link and the fitted model, the knee at three link rates (scripts/testbed-report);
+# writes docs/testbed-report.md.
+testbed-report:
+	@$(MAKE) --no-print-directory -j2 all
+	@TULA_BUILD_DIR=$(B) scripts/testbed-report
 
 bench: all
 	@B=$(B) bench/run
