@@ -18,6 +18,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_pareto_front_vs_naive);
     CPPUNIT_TEST(test_knee_of_inverse_curve);
     CPPUNIT_TEST(test_knee_of_corner);
+    CPPUNIT_TEST(test_knee_of_concave_front);
     CPPUNIT_TEST(test_knee_small_and_errors);
     CPPUNIT_TEST(test_make_plan_predictions);
     CPPUNIT_TEST(test_accuracy_bound);
@@ -104,14 +105,33 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(7), tula::knee_point(x, y));
     }
 
+    // A front with no point below the chord has no knee; its ends tie at D = 0, and taking the
+    // first in x order picked the fastest, most expensive end. The front is fmnist-cnn's at a
+    // 100 Mbit/s link on the testbed (seconds, node-hours; 4, 2 and 1 nodes): x y = 5330, 5969
+    // and 3202, so the 1-node end. A straight front: x y = 3, 4, 3, the tie to the cheaper end.
+    void test_knee_of_concave_front() {
+        const std::vector<double> t{2190, 3278, 3396}, c{2.434, 1.821, 0.943};
+        CPPUNIT_ASSERT_EQUAL(size_t(2), tula::knee_point(t, c));
+        std::vector<double> t1000;
+        for (double v : t) t1000.push_back(1000 * v);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), tula::knee_point(t1000, c));  // x y is scale-free too
+        CPPUNIT_ASSERT_EQUAL(size_t(2), tula::knee_point({1.0, 2.0, 3.0}, {3.0, 2.0, 1.0}));
+        // one point below the chord is a knee again
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({2190, 2300, 3396}, {2.434, 1.0, 0.943}));
+    }
+
     void test_knee_small_and_errors() {
         CPPUNIT_ASSERT_EQUAL(size_t(0), tula::knee_point({5.0}, {7.0}));
-        // two points: (0, 1) and (1, 0) after normalization tie; the first in x order wins
-        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({9.0, 2.0}, {1.0, 8.0}));
+        // two points: no knee; the least x y (9 x 1 = 9 against 2 x 8 = 16)
+        CPPUNIT_ASSERT_EQUAL(size_t(0), tula::knee_point({9.0, 2.0}, {1.0, 8.0}));
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({9.0, 2.0}, {1.0, 4.0}));  // 9 against 8
         // an increasing pair: the lower-left one is nearest the origin
         CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({9.0, 2.0}, {8.0, 1.0}));
         // equal maxima (a duplicated point): the first in x order, input order among equal x
         CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({3.0, 1.0, 0.0, 1.0}, {0.0, 0.5, 3.0, 0.5}));
+        // not positive: nearest the origin after normalization; (0, 1) and (1, 0) tie, the
+        // last in x order wins
+        CPPUNIT_ASSERT_EQUAL(size_t(1), tula::knee_point({0.0, 1.0}, {1.0, 0.0}));
         CPPUNIT_ASSERT(!error_of([] { tula::knee_point({}, {}); }).empty());
         CPPUNIT_ASSERT(!error_of([] { tula::knee_point({1.0, 2.0}, {1.0}); }).empty());
     }

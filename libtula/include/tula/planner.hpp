@@ -150,9 +150,11 @@ std::vector<size_t> pareto_front(const std::vector<Candidate>& c);
 /// Kneedle knee point (Satopaa, Albrecht, Irwin & Raghavan 2011, "Finding a 'Kneedle'
 /// in a Haystack", sec. II): points (x_i, y_i) sorted by x, y decreasing; both normalized
 /// to [0, 1]; the knee is the point of largest difference (1 - y_n) - ... measured from the
-/// line joining the ends. Returns the index into `x`. Fewer than 3 points: the index of
-/// the point nearest the origin after normalization. Errors: tula::Error when x and y differ
-/// in size or are empty.
+/// line joining the ends. Returns the index into `x`. No knee (fewer than 3 points, or none
+/// strictly below that line, as on a straight or concave front): the point of least x y when
+/// all values are positive (the time/cost trade of elasticity 1), else the one nearest the
+/// origin after normalization; ties go to the largest x (the cheaper end of a time/cost
+/// front). Errors: tula::Error when x and y differ in size or are empty.
 size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 
 /// Predicts every feasible candidate and picks one by policy.

@@ -182,7 +182,11 @@ std::vector<size_t> pareto_front(const std::vector<Candidate>& c) {
 //   difference D_i = L(xn_i) - yn_i, which for a decreasing curve (yn_f = 1, yn_l = 0) is
 //          D_i = (1 - yn_i) - xn_i, the paper's difference curve of the flipped curve;
 //   knee = argmax_i D_i, the first in x order among equal maxima (within 1e-12).
-// Fewer than 3 points: argmin_i xn_i^2 + yn_i^2 (first in x order among equal values).
+// No knee: fewer than 3 points, or none strictly below the chord (max D_i <= 1e-12: a straight
+// or concave front, whose ends tie at D = 0). Then the point of least x_i y_i when every x and y
+// is positive (along a front, moving to it from a neighbour changes y by a larger factor than
+// it changes x the other way, an elasticity |d ln y / d ln x| of 1), else the point nearest the
+// origin after normalization; ties: the last in x order (the cheaper end of a time/cost front).
 size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
     if (x.size() != y.size()) throw Error("knee_point: x and y differ in size");
     if (x.empty()) throw Error("knee_point: no points");
@@ -197,23 +201,24 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
     auto xn = [&](size_t i) { return xr > 0 ? (x[i] - xmin) / xr : 0.0; };
     auto yn = [&](size_t i) { return yr > 0 ? (y[i] - ymin) / yr : 0.0; };
     size_t best = order.front();
-    if (x.size() < 3) {
-        double bd = INFINITY;
+    if (x.size() >= 3) {
+        const double yf = yn(order.front()), yl = yn(order.back());
+        double bd = -INFINITY;
         for (size_t i : order) {
-            const double d = xn(i) * xn(i) + yn(i) * yn(i);
-            if (d < bd - 1e-12) {
+            const double d = (yf + (yl - yf) * xn(i)) - yn(i);
+            if (d > bd + 1e-12) {
                 bd = d;
                 best = i;
             }
         }
-        return best;
+        if (bd > 1e-12) return best;
     }
-    const double yf = yn(order.front()), yl = yn(order.back());
-    double bd = -INFINITY;
+    const bool positive = xmin > 0 && ymin > 0;
+    double bv = INFINITY;
     for (size_t i : order) {
-        const double d = (yf + (yl - yf) * xn(i)) - yn(i);
-        if (d > bd + 1e-12) {
-            bd = d;
+        const double v = positive ? x[i] * y[i] : xn(i) * xn(i) + yn(i) * yn(i);
+        if (v <= bv * (1 + 1e-12)) {
+            bv = v;
             best = i;
         }
     }
