@@ -74,10 +74,12 @@ std::string find_trainer(const std::string& given) {
                 " or in $PATH; build it (make) or pass --trainer PATH");
 }
 
-// Opens `db` read-only when it exists (nullopt when it does not). Errors: tula::Error when it
-// exists but cannot be read.
+// Opens `db` read-only when it exists and is not empty (nullopt otherwise: a missing file, or
+// the empty staged copy of a system database that did not exist yet, which no job has written
+// so far). Errors: tula::Error when it has content that cannot be read.
 std::optional<ProfileDb> open_existing(const std::string& db) {
-    if (!file_exists(db)) return std::nullopt;
+    struct stat st;
+    if (::stat(db.c_str(), &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0)) return std::nullopt;
     return ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
 }
 

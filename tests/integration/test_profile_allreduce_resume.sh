@@ -26,4 +26,11 @@ assert_eq 5 "$(samples)" "a size not measured yet measures the node count again 
 
 expect_ok "--force" "$TULA" profile allreduce --nodes 2 --sizes 4096 --force --db "$db"
 assert_eq 6 "$(samples)" "--force measures again"
+
+# A system database that does not exist yet: written through a staged temporary file, which is
+# empty until the first job writes it and must read as no database, not as a broken one.
+sysdb=$T_WORK/sys/system.db
+printf 'system_db = %s\n' "$sysdb" >"$T_WORK/sys.conf"
+expect_ok "into a new system database" "$TULA" profile allreduce --conf "$T_WORK/sys.conf" --nodes 2 --sizes 4096 --db "$sysdb"
+assert_eq 1 "$(sqlite3 "$sysdb" "SELECT count(*) FROM allreduce_profile WHERE nodes = 2")" "the new system database has the sample"
 note "ok"
