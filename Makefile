@@ -167,6 +167,8 @@ SYSCONF_OBJ := $(B)/obj/libtula/src/c_api.o $(B)/obj/cli/common.o
 $(SYSCONF_OBJ): $(SYSCONF_STAMP)
 $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
+# `make` with no goal builds everything (the rule above would otherwise be the default goal)
+.DEFAULT_GOAL := all
 .PHONY: all deps-report check unit integration demo eval testbed-report clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
