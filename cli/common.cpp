@@ -161,9 +161,18 @@ void add_target_options(CLI::App* sub, TargetOptions* o) {
         ->type_name("W");
     sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
         ->type_name("PATH");
-    sub->add_option("--epochs", o->epochs, "epochs to train (default: the script's --epochs, else default_epochs of tula.conf)")
+    sub->add_option("--epochs", o->epochs,
+                    "epochs that set the accuracy target at the reference batch (default: the script's --epochs, else "
+                    "default_epochs of tula.conf); a larger global batch trains more of them, by the noise scale")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));
+    sub->add_option("--batch-size", o->batch_size,
+                    "the reference batch: the global batch at which --epochs reach the target (default: the script's "
+                    "--batch-size, else tula-train's default 64)")
+        ->type_name("B")
+        ->check(CLI::Range(1, 1 << 24));
+    sub->add_flag("--fixed-epochs", o->fixed_epochs,
+                  "every candidate trains --epochs, whatever its batch (also tula.conf fixed_epochs = yes)");
     sub->add_option("--max-nodes", o->max_nodes, "largest node count to consider (at most max_nodes of tula.conf)")
         ->type_name("N")
         ->check(CLI::Range(1, 1000000));

@@ -55,9 +55,14 @@ struct TargetOptions {
     int epochs = 0;     ///< 0: the script's, else tula.conf's default_epochs
     int max_nodes = 0;  ///< 0: tula.conf's max_nodes
     int nodes = 0;      ///< 0: any node count up to max_nodes
+    /// Global batch at which `epochs` define the accuracy target; 0: the script's --batch-size,
+    /// else tula-train's default (kTrainerDefaultBatch); with --hardware, the smallest global batch.
+    int batch_size = 0;
+    bool fixed_epochs = false;  ///< every candidate trains `epochs` (not its epochs to target)
 };
 
-/// Adds --workload W, --script PATH, --epochs N, --max-nodes N and --nodes N to `sub`.
+/// Adds --workload W, --script PATH, --epochs N, --batch-size B, --fixed-epochs, --max-nodes N
+/// and --nodes N to `sub`.
 void add_target_options(CLI::App* sub, TargetOptions* o);
 
 /// The configuration a command uses and where it came from.

@@ -36,8 +36,8 @@ std::string policy_phrase(Policy p, double deadline_seconds, double budget, doub
 std::string plan_summary(const PlanReport& r) {
     const Candidate& c = r.plan.choice();
     std::string s = r.workload + ": " + nodes_phrase(c.nodes) + " x global batch " + std::to_string(c.global_batch) +
-                    ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(r.epochs) +
-                    (r.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
+                    ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(c.epochs) +
+                    (c.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
                     " node-hours";
     if (r.gpus_per_node > 0) s += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
     if (r.watts_per_node > 0) s += ", " + format_number("%.3g", c.energy_kwh) + " kWh";
@@ -55,7 +55,7 @@ KeyValues plan_kv(const PlanReport& r) {
         {"nodes", std::to_string(c.nodes)},
         {"global_batch", std::to_string(c.global_batch)},
         {"local_batch", std::to_string(c.local_batch)},
-        {"epochs", std::to_string(r.epochs)},
+        {"epochs", std::to_string(c.epochs)},
         {"predicted_seconds", format_number("%.1f", c.total_seconds)},
         {"epoch_seconds", format_number("%.3f", c.epoch_seconds)},
         {"cost", format_number("%.4f", c.cost)},
@@ -75,6 +75,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("memory_bytes", format_number("%.0f", c.memory_bytes));
     kv.emplace_back("expected_accuracy",
                     std::isfinite(c.expected_accuracy) ? format_number("%.4f", c.expected_accuracy) : "");
+    kv.emplace_back("requested_epochs", std::to_string(r.epochs));
+    kv.emplace_back("reference_batch", std::to_string(r.plan.reference_batch));
     kv.emplace_back("epochs_to_target", format_number("%.3f", c.epochs_to_target));
     kv.emplace_back("epochs_to_target_low", format_number("%.3f", c.epochs_to_target_low));
     kv.emplace_back("epochs_to_target_high", format_number("%.3f", c.epochs_to_target_high));
@@ -104,7 +106,7 @@ KeyValues error_kv(const std::string& message, const std::vector<std::string>& w
 Json candidate_json(const Candidate& c) {
     Json j = {{"nodes", c.nodes}, {"global_batch", c.global_batch}, {"local_batch", c.local_batch},
               {"iter_seconds", c.iter_seconds}, {"time_factor", c.time_factor}, {"synced_profile", c.synced_profile},
-              {"epoch_seconds", c.epoch_seconds}, {"startup_seconds", c.startup_seconds},
+              {"epoch_seconds", c.epoch_seconds}, {"startup_seconds", c.startup_seconds}, {"epochs", c.epochs},
               {"total_seconds", c.total_seconds}, {"node_hours", c.node_hours}, {"gpu_hours", c.gpu_hours},
               {"energy_kwh", c.energy_kwh}, {"cost", c.cost}, {"pareto", c.pareto},
               {"total_seconds_upper", c.total_seconds_upper}, {"cost_upper", c.cost_upper},
@@ -120,7 +122,9 @@ Json plan_json(const PlanReport& r) {
     Json j;
     j["status"] = "ok";
     j["workload"] = r.workload;
-    j["epochs"] = r.epochs;
+    j["epochs"] = r.epochs;  // requested: the target; each candidate's "epochs" are the ones it trains
+    j["reference_batch"] = r.plan.reference_batch;
+    j["fixed_epochs"] = r.plan.fixed_epochs;
     j["policy"] = policy_name(r.policy);
     j["policy_phrase"] = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price());
     if (r.policy == Policy::Deadline) j["deadline_seconds"] = r.deadline_seconds;

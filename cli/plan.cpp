@@ -92,7 +92,7 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
     const bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0;
     Table t;
-    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "to target (s)", "training (s)",
+    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "epochs", "training (s)",
                 "upper (s)", "node-hours"};
     if (gpus) t.header.push_back("GPU-hours");
     if (energy) t.header.push_back("energy (kWh)");
@@ -103,7 +103,7 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         const Candidate& c = p.candidates[i];
         std::vector<std::string> row = {i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
                                         std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
-                                        format_number("%.2f", c.epoch_seconds), format_number("%.1f", c.time_to_target),
+                                        format_number("%.2f", c.epoch_seconds), std::to_string(c.epochs),
                                         format_number("%.1f", c.total_seconds),
                                         format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)};
         if (gpus) row.push_back(format_number("%.4f", c.gpu_hours));
@@ -121,10 +121,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         else if (!p.candidates[i].pareto) std::printf("%s\n", dim(l, colour).c_str());
         else std::printf("%s\n", l.c_str());
     }
-    std::printf("  (> chosen, * on the Pareto front of time and cost to target; to target = the epochs this batch needs to "
-                "reach what %d reach at batch %d (noise scale, below); training = %d epochs, without evaluation; "
-                "upper = 95 %% prediction bound%s; accuracy from the run history, - when there is none)\n",
-                r.epochs, p.reference_batch, r.epochs,
+    std::printf("  (> chosen, * on the Pareto front of training time and cost; epochs = %s; training = those "
+                "epochs, without evaluation; upper = 95 %% prediction bound%s; accuracy from the run history, - when "
+                "there is none)\n",
+                p.fixed_epochs ? ("the requested " + std::to_string(r.epochs) + ", fixed").c_str()
+                               : ("the whole epochs this batch needs to reach what " + std::to_string(r.epochs) +
+                                  " reach at batch " + std::to_string(p.reference_batch) + " (noise scale, below)")
+                                     .c_str(),
                 r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     const Candidate& c = p.choice();
@@ -136,8 +139,8 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
-    // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the policies
-    // rank by time and cost to that target; the job itself trains the requested epochs.
+    // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the job trains
+    // the whole epochs its batch needs (unless they are fixed), and the policies rank by them.
     const ConvergenceModel& cv = p.convergence;
     const std::string bn_ci = cv.confidence > 0 ? ", " + format_number("%.4g", cv.noise_scale_low) + ".." +
                                                       format_number("%.4g", cv.noise_scale_high) + " at " +
@@ -146,11 +149,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     const std::string ep_ci = cv.confidence > 0 ? " (" + format_number("%.3g", c.epochs_to_target_low) + ".." +
                                                       format_number("%.3g", c.epochs_to_target_high) + ")"
                                                 : "";
+    const std::string trains = p.fixed_epochs ? "the job trains its " + std::to_string(c.epochs) + " epochs (fixed)"
+                                              : "the job trains " + std::to_string(c.epochs) + " (TULA_EPOCHS)";
     std::printf("%s B_noise %s examples (%s%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs%s "
-                "to reach what %d reach at batch %d: %s to target (the job trains its %d epochs; the time limit covers them)\n",
+                "to reach what %d reach at batch %d: %s; the time limit covers them\n",
                 bold("noise scale:", colour).c_str(), format_number("%.4g", cv.noise_scale).c_str(), cv.origin().c_str(),
                 bn_ci.c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(), ep_ci.c_str(), r.epochs,
-                p.reference_batch, format_duration(c.time_to_target).c_str(), r.epochs);
+                p.reference_batch, trains.c_str());
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());
@@ -195,10 +200,11 @@ std::pair<int, int> parse_node_range(const std::string& s) {
     return {lo, hi};
 }
 
-// One row of the plan table: NODES:GLOBAL_BATCH:EPOCHS:SECONDS (seconds with one decimal).
-std::string table_row(const Candidate& c, int epochs) {
+// One row of the plan table: NODES:GLOBAL_BATCH:EPOCHS:SECONDS (seconds with one decimal), the
+// epochs the candidate trains.
+std::string table_row(const Candidate& c) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%d:%d:%d:%.1f", c.nodes, c.global_batch, epochs,
+    std::snprintf(buf, sizeof buf, "%d:%d:%d:%.1f", c.nodes, c.global_batch, c.epochs,
                   std::min(std::max(c.total_seconds, 0.0), 1e9));
     return buf;
 }
@@ -230,6 +236,7 @@ int run_plan(const PlanOptions& o) {
         std::string workload = o.workload;
         int epochs = o.epochs;
         int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
+        int script_batch = 0;     // the script's --batch-size (0: none)
         if (!o.script.empty()) {
             // --workload (e.g. from --tula-workload) names the workload; the script still
             // gives the epoch count when it has a tula-train line.
@@ -252,6 +259,7 @@ int run_plan(const PlanOptions& o) {
             }
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
             if (tc.found) limit_train = tc.limit_train;
+            if (tc.found && tc.batch_size > 0) script_batch = tc.batch_size;
         }
         if (workload.empty() && hw) workload = hw->workload.name;
         PolicySpec spec;
@@ -261,6 +269,10 @@ int run_plan(const PlanOptions& o) {
             throw UsageError(std::string("--policy: ") + bare_message(e.what()));
         }
         const Policy policy = spec.policy;
+        // The target: the epochs at the batch they were written for (--batch-size, the script's,
+        // else tula-train's default; a hardware plan without one: the smallest global batch).
+        spec.reference_batch = o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
+        spec.fixed_epochs = o.fixed_epochs;
 
         PlanReport r;
         r.workload = workload;
@@ -301,7 +313,7 @@ int run_plan(const PlanOptions& o) {
             int limit = 0;
             std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
             for (const Plan& p : rows) {
-                table += ";" + table_row(p.choice(), r.epochs);
+                table += ";" + table_row(p.choice());
                 limit = std::max(limit, p.time_limit_minutes);
             }
             r.plan = std::move(rows.back());
@@ -310,7 +322,7 @@ int run_plan(const PlanOptions& o) {
         } else {
             const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
             r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
-            table = workload + ";" + table_row(r.plan.choice(), r.epochs);
+            table = workload + ";" + table_row(r.plan.choice());
         }
         r.warnings = warnings;
 

@@ -3,8 +3,8 @@
 // marked (tula(1), "tula plot").
 //
 // The plan itself comes from `tula plan --format json` run as a child of this same program
-// (/proc/self/exe), so the options (--workload, --script, --epochs, --max-nodes, --nodes,
-// --policy, --conf, --db) mean exactly what they mean for `tula plan`, and its errors are its
+// (/proc/self/exe), so the options (--workload, --script, --epochs, --batch-size, --fixed-epochs,
+// --max-nodes, --nodes, --policy, --conf, --db) mean exactly what they mean for `tula plan`, and its errors are its
 // own one-line `tula:` messages. The figure is drawn by gnuplot (Debian gnuplot-nox), run as a
 // child process on a data file and a script in a temporary directory.
 #include <fcntl.h>
@@ -106,8 +106,8 @@ std::vector<Point> read_points(const Json& plan) {
         Point p;
         p.nodes = c.at("nodes").get<int>();
         p.global_batch = c.at("global_batch").get<int>();
-        // time and cost to the target: what the Pareto front and the policies are about
-        // (a plan from before they existed has only the requested epochs' figures)
+        // time and cost of the epochs each candidate trains: what the Pareto front and the
+        // policies are about (a plan from before they existed has only the requested epochs' figures)
         p.seconds = c.contains("time_to_target_seconds") ? c.at("time_to_target_seconds").get<double>()
                                                          : c.at("total_seconds").get<double>();
         p.cost = c.contains("cost_to_target") ? c.at("cost_to_target").get<double>() : c.at("cost").get<double>();
@@ -211,6 +211,8 @@ std::optional<Json> run_plan_child(const PlotOptions& o, const TempDir& tmp, int
     if (!o.workload.empty()) add("--workload", o.workload);
     if (!o.script.empty()) add("--script", o.script);
     if (o.epochs > 0) add("--epochs", std::to_string(o.epochs));
+    if (o.batch_size > 0) add("--batch-size", std::to_string(o.batch_size));
+    if (o.fixed_epochs) argv.push_back("--fixed-epochs");
     if (o.max_nodes > 0) add("--max-nodes", std::to_string(o.max_nodes));
     if (o.nodes > 0) add("--nodes", std::to_string(o.nodes));
     add("--policy", o.policy);

@@ -298,11 +298,11 @@ end
 
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
 -- conf (optional) overrides T.TULA_CONF. node_range "LO-HI" (optional): the counts the user
--- asked for. timeout(1) bounds the whole call: after T.PLAN_TIMEOUT s it signals `tula` and
+-- asked for. fixed_epochs (optional, true): every candidate trains the script's epochs. timeout(1) bounds the whole call: after T.PLAN_TIMEOUT s it signals `tula` and
 -- its whole process group (anything it started), and kills them T.KILL_AFTER s later, so the
 -- output pipe closes however `tula` behaves; `tula plan --timeout` ends itself at the same
 -- time (SIGALRM, status 142).
-function T.plan_command(policy, workload, script, node_range, conf)
+function T.plan_command(policy, workload, script, node_range, conf, fixed_epochs)
     local c = { "timeout", "-k", string.format("%d", T.KILL_AFTER), string.format("%d", T.PLAN_TIMEOUT),
                 T.shell_quote(T.TULA_BIN), "plan", "--timeout", string.format("%d", T.PLAN_TIMEOUT),
                 "--conf", T.shell_quote(conf or T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
@@ -310,6 +310,7 @@ function T.plan_command(policy, workload, script, node_range, conf)
     if workload then c[#c + 1] = "--workload " .. T.shell_quote(workload) end
     if script then c[#c + 1] = "--script " .. T.shell_quote(script) end
     if node_range then c[#c + 1] = "--node-range " .. T.shell_quote(node_range) end
+    if fixed_epochs then c[#c + 1] = "--fixed-epochs" end
     return table.concat(c, " ") .. " </dev/null 2>&1; echo \"__tula_exit=$?\""
 end
 
@@ -508,7 +509,10 @@ function T.pre_submit(options, offset)
             " node counts; give a narrower range")
     end
     local range = hi and (lo .. "-" .. hi) or nil
-    local out = T.run(T.plan_command(policy, workload, script, range, conf))
+    -- --tula-epochs=fixed (validated by the plugin's option callback): the script's epochs at
+    -- every batch; follow (the default): the epochs the planned batch needs.
+    local fixed_epochs = T.spank_option(options, "tula-epochs") == "fixed"
+    local out = T.run(T.plan_command(policy, workload, script, range, conf, fixed_epochs))
     if tmp then os.remove(tmp) end
     if conf_tmp then os.remove(conf_tmp) end
     local plan, msg = T.evaluate(T.parse_kv(out), lo, hi, policy)

@@ -5,7 +5,8 @@
  * Contexts and what happens in each (Slurm 22.05):
  *   allocator (sbatch, salloc; runs as the submitting user)
  *     slurm_spank_init       parses the plugstack arguments, registers --tula[=MODE],
- *                            --tula-workload=NAME, --tula-deadline=HH:MM:SS and --tula-budget=X
+ *                            --tula-workload=NAME, --tula-epochs=follow|fixed,
+ *                            --tula-deadline=HH:MM:SS and --tula-budget=X
  *                            with spank_option_register (sbatch ignores a static spank_options
  *                            table), and hands cli_filter.lua (which runs in the same process
  *                            after this and cannot see plugstack.conf) the site settings through
@@ -71,7 +72,7 @@ static char g_opt_deadline[32];           /* --tula-deadline value (a duration, 
 static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
 static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the plan to */
 
-enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4 };
+enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4, OPT_EPOCHS = 5 };
 
 /* The variables that carry the plugstack's site settings to cli_filter.lua inside sbatch. */
 static const char *const g_site_vars[] = {"TULA_PLUGSTACK_LOADED", "TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB",
@@ -124,18 +125,24 @@ static void site_env_export(void)
     setenv("TULA_PLUGSTACK_PLAN", name, 1);
 }
 
+/* An option value the callback refused: sbatch (local) prints `err` as an error and refuses the
+ * job; slurmstepd (remote) only logs it. Returns -1, the callback's refusal. */
+static int opt_refused(const char *err, int remote)
+{
+    if (!remote)
+        slurm_error("%s", err);
+    else
+        slurm_info("%s", err);
+    return -1;
+}
+
 /* --tula[=MODE]: bare --tula (optarg NULL or "") means auto. */
 static int opt_mode_cb(int val, const char *optarg, int remote)
 {
     char mode[16], err[TULA_MSG_MAX];
     (void)val;
-    if (tula_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0) {
-        if (!remote)
-            slurm_error("%s", err);
-        else
-            slurm_info("%s", err);
-        return -1;
-    }
+    if (tula_parse_mode(optarg, mode, sizeof mode, err, sizeof err) != 0)
+        return opt_refused(err, remote);
     memcpy(g_opt_mode, mode, sizeof g_opt_mode);
     return 0;
 }
@@ -145,14 +152,19 @@ static int opt_workload_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_check_workload(optarg, err, sizeof err) != 0) {
-        if (!remote)
-            slurm_error("%s", err);
-        else
-            slurm_info("%s", err);
-        return -1;
-    }
+    if (tula_check_workload(optarg, err, sizeof err) != 0)
+        return opt_refused(err, remote);
     snprintf(g_opt_workload, sizeof g_opt_workload, "%s", optarg);
+    return 0;
+}
+
+/* --tula-epochs=follow|fixed: validated here, read by cli_filter.lua */
+static int opt_epochs_cb(int val, const char *optarg, int remote)
+{
+    char err[TULA_MSG_MAX];
+    (void)val;
+    if (tula_parse_epochs_mode(optarg, err, sizeof err) < 0)
+        return opt_refused(err, remote);
     return 0;
 }
 
@@ -161,13 +173,8 @@ static int opt_deadline_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_parse_duration(optarg, err, sizeof err) < 0) {
-        if (!remote)
-            slurm_error("%s", err);
-        else
-            slurm_info("%s", err);
-        return -1;
-    }
+    if (tula_parse_duration(optarg, err, sizeof err) < 0)
+        return opt_refused(err, remote);
     snprintf(g_opt_deadline, sizeof g_opt_deadline, "%s", optarg);
     return 0;
 }
@@ -177,13 +184,8 @@ static int opt_budget_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
-    if (tula_check_budget(optarg, NULL, err, sizeof err) != 0) {
-        if (!remote)
-            slurm_error("%s", err);
-        else
-            slurm_info("%s", err);
-        return -1;
-    }
+    if (tula_check_budget(optarg, NULL, err, sizeof err) != 0)
+        return opt_refused(err, remote);
     snprintf(g_opt_budget, sizeof g_opt_budget, "%s", optarg);
     return 0;
 }
@@ -198,6 +200,11 @@ static struct spank_option g_options[] = {
      "The workload Tula plans for (e.g. lenet5@fashion-mnist); default: read from the "
      "script's tula-train line.",
      1, OPT_WORKLOAD, opt_workload_cb},
+    {"tula-epochs", "follow|fixed",
+     "follow (default): train the epochs the planned global batch needs to reach the accuracy "
+     "the script's --epochs reach at its own batch; fixed: train the script's epochs. "
+     "See spank-tula(8).",
+     1, OPT_EPOCHS, opt_epochs_cb},
     {"tula-deadline", "HH:MM:SS",
      "Let Tula choose the cheapest plan that finishes within this time (turns --tula on). "
      "See spank-tula(8).",

@@ -105,6 +105,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     std::string workload;
     int epochs = 0;
     int64_t limit_train = 0;  // the script's --limit-train (0: the whole dataset)
+    int script_batch = 0;     // the script's --batch-size (0: none)
     if (set(q->workload)) {
         workload = q->workload;
         char err[TULA_MSG_MAX];
@@ -114,6 +115,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
                 const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
                 if (cmd.found) epochs = cmd.epochs;
                 if (cmd.found) limit_train = cmd.limit_train;
+                if (cmd.found) script_batch = cmd.batch_size;
             } catch (const tula::Error&) {
             }
         }
@@ -127,6 +129,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
         workload = cmd.workload();
         epochs = cmd.epochs;
         limit_train = cmd.limit_train;
+        script_batch = cmd.batch_size;
     }
     if (epochs <= 0) epochs = cfg.default_epochs;
 
@@ -143,7 +146,9 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     } catch (const tula::Error&) {
         // no HOME: the system database alone
     }
-    const tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
+    tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
+    // the epochs define the target at the script's batch (tula-train's default without one)
+    policy.reference_batch = script_batch > 0 ? script_batch : tula::kTrainerDefaultBatch;
     tula::Plan plan;
     try {
         plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings, limit_train);
@@ -155,12 +160,12 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     const tula::Candidate& c = plan.choice();
     out->nodes = c.nodes;
     out->global_batch = c.global_batch;
-    out->epochs = epochs;
+    out->epochs = c.epochs;
     out->predicted_seconds = c.total_seconds;
     copy_out(out->workload, sizeof out->workload, workload);
     char head[160];
     std::snprintf(head, sizeof head, "tula: %s on %d node%s: global batch %d, predicted %.0f s for %d epochs: ",
-                  workload.c_str(), c.nodes, c.nodes == 1 ? "" : "s", c.global_batch, c.total_seconds, epochs);
+                  workload.c_str(), c.nodes, c.nodes == 1 ? "" : "s", c.global_batch, c.total_seconds, c.epochs);
     std::string msg = head + plan.reason;
     if (!warnings.empty()) {
         std::string w = warnings.front();

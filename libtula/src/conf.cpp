@@ -21,7 +21,7 @@ namespace {
 
 constexpr const char* kValidKeys =
     "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
-    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss";
+    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
@@ -70,7 +70,7 @@ Config parse_named(const std::string& text, const std::string& source) {
                                                     "global_batches", "time_margin",     "time_overhead",
                                                     "default_epochs", "device_memory_bytes",  "noise_scale",
                                                     "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
-                                                    "max_accuracy_loss", "admin_uid"};
+                                                    "max_accuracy_loss", "admin_uid", "fixed_epochs"};
         if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         // Strict: a repeated key is almost always an editing mistake.
         if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
@@ -158,6 +158,10 @@ Config parse_named(const std::string& text, const std::string& source) {
             if (!(cfg.noise_scale > 0)) throw fail("noise_scale must be > 0 (examples)");
         } else if (key == "max_accuracy_loss") {
             cfg.max_accuracy_loss = number(0.0, 1.0, "fraction of test accuracy, 0.01 = 1 point");
+        } else if (key == "fixed_epochs") {
+            if (value == "yes") cfg.fixed_epochs = true;
+            else if (value == "no") cfg.fixed_epochs = false;
+            else throw fail("fixed_epochs = '" + value + "' is not yes or no (yes: every job trains the epochs its script gives)");
         } else {
             throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         }

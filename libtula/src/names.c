@@ -103,6 +103,23 @@ int tula_parse_mode(const char *value, char *mode, size_t mode_len, char *err, s
     return -1;
 }
 
+int tula_parse_epochs_mode(const char *value, char *err, size_t err_len)
+{
+    char shown[72];
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (value && strcmp(value, "fixed") == 0)
+        return 1;
+    if (value && strcmp(value, "follow") == 0)
+        return 0;
+    tula_excerpt(value ? value : "", shown);
+    tula_set_error(err, err_len,
+                   "invalid --tula-epochs value '%s'; valid values: follow (the epochs follow the planned batch), "
+                   "fixed (train the script's epochs)", shown);
+    return -1;
+}
+
 int tula_check_workload(const char *value, char *err, size_t err_len)
 {
     char shown[72];

@@ -248,7 +248,8 @@ write_train_script() {
 
 # check_tula_job JOBID OUTFILE: the finished job ran with the batch Tula planned for the nodes it
 # was allocated: TULA_NODES equals the allocation, TULA_BATCH_SIZE is a multiple of it, and
-# tula-train's final line reports that global batch on that many ranks. Sets T_ALLOC, T_BATCH.
+# tula-train's final line reports that global batch on that many ranks, and TULA_EPOCHS epochs.
+# Sets T_ALLOC, T_BATCH, T_EPOCHS.
 check_tula_job() {
     local job=$1 out=$2 output done_line
     output=$(cat "$out" 2>/dev/null)
@@ -265,6 +266,10 @@ check_tula_job() {
     [ -n "$done_line" ] || fail "no 'tula-train: done:' line in the output of job $job" "$(_excerpt "$output" 40)"
     assert_match "$done_line" "global_batch=$T_BATCH( |\$)" "tula-train's global batch in job $job"
     assert_match "$done_line" "nodes=$T_ALLOC( |\$)" "tula-train's rank count in job $job"
+    # the epochs of the plan's row: tula-train trains them (the batch came from the plan)
+    T_EPOCHS=$(sed -n 's/^TULA_EPOCHS=//p' <<<"$output")
+    assert_int "TULA_EPOCHS in job $job" "$T_EPOCHS"
+    assert_match "$done_line" "epochs=$T_EPOCHS( |\$)" "tula-train's epochs in job $job vs TULA_EPOCHS"
 }
 
 # write_plain_script FILE: a batch script without tula-train (nothing for Tula to plan).

@@ -22,6 +22,7 @@
 #   - user-supplied paths and workloads reach the CLI intact (single-quote escaping, no shell
 #     injection); --wrap and a script on standard input (a regular file) are planned from a
 #     temporary copy that is removed; a pipe on standard input gets the --tula-workload hint;
+#   - --tula-epochs=fixed becomes tula plan --fixed-epochs (follow, or no option: nothing);
 #   - --tula-deadline / --tula-budget (and $TULA_DEADLINE / $TULA_BUDGET) become --policy
 #     deadline=HH:MM:SS / budget=X, turn Tula on by themselves, are validated, not both; a CLI
 #     that rejects such a policy (usage error, exit 2) means one warning, job unchanged;
@@ -105,7 +106,8 @@ local function make_options(f)
             elseif k == "argv" then return f.argv or {}
             elseif k == "spank" then
                 return { tula = { tula = f.tula, ["tula-workload"] = f.workload,
-                                  ["tula-deadline"] = f.deadline, ["tula-budget"] = f.budget } }
+                                  ["tula-deadline"] = f.deadline, ["tula-budget"] = f.budget,
+                                  ["tula-epochs"] = f.epochs } }
             end
             return state[k]
         end,
@@ -137,6 +139,8 @@ local cases = {
     stdin      = { tula = "auto" },
     raise      = { tula = "auto", raise = true },
     deadline   = { tula = "auto", deadline = "02:00:00", argv = { script } },
+    fixed      = { tula = "auto", epochs = "fixed", argv = { script } },
+    follow     = { tula = "auto", epochs = "follow", argv = { script } },
     dl_only    = { deadline = "00:30:00", argv = { script } },
     dl_off     = { tula = "off", deadline = "00:30:00", argv = { script } },
     budget     = { tula = "time", budget = "2.5", argv = { script } },
@@ -215,6 +219,7 @@ silent_noop() { [ "$(get sets)" = "" ] && [ "$(get lines)" = 0 ] && common_ok &&
 # ---- success ---------------------------------------------------------------------------------
 scenario auto
 check auto "nodes and time set from the plan" [ "$(get sets)" = "nodes=2,time=5" ]
+check auto "the epochs follow the batch unless asked: no --fixed-epochs" no_arg --fixed-epochs
 check auto "one summary line saying what changed" \
     eval '[ "$(get lines)" = 1 ] && get said | grep -qE "^tula: lenet5@fashion-mnist on 2 nodes.*; nodes default -> 2, time limit default -> 5 min$"'
 check auto "CLI called with plan --format kv --policy auto --conf" \
@@ -336,6 +341,13 @@ check bad-workload "malformed workload: unchanged, one warning, CLI not run" eva
 scenario raise
 check lua-error "an error inside the hook: SUCCESS, unchanged, one warning" \
     eval 'unchanged_one_warning && get said | grep -qF "internal error"'
+
+# ---- --tula-epochs ---------------------------------------------------------------------------
+scenario fixed
+check fixed "--tula-epochs=fixed reaches tula plan as --fixed-epochs" \
+    eval 'grep -qxF -- --fixed-epochs "$T_WORK/fake.log" && [ "$(get sets)" = "nodes=2,time=5" ]'
+scenario follow
+check follow "--tula-epochs=follow: no --fixed-epochs" no_arg --fixed-epochs
 
 # ---- deadline and budget ---------------------------------------------------------------------
 scenario deadline

@@ -26,6 +26,8 @@
 
 namespace planner_test {
 
+using tula_test::hand_epochs;
+
 using tula_test::error_of;
 using tula_test::contains;
 

@@ -72,7 +72,9 @@ tula::Plan synthetic_plan(size_t chosen) {
             c.local_batch = b / k;
             c.iter_seconds = 0.001 * (1 + c.local_batch / 10.0);
             c.epoch_seconds = std::ceil(60000.0 / b) * c.iter_seconds;
-            c.total_seconds = 7 * c.epoch_seconds;
+            c.epochs_to_target = 7 * (1 + b / 1024.0) / (1 + 64 / 1024.0);
+            c.epochs = static_cast<int>(std::ceil(c.epochs_to_target));  // 7 at 64, 9 at 256
+            c.total_seconds = c.epochs * c.epoch_seconds;
             c.node_hours = k * c.total_seconds / 3600;
             c.cost = 2.5 * c.node_hours;
             c.pareto = (b == 256);
@@ -80,7 +82,6 @@ tula::Plan synthetic_plan(size_t chosen) {
             c.cost_upper = 2.5 * k * c.total_seconds_upper / 3600;
             c.memory_bytes = 5e6 + 1e6 * c.local_batch;
             c.expected_accuracy = k == 1 ? 0.9 - 0.01 * std::log2(b) : std::nan("");
-            c.epochs_to_target = 7 * (1 + b / 1024.0) / (1 + 64 / 1024.0);
             p.candidates.push_back(c);
         }
     p.chosen = chosen;
@@ -271,7 +272,10 @@ public:
         CPPUNIT_ASSERT_EQUAL(c.nodes, std::stoi(kv.at("nodes")));
         CPPUNIT_ASSERT_EQUAL(c.global_batch, std::stoi(kv.at("global_batch")));
         CPPUNIT_ASSERT_EQUAL(c.local_batch, std::stoi(kv.at("local_batch")));
-        CPPUNIT_ASSERT_EQUAL(7, std::stoi(kv.at("epochs")));
+        CPPUNIT_ASSERT_EQUAL(9, c.epochs);  // the chosen candidate (batch 256) trains 9 epochs
+        CPPUNIT_ASSERT_EQUAL(9, std::stoi(kv.at("epochs")));
+        CPPUNIT_ASSERT_EQUAL(7, std::stoi(kv.at("requested_epochs")));
+        CPPUNIT_ASSERT_EQUAL(64, std::stoi(kv.at("reference_batch")));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c.total_seconds, std::stod(kv.at("predicted_seconds")), 0.05 + 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c.cost, std::stod(kv.at("cost")), 0.00005 + 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c.node_hours, std::stod(kv.at("node_hours")), 0.00005 + 1e-12);
@@ -391,6 +395,7 @@ public:
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(e.cost_upper, x.at("cost_upper").get<double>(), 0.0);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(e.memory_bytes, x.at("memory_bytes").get<double>(), 0.0);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(e.epochs_to_target, x.at("epochs_to_target").get<double>(), 0.0);
+                CPPUNIT_ASSERT_EQUAL(e.epochs, x.at("epochs").get<int>());
                 CPPUNIT_ASSERT_EQUAL(e.pareto, x.at("pareto").get<bool>());
                 if (std::isfinite(e.expected_accuracy))
                     CPPUNIT_ASSERT_DOUBLES_EQUAL(e.expected_accuracy, x.at("expected_accuracy").get<double>(), 0.0);

@@ -20,6 +20,7 @@
 namespace {
 
 using tula_test::contains;
+using tula_test::hand_epochs;
 
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 
@@ -74,6 +75,7 @@ class LibtulaCApiTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_job_missing_db);
     CPPUNIT_TEST(test_plan_job_bad_inputs);
     CPPUNIT_TEST(test_parse_mode);
+    CPPUNIT_TEST(test_parse_epochs_mode);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -97,25 +99,26 @@ public:
             const int rc = tula_plan_job(&q, &out);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(out.message, 0, rc);
             CPPUNIT_ASSERT_EQUAL(nodes, out.nodes);
-            CPPUNIT_ASSERT_EQUAL(12, out.epochs);  // from the script, not the config's 3
             CPPUNIT_ASSERT_EQUAL(std::string("lenet5@fashion-mnist"), std::string(out.workload));
             CPPUNIT_ASSERT(std::strlen(out.message) < TULA_MSG_MAX);
             CPPUNIT_ASSERT(std::strncmp(out.message, "tula: ", 6) == 0);
-            // policy time: the argmin of the time to target over the configured batches, by
-            // hand: the 12 epochs' time x (1 + B/B_noise) / (1 + 128/B_noise), B_noise 500
-            // (McCandlish et al. 2018, eq. 2.11); the job's predicted time stays the 12 epochs'
+            // policy time: the argmin over the configured batches of the time of the epochs each
+            // trains, by hand: the script's 12 epochs (not the config's 3) at tula-train's
+            // default batch 64, E(B) = 12 (1 + B/500) / (1 + 64/500) rounded up at batch B,
+            // B_noise 500 (McCandlish et al. 2018, eq. 2.11)
             int best_b = 0;
             double best_t = INFINITY;
             for (int B : {128, 256, 512}) {
-                const double t = hand_total(nodes, B, 12) * (1 + B / 500.0) / (1 + 128 / 500.0);
+                const double t = hand_total(nodes, B, hand_epochs(500, B, 12, 64));
                 if (t < best_t) {
                     best_t = t;
                     best_b = B;
                 }
             }
             CPPUNIT_ASSERT_EQUAL(best_b, out.global_batch);
-            const double job = hand_total(nodes, best_b, 12);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(job, out.predicted_seconds, 1e-6 * job);
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(500, best_b, 12, 64), out.epochs);
+            CPPUNIT_ASSERT(out.epochs > 12);  // every configured batch is above 64
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(best_t, out.predicted_seconds, 1e-6 * best_t);
         }
         // the workload given directly; epochs then come from the config when there is no script
         tula_job_query q{};
@@ -127,20 +130,21 @@ public:
         q.nodes = 2;
         tula_job_plan out;
         CPPUNIT_ASSERT_EQUAL_MESSAGE(out.message, 0, tula_plan_job(&q, &out));
-        CPPUNIT_ASSERT_EQUAL(3, out.epochs);
+        CPPUNIT_ASSERT_EQUAL(hand_epochs(500, out.global_batch, 3, 64), out.epochs);
         CPPUNIT_ASSERT_EQUAL(2, out.nodes);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(hand_total(2, out.global_batch, 3), out.predicted_seconds, 1e-3);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(hand_total(2, out.global_batch, out.epochs), out.predicted_seconds, 1e-3);
         // the workload given and a script: the epochs still come from the script
         const std::string script = d / "job.sbatch";
         q.script_path = script.c_str();
         CPPUNIT_ASSERT_EQUAL_MESSAGE(out.message, 0, tula_plan_job(&q, &out));
-        CPPUNIT_ASSERT_EQUAL(12, out.epochs);
+        CPPUNIT_ASSERT_EQUAL(hand_epochs(500, out.global_batch, 12, 64), out.epochs);
         q.script_path = nullptr;
         // a missing tula.conf means the built-in defaults
         const std::string none = d / "none.conf";
         q.conf_path = none.c_str();
         CPPUNIT_ASSERT_EQUAL_MESSAGE(out.message, 0, tula_plan_job(&q, &out));
-        CPPUNIT_ASSERT_EQUAL(tula::Config().default_epochs, out.epochs);
+        CPPUNIT_ASSERT_EQUAL(hand_epochs(tula::Config().noise_scale, out.global_batch, tula::Config().default_epochs, 64),
+                             out.epochs);
     }
 
     void test_plan_job_missing_db() {
@@ -233,6 +237,19 @@ public:
         char small_err[10];
         CPPUNIT_ASSERT_EQUAL(-1, tula_parse_mode("bogus", mode, sizeof mode, small_err, sizeof small_err));
         CPPUNIT_ASSERT_EQUAL(size_t(9), std::strlen(small_err));
+    }
+
+    void test_parse_epochs_mode() {
+        char err[TULA_MSG_MAX];
+        CPPUNIT_ASSERT_EQUAL(1, tula_parse_epochs_mode("fixed", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(0, tula_parse_epochs_mode("follow", err, sizeof err));
+        for (const char* bad : {"", "FIXED", "fix", "fixed ", "follow\n"}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, tula_parse_epochs_mode(bad, err, sizeof err));
+            CPPUNIT_ASSERT_MESSAGE(err, contains(err, "follow") && contains(err, "fixed") && !contains(err, "\n"));
+            CPPUNIT_ASSERT(std::strncmp(err, "tula: ", 6) == 0);
+        }
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_epochs_mode(nullptr, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_epochs_mode("bogus", nullptr, 0));  // no err buffer: no crash
     }
 };
 

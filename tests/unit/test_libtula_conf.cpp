@@ -191,6 +191,13 @@ public:
         CPPUNIT_ASSERT_EQUAL(0.01, d.max_accuracy_loss);
         CPPUNIT_ASSERT_EQUAL(0.02, tula::parse_config("max_accuracy_loss = 0.02").max_accuracy_loss);
         CPPUNIT_ASSERT(contains(error_of([] { tula::parse_config("max_accuracy_loss = 2"); }), "line 1"));
+        CPPUNIT_ASSERT(!d.fixed_epochs);
+        CPPUNIT_ASSERT(tula::parse_config("fixed_epochs = yes").fixed_epochs);
+        CPPUNIT_ASSERT(!tula::parse_config("fixed_epochs = no").fixed_epochs);
+        for (const char* bad : {"fixed_epochs = 1", "fixed_epochs = true", "fixed_epochs ="}) {
+            const std::string e = error_of([&] { tula::parse_config(bad); });
+            CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 1") && contains(e, "yes or no"));
+        }
         // A GPU price without GPUs would be silently ignored: refused.
         const std::string e = error_of([] { tula::parse_config("price_per_gpu_hour = 2\n"); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "gpus_per_node"));

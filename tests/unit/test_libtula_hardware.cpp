@@ -24,6 +24,7 @@ namespace {
 
 using tula_test::error_of;
 using tula_test::contains;
+using tula_test::hand_epochs;
 
 using Json = nlohmann::json;
 
@@ -190,7 +191,9 @@ public:
             const double K = c.nodes;
             const double comm = K > 1 ? 2 * (K - 1) * 5e-6 + 2 * (K - 1) / K * 1e8 / 12.5e9 : 0.0;
             const double iter = compute + comm;  // gamma = 1 (no overlap): nothing measured
-            const double total = 10 * std::floor(1e6 / c.global_batch) * iter;
+            // 10 epochs at the smallest global batch, E(B) whole epochs at B (no --batch-size given)
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(p.convergence.noise_scale, c.global_batch, 10, p.reference_batch), c.epochs);
+            const double total = c.epochs * std::floor(1e6 / c.global_batch) * iter;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(iter, c.iter_seconds, iter * 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(total, c.total_seconds, total * 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(K * total / 3600 * 10.0, c.cost, c.cost * 1e-12);

@@ -63,7 +63,10 @@ public:
         CPPUNIT_ASSERT(warn.empty());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT_EQUAL(1, c.nodes);
         CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "allreduce"));
-        const double t = hand_total(1, p.choice().global_batch, 5, 60000, 61706, t0, t1, 0, 0);
+        // the epochs follow the batch: 5 at the smallest global batch (64), by hand for this one
+        const int e1 = hand_epochs(cfg.noise_scale, p.choice().global_batch, 5, 64);
+        CPPUNIT_ASSERT_EQUAL(e1, p.choice().epochs);
+        const double t = hand_total(1, p.choice().global_batch, e1, 60000, 61706, t0, t1, 0, 0);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(t, p.choice().total_seconds, 1e-9 * t);
         // fixed nodes > 1 without an allreduce profile: an error
         std::string e = error_of([&] {
@@ -83,7 +86,8 @@ public:
         int max_k = 0;
         for (const auto& c : p.candidates) {
             max_k = std::max(max_k, c.nodes);
-            const double h = hand_total(c.nodes, c.global_batch, 4, 60000, 61706, t0, t1, alpha, beta);
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(cfg.noise_scale, c.global_batch, 4, 64), c.epochs);
+            const double h = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, t0, t1, alpha, beta);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(h, c.total_seconds, 1e-6 * h);
         }
         CPPUNIT_ASSERT_EQUAL(4, max_k);
@@ -320,7 +324,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
         CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
         for (const auto& c : lim.candidates) {
-            const double want = hand_total(1, c.global_batch, 5, 6000, 61706, t0, t1, 0, 0);
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(cfg.noise_scale, c.global_batch, 5, 64), c.epochs);
+            const double want = hand_total(1, c.global_batch, c.epochs, 6000, 61706, t0, t1, 0, 0);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.total_seconds, 1e-9 * want);
         }
         tula::PolicySpec spec;
@@ -388,9 +393,11 @@ public:
         CPPUNIT_ASSERT_EQUAL(tula::ComputeModel::kLooKnots, m.loo_points);
         const tula::Plan p = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 2, 0, 0, tula::Policy::Auto, nullptr);
         CPPUNIT_ASSERT_EQUAL(size_t(3), p.candidates.size());
-        for (const auto& c : p.candidates)
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * std::floor(60000.0 / c.global_batch) * m.seconds_per_iter(c.local_batch),
+        for (const auto& c : p.candidates) {
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(cfg.noise_scale, c.global_batch, 2, 1024), c.epochs);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs * std::floor(60000.0 / c.global_batch) * m.seconds_per_iter(c.local_batch),
                                          c.total_seconds, 1e-9 * c.total_seconds);
+        }
     }
 };
 

@@ -27,6 +27,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_make_plan_without_allreduce);
     CPPUNIT_TEST(test_make_plan_infeasible);
     CPPUNIT_TEST(test_make_plan_limit_train);
+    CPPUNIT_TEST(test_epochs_follow_the_batch);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -175,12 +176,15 @@ public:
             CPPUNIT_ASSERT(a.nodes < b.nodes || (a.nodes == b.nodes && a.global_batch < b.global_batch));
         }
         for (const auto& c : p.candidates) {
-            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            // 7 epochs at the reference batch (the request's smallest, 3), E(B) whole epochs at B
+            const int e = hand_epochs(r.convergence.noise_scale, c.global_batch, 7, 3);
+            CPPUNIT_ASSERT_EQUAL(e, c.epochs);
+            const double t = hand_total(c.nodes, c.global_batch, e, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_EQUAL(c.global_batch / c.nodes, c.local_batch);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * t / 3600.0, c.node_hours, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * c.nodes * t / 3600.0, c.cost, 1e-9 * t);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(t / 7, c.epoch_seconds, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t / e, c.epoch_seconds, 1e-9 * t);
         }
         // the Pareto flags match the naive dominance check
         const std::set<size_t> front = naive_front(p.candidates);
@@ -202,7 +206,7 @@ public:
         const tula::Plan g = tula::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(p.candidates.size(), g.candidates.size());
         for (const auto& c : g.candidates) {
-            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0 * c.nodes * t / 3600.0, c.gpu_hours, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(2500.0 * c.nodes * t / 3.6e6, c.energy_kwh, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 * c.nodes + 0.75 * 4 * c.nodes) * t / 3600.0, c.cost, 1e-9 * t);
@@ -215,7 +219,7 @@ public:
         r.calibration.runs = 2;
         const tula::Plan half = tula::make_plan(r, cm, &am);
         for (const auto& c : half.candidates) {
-            const double t = 0.5 * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = 0.5 * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
         }
         CPPUNIT_ASSERT_MESSAGE(half.reason, contains(half.reason, "x0.5 from 2 finished runs"));
@@ -226,7 +230,7 @@ public:
         r.calibration.runs_multi = 3;
         const tula::Plan split = tula::make_plan(r, cm, &am);
         for (const auto& c : split.candidates) {
-            const double t = (c.nodes == 1 ? 0.8 : 1.5) * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = (c.nodes == 1 ? 0.8 : 1.5) * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
         }
         // A multi-node ratio curve over the local batch: 1.0 at b <= 64, 2.0 at b >= 256, linear in
@@ -237,7 +241,7 @@ public:
         for (const auto& c : curved.candidates) {
             const double b = static_cast<double>(c.global_batch) / c.nodes;
             const double f = c.nodes == 1 ? 0.8 : b <= 64 ? 1.0 : b >= 256 ? 2.0 : 1.0 + std::log2(b / 64.0) / 2.0;
-            const double t = f * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = f * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             multi += c.nodes > 1 && b > 64 && b < 256;
         }
@@ -254,11 +258,11 @@ public:
         for (const auto& c : conc.candidates) {
             const double b = static_cast<double>(c.global_batch) / c.nodes;
             const double f = c.nodes >= 2 ? 1.5 : 1.0;
-            const double t = hand_total(c.nodes, c.global_batch, 7, 60000, 61706, f * 3e-3, f * 2e-4, 5e-5, 1e-9) +
+            const double t = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, f * 3e-3, f * 2e-4, 5e-5, 1e-9) +
                              2.0 * b / 64;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * b / 64, c.startup_seconds, 1e-12);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_to_target * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
         }
         // A synchronized-step profile of 2 ranks (local batch 64 only: flat) multiplies every
         // multi-node step by synced / modelled at b = 64; once 2 multi-node runs are in the
@@ -270,7 +274,7 @@ public:
         int synced_multi = 0;
         for (const auto& c : sync.candidates) {
             const double f = c.nodes >= 2 ? 1.3 : 1.0;
-            const double t = f * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = f * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(f, c.time_factor, 1e-12);
             CPPUNIT_ASSERT_EQUAL(c.nodes >= 2, c.synced_profile);
@@ -284,7 +288,7 @@ public:
             // multi-node: the profile's 1.3 times the runs' residual 0.5; 1 node: no single
             // runs, the pooled 0.5
             const double f = c.nodes >= 2 ? 1.3 * 0.5 : 0.5;
-            const double t = f * hand_total(c.nodes, c.global_batch, 7, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = f * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_EQUAL(c.nodes >= 2, c.synced_profile);
         }
@@ -356,9 +360,11 @@ public:
                 for (size_t i = 0; i < p.candidates.size(); ++i) {
                     const auto& c = p.candidates[i];
                     const auto& b = p.candidates[best];
-                    // the policies rank by time and cost to the target (epochs_to_target)
-                    const double vc = (pol == tula::Policy::Cost ? c.cost : c.total_seconds) * c.epochs_to_target / r.epochs;
-                    const double vb = (pol == tula::Policy::Cost ? b.cost : b.total_seconds) * b.epochs_to_target / r.epochs;
+                    // the policies rank by the time and cost of the epochs each trains: E(B)
+                    // rounded up to whole epochs, by hand
+                    CPPUNIT_ASSERT_EQUAL(hand_epochs(r.convergence.noise_scale, c.global_batch, r.epochs, 32), c.epochs);
+                    const double vc = pol == tula::Policy::Cost ? c.cost : c.total_seconds;
+                    const double vb = pol == tula::Policy::Cost ? b.cost : b.total_seconds;
                     if (vc < vb || (vc == vb && (c.nodes < b.nodes || (c.nodes == b.nodes && c.global_batch < b.global_batch))))
                         best = i;
                 }
@@ -468,7 +474,7 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost * c.epochs_to_target / r.epochs);
+                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost);
             CPPUNIT_ASSERT(p.choice().total_seconds_upper <= deadline);  // the whole job meets it
             CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().cost_to_target, 1e-12 * naive);  // cheapest to the target
             // The time limit covers the upper bound plus the margins.
@@ -485,7 +491,7 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds * c.epochs_to_target / r.epochs);
+                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds);
             CPPUNIT_ASSERT(p.choice().cost_upper <= budget);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().time_to_target, 1e-12 * naive);
         }
@@ -532,12 +538,63 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(std::cbrt(tc * tc * tc + tm * tm * tm), c.iter_seconds, 1e-12);
             // Upper bound: compute time raised by the prediction interval's half-width.
             const double tu = tc + m.interval(b);
-            const double iters = std::floor(60000.0 / c.global_batch) * 3;
+            CPPUNIT_ASSERT_EQUAL(hand_epochs(1024, c.global_batch, 3, 64), c.epochs);
+            const double iters = std::floor(60000.0 / c.global_batch) * c.epochs;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(std::cbrt(tu * tu * tu + tm * tm * tm) * iters, c.total_seconds_upper,
                                          1e-9 * c.total_seconds_upper);
             // Convergence column: (1 + B/Bn) / (1 + 64/Bn) times the epochs.
             CPPUNIT_ASSERT_DOUBLES_EQUAL(3.0 * (1 + c.global_batch / 1024.0) / (1 + 64 / 1024.0), c.epochs_to_target, 1e-12);
         }
+    }
+
+    // The epochs a candidate trains: the requested 12 define the target at the reference batch 64
+    // (the script's own); at batch B the job trains E(B) = 12 (1 + B/B_noise) / (1 + 64/B_noise)
+    // rounded up (McCandlish et al. 2018, eq. 2.11), fewer below 64; its time, cost and the time
+    // limit are those epochs'. With the epochs fixed every candidate trains the 12, and the plan
+    // ranks them so.
+    void test_epochs_follow_the_batch() {
+        const tula::ComputeModel cm = lenet5_like_compute();
+        const tula::AllreduceModel am = lenet5_like_allreduce();
+        tula::PlanRequest r = request(workload(61706, 60000), 12, 1, 4, {32, 64, 256, 1024});
+        r.convergence.noise_scale = 300;
+        r.reference_batch = 64;
+        r.policy = tula::Policy::Time;
+        const tula::Plan p = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT_EQUAL(64, p.reference_batch);
+        CPPUNIT_ASSERT(!p.fixed_epochs);
+        bool fewer = false, more = false;
+        for (const auto& c : p.candidates) {
+            const int e = hand_epochs(300, c.global_batch, 12, 64);
+            CPPUNIT_ASSERT_EQUAL(e, c.epochs);
+            fewer |= e < 12;
+            more |= e > 12;
+            const double t = hand_total(c.nodes, c.global_batch, e, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+            CPPUNIT_ASSERT_EQUAL(c.total_seconds, c.time_to_target);
+            CPPUNIT_ASSERT_EQUAL(c.cost, c.cost_to_target);
+        }
+        CPPUNIT_ASSERT(fewer && more);  // 32 trains fewer than 12, 1024 (4.4x the epochs) more
+        const tula::Candidate& ch = p.choice();
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((ch.total_seconds_upper * 1.25 + 120) / 60)), p.time_limit_minutes);
+        if (ch.epochs != 12)
+            CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "(12 at batch 64 -> " + std::to_string(ch.epochs) +
+                                                                    " at batch " + std::to_string(ch.global_batch) + ")"));
+        // the fastest by hand over what each trains
+        double best = INFINITY;
+        for (const auto& c : p.candidates) best = std::min(best, c.total_seconds);
+        CPPUNIT_ASSERT_EQUAL(best, ch.total_seconds);
+
+        r.fixed_epochs = true;
+        const tula::Plan f = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT(f.fixed_epochs);
+        for (const auto& c : f.candidates) {
+            CPPUNIT_ASSERT_EQUAL(12, c.epochs);
+            const double t = hand_total(c.nodes, c.global_batch, 12, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
+        }
+        // at fixed epochs the largest batch is the fastest here; following the batch it is not
+        CPPUNIT_ASSERT_EQUAL(1024, f.choice().global_batch);
+        CPPUNIT_ASSERT(ch.global_batch < 1024);
     }
 
     // PlanRequest::train_examples (tula-train --limit-train): 6,000 of 60,000 examples per
@@ -556,7 +613,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
         for (size_t i = 0; i < lim.candidates.size(); ++i) {
             const tula::Candidate& c = lim.candidates[i];
-            const double want = hand_total(c.nodes, c.global_batch, 7, 6000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            CPPUNIT_ASSERT_EQUAL(full.candidates[i].epochs, c.epochs);  // the epochs do not depend on D
+            const double want = hand_total(c.nodes, c.global_batch, c.epochs, 6000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.total_seconds, 1e-9 * want);
             // about a tenth: floor(6000 / B) of floor(60000 / B) steps (5 of 58 at B = 1024)
             const double ratio = c.epoch_seconds / full.candidates[i].epoch_seconds;

@@ -30,12 +30,16 @@ class TrainerOptionsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_auto_optimizer);
     CPPUNIT_TEST(test_defaults_follow_the_update_rule);
     CPPUNIT_TEST(test_batch_source);
+    CPPUNIT_TEST(test_plan_epochs);
     CPPUNIT_TEST(test_bad_usage);
     CPPUNIT_TEST_SUITE_END();
 
 public:
-    void setUp() override { unsetenv("TULA_BATCH_SIZE"); }
-    void tearDown() override { unsetenv("TULA_BATCH_SIZE"); }
+    void setUp() override {
+        unsetenv("TULA_BATCH_SIZE");
+        unsetenv("TULA_EPOCHS");
+    }
+    void tearDown() override { setUp(); }
 
     // auto: plain SGD up to 4 x --lr-base-batch (or --sgd-max-batch), AGS above.
     void test_auto_optimizer() {
@@ -103,6 +107,38 @@ public:
             CPPUNIT_ASSERT_EQUAL(64, c.batch);
             CPPUNIT_ASSERT_EQUAL(std::string("default"), c.batch_source);
         }
+    }
+
+    // A job planned by Tula (its batch from TULA_BATCH_SIZE) trains the plan's TULA_EPOCHS and
+    // says where they came from; an explicit --batch-size keeps --epochs (the plan's epochs are
+    // for the plan's batch); a bad TULA_EPOCHS keeps --epochs.
+    void test_plan_epochs() {
+        setenv("TULA_BATCH_SIZE", "512", 1);
+        setenv("TULA_EPOCHS", "18", 1);
+        Options a;
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--epochs", "12"}, &a));
+        CPPUNIT_ASSERT_EQUAL(18, a.epochs);
+        CPPUNIT_ASSERT_EQUAL(std::string("12 at batch 64 -> 18 at batch 512, tula plan"), a.epochs_note);
+        Options same;
+        setenv("TULA_EPOCHS", "12", 1);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--epochs", "12"}, &same));
+        CPPUNIT_ASSERT_EQUAL(12, same.epochs);
+        CPPUNIT_ASSERT(same.epochs_note.empty());
+        Options own;
+        setenv("TULA_EPOCHS", "18", 1);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--epochs", "12", "--batch-size", "256"}, &own));
+        CPPUNIT_ASSERT_EQUAL(12, own.epochs);
+        for (const char* junk : {"0", "x", "-3", "100001", "7.5"}) {
+            Options c;
+            setenv("TULA_EPOCHS", junk, 1);
+            CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--epochs", "12"}, &c));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(junk, 12, c.epochs);
+        }
+        unsetenv("TULA_BATCH_SIZE");
+        Options none;
+        setenv("TULA_EPOCHS", "18", 1);
+        CPPUNIT_ASSERT_EQUAL(-1, parse({"--model", "lenet5", "--epochs", "12"}, &none));
+        CPPUNIT_ASSERT_EQUAL(12, none.epochs);  // no plan's batch: the plan's epochs do not apply
     }
 
     void test_bad_usage() {

@@ -63,6 +63,16 @@ std::string error_of(F f) {
 /// True if `part` occurs in `s`.
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// The whole epochs a candidate at global batch B trains when the epochs follow the batch, by
+// hand: E(B) = E_ref (1 + B/B_noise) / (1 + B_ref/B_noise) (McCandlish et al. 2018, eq. 2.11),
+// rounded up to a whole epoch.
+inline int hand_epochs(double noise_scale, int B, int epochs_ref, int B_ref) {
+    const double e = epochs_ref * (1.0 + B / noise_scale) / (1.0 + B_ref / noise_scale);
+    int whole = static_cast<int>(e);
+    if (whole < e - 1e-9) ++whole;
+    return whole < 1 ? 1 : whole;
+}
+
 /// Asserts that f() throws E (or a subclass) with a message containing `needle`.
 template <class E = tula::Error, class F>
 void assert_throws_with(F f, const std::string& needle) {

@@ -70,6 +70,9 @@ struct Options {
     double min_time = 0.2;      // --profile-compute: seconds each batch size is timed for, at least
     std::vector<int64_t> sizes{4096, 65536, 262144, 1048576, 4194304};
     std::string batch_source;   // where the global batch came from, for the header line
+    // "12 at batch 64 -> 18 at batch 512, tula plan" when the epochs came from the plan's
+    // TULA_EPOCHS and differ from --epochs; "" otherwise (for the header line)
+    std::string epochs_note;
     std::string device = "cpu"; // cpu | cuda
     bool no_tf32 = false;       // cuda: strict fp32 convolutions
     std::string precision = "fp32";  // fp32 | bf16 (cuda only: bf16 convolutions and GEMMs)

@@ -105,7 +105,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                    "data set: fashion-mnist, cifar10:DIR, cifar100:DIR (binary version), or synthetic:CxHxW:K (random images, for profiling)")
         ->capture_default_str();
     app.add_option("--data-dir", o.data_dir, "directory of the IDX .gz files")->capture_default_str();
-    app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
+    app.add_option("--epochs", o.epochs,
+                   "training epochs; a job planned by Tula (global batch from $TULA_BATCH_SIZE) trains $TULA_EPOCHS, "
+                   "the epochs its batch needs to match what these reach at batch 64")
+        ->capture_default_str();
     app.add_option("--batch-size", o.batch,
                    "global batch (all ranks together); default $TULA_BATCH_SIZE, else 64");
     app.add_option("--lr", o.lr, "base learning rate for --lr-base-batch examples")->capture_default_str();
@@ -364,6 +367,26 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     } else {
         o.batch = kDefaultBatch;
         o.batch_source = "default";
+    }
+
+    // Epochs: a job planned by Tula (its global batch from TULA_BATCH_SIZE) trains the plan's
+    // TULA_EPOCHS, the epochs its batch needs to reach the accuracy --epochs reach at the
+    // script's own batch (tula-train's default, since the script gave no --batch-size).
+    if (o.batch_source == "TULA_BATCH_SIZE") {
+        if (const char* env = std::getenv("TULA_EPOCHS"); env && *env) {
+            char* end = nullptr;
+            errno = 0;
+            const long v = std::strtol(env, &end, 10);
+            if (errno == 0 && end && *end == '\0' && v >= 1 && v <= 100000 && v >= o.warmup_epochs) {
+                if (v != o.epochs)
+                    o.epochs_note = std::to_string(o.epochs) + " at batch " + std::to_string(kDefaultBatch) + " -> " +
+                                    std::to_string(v) + " at batch " + std::to_string(o.batch) + ", tula plan";
+                o.epochs = static_cast<int>(v);
+            } else if (root) {
+                warn(std::string("ignoring TULA_EPOCHS='") + env + "' (not a whole number of epochs in [1, 100000] and at least --warmup-epochs); training " +
+                     std::to_string(o.epochs) + " (--epochs)");
+            }
+        }
     }
 
     // --optimizer auto: AGS is for the large batches where the linear scaling rule breaks down;

@@ -259,7 +259,8 @@ int run_training(const Options& o, Comm& comm) {
                       std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
                       std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
                       (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
-                      " epochs of " + std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
+                      " epochs" + (o.epochs_note.empty() ? "" : " (" + o.epochs_note + ")") + " of " +
+                      std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
                       fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
                       std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
@@ -370,8 +371,9 @@ int run_training(const Options& o, Comm& comm) {
     for (const auto& r : res) train_seconds += r.seconds;
     const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
     char done[256];
-    std::snprintf(done, sizeof done, "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d",
-                  train_seconds, acc, o.batch, K);
+    std::snprintf(done, sizeof done,
+                  "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d epochs=%d",
+                  train_seconds, acc, o.batch, K, o.epochs);
     say(root, done);
 
     if (root && !o.no_db) {

@@ -47,13 +47,18 @@ struct Config {
     /// for speed: candidates whose accuracy predicted from the run history (AccuracyModel)
     /// is more than this below the best candidate's are not planned. 1 = never exclude.
     double max_accuracy_loss = 0.01;
+    /// Keep every job's epochs as its batch script gives them (yes), instead of training the
+    /// epochs its planned global batch needs to reach the accuracy those epochs reach at the
+    /// script's own batch (no, the default; see tula.conf(5), fixed_epochs).
+    bool fixed_epochs = false;
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
 /// Keys: system_db, admin_uid (a user id, 0 .. 4294967294), price_per_node_hour, gpus_per_node, price_per_gpu_hour (currency units per
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
-/// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction).
+/// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction),
+/// fixed_epochs (yes or no).
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
 /// unknown key, a missing '=', or a value that is not a valid number / out of range.
 Config parse_config(const std::string& text);

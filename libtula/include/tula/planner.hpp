@@ -23,12 +23,23 @@ enum class Policy {
     Budget,    ///< fastest whose predicted upper bound of cost stays within a budget
 };
 
-/// A policy with its argument.
+/// A policy with its argument, and how the epochs of a candidate are chosen.
 struct PolicySpec {
     Policy policy = Policy::Auto;
     double deadline_seconds = 0;  ///< Deadline: wall-clock seconds of training allowed
     double budget = 0;            ///< Budget: currency units (same unit as price_per_node_hour)
+    /// The global batch at which the requested epochs define the quality target (the batch
+    /// script's --batch-size, else tula-train's default, kTrainerDefaultBatch); 0: the
+    /// smallest global batch of the request. See PlanRequest::reference_batch.
+    int reference_batch = 0;
+    /// Every candidate trains the requested epochs instead of its epochs to target (sbatch
+    /// --tula-epochs=fixed, tula plan --fixed-epochs); tula.conf's fixed_epochs also fixes them.
+    bool fixed_epochs = false;
 };
+
+/// tula-train's global batch when neither --batch-size nor TULA_BATCH_SIZE gives one
+/// (examples per step): the reference batch of a script without --batch-size.
+constexpr int kTrainerDefaultBatch = 64;
 
 /// Parses "auto" | "time" | "cost" | "deadline=HH:MM:SS" (also MM:SS, or D-HH:MM:SS) |
 /// "budget=X" (X a finite number > 0). Errors: tula::Error naming the bad value and listing
@@ -56,6 +67,10 @@ struct Candidate {
                                   ///< dropped, as tula-train does), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
                                   ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
+    /// Whole epochs the job trains: ceil(epochs_to_target) (at least 1), or the request's epochs
+    /// when they are fixed (PlanRequest::fixed_epochs). The plan table hands them to the job
+    /// (TULA_EPOCHS), and total_seconds, cost, the time limit and the policies all use them.
+    int epochs = 0;
     double total_seconds = 0;     ///< epochs * epoch_seconds + startup_seconds (training only, no evaluation)
     double node_hours = 0;        ///< nodes * total_seconds / 3600
     double gpu_hours = 0;         ///< node_hours * gpus_per_node (0 on a CPU partition)
@@ -64,15 +79,17 @@ struct Candidate {
     bool pareto = false;          ///< on the time/cost Pareto front
     double total_seconds_upper = 0;  ///< upper end of the 95 % prediction interval of total_seconds
     double cost_upper = 0;        ///< cost at total_seconds_upper
-    double epochs_to_target = 0;  ///< epochs this global batch needs to reach what `epochs` reach at the
-                                  ///< smallest global batch (ConvergenceModel, McCandlish et al. 2018 eq. 2.11)
+    /// Epochs this global batch needs to reach what the request's epochs reach at its
+    /// reference batch (PlanRequest::reference_batch): E(B) = E_ref (1 + B/B_noise) /
+    /// (1 + B_ref/B_noise) (ConvergenceModel, McCandlish et al. 2018 eq. 2.11); fractional.
+    double epochs_to_target = 0;
     /// epochs_to_target at the ends of B_noise's confidence interval (ConvergenceModel):
     /// low at noise_scale_high, high at noise_scale_low; both equal epochs_to_target when
     /// B_noise has no interval (tula.conf, a hardware file, fewer than 2 measured runs)
     double epochs_to_target_low = 0, epochs_to_target_high = 0;
-    double time_to_target = 0;    ///< epochs_to_target * epoch_seconds + startup_seconds, seconds: what the
-                                  ///< policies rank by
-    double cost_to_target = 0;    ///< cost * epochs_to_target / epochs: what the policies rank by
+    double time_to_target = 0;    ///< total_seconds: the time of the epochs the job trains, what the
+                                  ///< policies rank by, seconds
+    double cost_to_target = 0;    ///< cost: of the epochs the job trains, what the policies rank by
     double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
     double memory_bytes = 0;      ///< predicted peak bytes per rank (MemoryModel), 0 when not modelled
 };
@@ -80,7 +97,14 @@ struct Candidate {
 /// Everything the planner needs. Build it with make_plan_request().
 struct PlanRequest {
     Workload workload;
+    /// Epochs that define the quality target: the test accuracy they reach at reference_batch.
     int epochs = 0;
+    /// The global batch at which `epochs` define the target (the batch script's own batch);
+    /// 0: the smallest of global_batches.
+    int reference_batch = 0;
+    /// Every candidate trains `epochs` (ranked under the accuracy bound) instead of its
+    /// epochs to target.
+    bool fixed_epochs = false;
     /// Training examples per epoch the job trains on (tula-train --limit-train N, e.g.
     /// TrainCommand::limit_train); 0: all of workload.train_examples. A value above
     /// workload.train_examples is capped at it (min(N, D)); negative values count as 0.
@@ -133,7 +157,8 @@ struct Plan {
     /// Convergence model used for Candidate::epochs_to_target: B_noise (examples) and where it
     /// came from (measured in the run history, tula.conf, or the hardware file).
     ConvergenceModel convergence;
-    int reference_batch = 0;            ///< B_ref of epochs_to_target: the smallest global batch of the request
+    int reference_batch = 0;            ///< B_ref of epochs_to_target (PlanRequest::reference_batch, resolved)
+    bool fixed_epochs = false;          ///< every candidate trains the requested epochs (PlanRequest::fixed_epochs)
     /// Training examples per epoch the prediction used (PlanRequest::examples_per_epoch()).
     int64_t train_examples = 0;
     /// Finished runs of the workload (the newest kCheckedRuns) whose measured training time

@@ -45,7 +45,9 @@ typedef struct tula_job_query {
 typedef struct tula_job_plan {
     int nodes;                       /* = query nodes */
     int global_batch;                /* examples per step over all ranks */
-    int epochs;                      /* epochs the prediction assumes */
+    int epochs;                      /* epochs the job trains: those its global batch needs to reach
+                                        what the script's epochs reach at the script's batch (64
+                                        without --batch-size), or the script's with fixed_epochs */
     double predicted_seconds;        /* predicted training time, seconds */
     char workload[TULA_NAME_MAX];    /* the workload planned for */
     char message[TULA_MSG_MAX];      /* on error: why; on success: a one-line summary */
@@ -81,6 +83,11 @@ long tula_parse_duration(const char *value, char *err, size_t err_len);
  * fraction; no sign, exponent or space), shorter than 24 bytes, above 0 and below 1e15. Returns
  * 0 with the value in *out (when out is not NULL), or -1. */
 int tula_check_budget(const char *value, double *out, char *err, size_t err_len);
+
+/* A --tula-epochs value: "follow" (the epochs follow the planned global batch, the default)
+ * or "fixed" (the job trains the epochs its script gives). Returns 1 for fixed, 0 for follow,
+ * or -1 (NULL, empty or anything else) with a message listing the two. */
+int tula_parse_epochs_mode(const char *value, char *err, size_t err_len);
 
 /* A plain decimal number (digits with an optional '.' and fraction, or '.' and digits),
  * shorter than max_len bytes, into *out (when not NULL). Returns 0, or -1. No message. */

@@ -241,6 +241,8 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
                     "; give fewer global_batches or use --max-nodes");
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
+    req.reference_batch = policy.reference_batch;
+    req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.memory = m.memory;
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;

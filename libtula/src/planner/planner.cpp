@@ -6,7 +6,11 @@
 //   iterations per epoch = floor(D / B)              D = training examples per epoch (the whole training
 //                                                    set, or the first N of it with tula-train --limit-train N;
 //                                                    the trainer drops the last partial batch)
-//   T = epochs * iterations per epoch * tau          seconds (training only)
+//   T = epochs(B) * iterations per epoch * tau       seconds (training only); epochs(B) = the whole
+//                                                    epochs B needs to reach what the requested
+//                                                    epochs reach at the reference batch (McCandlish
+//                                                    et al. 2018, eq. 2.11), or the requested ones
+//                                                    when they are fixed
 //   C = K * T / 3600 * price per node-hour
 #include "tula/planner.hpp"
 #include "tula/tula.h"
@@ -58,6 +62,14 @@ std::string duration(double s) {
     if (r < 3600) std::snprintf(b, sizeof b, "%ldm%02lds", r / 60, r % 60);
     else std::snprintf(b, sizeof b, "%ldh%02ldm", r / 3600, (r % 3600) / 60);
     return b;
+}
+
+// The whole epochs a job trains to reach `epochs_to_target` (fractional): rounded up, within
+// [1, kMaxEpochs]; `fallback` when it is not a finite number.
+int whole_epochs(double epochs_to_target, int fallback) {
+    constexpr double kMaxEpochs = 100000;  // tula-train's bound on --epochs and TULA_EPOCHS
+    if (!std::isfinite(epochs_to_target)) return fallback;
+    return static_cast<int>(std::min(kMaxEpochs, std::max(1.0, std::ceil(epochs_to_target - 1e-9))));
 }
 
 int limit_minutes(double total_seconds, double margin, double overhead) {
@@ -276,8 +288,9 @@ void enumerate_candidates(const PlanRequest& req, const ComputeModel& compute, c
     const int max_b = mem_bound ? req.memory->max_local_batch(req.device_memory_bytes) : 0;
     plan.max_local_batch = mem_bound ? max_b : 0;
     int too_big = 0, smallest_too_big = 0;
-    const double B_ref = batches.empty() ? 1.0 : batches.front();
+    const double B_ref = req.reference_batch > 0 ? req.reference_batch : batches.empty() ? 1.0 : batches.front();
     plan.reference_batch = static_cast<int>(B_ref);
+    plan.fixed_epochs = req.fixed_epochs;
     plan.train_examples = D;
     // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
     // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
@@ -322,21 +335,22 @@ void enumerate_candidates(const PlanRequest& req, const ComputeModel& compute, c
             c.epoch_seconds = iters * c.iter_seconds;
             c.startup_seconds = compute.startup_seconds(b);  // once per run
             const double startup = c.startup_seconds;
-            c.total_seconds = req.epochs * c.epoch_seconds + startup;
-            c.node_hours = K * c.total_seconds / 3600.0;
-            c.gpu_hours = c.node_hours * req.gpus_per_node;
-            c.energy_kwh = c.node_hours * req.watts_per_node / 1000.0;
-            c.cost = c.node_hours * price;
-            c.total_seconds_upper = req.epochs * iters * iter_upper + startup;
-            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
             const bool ci = req.convergence.confidence > 0;
             c.epochs_to_target_low =
                 ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
             c.epochs_to_target_high =
                 ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.time_to_target = c.epochs_to_target * c.epoch_seconds + startup;
-            c.cost_to_target = c.cost * c.epochs_to_target / req.epochs;
+            c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
+            c.total_seconds = c.epochs * c.epoch_seconds + startup;
+            c.node_hours = K * c.total_seconds / 3600.0;
+            c.gpu_hours = c.node_hours * req.gpus_per_node;
+            c.energy_kwh = c.node_hours * req.watts_per_node / 1000.0;
+            c.cost = c.node_hours * price;
+            c.total_seconds_upper = c.epochs * iters * iter_upper + startup;
+            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
+            c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
+            c.cost_to_target = c.cost;
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
             plan.candidates.push_back(c);
@@ -502,8 +516,12 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
     const int64_t D = req.examples_per_epoch();
     std::string reason;
     const Candidate& ch = cs[plan.chosen];
-    reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(req.epochs) + " epoch" +
-              (req.epochs == 1 ? "" : "s") + ", " + fmt("%.3g", ch.node_hours) + " node-hours";
+    reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(ch.epochs) + " epoch" +
+              (ch.epochs == 1 ? "" : "s");
+    if (ch.epochs != req.epochs)
+        reason += " (" + std::to_string(req.epochs) + " at batch " + std::to_string(plan.reference_batch) + " -> " +
+                  std::to_string(ch.epochs) + " at batch " + std::to_string(ch.global_batch) + ")";
+    reason += ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (D < w.train_examples)
         reason += "; " + std::to_string(D) + " of the " + std::to_string(w.train_examples) +
                   " training examples per epoch (tula-train --limit-train)";
@@ -580,6 +598,7 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.device_memory_bytes = cfg.device_memory_bytes;
     r.convergence.noise_scale = cfg.noise_scale;
     r.max_accuracy_loss = cfg.max_accuracy_loss;
+    r.fixed_epochs = cfg.fixed_epochs;
     try {
         r.memory = MemoryModel::from_workload(w);
     } catch (const Error&) {
@@ -629,6 +648,8 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy.policy);
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
+    req.reference_batch = policy.reference_batch;
+    req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.train_examples = train_examples;
     // The run history: overlap exponent and accuracy.
     req.accuracy = AccuracyModel::fit(runs);
