@@ -236,7 +236,7 @@ int run_plan(const PlanOptions& o) {
         std::string workload = o.workload;
         int epochs = o.epochs;
         int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
-        int script_batch = 0;     // the script's --batch-size (0: none)
+        int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
         if (!o.script.empty()) {
             // --workload (e.g. from --tula-workload) names the workload; the script still
             // gives the epoch count when it has a tula-train line.
@@ -259,7 +259,7 @@ int run_plan(const PlanOptions& o) {
             }
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
             if (tc.found) limit_train = tc.limit_train;
-            if (tc.found && tc.batch_size > 0) script_batch = tc.batch_size;
+            if (tc.found) script_batch = tc.reference_batch();
         }
         if (workload.empty() && hw) workload = hw->workload.name;
         PolicySpec spec;
@@ -271,7 +271,8 @@ int run_plan(const PlanOptions& o) {
         const Policy policy = spec.policy;
         // The target: the epochs at the batch they were written for (--batch-size, the script's,
         // else tula-train's default; a hardware plan without one: the smallest global batch).
-        spec.reference_batch = o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
+        spec.reference_batch =
+            o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
         spec.fixed_epochs = o.fixed_epochs;
 
         PlanReport r;

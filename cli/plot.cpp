@@ -4,9 +4,9 @@
 //
 // The plan itself comes from `tula plan --format json` run as a child of this same program
 // (/proc/self/exe), so the options (--workload, --script, --epochs, --batch-size, --fixed-epochs,
-// --max-nodes, --nodes, --policy, --conf, --db) mean exactly what they mean for `tula plan`, and its errors are its
-// own one-line `tula:` messages. The figure is drawn by gnuplot (Debian gnuplot-nox), run as a
-// child process on a data file and a script in a temporary directory.
+// --max-nodes, --nodes, --policy, --conf, --db) mean exactly what they mean for `tula plan`,
+// and its errors are its own one-line `tula:` messages. The figure is drawn by gnuplot (Debian
+// gnuplot-nox), run as a child process on a data file and a script in a temporary directory.
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdlib.h>

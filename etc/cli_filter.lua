@@ -298,8 +298,9 @@ end
 
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
 -- conf (optional) overrides T.TULA_CONF. node_range "LO-HI" (optional): the counts the user
--- asked for. fixed_epochs (optional, true): every candidate trains the script's epochs. timeout(1) bounds the whole call: after T.PLAN_TIMEOUT s it signals `tula` and
--- its whole process group (anything it started), and kills them T.KILL_AFTER s later, so the
+-- asked for. fixed_epochs (optional, true): every candidate trains the script's epochs.
+-- timeout(1) bounds the whole call: after T.PLAN_TIMEOUT s it signals `tula` and its whole
+-- process group (anything it started), and kills them T.KILL_AFTER s later, so the
 -- output pipe closes however `tula` behaves; `tula plan --timeout` ends itself at the same
 -- time (SIGALRM, status 142).
 function T.plan_command(policy, workload, script, node_range, conf, fixed_epochs)

@@ -105,7 +105,8 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     std::string workload;
     int epochs = 0;
     int64_t limit_train = 0;  // the script's --limit-train (0: the whole dataset)
-    int script_batch = 0;     // the script's --batch-size (0: none)
+    // the batch at which the epochs define the target (TrainCommand::reference_batch)
+    int reference_batch = tula::kTrainerDefaultBatch;
     if (set(q->workload)) {
         workload = q->workload;
         char err[TULA_MSG_MAX];
@@ -115,7 +116,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
                 const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
                 if (cmd.found) epochs = cmd.epochs;
                 if (cmd.found) limit_train = cmd.limit_train;
-                if (cmd.found) script_batch = cmd.batch_size;
+                if (cmd.found) reference_batch = cmd.reference_batch();
             } catch (const tula::Error&) {
             }
         }
@@ -129,7 +130,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
         workload = cmd.workload();
         epochs = cmd.epochs;
         limit_train = cmd.limit_train;
-        script_batch = cmd.batch_size;
+        reference_batch = cmd.reference_batch();
     }
     if (epochs <= 0) epochs = cfg.default_epochs;
 
@@ -147,8 +148,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
         // no HOME: the system database alone
     }
     tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
-    // the epochs define the target at the script's batch (tula-train's default without one)
-    policy.reference_batch = script_batch > 0 ? script_batch : tula::kTrainerDefaultBatch;
+    policy.reference_batch = reference_batch;
     tula::Plan plan;
     try {
         plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings, limit_train);

@@ -37,10 +37,6 @@ struct PolicySpec {
     bool fixed_epochs = false;
 };
 
-/// tula-train's global batch when neither --batch-size nor TULA_BATCH_SIZE gives one
-/// (examples per step): the reference batch of a script without --batch-size.
-constexpr int kTrainerDefaultBatch = 64;
-
 /// Parses "auto" | "time" | "cost" | "deadline=HH:MM:SS" (also MM:SS, or D-HH:MM:SS) |
 /// "budget=X" (X a finite number > 0). Errors: tula::Error naming the bad value and listing
 /// the valid forms.

@@ -24,6 +24,10 @@ struct Workload {
 std::string workload_name(const std::string& model, const std::string& dataset);
 
 /// What a batch script's tula-train command line says.
+/// tula-train's global batch when neither --batch-size nor TULA_BATCH_SIZE gives one
+/// (examples per step): the reference batch of a script without --batch-size.
+constexpr int kTrainerDefaultBatch = 64;
+
 struct TrainCommand {
     bool found = false;     ///< a `tula-train` invocation with --model was seen
     std::string model;      ///< --model value
@@ -34,6 +38,9 @@ struct TrainCommand {
     /// 0 when absent, 0 (tula-train's "all") or not a plain decimal count in [1, 10^8].
     int limit_train = 0;
     std::string workload() const { return workload_name(model, dataset); }
+    /// The global batch at which the script's --epochs define its accuracy target: its
+    /// --batch-size, else tula-train's default (kTrainerDefaultBatch), examples per step.
+    int reference_batch() const { return batch_size > 0 ? batch_size : kTrainerDefaultBatch; }
 };
 
 /// Finds the first line of a batch script that runs `tula-train` (directly, through a
