@@ -138,12 +138,14 @@ LIBTULA_LIBS := $(LIBTULA_A) -lsqlite3 $(GSL_LIBS)
 # as shared libraries (then a security update of libsqlite3 reaches tula without a rebuild);
 # STATIC_TULA=yes fails when an archive is missing; auto (default) falls back to shared.
 STATIC_TULA ?= auto
-TULA_LIBS := $(LIBTULA_LIBS)
+# `tula` alone links libslurm (cli/slurm_query.cpp asks slurmctld for partition limits and
+# expected start times); libtula, the plugin and tula-train do not.
+TULA_LIBS := $(LIBTULA_LIBS) -lslurm
 ifneq ($(STATIC_TULA),no)
   TULA_STATIC_MISSING := $(strip $(foreach a,libsqlite3.a libgsl.a libgslcblas.a,\
     $(if $(filter /%,$(shell $(CXX) -print-file-name=$(a))),,$(a))))
   ifeq ($(TULA_STATIC_MISSING),)
-    TULA_LIBS := $(LIBTULA_A) -Wl,-Bstatic -lsqlite3 -lgsl -lgslcblas -Wl,-Bdynamic -lm -static-libstdc++ -static-libgcc
+    TULA_LIBS := $(LIBTULA_A) -Wl,-Bstatic -lsqlite3 -lgsl -lgslcblas -Wl,-Bdynamic -lslurm -lm -static-libstdc++ -static-libgcc
   else ifeq ($(STATIC_TULA),yes)
     $(error tula: STATIC_TULA=yes but $(TULA_STATIC_MISSING) not found; apt-get install libsqlite3-dev libgsl-dev)
   endif
@@ -231,8 +233,10 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
-# cli/format.o and cli/text.o: the CLI's pure reports and text helpers are unit-tested too.
-UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o
+# cli/format.o, cli/text.o and cli/slurm_reply.o: the CLI's pure reports, text helpers and
+# slurmctld reply protocol are unit-tested too.
+UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o \
+  $(B)/obj/cli/slurm_reply.o
 # bench/: planner latency benchmark (bench/bench-planner runs it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)

@@ -1,0 +1,247 @@
+// tula CLI: the libslurm half of slurm_query.hpp: the child process that asks slurmctld, and the
+// parent's deadline. The child writes its lines (slurm_reply.cpp) to a pipe and exits; the
+// parent reads until end of file or the deadline, then kills and reaps the child.
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "slurm_query.hpp"
+
+// Exported by libslurm and named in slurm.h's comment on slurm_job_will_run2, but not declared
+// there in Slurm 22.05.
+extern "C" void slurm_free_will_run_response_msg(will_run_response_msg_t* msg);
+
+namespace tula::cli {
+namespace {
+
+// Writes all of `s` to `fd`; errors are ignored (the parent then sees fewer lines).
+void write_all(int fd, const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+        ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        done += static_cast<size_t>(n);
+    }
+}
+
+// Runs `body` in a child whose standard output is a pipe and whose standard error is
+// /dev/null (libslurm prints its own errors there), and returns what it wrote before it
+// exited or `timeout_seconds` passed; *timed_out says which. The child is killed and reaped
+// either way.
+std::string run_child(const std::function<void(int)>& body, double timeout_seconds, bool* timed_out,
+                      std::string* error) {
+    *timed_out = false;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        *error = std::string("cannot make a pipe: ") + std::strerror(errno);
+        return "";
+    }
+    // The child must not write out what the parent buffered (libslurm may flush stdio in it).
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        *error = std::string("cannot fork: ") + std::strerror(errno);
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return "";
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null >= 0) ::dup2(null, STDERR_FILENO);
+        // A second bound, in case the parent is gone: the child never outlives the deadline by much.
+        ::alarm(static_cast<unsigned>(std::ceil(timeout_seconds)) + 1);
+        body(fds[1]);
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+    char buf[4096];
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            *timed_out = true;
+            break;
+        }
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int r = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) {
+            *timed_out = true;
+            break;
+        }
+        if (r < 0) break;
+        ssize_t n = ::read(fds[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return out;
+}
+
+// The calling user's group names (primary and supplementary).
+std::vector<std::string> user_groups() {
+    std::vector<std::string> names;
+    const struct passwd* pw = ::getpwuid(::getuid());
+    if (!pw) return names;
+    int n = 64;
+    std::vector<gid_t> gids(static_cast<size_t>(n));
+    if (::getgrouplist(pw->pw_name, pw->pw_gid, gids.data(), &n) < 0) {
+        gids.resize(static_cast<size_t>(n));
+        if (::getgrouplist(pw->pw_name, pw->pw_gid, gids.data(), &n) < 0) return names;
+    }
+    for (int i = 0; i < n; ++i)
+        if (const struct group* g = ::getgrgid(gids[static_cast<size_t>(i)])) names.emplace_back(g->gr_name);
+    return names;
+}
+
+std::string slurm_error() { return slurm_strerror(slurm_get_errno()); }
+
+// In the child: partitions and their up nodes.
+void partitions_child(int fd) {
+    slurm_init(nullptr);
+    partition_info_msg_t* parts = nullptr;
+    node_info_msg_t* nodes = nullptr;
+    if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS) {
+        write_all(fd, encode_failure("slurm_load_partitions: " + slurm_error()));
+        return;
+    }
+    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) nodes = nullptr;
+    const std::vector<std::string> groups = user_groups();
+    const bool root = ::getuid() == 0;
+    for (uint32_t i = 0; i < parts->record_count; ++i) {
+        const partition_info_t& pi = parts->partition_array[i];
+        SlurmPartition p;
+        p.name = pi.name ? pi.name : "";
+        p.total_nodes = static_cast<int>(pi.total_nodes);
+        p.max_nodes = pi.max_nodes == INFINITE || pi.max_nodes == NO_VAL ? 0 : static_cast<int>(pi.max_nodes);
+        p.max_time_minutes = pi.max_time == INFINITE || pi.max_time == NO_VAL ? 0 : static_cast<int>(pi.max_time);
+        if (nodes && pi.node_inx) {
+            for (int k = 0; pi.node_inx[k] >= 0 && pi.node_inx[k + 1] >= 0; k += 2)
+                for (int n = pi.node_inx[k]; n <= pi.node_inx[k + 1] && static_cast<uint32_t>(n) < nodes->record_count; ++n) {
+                    const uint32_t st = nodes->node_array[n].node_state;
+                    const uint32_t base = st & NODE_STATE_BASE;
+                    if (base != NODE_STATE_DOWN && base != NODE_STATE_FUTURE && base != NODE_STATE_UNKNOWN &&
+                        !(st & NODE_STATE_DRAIN) && !(st & NODE_STATE_FAIL))
+                        ++p.up_nodes;
+                }
+        } else {
+            p.up_nodes = p.total_nodes;
+        }
+        if ((pi.state_up & PARTITION_SCHED) == 0 || (pi.state_up & PARTITION_SUBMIT) == 0) {
+            p.usable = false;
+            p.why_not = "the partition is not up (State is not UP)";
+        } else if ((pi.flags & PART_FLAG_ROOT_ONLY) && !root) {
+            p.usable = false;
+            p.why_not = "RootOnly=YES";
+        } else if (!groups_allowed(pi.allow_groups ? pi.allow_groups : "", groups)) {
+            p.usable = false;
+            p.why_not = std::string("AllowGroups=") + pi.allow_groups + " does not include your groups";
+        }
+        write_all(fd, encode_partition(p));
+    }
+    slurm_free_partition_info_msg(parts);
+    if (nodes) slurm_free_node_info_msg(nodes);
+}
+
+// In the child: slurm_job_will_run2 for each probe, in order.
+void starts_child(int fd, const std::vector<StartProbe>& probes) {
+    slurm_init(nullptr);
+    for (size_t i = 0; i < probes.size(); ++i) {
+        const StartProbe& pr = probes[i];
+        job_desc_msg_t d;
+        slurm_init_job_desc_msg(&d);
+        std::string part = pr.partition, name = "tula-will-run", gres;
+        d.partition = part.empty() ? nullptr : &part[0];
+        d.name = &name[0];
+        d.min_nodes = d.max_nodes = static_cast<uint32_t>(pr.nodes);
+        d.ntasks_per_node = static_cast<uint16_t>(pr.ranks_per_node);
+        d.num_tasks = static_cast<uint32_t>(pr.nodes * pr.ranks_per_node);
+        d.time_limit = static_cast<uint32_t>(pr.time_limit_minutes);
+        d.user_id = ::getuid();
+        d.group_id = ::getgid();
+        if (pr.gpus_per_node > 0) {
+            gres = "gres:gpu:" + std::to_string(pr.gpus_per_node);
+            d.tres_per_node = &gres[0];
+        }
+        will_run_response_msg_t* resp = nullptr;
+        StartEstimate s;
+        if (slurm_job_will_run2(&d, &resp) == SLURM_SUCCESS && resp) {
+            s.answered = true;
+            const double wait = std::difftime(resp->start_time, ::time(nullptr));
+            s.wait_seconds = wait > 0 ? wait : 0;
+            slurm_free_will_run_response_msg(resp);
+        } else {
+            s.error = slurm_error();
+        }
+        write_all(fd, encode_start(i, s));
+    }
+}
+
+std::string deadline_message(double timeout_seconds) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f", timeout_seconds);
+    return std::string("slurmctld did not answer within ") + buf + " s";
+}
+
+}  // namespace
+
+SlurmSite query_partitions(double timeout_seconds) {
+    SlurmSite site;
+    bool timed_out = false;
+    std::string error;
+    const std::string out = run_child(partitions_child, timeout_seconds, &timed_out, &error);
+    if (!error.empty()) {
+        site.error = error;
+        return site;
+    }
+    decode_reply(out, &site, nullptr);
+    if (timed_out) {
+        site.answered = false;
+        site.error = deadline_message(timeout_seconds);
+    } else if (site.answered && site.partitions.empty()) {
+        site.answered = false;
+        site.error = "slurmctld reported no partitions";
+    }
+    return site;
+}
+
+std::vector<StartEstimate> query_starts(const std::vector<StartProbe>& probes, double timeout_seconds) {
+    std::vector<StartEstimate> starts(probes.size());
+    if (probes.empty()) return starts;
+    bool timed_out = false;
+    std::string error;
+    const std::string out =
+        run_child([&](int fd) { starts_child(fd, probes); }, timeout_seconds, &timed_out, &error);
+    const std::string none = !error.empty() ? error
+                             : timed_out     ? deadline_message(timeout_seconds)
+                                             : std::string("the query to slurmctld ended without an answer");
+    for (auto& s : starts) s.error = none;
+    if (error.empty()) decode_reply(out, nullptr, &starts);
+    return starts;
+}
+
+}  // namespace tula::cli
