@@ -398,7 +398,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     char raw_mode[32], mode[16], err[TULA_MSG_MAX], msg[TULA_MSG_MAX + 32];
     char nodes_s[32], table[TULA_PLAN_MAX];
     uint32_t stepid = 0, jobid = 0, nnodes = 0;
-    int nodes, i, rc;
+    int nodes, i, rc, ranks, planned_batch;
+    char ntasks_s[16];
     struct tula_plan_row row;
     struct tula_plugin_env env[TULA_PLUGIN_ENV_COUNT];
 
@@ -439,6 +440,17 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         snprintf(msg, sizeof msg, "%s; the job runs unchanged", err);
         return plan_failed(sp, jobid, msg);
     }
+    /* The ranks the job has (SLURM_NTASKS, a bounded integer; unset: the planned ranks per node
+     * on every node): each rank keeps the planned local batch. */
+    ranks = -1;
+    if (job_getenv(sp, "SLURM_NTASKS", ntasks_s, sizeof ntasks_s) == 1)
+        ranks = tula_plugin_parse_nodes(ntasks_s);
+    planned_batch = row.global_batch;
+    row.global_batch = tula_plugin_rank_batch(&row, ranks);
+    if (row.global_batch != planned_batch)
+        slurm_info("tula: job %u has %d ranks where the plan had %d x %d: global batch %d -> %d (the planned "
+                   "local batch on every rank)", jobid, ranks, row.nodes, row.ranks_per_node, planned_batch,
+                   row.global_batch);
     if (tula_plugin_plan_env(&row, env, err, sizeof err) != 0) {
         snprintf(msg, sizeof msg, "%s; the job runs unchanged", err);
         return plan_failed(sp, jobid, msg);

@@ -241,17 +241,27 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
     p = semi + 1;
     for (;;) {
         struct tula_plan_row r;
-        long v[4];
+        long v[4], rpn;
         static const int digits[4] = {7, 8, 7, 10};
         for (i = 0; i < 4; i++) {
             v[i] = read_uint(&p, digits[i], i == 3);
-            if (v[i] < 0 || (i < 3 && *p != ':') || (i == 3 && *p != ';' && *p != '\0')) {
+            if (v[i] < 0 || (i < 3 && *p != ':') || (i == 3 && *p != ';' && *p != ':' && *p != '\0')) {
                 tula_set_error(err, err_len, "malformed plan table: row %d is not NODES:GLOBAL_BATCH:EPOCHS:SECONDS",
                         rows + 1);
                 return -1;
             }
             if (i < 3)
                 p++;
+        }
+        rpn = 1;
+        if (*p == ':') { /* optional RANKS_PER_NODE */
+            p++;
+            rpn = read_uint(&p, 4, 0);
+            if (rpn < 1 || rpn > TULA_PLAN_RANKS_MAX || (*p != ';' && *p != '\0')) {
+                tula_set_error(err, err_len, "malformed plan table: row %d has a RANKS_PER_NODE that is not 1 .. %d",
+                        rows + 1, TULA_PLAN_RANKS_MAX);
+                return -1;
+            }
         }
         if (v[0] < 1 || v[0] > 1000000 || v[1] < 1 || v[1] > 16777216 || v[2] < 1 || v[2] > 1000000 ||
             v[3] > 10000000000L) {
@@ -275,6 +285,7 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
             r.global_batch = (int)v[1];
             r.epochs = (int)v[2];
             r.predicted_tenths = v[3];
+            r.ranks_per_node = (int)rpn;
             memcpy(r.workload, workload, wlen + 1);
             if (row)
                 *row = r;
@@ -289,6 +300,26 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
         return 0;
     }
     return rows;
+}
+
+int tula_plugin_rank_batch(const struct tula_plan_row *row, int total_ranks)
+{
+    long planned, local, global;
+
+    if (!row)
+        return 0;
+    if (total_ranks < 1 || row->nodes < 1 || row->ranks_per_node < 1)
+        return row->global_batch;
+    planned = (long)row->nodes * row->ranks_per_node;
+    if (total_ranks == planned)
+        return row->global_batch;
+    local = row->global_batch / planned;
+    if (local < 1)
+        local = 1;
+    global = local * total_ranks;
+    if (global > 16777216L)
+        global = (16777216L / total_ranks) * total_ranks;
+    return global < 1 ? row->global_batch : (int)global;
 }
 
 int tula_plugin_plan_env(const struct tula_plan_row *row, struct tula_plugin_env out[TULA_PLUGIN_ENV_COUNT],

@@ -69,9 +69,12 @@ int tula_plugin_parse_nodes(const char *s);
 /* Most rows (node counts) in a plan table. */
 #define TULA_PLAN_ROWS_MAX 64
 
+/* Most ranks per node in a plan table row. */
+#define TULA_PLAN_RANKS_MAX 1024
 /* One row of the plan table: what a job on `nodes` nodes trains. */
 struct tula_plan_row {
     int nodes;                   /* node count, 1 .. 1000000 */
+    int ranks_per_node;          /* ranks (MPI processes) per node the plan assumed, 1 .. TULA_PLAN_RANKS_MAX */
     int global_batch;            /* examples per optimizer step over all ranks, 1 .. 16777216 */
     int epochs;                  /* epochs, 1 .. 1000000 */
     long predicted_tenths;       /* predicted training time, tenths of a second, 0 .. 10^10 */
@@ -81,12 +84,13 @@ struct tula_plan_row {
 /* Parses the plan table that `tula plan --format kv` writes as `table=` and that reaches the
  * job as SLURM_SPANK_TULA_PLAN:
  *
- *     WORKLOAD;NODES:GLOBAL_BATCH:EPOCHS:SECONDS[;NODES:GLOBAL_BATCH:EPOCHS:SECONDS...]
+ *     WORKLOAD;NODES:GLOBAL_BATCH:EPOCHS:SECONDS[:RANKS_PER_NODE][;NODES:...]
  *
- * e.g. "lenet5@fashion-mnist;2:128:12:95.5;3:192:12:71". WORKLOAD as for
+ * e.g. "lenet5@fashion-mnist;2:128:12:95.5;3:192:12:71:2". WORKLOAD as for
  * tula_check_workload; every field a plain decimal integer in the range of struct
- * tula_plan_row, SECONDS with at most one decimal; 1 .. TULA_PLAN_ROWS_MAX rows, each node
- * count once; shorter than TULA_PLAN_MAX. One pass over at most TULA_PLAN_MAX bytes, no
+ * tula_plan_row, SECONDS with at most one decimal; RANKS_PER_NODE (1 when absent) 1 ..
+ * TULA_PLAN_RANKS_MAX with at most 4 digits; 1 .. TULA_PLAN_ROWS_MAX rows, each node count
+ * once; shorter than TULA_PLAN_MAX. One pass over at most TULA_PLAN_MAX bytes, no
  * allocation.
  * With nodes > 0, copies the row for that node count to *row (when row is not NULL).
  * Returns the number of rows when the table is valid and (nodes <= 0 or) it has a row for
@@ -95,6 +99,12 @@ struct tula_plan_row {
  * err). Pure. */
 int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *row, char *err, size_t err_len);
 
+/* The global batch (examples per step over all ranks) for the ranks the job actually has:
+ * the row's local batch, global_batch / (nodes x ranks_per_node) rounded down and at least 1,
+ * times total_ranks, so that every rank keeps the local batch that was planned. The row's
+ * global_batch unchanged when total_ranks is what the row planned or is < 1 (unknown); at
+ * most 16777216 (then rounded down to a multiple of total_ranks). 0 for a NULL row. Pure. */
+int tula_plugin_rank_batch(const struct tula_plan_row *row, int total_ranks);
 /* One environment variable the plugin gives the job's tasks. */
 struct tula_plugin_env {
     const char *name;  /* TULA_BATCH_SIZE, TULA_NODES, TULA_EPOCHS, TULA_PREDICTED_SECONDS, TULA_WORKLOAD */

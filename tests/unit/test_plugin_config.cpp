@@ -53,10 +53,11 @@ int reference_nodes(const std::string& s) {
     return (v >= 1 && v <= 1000000) ? static_cast<int>(v) : -1;
 }
 
-tula_plan_row make_plan(int nodes, int batch, int epochs, long tenths, const char* wl) {
+tula_plan_row make_plan(int nodes, int batch, int epochs, long tenths, const char* wl, int ranks_per_node = 1) {
     tula_plan_row p;
     std::memset(&p, 0, sizeof p);
     p.nodes = nodes;
+    p.ranks_per_node = ranks_per_node;
     p.global_batch = batch;
     p.epochs = epochs;
     p.predicted_tenths = tenths;
@@ -68,8 +69,8 @@ tula_plan_row make_plan(int nodes, int batch, int epochs, long tenths, const cha
 // (malformed), 0 (no row for `nodes`) or the row count, and the row for `nodes` in *out.
 int reference_table(const std::string& t, int nodes, tula_plan_row* out) {
     static const std::regex shape(
-        R"(([A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+)((;[0-9]{1,7}:[0-9]{1,8}:[0-9]{1,7}:[0-9]{1,10}(\.[0-9])?)+))");
-    static const std::regex row(R"(;([0-9]+):([0-9]+):([0-9]+):([0-9]+)(\.([0-9]))?)");
+        R"(([A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+)((;[0-9]{1,7}:[0-9]{1,8}:[0-9]{1,7}:[0-9]{1,10}(\.[0-9])?(:[0-9]{1,4})?)+))");
+    static const std::regex row(R"(;([0-9]+):([0-9]+):([0-9]+):([0-9]+)(\.([0-9]))?(:([0-9]+))?)");
     std::smatch m;
     if (t.size() >= TULA_PLAN_MAX || !std::regex_match(t, m, shape) || m[1].str().size() >= TULA_NAME_MAX) return -1;
     const std::string rows = m[2].str();
@@ -78,13 +79,15 @@ int reference_table(const std::string& t, int nodes, tula_plan_row* out) {
     for (auto it = std::sregex_iterator(rows.begin(), rows.end(), row); it != std::sregex_iterator(); ++it) {
         const long long n = std::stoll((*it)[1]), b = std::stoll((*it)[2]), e = std::stoll((*it)[3]);
         const long long tenths = std::stoll((*it)[4]) * 10 + ((*it)[6].matched ? std::stoll((*it)[6]) : 0);
+        const long long rpn = (*it)[8].matched ? std::stoll((*it)[8]) : 1;
         if (n < 1 || n > 1000000 || b < 1 || b > 16777216 || e < 1 || e > 1000000 || tenths > 10000000000LL) return -1;
+        if (rpn < 1 || rpn > TULA_PLAN_RANKS_MAX) return -1;
         for (long long x : seen)
             if (x == n) return -1;
         seen.push_back(n);
         if (seen.size() > TULA_PLAN_ROWS_MAX) return -1;
         if (n == nodes && out) {
-            *out = make_plan(int(n), int(b), int(e), long(tenths), m[1].str().c_str());
+            *out = make_plan(int(n), int(b), int(e), long(tenths), m[1].str().c_str(), int(rpn));
             found = 1;
         }
     }
@@ -110,6 +113,7 @@ class PluginConfigTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_workload_names);
     CPPUNIT_TEST(test_parse_nodes);
     CPPUNIT_TEST(test_plan_table);
+    CPPUNIT_TEST(test_rank_batch);
     CPPUNIT_TEST(test_plan_env);
     CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
     CPPUNIT_TEST(test_one_line);
@@ -283,6 +287,8 @@ public:
             w + ";", w, ";2:128:12:1", "bad name@x;2:1:1:1", w + ";2:128:12:1;", w + ";2:128:12:1;;3:1:1:1",
             w + ";-2:128:12:1", w + ";+2:128:12:1", w + ";2 :128:12:1", w + ";2:128:12:1\n", w + ";02:128:12:1",
             w + ";99999999:1:1:1", w + ";2:128:12:99999999999", "a@b@c;2:1:1:1", "",
+            w + ";2:128:12:95.5:2", w + ";2:128:12:95:8;3:192:12:71", w + ";1:8:1:1:1024", w + ";1:8:1:1:1025",
+            w + ";1:8:1:1:0", w + ";1:8:1:1:", w + ";1:8:1:1:2:2", w + ";1:8:1:1:12345", w + ";1:8:1:1.5:4;2:8:1:1",
         };
         std::string many = w;
         for (int n = 1; n <= TULA_PLAN_ROWS_MAX + 1; ++n) many += ";" + std::to_string(n) + ":64:1:1";
@@ -306,6 +312,7 @@ public:
                     CPPUNIT_ASSERT_EQUAL(want.nodes, got.nodes);
                     CPPUNIT_ASSERT_EQUAL(want.global_batch, got.global_batch);
                     CPPUNIT_ASSERT_EQUAL(want.epochs, got.epochs);
+                    CPPUNIT_ASSERT_EQUAL(want.ranks_per_node, got.ranks_per_node);
                     CPPUNIT_ASSERT_EQUAL(want.predicted_tenths, got.predicted_tenths);
                     CPPUNIT_ASSERT_EQUAL(std::string(want.workload), std::string(got.workload));
                 }
@@ -321,6 +328,33 @@ public:
         CPPUNIT_ASSERT_EQUAL(710L, r.predicted_tenths);
         CPPUNIT_ASSERT_EQUAL(0, tula_plugin_plan_table((w + ";2:128:12:95.5").c_str(), 3, &r, err, sizeof err));
         CPPUNIT_ASSERT(std::strstr(err, "no row for 3 nodes") != nullptr);
+    }
+
+    // The global batch for the ranks a job actually has: every rank keeps the planned local
+    // batch (checked against the local batch computed by hand from the row).
+    void test_rank_batch() {
+        for (int nodes : {1, 2, 3, 4, 16})
+            for (int rpn : {1, 2, 4, 8})
+                for (int local : {1, 3, 32, 64, 1000})
+                    for (int ranks : {0, 1, 2, 3, 5, 8, 32, 64}) {
+                        const tula_plan_row r = make_plan(nodes, local * nodes * rpn, 1, 1, "a@b", rpn);
+                        const int got = tula_plugin_rank_batch(&r, ranks);
+                        if (ranks < 1 || ranks == nodes * rpn) {
+                            CPPUNIT_ASSERT_EQUAL(r.global_batch, got);
+                        } else {
+                            CPPUNIT_ASSERT_EQUAL(local * ranks, got);  // same local batch on each rank
+                            CPPUNIT_ASSERT_EQUAL(0, got % ranks);
+                        }
+                    }
+        // A global batch that the planned ranks do not divide: rounded down to a whole local batch.
+        tula_plan_row odd = make_plan(2, 100, 1, 1, "a@b", 3);  // 6 ranks: local 16
+        CPPUNIT_ASSERT_EQUAL(16 * 4, tula_plugin_rank_batch(&odd, 4));
+        tula_plan_row tiny = make_plan(4, 2, 1, 1, "a@b", 1);  // local 0 -> 1
+        CPPUNIT_ASSERT_EQUAL(8, tula_plugin_rank_batch(&tiny, 8));
+        tula_plan_row huge = make_plan(1, 16777216, 1, 1, "a@b", 1);  // capped at the row limit
+        const int capped = tula_plugin_rank_batch(&huge, 3);
+        CPPUNIT_ASSERT(capped <= 16777216 && capped % 3 == 0 && capped > 16777216 - 3);
+        CPPUNIT_ASSERT_EQUAL(0, tula_plugin_rank_batch(nullptr, 4));
     }
 
     void test_workload_names() {
