@@ -23,6 +23,11 @@ Rules:
     as `tula plan --node-range` with a row for each count and left as it is; an explicit
     --time (command line, #SBATCH, SBATCH_TIMELIMIT) is kept, and the line says "kept";
     Tula sets --nodes and --time only when they were not given;
+  * the plan's partition, ranks per node and GPUs per node (kv keys partition, ranks_per_node,
+    gpus_per_node) become --partition, --ntasks-per-node and --gpus-per-node only where the
+    user left them open: -p (one partition or a list, passed on as `tula plan --partition`),
+    --ntasks-per-node (passed on as `--ranks-per-node`), --ntasks, --nodelist and any --gpus*
+    or --gres keep the user's shape;
   * --tula-deadline=HH:MM:SS (else $TULA_DEADLINE) becomes `tula plan --policy deadline=HH:MM:SS`,
     --tula-budget=X (else $TULA_BUDGET) `--policy budget=X`; giving either option on the command
     line or in #SBATCH turns Tula on (auto) unless --tula=off; both at once is an error;
@@ -43,7 +48,8 @@ Rules:
     `tula: error: ...` line instead of the warning; jobs without --tula are never affected).
 
 `tula plan --format kv` contract: exit 0 with status=ok, nodes=N, global_batch=B, epochs=E,
-predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE, table=WORKLOAD;N:B:E:S[;...];
+predicted_seconds=S, cost=C, time_limit=MINUTES, summary=LINE, table=WORKLOAD;N:B:E:S[:R][;...],
+and optionally partition=NAME, ranks_per_node=R, gpus_per_node=G;
 on failure a non-zero exit, status=error and message=LINE.
 
 The helpers are in the global table `tula_cli_filter` so that tests can call them
@@ -296,6 +302,33 @@ function T.minutes_of(t)
     return total
 end
 
+-- What the user fixed of the job's shape, from the options table (Slurm 22.05 shows what was
+-- not given as nil, ntasks "1", ntasks-per-node "-2"): partition_given = true with any -p,
+-- partition = the -p value when it is a name or a list "a,b" (passed to tula plan),
+-- ranks_per_node = --ntasks-per-node (nil when not given),
+-- ntasks = --ntasks above 1 (nil otherwise: an explicit -n 1 cannot be told from none),
+-- nodelist = true with --nodelist, gpus = true with --gpus, --gpus-per-node or --gres.
+-- Values that are not plain names or counts are dropped (Slurm itself rejects them later).
+function T.shape_request(options)
+    local shape = {}
+    local part = options.partition
+    if type(part) == "string" and part ~= "" and part ~= "(null)" then
+        shape.partition_given = true
+        if string.match(part, "^[%w_%.%-]+[%w_%.%-,]*$") and #part <= 256 then shape.partition = part end
+    end
+    local rpn = tonumber(string.match(tostring(options["ntasks-per-node"] or ""), "^%d+$") or "")
+    if rpn and rpn >= 1 and rpn <= 1024 then shape.ranks_per_node = rpn end
+    local nt = tonumber(string.match(tostring(options.ntasks or ""), "^%d+$") or "")
+    if nt and nt > 1 then shape.ntasks = nt end
+    local nl = options.nodelist
+    shape.nodelist = type(nl) == "string" and nl ~= "" and nl ~= "(null)" or nil
+    for _, k in ipairs({ "gpus", "gpus-per-node", "gres", "gpus-per-task", "gpus-per-socket" }) do
+        local v = options[k]
+        if type(v) == "string" and v ~= "" and v ~= "(null)" and v ~= "0" then shape.gpus = true end
+    end
+    return shape
+end
+
 -- The shell command that runs `tula plan`; its last output line is __tula_exit=STATUS.
 -- conf (optional) overrides T.TULA_CONF. node_range "LO-HI" (optional): the counts the user
 -- asked for. fixed_epochs (optional, true): every candidate trains the script's epochs.
@@ -303,7 +336,9 @@ end
 -- process group (anything it started), and kills them T.KILL_AFTER s later, so the
 -- output pipe closes however `tula` behaves; `tula plan --timeout` ends itself at the same
 -- time (SIGALRM, status 142).
-function T.plan_command(policy, workload, script, node_range, conf, fixed_epochs)
+-- shape (optional): what the user fixed of the job's shape (T.shape_request): --partition
+-- LIST and --ranks-per-node N narrow the plan's candidates.
+function T.plan_command(policy, workload, script, node_range, conf, fixed_epochs, shape)
     local c = { "timeout", "-k", string.format("%d", T.KILL_AFTER), string.format("%d", T.PLAN_TIMEOUT),
                 T.shell_quote(T.TULA_BIN), "plan", "--timeout", string.format("%d", T.PLAN_TIMEOUT),
                 "--conf", T.shell_quote(conf or T.TULA_CONF), "--format kv", "--policy", T.shell_quote(policy) }
@@ -312,6 +347,8 @@ function T.plan_command(policy, workload, script, node_range, conf, fixed_epochs
     if script then c[#c + 1] = "--script " .. T.shell_quote(script) end
     if node_range then c[#c + 1] = "--node-range " .. T.shell_quote(node_range) end
     if fixed_epochs then c[#c + 1] = "--fixed-epochs" end
+    if shape and shape.partition then c[#c + 1] = "--partition " .. T.shell_quote(shape.partition) end
+    if shape and shape.ranks_per_node then c[#c + 1] = "--ranks-per-node " .. shape.ranks_per_node end
     return table.concat(c, " ") .. " </dev/null 2>&1; echo \"__tula_exit=$?\""
 end
 
@@ -374,7 +411,14 @@ function T.evaluate(kv, lo, hi, policy)
             summary = (kv.workload and T.one_line(kv.workload) .. ": " or "") .. nodes .. " node(s), global batch " ..
                 T.one_line(kv.global_batch) .. ", predicted " .. T.one_line(kv.predicted_seconds) .. " s"
         end
-        return { nodes = nodes, time_limit = limit, summary = summary, table = tbl }
+        -- The shape beyond the node count (absent from an older tula: nothing more is set).
+        local partition = string.match(kv.partition or "", "^[%w_%.%-]+$")
+        local rpn = string.match(kv.ranks_per_node or "", "^%d+$") and tonumber(kv.ranks_per_node)
+        if rpn and (rpn < 1 or rpn > 1024) then rpn = nil end
+        local gpn = string.match(kv.gpus_per_node or "", "^%d+$") and tonumber(kv.gpus_per_node)
+        if gpn and (gpn < 1 or gpn > 1024) then gpn = nil end
+        return { nodes = nodes, time_limit = limit, summary = summary, table = tbl, partition = partition,
+                 ranks_per_node = rpn, gpus_per_node = gpn }
     end
     if kv.message and T.one_line(kv.message) ~= "" then
         -- the first warning often says why (e.g. a database that was skipped)
@@ -452,6 +496,27 @@ function T.job_source(options)
 end
 
 -- Writes the plan table into the plugin's memory file (site.plan); true on success.
+-- The options to set beyond --nodes and --time, as a list of { option, value, say }: the
+-- plan's partition unless the user gave -p or --nodelist; its ranks per node unless the user
+-- gave --ntasks-per-node, --ntasks or --nodelist; its GPUs per node unless the user asked for
+-- GPUs in any form. Pure.
+function T.shape_changes(shape, plan)
+    local sets = {}
+    shape = shape or {}
+    if plan.partition and not shape.partition_given and not shape.nodelist then
+        sets[#sets + 1] = { option = "partition", value = plan.partition, say = "partition default -> " .. plan.partition }
+    end
+    if plan.ranks_per_node and not shape.ranks_per_node and not shape.ntasks and not shape.nodelist then
+        sets[#sets + 1] = { option = "ntasks-per-node", value = tostring(plan.ranks_per_node),
+                            say = "ntasks-per-node default -> " .. plan.ranks_per_node }
+    end
+    if plan.gpus_per_node and not shape.gpus then
+        sets[#sets + 1] = { option = "gpus-per-node", value = tostring(plan.gpus_per_node),
+                            say = "gpus-per-node default -> " .. plan.gpus_per_node }
+    end
+    return sets
+end
+
 function T.pass_table(site, tbl)
     if not site.plan or not tbl then return false end
     local f = io.open(site.plan, "w")
@@ -513,7 +578,8 @@ function T.pre_submit(options, offset)
     -- --tula-epochs=fixed (validated by the plugin's option callback): the script's epochs at
     -- every batch; follow (the default): the epochs the planned batch needs.
     local fixed_epochs = T.spank_option(options, "tula-epochs") == "fixed"
-    local out = T.run(T.plan_command(policy, workload, script, range, conf, fixed_epochs))
+    local shape = T.shape_request(options)
+    local out = T.run(T.plan_command(policy, workload, script, range, conf, fixed_epochs, shape))
     if tmp then os.remove(tmp) end
     if conf_tmp then os.remove(conf_tmp) end
     local plan, msg = T.evaluate(T.parse_kv(out), lo, hi, policy)
@@ -542,6 +608,10 @@ function T.pre_submit(options, offset)
         time_change = "time limit default -> " .. plan.time_limit .. " min"
     end
     local change = node_change .. ", " .. time_change
+    -- Partition, ranks per node and GPUs per node: set only where the user left them open
+    -- (--partition, --ntasks, --ntasks-per-node, --nodelist, --gpus* keep their shape).
+    local sets = T.shape_changes(shape, plan)
+    for _, s in ipairs(sets) do change = change .. ", " .. s.say end
 
     if mode == "dry-run" then
         T.say("tula: dry-run: " .. plan.summary .. "; would set " .. change .. "; job submitted unchanged")
@@ -553,6 +623,7 @@ function T.pre_submit(options, offset)
     end
     if not hi then options["nodes"] = tostring(plan.nodes) end
     if not user_minutes then options["time"] = tostring(plan.time_limit) end
+    for _, s in ipairs(sets) do options[s.option] = s.value end
     T.say("tula: " .. plan.summary .. "; " .. change)
 end
 

@@ -23,6 +23,9 @@
 #     injection); --wrap and a script on standard input (a regular file) are planned from a
 #     temporary copy that is removed; a pipe on standard input gets the --tula-workload hint;
 #   - --tula-epochs=fixed becomes tula plan --fixed-epochs (follow, or no option: nothing);
+#   - the plan's partition, ranks per node and GPUs per node are set only where the user left
+#     them open: -p (passed on as tula plan --partition), --ntasks-per-node (as
+#     --ranks-per-node), --ntasks, --nodelist and --gpus-per-node are kept;
 #   - --tula-deadline / --tula-budget (and $TULA_DEADLINE / $TULA_BUDGET) become --policy
 #     deadline=HH:MM:SS / budget=X, turn Tula on by themselves, are validated, not both; a CLI
 #     that rejects such a policy (usage error, exit 2) means one warning, job unchanged;
@@ -65,6 +68,7 @@ case ${FAKE_MODE:-ok} in
         printf '%s\n' status=ok workload=lenet5@fashion-mnist "nodes=$n" "global_batch=$((64 * n))" epochs=10 \
             predicted_seconds=123.4 cost=0.07 "time_limit=${FAKE_LIMIT:-5}" \
             "summary=tula: lenet5@fashion-mnist on $n nodes, global batch $((64 * n)), predicted 123 s"
+        [ -n "${FAKE_SHAPE:-}" ] && printf '%s\n' partition=fast ranks_per_node=2 gpus_per_node=4
         [ "$FAKE_MODE" = notable ] || echo "table=$table"
         exit 0 ;;
     # writes 1 MiB without a newline, then sleeps in a child that keeps the output open
@@ -96,7 +100,9 @@ T.PLAN_TIMEOUT = tonumber(os.getenv("PLAN_TIMEOUT") or "") or T.PLAN_TIMEOUT
 -- are recorded (and change what later reads return). Slurm 22.05 shows an unset --nodes as
 -- "1-0" and an unset --time as NO_VAL minutes, "2982616-16:14:00".
 local function make_options(f)
-    local state = { nodes = f.nodes or "1-0", time = f.time or "2982616-16:14:00", wrap = f.wrap }
+    local state = { nodes = f.nodes or "1-0", time = f.time or "2982616-16:14:00", wrap = f.wrap,
+                    partition = f.partition, ntasks = f.ntasks or "1", ["ntasks-per-node"] = f.rpn or "-2",
+                    nodelist = f.nodelist, ["gpus-per-node"] = f.gpn }
     local sets = {}
     local o = setmetatable({}, {
         __index = function(_, k)
@@ -147,6 +153,12 @@ local cases = {
     both       = { tula = "auto", deadline = "02:00:00", budget = "3", argv = { script } },
     bad_dl     = { tula = "auto", deadline = "2h'; touch INJECTED", argv = { script } },
     bad_budget = { tula = "auto", budget = "-1", argv = { script } },
+    p_list     = { tula = "auto", partition = "cpu,fast", argv = { script } },
+    rpn        = { tula = "auto", rpn = "3", argv = { script } },
+    ntasks     = { tula = "auto", ntasks = "5", argv = { script } },
+    nodelist   = { tula = "auto", nodelist = "n1,n2", argv = { script } },
+    gpus       = { tula = "auto", gpn = "1", argv = { script } },
+    bad_p      = { tula = "auto", partition = "cpu;touch INJECTED", argv = { script } },
 }
 local c = cases[s] or error("unknown scenario " .. tostring(s))
 local o, sets, state = make_options(c)
@@ -155,6 +167,9 @@ print("rc=" .. tostring(rc))
 print("sets=" .. table.concat(sets, ","))
 print("nodes=" .. tostring(state.nodes))
 print("time=" .. tostring(state.time))
+print("partition=" .. tostring(state.partition))
+print("rpn=" .. tostring(state["ntasks-per-node"]))
+print("gpn=" .. tostring(state["gpus-per-node"]))
 print("lines=" .. #said)
 for _, l in ipairs(said) do print("said=" .. l) end
 print("defaults=" .. tostring(slurm_cli_setup_defaults(o, false)))
@@ -304,6 +319,33 @@ check het "het job component 1: nothing" silent_noop
 scenario dryrun
 check dryrun "dry-run: the plan is shown, nothing changed" \
     eval '[ "$(get sets)" = "" ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: dry-run: .*would set nodes default -> 2.*job submitted unchanged$" && has_arg_pair --policy auto'
+
+# ---- the job's shape: partition, ranks per node, GPUs per node -----------------------------
+scenario auto FAKE_SHAPE=1
+check shape "partition, ntasks-per-node and gpus-per-node set from the plan when left open" \
+    eval '[ "$(get sets)" = "nodes=2,time=5,partition=fast,ntasks-per-node=2,gpus-per-node=4" ] && get said | grep -qF "partition default -> fast, ntasks-per-node default -> 2, gpus-per-node default -> 4"'
+check shape "nothing asked of the shape: no --partition or --ranks-per-node to tula plan" \
+    eval 'no_arg --partition && no_arg --ranks-per-node'
+scenario auto
+check shape-old "a plan without partition or ranks (an older tula): only nodes and time set" \
+    eval '[ "$(get sets)" = "nodes=2,time=5" ]'
+scenario p_list FAKE_SHAPE=1
+check p-list "-p cpu,fast reaches tula plan --partition and is kept" \
+    eval 'has_arg_pair --partition cpu,fast && [ "$(get partition)" = cpu,fast ] && ! get sets | grep -q partition='
+scenario rpn FAKE_SHAPE=1
+check rpn "--ntasks-per-node=3 reaches tula plan --ranks-per-node and is kept" \
+    eval 'has_arg_pair --ranks-per-node 3 && [ "$(get rpn)" = 3 ] && [ "$(get sets)" = "nodes=2,time=5,partition=fast,gpus-per-node=4" ]'
+scenario ntasks FAKE_SHAPE=1
+check ntasks "--ntasks=5: the shape is kept, no ntasks-per-node set" \
+    eval '! get sets | grep -q ntasks-per-node && get sets | grep -q partition=fast'
+scenario nodelist FAKE_SHAPE=1
+check nodelist "--nodelist: neither partition nor ntasks-per-node set" \
+    eval '! get sets | grep -qE "partition=|ntasks-per-node="'
+scenario gpus FAKE_SHAPE=1
+check gpus "--gpus-per-node=1 is kept" eval '[ "$(get gpn)" = 1 ] && ! get sets | grep -q gpus-per-node='
+scenario bad_p FAKE_SHAPE=1
+check bad-p "a -p value that is not a name list is neither passed to tula plan nor replaced (Slurm rejects it itself)" \
+    eval 'no_arg --partition && ! get sets | grep -q partition= && test ! -e "$T_WORK/INJECTED"'
 
 # ---- failures: fail open -------------------------------------------------------------------
 scenario auto FAKE_MODE=error
