@@ -64,6 +64,21 @@ Comm::Comm(int* argc, char*** argv) : pending_(new Pending) {
     mpi_ = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (size_ > 1) {
+        // Ranks that share memory share a node (MPI_COMM_TYPE_SHARED); the nodes are the
+        // ranks that are rank 0 of their node's communicator, counted over the job.
+        MPI_Comm local;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+        int local_rank = 0, leader = 0;
+        MPI_Comm_rank(local, &local_rank);
+        MPI_Comm_size(local, &ranks_per_node_);
+        MPI_Comm_free(&local);
+        leader = local_rank == 0 ? 1 : 0;
+        MPI_Allreduce(&leader, &nodes_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int most = ranks_per_node_;
+        MPI_Allreduce(&ranks_per_node_, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        ranks_per_node_ = most;
+    }
 #else
     (void)argc;
     (void)argv;

@@ -29,6 +29,11 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    /// Nodes the ranks run on: distinct shared-memory domains (MPI_Comm_split_type with
+    /// MPI_COMM_TYPE_SHARED), 1 for the serial rank.
+    int nodes() const { return nodes_; }
+    /// Most ranks on one node (size() / nodes() when every node has as many), 1 when serial.
+    int ranks_per_node() const { return ranks_per_node_; }
     /// Whether MPI is in use (false for the serial rank).
     bool mpi() const { return mpi_; }
 
@@ -60,6 +65,8 @@ public:
 private:
     int rank_ = 0;
     int size_ = 1;
+    int nodes_ = 1;
+    int ranks_per_node_ = 1;
     bool mpi_ = false;
     bool finalized_ = false;
     struct Pending;                    // the outstanding MPI requests (defined in comm.cpp)
