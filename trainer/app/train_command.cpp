@@ -277,13 +277,13 @@ int run_training(const Options& o, Comm& comm) {
                       (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
                       " epochs" + (o.epochs_note.empty() ? "" : " (" + o.epochs_note + ")") + " of " +
                       std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
-                      fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
-                      std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
+                      (o.lr_scaling == "noise"
+                           ? std::string("the base rate for ") + std::to_string(o.lr_base_batch) +
+                                 " until the first noise-scale estimate, then the noise-scale rule" +
+                                 (o.ags_rate_rule == "sqrt" ? " (its square root)" : "")
+                           : fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) +
+                                 "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
-                      (o.lr_scaling == "noise" ? std::string("; the base rate until the first noise-scale estimate, then the "
-                                                             "noise-scale rule") +
-                                                     (o.ags_rate_rule == "sqrt" ? " (its square root)" : "")
-                                               : "") +
                       "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
                       (o.schedule == "wsd" ? fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction) : "") +
                       ", momentum " +
