@@ -167,9 +167,9 @@ double lars_factor(double w_norm, double g_norm, double eta, double beta);
 /// gradient (already averaged over ranks), `lr` the rate of this step.
 ///  Sgd:  d = g + wd*w (decay segments), v = mu*v + d, w -= lr*v (torch.optim.SGD, dampening 0, no Nesterov; Sutskever et al. 2013).
 /// Trust scaling (Ags, Lars, Lamb) applies to the segments with weight decay only: the
-/// others (biases, batch-norm scales and shifts) get factor 1, the plain rate, as the
-/// reference implementations of LARS and LAMB exclude them (You et al. 2017 and 2020; the
-/// BERT LAMB code's exclude_from_layer_adaptation); so does any segment with |w_p| = 0.
+/// others (biases, batch-norm scales and shifts) get factor 1, the plain rate, as common
+/// implementations of LARS and LAMB (You et al. 2017 and 2020) exclude them from layer
+/// adaptation; so does any segment with |w_p| = 0.
 ///  Ags:  s_p = ags_factor(|w_p|, |g_p|, eta, lambda, s_min, s_max) per segment p from the
 ///        raw gradient, then v = mu*v + s_p*(g + wd*w), w -= lr*v: SGD-momentum with the
 ///        bounded per-tensor factor (tula-train(1), OPTIMIZERS; 0 < s_min <= s_p <= s_max is the bound
