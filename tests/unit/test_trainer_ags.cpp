@@ -23,7 +23,8 @@ using namespace tula::train;
 
 namespace {
 
-// The noise-scale rule written out (McCandlish et al. 2018, eq. 2.6 as a ratio between B and B0).
+// The noise-scale rule written out: McCandlish et al.'s (2018) optimal rate
+// eps_max / (1 + B_noise / B) as a ratio between B and B0, times lr0.
 double noise_rule(double lr0, double b0, double b, double bn) { return lr0 * (b / b0) / (1 + b / bn) * (1 + b0 / bn); }
 
 // The windowed warmup test written out: EMA of |g|^2, still warming while fewer than

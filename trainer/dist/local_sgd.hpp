@@ -211,10 +211,11 @@ double available_memory_bytes();
 /// to the starting one. The noise scale reported and used as the schedule's B_noise for
 /// LrScaling::Noise (B_simple = tr(Sigma)/|G|^2, McCandlish et al. 2018) is a NoiseScale
 /// (cfg.noise_beta) fed by add_local_noise: unbiased estimates, smoothed; it takes
-/// BatchStatistics::trace_within, not the pooled trace of the batch test: on 2 ranks the pooled one (with the drift between the ranks' parameters) was
-/// 180-1,820 examples against 22-490 on 1 rank (lenet5, epochs 2-4), the noise-scale rule raised
-/// AGS's rate to 0.59-1.22, and all 6 runs from global batch 1024 and 4096 fell to chance. The McCandlish
-/// two-batch estimate (noise_every) is not taken here.
+/// BatchStatistics::trace_within, not the pooled trace of the batch test: on 2 ranks the
+/// pooled one (with the drift between the ranks' parameters) gave 180-1,820 examples against
+/// 22-490 on 1 rank (lenet5, epochs 2-4, measured with tr / |g|^2 before add_local_noise), the
+/// noise-scale rule raised AGS's rate to 0.59-1.22, and all 6 runs from global batch 1024 and
+/// 4096 fell to chance. The per-step two-batch estimate (noise_every) is not taken here.
 /// cfg.global_batch is the starting global batch (a multiple of K). Errors: TrainError as
 /// train(), and for H < 1 or M < 2.
 std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,

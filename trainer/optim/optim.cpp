@@ -125,9 +125,9 @@ const char* optim_kind_name(OptimKind k) {
 }
 
 double ags_factor(double wn, double gn, double eta, double lambda, double s_min, double s_max) {
+    if (!(wn > 0)) return 1.0;  // no scale to trust: excluded, as LARS and LAMB
     const double den = gn + lambda * wn;
     double s;
-    if (!(wn > 0)) return 1.0;  // no scale to trust: excluded, as LARS and LAMB
     if (den > 0) s = eta * wn / den;
     else s = s_max;
     if (!std::isfinite(s)) s = s_max;

@@ -20,11 +20,11 @@ namespace train {
 ///          Bn -> 0, the most cautious value it can take (a large batch is not run at the
 ///          linear rate before anything is known of its noise).
 ///  NoiseSqrt: lr0 * sqrt(r), r = (B/B0) / (1 + B/Bn) * (1 + B0/Bn) the ratio of Noise: the
-///          square root of McCandlish et al.'s rate ratio (their eq. 2.6 gives the optimal SGD
-///          rate as eps_max / (1 + Bn/B); r is its ratio between B and B0). The square root suits
-///          updates normalised per tensor, whose step grows with the rate more slowly than
-///          SGD's (as the Sqrt rule for adaptive methods, Hoffer et al. 2017). lr0 before the
-///          first estimate, as Noise.
+///          square root of McCandlish et al.'s rate ratio (their optimal SGD rate is
+///          eps_max / (1 + Bn/B); r is its ratio between B and B0). A square root for updates
+///          normalised per tensor, as the square-root rule derived for adaptive methods
+///          (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive gradient
+///          algorithms"). lr0 before the first estimate, as Noise.
 enum class LrScaling { Linear, Sqrt, Noise, NoiseSqrt };
 
 /// Scaled peak rate for batch B as LrScaling describes; capped at max_lr when max_lr > 0.
