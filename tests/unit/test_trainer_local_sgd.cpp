@@ -81,7 +81,7 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_ranks_combine_like_one);
     CPPUNIT_TEST(test_norm_test_grows_on_noisy_not_on_noiseless);
     CPPUNIT_TEST(test_inner_test_grows_on_noisy_not_on_noiseless);
-    CPPUNIT_TEST(test_batch_only_grows_and_is_capped);
+    CPPUNIT_TEST(test_batch_follows_need_and_is_capped);
     CPPUNIT_TEST(test_parse);
     CPPUNIT_TEST(test_local_sgd_run_grows_batch);
     CPPUNIT_TEST(test_local_sgd_prefetch_same);
@@ -199,7 +199,7 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         if (!(bn > 200 && bn < 800)) CPPUNIT_FAIL("noisy problem: batch 32 -> " + std::to_string(bn) + ", expected about 400");
         const BatchStatistics sq = measure(G, quiet, 200, 8, false, 5);
         CPPUNIT_ASSERT(sq.trace < 1e-9);
-        CPPUNIT_ASSERT_EQUAL(32, next_local_batch(BatchTest::Norm, 32, sq, 0.5, 0.5, 100000));
+        CPPUNIT_ASSERT_EQUAL(32, next_local_batch(BatchTest::Norm, 32, sq, 0.5, 0.5, 100000, 0, 32));  // the floor
     }
 
     void test_inner_test_grows_on_noisy_not_on_noiseless() {
@@ -212,16 +212,18 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         const int bn = next_local_batch(BatchTest::Inner, 2, sn, 0.5, 0.5, 100000);
         if (!(bn > 8 && bn < 25)) CPPUNIT_FAIL("noisy problem: batch 2 -> " + std::to_string(bn) + ", expected about 13");
         const BatchStatistics sq = measure(G, quiet, 200, 8, true, 6);
-        CPPUNIT_ASSERT_EQUAL(2, next_local_batch(BatchTest::Inner, 2, sq, 0.5, 0.5, 100000));
+        CPPUNIT_ASSERT_EQUAL(2, next_local_batch(BatchTest::Inner, 2, sq, 0.5, 0.5, 100000, 0, 2));
     }
 
-    void test_batch_only_grows_and_is_capped() {
+    // The batch follows the test's need up and down, between min_batch and max_batch.
+    void test_batch_follows_need_and_is_capped() {
         BatchStatistics st;
         st.trace = 100;
         st.grad_norm2 = 1;
         // need = 100 / 0.25 = 400
         CPPUNIT_ASSERT_EQUAL(400, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 1000));
-        CPPUNIT_ASSERT_EQUAL(500, next_local_batch(BatchTest::Norm, 500, st, 0.5, 0.5, 1000));  // never shrinks
+        CPPUNIT_ASSERT_EQUAL(400, next_local_batch(BatchTest::Norm, 500, st, 0.5, 0.5, 1000));  // shrinks to the need
+        CPPUNIT_ASSERT_EQUAL(450, next_local_batch(BatchTest::Norm, 500, st, 0.5, 0.5, 1000, 0, 450));  // not below the floor
         CPPUNIT_ASSERT_EQUAL(300, next_local_batch(BatchTest::Norm, 64, st, 0.5, 0.5, 300));   // capped
         CPPUNIT_ASSERT_EQUAL(64, next_local_batch(BatchTest::None, 64, st, 0.5, 0.5, 1000));
         // growth cap per round: min(need, floor(factor x b)); 0 and 1 mean no cap
@@ -244,7 +246,9 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
     }
 
     // Random labels on random images (synthetic data) are all noise: the norm test must
-    // grow the batch; the reported batch never decreases; the run stays finite.
+    // grow the batch; the batch never falls below the starting one; the run stays finite.
+    // The noise scale is finite and >= 0: 0 when the unbiased |G|^2 estimate is not above 0
+    // (a gradient not resolved above the noise), as it may well be on such data.
     void test_local_sgd_run_grows_batch() {
         const SyntheticSpec spec = parse_synthetic("synthetic:1x12x12:4");
         const Dataset tr = make_synthetic(spec, 512, 1), te = make_synthetic(spec, 64, 2);
@@ -254,10 +258,9 @@ class TrainerLocalSgdTest : public CppUnit::TestFixture {
         for (const auto& r : res) {
             CPPUNIT_ASSERT(r.batch >= prev);
             CPPUNIT_ASSERT(std::isfinite(r.train_loss));
-            prev = r.batch;
         }
         CPPUNIT_ASSERT(res.back().batch > 8);
-        CPPUNIT_ASSERT(res.back().noise_scale > 0);
+        CPPUNIT_ASSERT(std::isfinite(res.back().noise_scale) && res.back().noise_scale >= 0);
         // No example is skipped when the batch grows: an epoch trains on consecutive slices of
         // its permutation, so fewer than one (final) global batch of the 512 is left over.
         for (const auto& r : res) {

@@ -31,27 +31,7 @@ int64_t fc_params(int64_t in, int64_t out) { return in * out + out; }
 
 // A synthetic labelled image set: `count` 28x28 images whose label is decided by which
 // quadrant is brightest (learnable by both models), pixels in 0..255.
-Dataset synthetic(int count, uint64_t seed) {
-    Dataset d;
-    d.count = count;
-    d.rows = d.cols = 28;
-    d.classes = 10;
-    d.images.resize(static_cast<size_t>(count) * 784);
-    d.labels.resize(count);
-    Rng rng(seed);
-    for (int i = 0; i < count; ++i) {
-        const int label = static_cast<int>(rng.below(4));
-        d.labels[i] = static_cast<uint8_t>(label);
-        for (int r = 0; r < 28; ++r)
-            for (int c = 0; c < 28; ++c) {
-                const int q = (r >= 14 ? 2 : 0) + (c >= 14 ? 1 : 0);
-                const double base = q == label ? 180 : 60;
-                d.images[static_cast<size_t>(i) * 784 + r * 28 + c] =
-                    static_cast<uint8_t>(std::min(255.0, std::max(0.0, base + 40 * rng.normal())));
-            }
-    }
-    return d;
-}
+Dataset synthetic(int count, uint64_t seed) { return tula::train::testing::quadrant_images(count, seed); }
 
 std::vector<int> iota_vec(int n, int start = 0) {
     std::vector<int> v(n);

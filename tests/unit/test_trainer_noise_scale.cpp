@@ -14,6 +14,7 @@
 #include "optim/noise_scale.hpp"
 #include "core/rng.hpp"
 #include "train/train.hpp"
+#include "trainer_fixtures.hpp"
 
 using namespace tula::train;
 
@@ -113,14 +114,7 @@ class TrainerNoiseScaleTest : public CppUnit::TestFixture {
     // must use the gradient of the whole batch: compare with a step without measurement
     // from the same weights (lenet5 has no batch norm, so the two agree up to rounding).
     void test_micro_batches_give_full_batch_gradient() {
-        Dataset d;
-        d.count = 24;
-        d.rows = d.cols = 28;
-        d.images.resize(static_cast<size_t>(d.count) * 784);
-        d.labels.resize(d.count);
-        Rng rng(5);
-        for (auto& p : d.images) p = static_cast<uint8_t>(rng.below(256));
-        for (auto& l : d.labels) l = static_cast<uint8_t>(rng.below(10));
+        const Dataset d = tula::train::testing::random_images(24, 5);
         std::vector<int> idx(d.count);
         for (int i = 0; i < d.count; ++i) idx[i] = i;
         Comm serial;

@@ -88,7 +88,8 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE_END();
 
     // AGS factors on random tensors: within [s_min, s_max], equal to the unclipped ratio
-    // where it lies inside, and both bounds are actually reached over the set.
+    // where it lies inside, and both bounds are actually reached over the set; segments
+    // without weight decay are excluded from the scaling (factor 1).
     void test_ags_factor_bounded_and_naive() {
         const double smin = 0.05, smax = 2.0, eta = 0.02, lam = 1e-3;
         Problem p = random_problem(21, 200);
@@ -104,6 +105,10 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         int low = 0, high = 0, inside = 0;
         for (size_t k = 0; k < p.segs.size(); ++k) {
             const double s = opt.last_factors()[k];
+            if (!p.segs[k].decay) {
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, s, 0);
+                continue;
+            }
             CPPUNIT_ASSERT(s >= smin && s <= smax);
             const double raw = eta * seg_norm(w, p.segs[k]) / (seg_norm(g, p.segs[k]) + lam * seg_norm(w, p.segs[k]));
             const double want = raw < smin ? smin : raw > smax ? smax : raw;
@@ -113,10 +118,10 @@ class TrainerOptimTest : public CppUnit::TestFixture {
             inside += raw >= smin && raw <= smax;
         }
         CPPUNIT_ASSERT(low > 0 && high > 0 && inside > 0);
-        // degenerate tensors: zero weights -> s_min, zero gradient with weights -> s_max
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(smin, ags_factor(0, 1, eta, lam, smin, smax), 0);
+        // degenerate tensors: zero weights -> excluded (1), zero gradient with weights -> s_max
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, ags_factor(0, 1, eta, lam, smin, smax), 0);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(smax, ags_factor(1, 0, eta, 0, smin, smax), 0);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(smin, ags_factor(0, 0, eta, 0, smin, smax), 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, ags_factor(0, 0, eta, 0, smin, smax), 0);
     }
 
     // Naive SGD-momentum family step in double: v = mu v + f_k (g + wd w), w -= lr v.
@@ -132,7 +137,8 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     }
 
     // Runs 3 steps of `kind` with fresh random gradients, against a naive update whose
-    // per-segment factor is computed by `factor(|w|, |g|, decay)` (null: 1).
+    // per-segment factor is computed by `factor(|w|, |g|, beta)` (beta the segment's weight
+    // decay) for segments with weight decay, 1 for the others (excluded from trust scaling).
     template <class F>
     void check_momentum_kind(OptimKind kind, F factor, uint64_t seed) {
         Problem p = random_problem(seed, 30);
@@ -151,7 +157,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
             const std::vector<double> g = to_d(p.g);
             std::vector<double> f(p.segs.size());
             for (size_t k = 0; k < p.segs.size(); ++k)
-                f[k] = factor(seg_norm(w, p.segs[k]), seg_norm(g, p.segs[k]), p.segs[k].decay ? c.weight_decay : 0.0);
+                f[k] = p.segs[k].decay ? factor(seg_norm(w, p.segs[k]), seg_norm(g, p.segs[k]), c.weight_decay) : 1.0;
             const double lr = 0.3 + 0.1 * step;
             naive_momentum(w, v, g, p.segs, c.momentum, c.weight_decay, lr, f);
             opt.step(p.w.data(), p.g.data(), lr);
@@ -202,7 +208,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
                     un += u[j] * u[j];
                     wn += w[i] * w[i];
                 }
-                const double r = (wn > 0 && un > 0) ? std::sqrt(wn) / std::sqrt(un) : 1.0;
+                const double r = (s.decay && wn > 0 && un > 0) ? std::sqrt(wn) / std::sqrt(un) : 1.0;
                 for (size_t j = 0; j < s.size; ++j) w[s.offset + j] -= lr * r * u[j];
             }
             opt.step(p.w.data(), p.g.data(), lr);
@@ -239,8 +245,17 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05 * 64, scaled_lr(LrScaling::Linear, lr0, 64, 4096, 0, 0), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05 * 8, scaled_lr(LrScaling::Sqrt, lr0, 64, 4096, 0, 0), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, scaled_lr(LrScaling::Linear, lr0, 64, 4096, 0, 0.4), 1e-12);
-        // noise: no estimate yet -> linear
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.05 * 64, scaled_lr(LrScaling::Noise, lr0, 64, 4096, 0, 0), 1e-12);
+        // noise: no estimate yet -> the base rate (the rule's limit for Bn -> 0)
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, scaled_lr(LrScaling::Noise, lr0, 64, 4096, 0, 0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, scaled_lr(LrScaling::NoiseSqrt, lr0, 64, 4096, 0, 0), 1e-12);
+        // noise-sqrt: the square root of the noise rule's ratio, written out
+        for (double bn : {10.0, 300.0, 1e5}) {
+            const double ratio = (4096.0 / 64) / (1 + 4096.0 / bn) * (1 + 64.0 / bn);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0 * std::sqrt(ratio), scaled_lr(LrScaling::NoiseSqrt, lr0, 64, 4096, bn, 0),
+                                         1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, scaled_lr(LrScaling::NoiseSqrt, lr0, 64, 64, bn, 0), 1e-12);
+        }
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.1, scaled_lr(LrScaling::NoiseSqrt, lr0, 64, 4096, 300.0, 0.1), 1e-12);
         // noise: lr0 at B = B0 whatever Bn; the formula written out; saturation for B >> Bn
         for (double bn : {10.0, 300.0, 1e5}) {
             CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, scaled_lr(LrScaling::Noise, lr0, 64, 64, bn, 0), 1e-12);
@@ -260,22 +275,19 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     }
 
     // Naive re-implementation of the warmup test on a gradient norm that settles
-    // (|g|^2 = 1 + 9 exp(-t/15)): the end step agrees.
+    // (|g|^2 = 1 + 9 exp(-t/15)): the end step agrees (change over a window of 4 steps).
     void test_norm_warmup_matches_naive() {
         const double thr = 0.01, beta = 0.8;
-        NormWarmup w(thr, beta, 1, 1000);
-        double ema = 0;
+        const int window = 4;
+        NormWarmup w(thr, beta, 1, 1000, window);
+        std::vector<double> ema;
         int64_t naive_end = -1;
         for (int t = 0; t < 500 && w.active(); ++t) {
             const double g2 = 1 + 9 * std::exp(-t / 15.0);
-            double change = 0;
-            if (t == 0) ema = g2;
-            else {
-                const double prev = ema;
-                ema = beta * ema + (1 - beta) * g2;
-                change = std::fabs(ema - prev) / prev;
-            }
-            if (naive_end < 0 && t > 0 && change <= thr) naive_end = t + 1;
+            ema.push_back(t == 0 ? g2 : beta * ema.back() + (1 - beta) * g2);
+            const bool known = t >= window;
+            const double change = known ? std::fabs(ema[t] - ema[t - window]) / ema[t - window] : 0.0;
+            if (naive_end < 0 && known && change <= thr) naive_end = t + 1;
             w.update(g2);
         }
         CPPUNIT_ASSERT(naive_end > 5);
@@ -289,8 +301,8 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         NormWarmup w(0.01, 0.5, 1, 20);
         for (int t = 0; t < 100; ++t) w.update(std::pow(1.5, t));  // never settles
         CPPUNIT_ASSERT_EQUAL(static_cast<int64_t>(20), w.end_step());
-        NormWarmup c(0.01, 0.5, 7, 20);
-        for (int t = 0; t < 100; ++t) c.update(1.0);  // settled from the start: the minimum
+        NormWarmup c(0.01, 0.5, 7, 20, 3);
+        for (int t = 0; t < 100; ++t) c.update(1.0);  // settled from the start: the minimum (> window)
         CPPUNIT_ASSERT_EQUAL(static_cast<int64_t>(7), c.end_step());
         NormWarmup none(0.01, 0.5, 0, 0);
         CPPUNIT_ASSERT(!none.active());
@@ -301,7 +313,8 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         LrSchedule s = peak08_schedule();
         const double pk = s.peak();
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, pk, 1e-12);
-        // during warmup: the fixed schedule's ramp
+        // during warmup from a given rate: the fixed schedule's ramp
+        s.warmup_from = s.lr;
         for (int t = 0; t < 20; ++t) CPPUNIT_ASSERT_DOUBLES_EQUAL(s.at(t), s.at_adaptive(t, -1), 1e-12);
         // warmup ended at step 7: full rate there, cosine to 0 at the end
         CPPUNIT_ASSERT_DOUBLES_EQUAL(pk, s.at_adaptive(7, 7), 1e-12);

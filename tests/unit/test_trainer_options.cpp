@@ -151,6 +151,11 @@ public:
             {"--model", "lenet5", "--label-smoothing", "1"},
             {"--model", "lenet5", "--label-smoothing", "-0.1"},
             {"--model", "lenet5", "--label-smoothing", "0.1", "--device", "cuda"},
+            {"--model", "lenet5", "--val-split", "-1"},
+            {"--model", "lenet5", "--target-accuracy", "1.5"},
+            {"--model", "lenet5", "--target-accuracy", "-0.5"},
+            {"--model", "lenet5", "--ags-rate-rule", "cube"},
+            {"--model", "lenet5", "--batch-test-beta", "1"},
         };
         for (const auto& args : bad) {
             Options o;

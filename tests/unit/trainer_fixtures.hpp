@@ -1,8 +1,11 @@
 // Builders of tula-train's configuration structs for the unit tests, so that a test states
 // only the settings it is about.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
+#include "core/rng.hpp"
+#include "data/data.hpp"
 #include "optim/optim.hpp"
 #include "train/train.hpp"
 
@@ -35,6 +38,46 @@ inline TrainConfig train_config(int epochs, int global_batch, double lr, int eva
     cfg.lr.base_batch = global_batch;
     cfg.eval_batch = eval_batch;
     return cfg;
+}
+
+/// `count` 28x28 one-channel images with labels in [0, 4): label k is brighter in quadrant
+/// k (pixels about `bright` there, `dark` elsewhere, plus Gaussian noise of `spread`), so
+/// a network can learn it. `classes` is what the data set declares (labels stay below 4).
+inline Dataset quadrant_images(int count, uint64_t seed, int classes = 10, double bright = 180, double dark = 60,
+                               double spread = 40) {
+    Dataset d;
+    d.count = count;
+    d.rows = d.cols = 28;
+    d.classes = classes;
+    d.images.resize(static_cast<size_t>(count) * 784);
+    d.labels.resize(count);
+    Rng rng(seed);
+    for (int i = 0; i < count; ++i) {
+        const int label = static_cast<int>(rng.below(4));
+        d.labels[i] = static_cast<uint8_t>(label);
+        for (int r = 0; r < 28; ++r)
+            for (int c = 0; c < 28; ++c) {
+                const int q = (r >= 14 ? 2 : 0) + (c >= 14 ? 1 : 0);
+                const double base = q == label ? bright : dark;
+                d.images[static_cast<size_t>(i) * 784 + r * 28 + c] =
+                    static_cast<uint8_t>(std::min(255.0, std::max(0.0, base + spread * rng.normal())));
+            }
+    }
+    return d;
+}
+
+/// `count` 28x28 one-channel images of uniformly random pixels with random labels in
+/// [0, 10), drawn from `seed`: no signal, for checks of the arithmetic of a step.
+inline Dataset random_images(int count, uint64_t seed) {
+    Dataset d;
+    d.count = count;
+    d.rows = d.cols = 28;
+    d.images.resize(static_cast<size_t>(count) * 784);
+    d.labels.resize(count);
+    Rng rng(seed);
+    for (auto& p : d.images) p = static_cast<uint8_t>(rng.below(256));
+    for (auto& l : d.labels) l = static_cast<uint8_t>(rng.below(10));
+    return d;
 }
 
 }  // namespace testing

@@ -50,6 +50,7 @@ struct Options {
     std::string lr_scaling;         // linear | sqrt | noise; "": linear, noise with ags
     // eta_trust -1: 0.2 with ags (lenet5 at batch 4096: 0.879 vs 0.817 with 0.02), 0.02 with lars
     double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
+    std::string ags_rate_rule = "linear";  // with --lr-scaling noise: linear (the ratio) | sqrt (its square root)
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
     double warmup_from = -1;        // -1: --lr (Goyal et al.'s warmup from the small-batch rate)
@@ -58,6 +59,9 @@ struct Options {
     int local_steps = 0;            // Local SGD: H local steps per averaging round (0: synchronous SGD)
     std::string batch_test = "norm";  // Local SGD batch growth: none | norm | inner
     double batch_test_eta = 0.5, batch_test_theta = 0.5;
+    double batch_test_beta = 0.9;   // EMA weight of the batch test's statistics over rounds (0: none)
+    double target_accuracy = 0;     // > 0: stop after the first epoch whose test accuracy reaches it
+    int64_t val_split = 0;          // last N training examples (after --limit-train) held out for validation
     int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
     double max_batch_growth = 0;    // largest factor the adaptive batch grows by per round (0: unlimited)
     uint64_t seed = 1;

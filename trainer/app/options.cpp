@@ -135,13 +135,16 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                    "auto: the largest global batch trained with plain SGD and linear scaling; larger ones use AGS "
                    "(default 4 x --lr-base-batch)");
     app.add_option("--lr-scaling", o.lr_scaling, "linear, sqrt or noise (noise-scale aware); default noise with ags, else linear");
+    app.add_option("--ags-rate-rule", o.ags_rate_rule,
+                   "with --lr-scaling noise: linear (McCandlish et al.'s rate ratio) or sqrt (its square root)")
+        ->capture_default_str();
     app.add_option("--eta-trust", o.eta_trust, "AGS / LARS trust coefficient; default 0.2 with ags, 0.02 with lars");
     app.add_option("--s-min", o.s_min, "AGS lower bound of the scaling factor (> 0)")->capture_default_str();
     app.add_option("--s-max", o.s_max, "AGS upper bound of the scaling factor (>= --s-min)")->capture_default_str();
     app.add_option("--ags-lambda", o.ags_lambda, "AGS lambda: s = eta|w|/(|g| + lambda|w|)")->capture_default_str();
     app.add_option("--noise-scale-every", o.noise_every, "estimate the gradient noise scale every K steps (0: never); default 10 with ags, else 0");
     app.add_option("--warmup-threshold", o.warmup_threshold,
-                   "end warmup once the relative change of the EMA of |g|^2 is at most this (0: fixed warmup); default 0.05 with ags, else 0");
+                   "end warmup once the relative change of the EMA of |g|^2 over 10 steps is at most this (0: fixed warmup); default 0.05 with ags, else 0");
     app.add_option("--device", o.device, "cpu, or cuda (the GPU backend: cuDNN / cuBLAS; one GPU per rank)")
         ->capture_default_str();
     app.add_flag("--no-tf32", o.no_tf32, "cuda: keep convolutions in strict fp32 (default: TF32 tensor cores, as PyTorch)");
@@ -153,7 +156,7 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->delimiter(',')
         ->capture_default_str();
     app.add_option("--warmup-from", o.warmup_from,
-                   "rate at the first warmup step (default: --lr)");
+                   "rate at the first warmup step (default: --lr; near zero for the data-driven warmup)");
     app.add_option("--warmup-min-steps", o.warmup_min_steps, "fewest steps of the data-driven warmup")
         ->capture_default_str();
     app.add_option("--hessian-every", o.hessian_every,
@@ -167,6 +170,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->capture_default_str();
     app.add_option("--batch-test-eta", o.batch_test_eta, "eta of the norm test")->capture_default_str();
     app.add_option("--batch-test-theta", o.batch_test_theta, "theta of the inner-product test")->capture_default_str();
+    app.add_option("--batch-test-beta", o.batch_test_beta,
+                   "EMA weight of the batch test's variance and |g|^2 over averaging rounds, in [0, 1) (0: each round's own)")
+        ->capture_default_str();
     app.add_option("--max-batch-size", o.max_batch, "cap on the adaptive global batch (0: the training set); memory caps it too")
         ->capture_default_str();
     app.add_option("--max-batch-growth", o.max_batch_growth,
@@ -174,6 +180,13 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->capture_default_str();
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
+    app.add_option("--val-split", o.val_split,
+                   "hold out the last N training examples (after --limit-train) as a validation set, evaluated "
+                   "every epoch (0: none)")
+        ->capture_default_str();
+    app.add_option("--target-accuracy", o.target_accuracy,
+                   "stop at the end of the first epoch whose test accuracy reaches A, 0 < A <= 1 (0: train all epochs)")
+        ->capture_default_str();
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
     app.add_option("--metrics", o.metrics, "write a JSON-lines log of every step and epoch to FILE (rank 0)");
     app.add_option("--metrics-every", o.metrics_every, "log every K-th step in --metrics")->capture_default_str();
@@ -257,6 +270,12 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (app.count("--decay-fraction") && o.schedule != "wsd")
         return bad("--decay-fraction is for --schedule wsd");
     if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
+    if (o.val_split < 0) return bad("--val-split must be >= 0 examples (0: none)");
+    if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
+        return bad("--target-accuracy must be a fraction in (0, 1] (0: train all epochs)");
+    if (o.ags_rate_rule != "linear" && o.ags_rate_rule != "sqrt")
+        return bad("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt");
+    if (!(o.batch_test_beta >= 0 && o.batch_test_beta < 1)) return bad("--batch-test-beta must be in [0, 1)");
     if (o.optimizer != "sgd" && o.optimizer != "ags" && o.optimizer != "lars" && o.optimizer != "lamb" &&
         o.optimizer != "auto")
         return bad("unknown --optimizer '" + o.optimizer + "'; valid: sgd, ags, lars, lamb, auto");

@@ -58,6 +58,9 @@ std::string run_config(const Options& o, const TrainConfig& c) {
                     " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
                     " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
                     " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
+                    (o.ags_rate_rule != "linear" ? " ags_rate_rule=" + o.ags_rate_rule : std::string()) +
+                    (o.val_split > 0 ? " val_split=" + std::to_string(o.val_split) : std::string()) +
+                    (o.target_accuracy > 0 ? " target_accuracy=" + num(o.target_accuracy) : std::string()) +
                     " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
     return s;
 }
@@ -117,6 +120,15 @@ int run_training(const Options& o, Comm& comm) {
     }
     Dataset tr, te;
     if (!load_data(o, comm, tr, te)) return 2;
+    Dataset val;
+    if (o.val_split > 0) {
+        try {
+            split_validation(tr, o.val_split, val);
+        } catch (const DataError& e) {  // the same sizes on every rank: the same verdict
+            if (root) std::fprintf(stderr, "%s\n", msg(std::string("--val-split: ") + e.what()).c_str());
+            return 2;
+        }
+    }
     if (tr.count < o.batch) {
         if (root)
             std::fprintf(stderr, "%s\n",
@@ -148,7 +160,11 @@ int run_training(const Options& o, Comm& comm) {
     cfg.lr.cosine = o.schedule == "cosine";
     cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
     cfg.lr.global_batch = o.batch;
-    cfg.lr.scaling = o.lr_scaling == "sqrt" ? LrScaling::Sqrt : o.lr_scaling == "noise" ? LrScaling::Noise : LrScaling::Linear;
+    cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
+                     : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt" ? LrScaling::NoiseSqrt : LrScaling::Noise)
+                                               : LrScaling::Linear;
+    cfg.target_accuracy = o.target_accuracy;
+    cfg.val_set = o.val_split > 0 ? &val : nullptr;
     cfg.optim.kind = parse_optim_kind(o.optimizer);
     cfg.optim.eta_trust = o.eta_trust;
     cfg.optim.s_min = o.s_min;
@@ -261,10 +277,13 @@ int run_training(const Options& o, Comm& comm) {
                       (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
                       " epochs" + (o.epochs_note.empty() ? "" : " (" + o.epochs_note + ")") + " of " +
                       std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
-                      fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) + "/" +
-                      std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "") +
+                      (o.lr_scaling == "noise"
+                           ? std::string("the base rate for ") + std::to_string(o.lr_base_batch) +
+                                 " until the first noise-scale estimate, then the noise-scale rule" +
+                                 (o.ags_rate_rule == "sqrt" ? " (its square root)" : "")
+                           : fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) +
+                                 "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
-                      (o.lr_scaling == "noise" ? "; until the first noise-scale estimate, then the noise-scale rule" : "") +
                       "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
                       (o.schedule == "wsd" ? fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction) : "") +
                       ", momentum " +
@@ -278,8 +297,11 @@ int run_training(const Options& o, Comm& comm) {
                       o.optimizer + o.optimizer_why + ", lr scaling " + o.lr_scaling +
                       (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
                       (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
-                      (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + "/step" : "") +
-                      (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : ""));
+                      (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + " over 10 steps" : "") +
+                      (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : "") +
+                      (o.val_split > 0 ? "; " + std::to_string(val.count) + " training examples held out for validation" : "") +
+                      (o.target_accuracy > 0 ? "; stops at the first epoch with test accuracy >= " + fmt("%g", o.target_accuracy)
+                                             : ""));
 
     std::unique_ptr<StepEngine> engine;
 #ifdef TULA_HAVE_CUDA
@@ -326,6 +348,7 @@ int run_training(const Options& o, Comm& comm) {
                           "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
                           o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
             std::string ln = line;
+            if (r.val_accuracy >= 0) ln += "  val-acc " + fmt("%.3f", r.val_accuracy);
             if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
             if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
             if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
@@ -340,6 +363,7 @@ int run_training(const Options& o, Comm& comm) {
             lc.test = parse_batch_test(o.batch_test);
             lc.eta = o.batch_test_eta;
             lc.theta = o.batch_test_theta;
+            lc.test_beta = o.batch_test_beta;
             lc.max_local_batch = o.max_batch / K;
             lc.max_growth = o.max_batch_growth;
             lc.local_ranks = local_ranks();
@@ -370,11 +394,19 @@ int run_training(const Options& o, Comm& comm) {
     double train_seconds = 0;
     for (const auto& r : res) train_seconds += r.seconds;
     const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
+    const bool at_target = !res.empty() && reached_target(acc, o.target_accuracy);
+    if (at_target && res.size() < static_cast<size_t>(o.epochs) && !o.quiet)
+        say(root, "tula-train: test accuracy " + fmt("%.4f", acc) + " reached the target " + fmt("%g", o.target_accuracy) +
+                      " after epoch " + std::to_string(res.size()) + " of " + std::to_string(o.epochs) + "; stopping");
     char done[256];
     std::snprintf(done, sizeof done,
                   "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d epochs=%d",
                   train_seconds, acc, o.batch, K, o.epochs);
-    say(root, done);
+    std::string done_line = done;
+    if (o.val_split > 0 && !res.empty()) done_line += " val_accuracy=" + fmt("%.4f", res.back().val_accuracy);
+    if (o.target_accuracy > 0)
+        done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
+    say(root, done_line);
 
     if (root && !o.no_db) {
         try {
@@ -384,7 +416,7 @@ int run_training(const Options& o, Comm& comm) {
             rec.workload = wl;
             rec.nodes = K;
             rec.global_batch = o.batch;
-            rec.epochs = o.epochs;
+            rec.epochs = static_cast<int>(res.size());  // fewer than --epochs when --target-accuracy stopped it
             const char* p = std::getenv("TULA_PREDICTED_SECONDS");
             if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
             if (p && *p) {

@@ -173,6 +173,11 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
         const int h = n / 2;
         double g2s = 0;
         float* gacc = static_cast<float*>(gacc_.reserve(sizeof(float) * std::max<size_t>(1, np)));
+        // the half-batch passes must not move the BN running statistics (as Trainer::step)
+        const size_t nst = g_->state_size();
+        float* saved = static_cast<float*>(bn_saved_.reserve(sizeof(float) * std::max<size_t>(1, nst)));
+        if (nst > 0)
+            CUDA_CHECK(cudaMemcpyAsync(saved, g_->state(), sizeof(float) * nst, cudaMemcpyDeviceToDevice, ctx_.stream()));
         for (int part = 0; part < 2; ++part) {
             const int lo = part == 0 ? 0 : h, cnt = part == 0 ? h : n - h;
             gather(d, idx + lo, cnt);
@@ -185,6 +190,8 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
             if (part == 0) axpby(ctx_.stream(), g_->grads(), wgt, gacc, 0.0f, np);  // gacc = w1 g1
             else axpby(ctx_.stream(), gacc, 1.0f, g_->grads(), wgt, np);             // g = gacc + w2 g2
         }
+        if (nst > 0)
+            CUDA_CHECK(cudaMemcpyAsync(g_->state(), saved, sizeof(float) * nst, cudaMemcpyDeviceToDevice, ctx_.stream()));
         stats->noise = true;
         stats->b_small = 0.5 * n;
         stats->g2_small = g2s;
@@ -230,9 +237,12 @@ void GpuTrainer::trust_ratio_step(double lr) {
     for (int k = 0; k < ns; ++k) {  // the CPU rule's factors (optim.hpp), one per segment
         const double wn = std::sqrt(wnorms_[k]), gn = std::sqrt(norms_[k]);
         const double wd = segs[k].decay ? oc_.weight_decay : 0.0;
-        scale_[k] = static_cast<float>(oc_.kind == OptimKind::Ags
-                                           ? ags_factor(wn, gn, oc_.eta_trust, oc_.ags_lambda, oc_.s_min, oc_.s_max)
-                                           : lars_factor(wn, gn, oc_.eta_trust, wd));
+        // segments without weight decay are excluded from trust scaling, as in Optimizer::step
+        scale_[k] = !segs[k].decay ? 1.0f
+                                   : static_cast<float>(oc_.kind == OptimKind::Ags
+                                                            ? ags_factor(wn, gn, oc_.eta_trust, oc_.ags_lambda,
+                                                                         oc_.s_min, oc_.s_max)
+                                                            : lars_factor(wn, gn, oc_.eta_trust, wd));
     }
     CUDA_CHECK(cudaMemcpy(seg_scale_.get(), scale_.data(), sizeof(float) * ns, cudaMemcpyHostToDevice));
     scaled_momentum_update(ctx_.stream(), g_->params(), g_->grads(), static_cast<float*>(vel_.get()),

@@ -81,6 +81,7 @@ private:
     const Dataset* cached_ = nullptr;     // whose bytes are in images_
     DevMem images_, idx_dev_, seg_meta_, seg_out_;
     DevMem gacc_;                         // first micro-batch's weighted gradient (noise, 1 rank)
+    DevMem bn_saved_;                     // BN running statistics before a noise-measuring step (1 rank)
     DevTensor x_;
     std::vector<int> labels_;
     int* idx_pinned_ = nullptr;           // pinned host staging of a batch's indices

@@ -201,5 +201,20 @@ Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed) {
     return d;
 }
 
+void split_validation(Dataset& train, int64_t n, Dataset& val) {
+    if (n < 0 || n >= train.count)
+        throw DataError("a validation split of " + std::to_string(n) + " examples needs 0 <= N < the " +
+                        std::to_string(train.count) + " training examples (after --limit-train)");
+    const size_t per = static_cast<size_t>(train.channels) * train.rows * train.cols;
+    const int keep = train.count - static_cast<int>(n);
+    val = train;  // shape, classes and normalisation; then only the last n examples
+    val.count = static_cast<int>(n);
+    val.images.erase(val.images.begin(), val.images.begin() + keep * per);
+    val.labels.erase(val.labels.begin(), val.labels.begin() + keep);
+    train.images.resize(keep * per);
+    train.labels.resize(keep);
+    train.count = keep;
+}
+
 }  // namespace train
 }  // namespace tula

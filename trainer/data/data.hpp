@@ -125,6 +125,12 @@ SyntheticSpec parse_synthetic(const std::string& name);
 /// carry no signal. Errors: DataError when count < 0 or the set would exceed 8 GiB.
 Dataset make_synthetic(const SyntheticSpec& spec, int count, uint64_t seed);
 
+/// Moves the last n examples of `train` into `val` (same shape, classes and normalization),
+/// leaving train with the first train.count - n: a validation split held out of training.
+/// Apply it after any limit on the training set. Errors: DataError (train unchanged) unless
+/// 0 <= n < train.count.
+void split_validation(Dataset& train, int64_t n, Dataset& val);
+
 /// Errors: DataError "example index I is outside the data set's examples 0..count-1" unless
 /// 0 <= i < d.count (what gather_batch checks for every index).
 void check_example_index(const Dataset& d, int i);

@@ -59,8 +59,8 @@ BatchStatistics batch_statistics(const BatchSums& s) {
 }
 
 int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch,
-                     double max_growth) {
-    if (test == BatchTest::None || b >= max_batch) return b;
+                     double max_growth, int min_batch) {
+    if (test == BatchTest::None) return b;
     const double g2 = st.grad_norm2;
     double need = 0;
     if (test == BatchTest::Norm) {
@@ -70,10 +70,31 @@ int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double et
         if (!(g2 > 0) || !(theta > 0)) return b;
         need = st.ip_var / (theta * theta * g2 * g2);
     }
-    if (!std::isfinite(need) || need <= b) return b;  // the test passes: keep b
-    double nb = std::ceil(need);
+    if (!std::isfinite(need)) return b;
+    double nb = std::max(static_cast<double>(std::max(1, min_batch)), std::ceil(need));
     if (max_growth > 1) nb = std::min(nb, std::max(static_cast<double>(b), std::floor(max_growth * b)));
-    return nb >= max_batch ? max_batch : std::max(b, static_cast<int>(nb));
+    return nb >= max_batch ? max_batch : static_cast<int>(nb);
+}
+
+BatchStatisticsEma::BatchStatisticsEma(double beta)
+    : beta_(std::min(0.9999, std::max(0.0, std::isfinite(beta) ? beta : 0.0))) {}
+
+const BatchStatistics& BatchStatisticsEma::add(const BatchStatistics& st) {
+    auto mix = [&](double& e, double x) {
+        if (std::isfinite(x)) e = have_ ? beta_ * e + (1.0 - beta_) * x : x;
+    };
+    mix(ema_.trace, st.trace);
+    mix(ema_.trace_within, st.trace_within);
+    mix(ema_.grad_norm2, st.grad_norm2);
+    mix(ema_.ip_var, st.ip_var);
+    ema_.examples = st.examples;
+    have_ = true;
+    return ema_;
+}
+
+bool add_local_noise(NoiseScale& ns, const BatchStatistics& st) {
+    if (!(st.trace_within > 0) || !(st.examples > 0)) return false;
+    return ns.add_estimates(st.grad_norm2 - st.trace_within / st.examples, st.trace_within);
 }
 
 BatchVariance::BatchVariance(size_t np, bool keep_micro) : keep_(keep_micro) {
@@ -289,6 +310,9 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
     Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
     const double total = static_cast<double>(train_set.count) * cfg.epochs;
     double seen = 0, lr_now = 0, noise = 0;
+    NoiseScale noise_est(cfg.noise_beta);
+    BatchStatisticsEma test_ema(lc.test_beta);
+    const int b0 = b;  // the batch may fall back to this one, never below
     int h = 0;  // local steps since the last averaging
     std::vector<EpochResult> out;
     for (int e = 1; e <= cfg.epochs; ++e) {
@@ -345,9 +369,10 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                 if (model.state_size() > 0) average(comm, model.state(), model.state_size());
                 if (lc.test != BatchTest::None) {
                     const BatchStatistics bs = bv.finish(comm, inner);
-                    if (bs.grad_norm2 > 0 && bs.trace_within > 0)
-                        noise = sched.noise_scale = bs.trace_within / bs.grad_norm2;
-                    double nb = next_local_batch(lc.test, b, bs, lc.eta, lc.theta, cap, lc.max_growth);
+                    if (add_local_noise(noise_est, bs) && noise_est.ready())
+                        noise = sched.noise_scale = noise_est.value();
+                    double nb = next_local_batch(lc.test, b, test_ema.add(bs), lc.eta, lc.theta, cap, lc.max_growth,
+                                                 b0);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank
                     if (nb > b && lc.memory_fraction > 0) {
                         // every rank's memory bound, the smallest of them for all
@@ -388,7 +413,8 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
         r.lr = lr_now;
         r.grad_norm = steps > 0 ? sums[3] / (static_cast<double>(steps) * K) : 0;
         r.batch = K * b;
-        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch);
+        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch, cfg.val_set);
+        if (reached_target(r.test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
     }
     return out;
 }

@@ -11,6 +11,7 @@
 #include "dist/comm.hpp"
 #include "data/data.hpp"
 #include "core/model.hpp"
+#include "optim/noise_scale.hpp"
 #include "train/train.hpp"
 
 namespace tula {
@@ -79,14 +80,42 @@ struct BatchStatistics {
 /// BatchStatistics). `s` is already combined over ranks.
 BatchStatistics batch_statistics(const BatchSums& s);
 
-/// The local batch after the test: max(b, ceil(need)) capped at max_batch and, when
-/// max_growth > 1, at floor(max_growth * b) (at most that factor per averaging round; 0: no
-/// such cap), need as in BatchTest; b itself when the test passes, the statistic is not
-/// finite or |g| = 0, or the test is None. Never smaller than b (the batch only grows).
-/// eta / theta > 0. The growth cap is this project's addition to Lau et al. 2024 (off by
-/// default): the rate follows the batch (linear scaling), so a cap bounds how fast it rises.
+/// The local batch after the test: ceil(need), need as in BatchTest, between min_batch and
+/// max_batch and, when max_growth > 1, at most floor(max_growth * b) (that factor per
+/// averaging round; 0: no such cap). The batch follows the estimate down as well as up (to
+/// min_batch, the run's starting batch in train_local_sgd): with statistics from a few
+/// micro-batches a batch that could only grow followed the running maximum of noisy
+/// estimates. b itself when the statistic is not finite or |g| = 0, or the test is None.
+/// eta / theta > 0. The growth cap and the way down are this project's additions to Lau et
+/// al. 2024 (the cap off by default): the rate follows the batch (linear scaling), so a cap
+/// bounds how fast it rises.
 int next_local_batch(BatchTest test, int b, const BatchStatistics& st, double eta, double theta, int max_batch,
-                     double max_growth = 0);
+                     double max_growth = 0, int min_batch = 1);
+
+/// Exponential moving average of BatchStatistics over averaging rounds: trace, trace_within,
+/// grad_norm2 and ip_var each as E_k = beta E_{k-1} + (1 - beta) x_k (E_1 = x_1); examples
+/// the last round's. The batch tests then act on a variance of many micro-batches, not on
+/// one round's M - 1 degrees of freedom. beta in [0, 1) (clamped). Errors: none.
+class BatchStatisticsEma {
+public:
+    explicit BatchStatisticsEma(double beta);
+    /// Takes round k's statistics; returns the averages so far. Non-finite values are ignored.
+    const BatchStatistics& add(const BatchStatistics& st);
+    const BatchStatistics& value() const { return ema_; }
+
+private:
+    double beta_;
+    BatchStatistics ema_;
+    bool have_ = false;
+};
+
+/// Feeds one round's unbiased noise-scale estimates to `ns` (McCandlish et al. 2018, App.
+/// A.1): tr(Sigma) ~ st.trace_within (micro-batches against their rank's mean, two batch
+/// sizes within each rank), |G|^2 ~ st.grad_norm2 - st.trace_within / st.examples (since
+/// E|g_N|^2 = |G|^2 + tr(Sigma) / N for the mean g_N of N = st.examples examples). The raw
+/// |g_N|^2 is biased upward, so tr / |g_N|^2 was biased below B_simple. Returns false (and
+/// feeds nothing) when there is no within-rank variance (trace_within <= 0) or no examples.
+bool add_local_noise(NoiseScale& ns, const BatchStatistics& st);
 
 /// Collects one rank's micro-batch gradients h_i (mean gradients, (num_params,)) and turns
 /// them into BatchStatistics over all ranks. Keeps the h_i only when the inner-product test
@@ -120,6 +149,9 @@ struct LocalSgdConfig {
     double eta = 0.5;             ///< norm-test eta (Lau et al. use 0.1-0.5)
     double theta = 0.5;           ///< inner-product-test theta
     int micro_batches = 4;        ///< M >= 2 micro-batches per local batch for the variance
+    /// EMA weight of the batch test's statistics over rounds (BatchStatisticsEma); 0: each
+    /// round's own.
+    double test_beta = 0.9;
     int max_local_batch = 0;      ///< cap on the local batch; 0: the training set / K
     double max_growth = 0;        ///< largest factor the batch may grow by per round (0: unlimited)
     /// Share of memory the growing batch may take (memory_local_batch_cap); 0: no memory cap.
@@ -174,13 +206,16 @@ double available_memory_bytes();
 /// rate of a step is the schedule's rule for the current global batch K b (LrSchedule::
 /// at_progress) at the fraction of the run's examples seen so far. EpochResult::batch is
 /// the global batch at the epoch's end, noise_scale the last tr(Sigma)/|g|^2 of the test,
-/// grad_norm the mean over steps and ranks of the LOCAL gradient's norm. The noise scale
-/// reported and used as the schedule's B_noise for LrScaling::Noise (B_simple = tr(Sigma)/|g|^2,
-/// McCandlish et al. 2018) takes BatchStatistics::trace_within, not the pooled trace of the
-/// batch test: on 2 ranks the pooled one (with the drift between the ranks' parameters) was
-/// 180-1,820 examples against 22-490 on 1 rank (lenet5, epochs 2-4), the noise-scale rule raised
-/// AGS's rate to 0.59-1.22, and all 6 runs from global batch 1024 and 4096 fell to chance. The McCandlish
-/// two-batch estimate (noise_every) is not taken here.
+/// grad_norm the mean over steps and ranks of the LOCAL gradient's norm. The batch test acts
+/// on BatchStatisticsEma(test_beta) of the rounds' statistics, and the batch may fall back
+/// to the starting one. The noise scale reported and used as the schedule's B_noise for
+/// LrScaling::Noise (B_simple = tr(Sigma)/|G|^2, McCandlish et al. 2018) is a NoiseScale
+/// (cfg.noise_beta) fed by add_local_noise: unbiased estimates, smoothed; it takes
+/// BatchStatistics::trace_within, not the pooled trace of the batch test: on 2 ranks the
+/// pooled one (with the drift between the ranks' parameters) gave 180-1,820 examples against
+/// 22-490 on 1 rank (lenet5, epochs 2-4, measured with tr / |g|^2 before add_local_noise), the
+/// noise-scale rule raised AGS's rate to 0.59-1.22, and all 6 runs from global batch 1024 and
+/// 4096 fell to chance. The per-step two-batch estimate (noise_every) is not taken here.
 /// cfg.global_batch is the starting global batch (a multiple of K). Errors: TrainError as
 /// train(), and for H < 1 or M < 2.
 std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,

@@ -13,8 +13,11 @@ bool NoiseScale::add(double bs, double g2s, double bb, double g2b) {
     if (!(bs > 0) || !(bb > bs) || !std::isfinite(bb) || !(g2s >= 0) || !(g2b >= 0) || !std::isfinite(g2s) ||
         !std::isfinite(g2b))
         return false;
-    const double g2 = (bb * g2b - bs * g2s) / (bb - bs);
-    const double tr = (g2s - g2b) / (1.0 / bs - 1.0 / bb);
+    return add_estimates((bb * g2b - bs * g2s) / (bb - bs), (g2s - g2b) / (1.0 / bs - 1.0 / bb));
+}
+
+bool NoiseScale::add_estimates(double g2, double tr) {
+    if (!std::isfinite(g2) || !std::isfinite(tr)) return false;
     if (n_ == 0) {
         g2_ = g2;
         tr_ = tr;

@@ -25,6 +25,10 @@ public:
     /// Feeds one observation: sizes in examples (0 < b_small < b_big), squared norms >= 0.
     /// Returns false (and ignores it) when the sizes or norms are invalid or non-finite.
     bool add(double b_small, double g2_small, double b_big, double g2_big);
+    /// Feeds unbiased estimates of |G|^2 and tr(Sigma) made elsewhere (as App. A.1's, from
+    /// two batch sizes), smoothed like add()'s. Returns false (and ignores them) when either
+    /// is not finite.
+    bool add_estimates(double g2, double trace);
     /// Whether value() has an estimate (some observation was taken and EMA(|G|^2) > 0).
     bool ready() const;
     /// B_simple in examples; 0 when not ready().

@@ -29,13 +29,16 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
     const double pk = peak();
     const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
     const int64_t cap = std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
-    const double lr = warm_start();
-    if (cap == 0 || pk <= lr) {
+    const bool from_set = warmup_from >= 0;
+    if (cap == 0 || (from_set && pk <= warmup_from)) {
         LrSchedule s = *this;
         s.warmup_epochs = 0;
         return s.at(t);
     }
-    if (warm_end < 0) return lr + (pk - lr) * std::min(1.0, static_cast<double>(t) / static_cast<double>(cap));
+    const double c = static_cast<double>(cap);
+    if (warm_end < 0)
+        return from_set ? warmup_from + (pk - warmup_from) * std::min(1.0, static_cast<double>(t) / c)
+                        : pk * std::min(1.0, static_cast<double>(t + 1) / c);
     const int64_t we = std::min(warm_end, total - 1);
     return pk * decay(static_cast<double>(t - we) / static_cast<double>(total - we));
 }
@@ -59,16 +62,20 @@ double scaled_lr(LrScaling rule, double lr0, int base_batch, int global_batch, d
     double p = lr0 * r;
     if (rule == LrScaling::Sqrt) {
         p = lr0 * std::sqrt(r);
-    } else if (rule == LrScaling::Noise && noise_scale > 0 && std::isfinite(noise_scale)) {
-        const double b = global_batch, b0 = base_batch;
-        p = lr0 * r / (1.0 + b / noise_scale) * (1.0 + b0 / noise_scale);
+    } else if (rule == LrScaling::Noise || rule == LrScaling::NoiseSqrt) {
+        double ratio = 1.0;  // no estimate yet: the limit Bn -> 0
+        if (noise_scale > 0 && std::isfinite(noise_scale)) {
+            const double b = global_batch, b0 = base_batch;
+            ratio = r / (1.0 + b / noise_scale) * (1.0 + b0 / noise_scale);
+        }
+        p = lr0 * (rule == LrScaling::NoiseSqrt ? std::sqrt(ratio) : ratio);
     }
     return max_lr > 0 && p > max_lr ? max_lr : p;
 }
 
-NormWarmup::NormWarmup(double threshold, double beta, int64_t min_steps, int64_t cap_steps)
+NormWarmup::NormWarmup(double threshold, double beta, int64_t min_steps, int64_t cap_steps, int window)
     : threshold_(threshold), beta_(beta), min_steps_(std::max<int64_t>(0, min_steps)),
-      cap_steps_(std::max<int64_t>(0, cap_steps)) {
+      cap_steps_(std::max<int64_t>(0, cap_steps)), window_(std::min(kMaxWindow, std::max(1, window))) {
     if (min_steps_ > cap_steps_) min_steps_ = cap_steps_;
     if (cap_steps_ == 0) {
         active_ = false;
@@ -80,20 +87,19 @@ bool NormWarmup::update(double g2) {
     if (!active_) return false;
     const int64_t t = t_++;
     if (std::isfinite(g2) && g2 >= 0) {
-        if (!have_) {
-            ema_ = g2;
-            have_ = true;
-            change_ = 0;
-        } else {
-            const double prev = ema_;
-            ema_ = beta_ * ema_ + (1.0 - beta_) * g2;
-            change_ = prev > 0 ? std::fabs(ema_ - prev) / prev : 0.0;
+        ema_ = have_ ? beta_ * ema_ + (1.0 - beta_) * g2 : g2;
+        have_ = true;
+        hist_[n_ % (kMaxWindow + 1)] = ema_;
+        if (n_ >= window_) {
+            const double old = hist_[(n_ - window_) % (kMaxWindow + 1)];
+            change_ = old > 0 ? std::fabs(ema_ - old) / old : 0.0;
         }
+        ++n_;
     }
     const int64_t next = t + 1;
-    // still warming while the norm changes fast (or too early to tell), never past the cap
-    const bool fast = !have_ || t == 0 || change_ > threshold_;
-    if (next >= cap_steps_ || (next >= min_steps_ && !fast)) {
+    // still warming while the norm changes over the window (or too early to tell), never past the cap
+    const bool changing = n_ <= window_ || change_ > threshold_;
+    if (next >= cap_steps_ || (next >= min_steps_ && !changing)) {
         active_ = false;
         end_ = next;
     }
@@ -119,10 +125,11 @@ const char* optim_kind_name(OptimKind k) {
 }
 
 double ags_factor(double wn, double gn, double eta, double lambda, double s_min, double s_max) {
+    if (!(wn > 0)) return 1.0;  // no scale to trust: excluded, as LARS and LAMB
     const double den = gn + lambda * wn;
     double s;
     if (den > 0) s = eta * wn / den;
-    else s = wn > 0 ? s_max : s_min;
+    else s = s_max;
     if (!std::isfinite(s)) s = s_max;
     return std::min(s_max, std::max(s_min, s));
 }
@@ -191,7 +198,7 @@ void Optimizer::step(float* w, const float* g, double lr_) {
             }
             un = std::sqrt(un);
             const double wn = norm2(wp, n);
-            const double r = (wn > 0 && un > 0) ? wn / un : 1.0;
+            const double r = (segs_[k].decay && wn > 0 && un > 0) ? wn / un : 1.0;
             factors_[k] = r;
             const float step = static_cast<float>(lr_ * r);
             for (size_t i = 0; i < n; ++i) {
@@ -201,7 +208,9 @@ void Optimizer::step(float* w, const float* g, double lr_) {
             continue;
         }
         double f = 1.0;
-        if (cfg_.kind == OptimKind::Ags)
+        if (!segs_[k].decay) {
+            // excluded from trust scaling (biases, batch norm): the plain rate
+        } else if (cfg_.kind == OptimKind::Ags)
             f = ags_factor(norm2(wp, n), norm2(gp, n), cfg_.eta_trust, cfg_.ags_lambda, cfg_.s_min, cfg_.s_max);
         else if (cfg_.kind == OptimKind::Lars)
             f = lars_factor(norm2(wp, n), norm2(gp, n), cfg_.eta_trust, wd);

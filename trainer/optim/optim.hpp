@@ -16,8 +16,16 @@ namespace train {
 ///  Noise:  lr0 * (B/B0) / (1 + B/Bn) * (1 + B0/Bn), Bn = the gradient noise scale B_simple
 ///          (McCandlish et al. 2018; the rule is this project's AGS definition, tula-train(1), OPTIMIZERS):
 ///          equal to lr0 at B = B0, linear for B << Bn, saturating at lr0 * (Bn + B0)/B0 for
-///          B >> Bn. Before the first estimate of Bn (Bn <= 0) it falls back to Linear.
-enum class LrScaling { Linear, Sqrt, Noise };
+///          B >> Bn. Before the first estimate of Bn (Bn <= 0) it is lr0: the rule's limit for
+///          Bn -> 0, the most cautious value it can take (a large batch is not run at the
+///          linear rate before anything is known of its noise).
+///  NoiseSqrt: lr0 * sqrt(r), r = (B/B0) / (1 + B/Bn) * (1 + B0/Bn) the ratio of Noise: the
+///          square root of McCandlish et al.'s rate ratio (their optimal SGD rate is
+///          eps_max / (1 + Bn/B); r is its ratio between B and B0). A square root for updates
+///          normalised per tensor, as the square-root rule derived for adaptive methods
+///          (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive gradient
+///          algorithms"). lr0 before the first estimate, as Noise.
+enum class LrScaling { Linear, Sqrt, Noise, NoiseSqrt };
 
 /// Scaled peak rate for batch B as LrScaling describes; capped at max_lr when max_lr > 0.
 /// noise_scale (examples) is used by Noise only. Errors: none (B, B0 > 0 assumed).
@@ -70,10 +78,12 @@ struct LrSchedule {
     /// Rate for step t = 0, 1, ... (t counted over the whole run).
     double at(int64_t t) const;
     /// Rate for step t with a warmup of data-driven length (NormWarmup): while warm_end < 0
-    /// (warmup on) the rate rises linearly from lr towards peak() at the slope of a
-    /// W-step warmup, W = warmup_epochs * steps_per_epoch (the cap); from step
-    /// warm_end >= 0 on it is peak() with cosine decay (or constant) over the remaining
-    /// T - warm_end steps. With W = 0 or peak() <= lr it is at(t) without warmup.
+    /// (warmup on) the rate rises linearly towards peak() at the slope of a W-step warmup,
+    /// W = warmup_epochs * steps_per_epoch (the cap): from warmup_from when it is set
+    /// (>= 0), warmup_from + (peak - warmup_from) min(1, t / W); else from near zero,
+    /// peak * min(1, (t + 1) / W) (the first step at peak / W); from step warm_end >= 0 on
+    /// it is peak() with cosine decay (or constant) over the remaining T - warm_end steps.
+    /// With W = 0, or peak() <= warmup_from when that is set, it is at(t) without warmup.
     double at_adaptive(int64_t t, int64_t warm_end) const;
     /// Rate at progress p in [0, 1] (the fraction of the run's examples seen) for global
     /// batch B = global_batch, for runs whose batch changes (Local SGD with adaptive batch):
@@ -85,13 +95,19 @@ struct LrSchedule {
 
 /// Warmup driven by the gradient norm (AGS, tula-train(1), OPTIMIZERS): an exponential moving average
 /// E_t = beta * E_{t-1} + (1 - beta) * |g_t|^2 of the squared norm of the global gradient
-/// (E_0 = |g_0|^2) is kept; warmup lasts while the relative change
-/// |E_t - E_{t-1}| / E_{t-1} exceeds `threshold`, for at least min_steps and at most
-/// cap_steps steps. Once over it never restarts.
+/// (E_0 = |g_0|^2) is kept; warmup lasts while the relative change over the last `window`
+/// steps, |E_t - E_{t-window}| / E_{t-window}, exceeds `threshold`, and in any case until
+/// step `window` (before it the change over a window cannot be measured) and for at least
+/// min_steps steps; at most cap_steps steps. Once over it never restarts. A change measured
+/// over a window, not from one step to the next: an EMA with beta = 0.9 moves by at most a
+/// tenth of a step's jump, so a per-step test ends the warmup while |g|^2 still grows.
 class NormWarmup {
 public:
-    /// threshold > 0 (relative change per step), 0 <= beta < 1, 0 <= min_steps <= cap_steps.
-    NormWarmup(double threshold, double beta, int64_t min_steps, int64_t cap_steps);
+    /// Largest window (steps) the state holds; larger ones are taken as this.
+    static constexpr int kMaxWindow = 64;
+    /// threshold > 0 (relative change per window), 0 <= beta < 1, 0 <= min_steps <= cap_steps,
+    /// window in [1, kMaxWindow] steps (clamped). Errors: none.
+    NormWarmup(double threshold, double beta, int64_t min_steps, int64_t cap_steps, int window = 10);
     /// Feeds the squared gradient norm of step t (0, 1, ... in order). Returns whether
     /// step t+1 is still in warmup. Non-finite or negative values are ignored.
     bool update(double grad_norm2);
@@ -99,14 +115,17 @@ public:
     bool active() const { return active_; }
     /// Step at which warmup ended (the first step run at the full rate); -1 while active.
     int64_t end_step() const { return end_; }
-    /// The last relative change |E_t - E_{t-1}| / E_{t-1} (0 before two values).
+    /// The last relative change over the window |E_t - E_{t-window}| / E_{t-window} (0 before
+    /// window + 1 values).
     double last_change() const { return change_; }
 
 private:
     double threshold_, beta_;
     int64_t min_steps_, cap_steps_;
-    int64_t t_ = 0, end_ = -1;
+    int window_;
+    int64_t t_ = 0, end_ = -1, n_ = 0;  // n_: EMA values taken
     double ema_ = 0, change_ = 0;
+    double hist_[kMaxWindow + 1] = {};  // E of the last window + 1 values, a ring indexed by n_
     bool have_ = false, active_ = true;
 };
 
@@ -133,8 +152,9 @@ struct OptimConfig {
 
 /// The per-tensor AGS factor s = clip(eta * |w| / (|g| + lambda * |w|), s_min, s_max)
 /// (this project's AGS definition, tula-train(1), OPTIMIZERS), |.| the Euclidean norm of the tensor.
-/// When the denominator is 0 (zero gradient and lambda |w| = 0) the ratio is taken as
-/// +infinity when |w| > 0 (clipped to s_max) and 0 when |w| = 0 (clipped to s_min).
+/// A tensor with |w| = 0 has no scale to trust: it is excluded from the scaling and gets 1,
+/// as LARS (lars_factor) and LAMB do. When the denominator is 0 with |w| > 0 (zero gradient,
+/// lambda = 0) the ratio is taken as +infinity (clipped to s_max).
 double ags_factor(double w_norm, double g_norm, double eta, double lambda, double s_min, double s_max);
 
 /// The LARS local rate lambda_l = eta * |w| / (|g| + beta * |w|) (You et al. 2017, eq. in
@@ -146,6 +166,10 @@ double lars_factor(double w_norm, double g_norm, double eta, double beta);
 /// segments (one per parameter tensor; see ParamSegment). `w` the parameters, `g` the
 /// gradient (already averaged over ranks), `lr` the rate of this step.
 ///  Sgd:  d = g + wd*w (decay segments), v = mu*v + d, w -= lr*v (torch.optim.SGD, dampening 0, no Nesterov; Sutskever et al. 2013).
+/// Trust scaling (Ags, Lars, Lamb) applies to the segments with weight decay only: the
+/// others (biases, batch-norm scales and shifts) get factor 1, the plain rate, as common
+/// implementations of LARS and LAMB (You et al. 2017 and 2020) exclude them from layer
+/// adaptation; so does any segment with |w_p| = 0.
 ///  Ags:  s_p = ags_factor(|w_p|, |g_p|, eta, lambda, s_min, s_max) per segment p from the
 ///        raw gradient, then v = mu*v + s_p*(g + wd*w), w -= lr*v: SGD-momentum with the
 ///        bounded per-tensor factor (tula-train(1), OPTIMIZERS; 0 < s_min <= s_p <= s_max is the bound

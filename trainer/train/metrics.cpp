@@ -42,11 +42,16 @@ void MetricsLog::step(const StepRecord& r) {
 }
 
 void MetricsLog::epoch(const EpochResult& r) {
-    write({{"type", "epoch"}, {"epoch", r.epoch}, {"train_loss", num(r.train_loss)},
-           {"train_accuracy", num(r.train_accuracy)}, {"test_loss", num(r.test_loss)},
-           {"test_accuracy", num(r.test_accuracy)}, {"seconds", num(r.seconds)},
-           {"images_per_second", num(r.images_per_second)}, {"noise_scale", num(r.noise_scale)}, {"lr", num(r.lr)},
-           {"warmup_end", r.warmup_end}});
+    nlohmann::json o = {{"type", "epoch"}, {"epoch", r.epoch}, {"train_loss", num(r.train_loss)},
+                        {"train_accuracy", num(r.train_accuracy)}, {"test_loss", num(r.test_loss)},
+                        {"test_accuracy", num(r.test_accuracy)}, {"seconds", num(r.seconds)},
+                        {"images_per_second", num(r.images_per_second)}, {"noise_scale", num(r.noise_scale)},
+                        {"lr", num(r.lr)}, {"warmup_end", r.warmup_end}};
+    if (r.val_accuracy >= 0) {
+        o["val_loss"] = num(r.val_loss);
+        o["val_accuracy"] = num(r.val_accuracy);
+    }
+    write(o);
 }
 
 ProgressBar::ProgressBar(bool enabled, int epochs) : on_(enabled && isatty(STDERR_FILENO)), epochs_(epochs) {}

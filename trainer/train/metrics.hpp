@@ -31,7 +31,8 @@ public:
     ///  "seconds", "images_per_second", "gather_seconds"}.
     void step(const StepRecord& r);
     /// {"type":"epoch", "epoch", "train_loss", "train_accuracy", "test_loss",
-    ///  "test_accuracy", "seconds", "images_per_second", "noise_scale", "lr", "warmup_end"}.
+    ///  "test_accuracy", "seconds", "images_per_second", "noise_scale", "lr", "warmup_end"},
+    ///  and "val_loss", "val_accuracy" when the run has a validation set (val_accuracy >= 0).
     void epoch(const EpochResult& r);
 
 private:

@@ -96,7 +96,10 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
     double loss = 0, local_g2 = 0;
     bool reduced = false;  // by the gradient buckets
     if (split) {
-        // two micro-batches: g = (h g1 + (n-h) g2) / n, both gradients being means
+        // two micro-batches: g = (h g1 + (n-h) g2) / n, both gradients being means. Their
+        // forward passes would update the batch-norm running statistics twice, from half
+        // batches: the statistics are kept as they were before the step instead
+        bn_saved_.assign(m_.state(), m_.state() + m_.state_size());
         const int h = n / 2;
         double g2s = 0;
         for (int part = 0; part < 2; ++part) {
@@ -119,6 +122,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
                 for (size_t i = 0; i < np; ++i) g[i] = gacc_[i] + wgt * g[i];
             }
         }
+        std::copy(bn_saved_.begin(), bn_saved_.end(), m_.state());
         stats->noise = true;
         stats->b_small = 0.5 * n;
         stats->g2_small = g2s;
@@ -267,7 +271,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
     NoiseScale noise(cfg.noise_beta);
     const bool adaptive = cfg.warmup_threshold > 0;
     NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, std::max(1, cfg.warmup_min_steps),
-                    std::llround(sched.warmup_epochs * static_cast<double>(steps)));
+                    std::llround(sched.warmup_epochs * static_cast<double>(steps)), cfg.warmup_window);
     double lr_now = 0;
     std::unique_ptr<HessianProbe> hess;
     if (engine && cfg.hessian_every > 0)
@@ -453,20 +457,29 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.grad_norm = steps > 0 ? gnorm_sum / static_cast<double>(steps) : 0;
         r.hessian_eig = hess ? hess->last() : 0;
         r.batch = B;
-        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch);
+        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch, cfg.val_set);
+        if (reached_target(r.test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
     }
     tr.end();
     return out;
 }
 
+bool reached_target(double accuracy, double target) { return target > 0 && accuracy >= target; }
+
 void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, int eval_batch,
-                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch) {
+                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch,
+                  const Dataset* val_set) {
     if (!std::isfinite(r.train_loss))
         throw TrainError("training diverged in epoch " + std::to_string(r.epoch) + " (loss " +
                          std::to_string(r.train_loss) + "); lower --lr or raise --warmup-epochs");
     const EvalResult ev = engine.evaluate(test_set, eval_batch);
     r.test_loss = ev.loss;
     r.test_accuracy = ev.accuracy;
+    if (val_set && val_set->count > 0) {
+        const EvalResult vr = engine.evaluate(*val_set, eval_batch);
+        r.val_loss = vr.loss;
+        r.val_accuracy = vr.accuracy;
+    }
     out.push_back(r);
     if (on_epoch) on_epoch(r);
 }

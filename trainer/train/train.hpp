@@ -44,10 +44,12 @@ struct TrainConfig {
     /// Estimate the gradient noise scale (NoiseScale) every this many steps; 0: never.
     int noise_every = 0;
     double noise_beta = 0.9;   ///< EMA weight of the noise-scale estimator
-    /// > 0: the warmup ends once the relative change of the EMA of |g|^2 falls to this
-    /// (NormWarmup, capped at lr.warmup_epochs); 0: fixed linear warmup (LrSchedule::at).
+    /// > 0: the warmup ends once the relative change of the EMA of |g|^2 over the last
+    /// warmup_window steps falls to this (NormWarmup, capped at lr.warmup_epochs, ramping
+    /// from near zero: LrSchedule::at_adaptive); 0: fixed linear warmup (LrSchedule::at).
     double warmup_threshold = 0;
     double warmup_beta = 0.9;  ///< EMA weight of |g|^2 for the warmup test
+    int warmup_window = 10;    ///< steps over which the warmup test measures the change
     /// Gradient bucket size in bytes for the overlapped allreduce (Trainer::set_bucket_bytes);
     /// 0: one blocking allreduce of all gradients after backward.
     size_t bucket_bytes = size_t{25} << 20;
@@ -67,7 +69,17 @@ struct TrainConfig {
     /// the run), the eigenvalue, and |g| of step t's global-batch gradient (the gradient
     /// the update used, before the update). May be empty.
     std::function<void(int64_t step, double eigenvalue, double grad_norm)> on_hessian;
+    /// > 0: stop at the end of the first epoch whose test accuracy reaches this fraction
+    /// (reached_target); the schedule still spans `epochs`. 0: train all epochs.
+    double target_accuracy = 0;
+    /// Held-out validation examples evaluated after every epoch into EpochResult::
+    /// val_accuracy / val_loss (split_validation); null or empty: none. Not owned.
+    const Dataset* val_set = nullptr;
 };
+
+/// Whether training stops after an epoch of test accuracy `accuracy` (a fraction) under
+/// TrainConfig::target_accuracy `target`: target > 0 and accuracy >= target. Pure.
+bool reached_target(double accuracy, double target);
 
 /// One epoch's numbers, identical on every rank (allreduced).
 struct EpochResult {
@@ -86,6 +98,8 @@ struct EpochResult {
     /// (TrainConfig::hessian_every); 0: none measured.
     double hessian_eig = 0;
     int batch = 0;             ///< global batch of the epoch's last step, examples (grows with Local SGD's test)
+    double val_loss = 0;       ///< on TrainConfig::val_set, evaluation mode; 0 without one
+    double val_accuracy = -1;  ///< fraction of TrainConfig::val_set classified right; -1: no validation set
 };
 
 /// What one Trainer::step measured besides the loss (identical on all ranks).
@@ -177,10 +191,12 @@ public:
 
 /// The end of an epoch shared by train() and train_local_sgd(): refuses a non-finite
 /// training loss (TrainError "training diverged in epoch E ..."), evaluates `test_set`
-/// with `engine` in batches of `eval_batch` into r.test_loss / r.test_accuracy, appends r
-/// to `out` and calls on_epoch(r) if set. Collective (evaluation is sharded over ranks).
+/// with `engine` in batches of `eval_batch` into r.test_loss / r.test_accuracy (and
+/// `val_set`, when given and not empty, into r.val_loss / r.val_accuracy), appends r to
+/// `out` and calls on_epoch(r) if set. Collective (evaluation is sharded over ranks).
 void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, int eval_batch,
-                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch);
+                  std::vector<EpochResult>& out, const std::function<void(const EpochResult&)>& on_epoch,
+                  const Dataset* val_set = nullptr);
 
 /// Mean loss and accuracy of `d` evaluated in shards: rank r of comm's K ranks evaluates the
 /// contiguous slice [r*N/K, (r+1)*N/K) in batches of at most `batch` examples, calling
@@ -212,8 +228,10 @@ public:
     /// against the allreduced |g|^2 (B_big = K n); with one rank and n >= 2, the batch is
     /// run as two micro-batches of floor(n/2) and n - floor(n/2) examples whose gradients
     /// are combined (weighted by size) into the batch gradient, B_small = n/2 and g2_small
-    /// the mean of the two micro-batches' |g|^2. Collective: every rank must pass the same
-    /// measure_noise.
+    /// the mean of the two micro-batches' |g|^2, and the batch-norm running statistics are
+    /// left as they were before the step (the half-batch passes would update them twice, so
+    /// the steps that measure would train them differently from the others). Collective:
+    /// every rank must pass the same measure_noise.
     double step(const Dataset& d, const int* idx, int n, double lr, bool sync, int64_t* correct,
                 StepStats* stats = nullptr, bool measure_noise = false) override;
     /// Evaluation-mode loss and accuracy on all of `d`, sharded: rank r evaluates the
@@ -261,6 +279,7 @@ private:
     Comm& comm_;
     Optimizer opt_;
     std::vector<float> gacc_;  // first micro-batch's gradient (noise measurement, 1 rank)
+    std::vector<float> bn_saved_;  // batch-norm running statistics before a noise-measuring step (1 rank)
     std::vector<std::pair<size_t, size_t>> buckets_;  // [lo, hi) of grads(), last first
     Augment aug_;
     uint64_t aug_seed_ = 0;
