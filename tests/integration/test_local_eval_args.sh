@@ -1,7 +1,8 @@
 #!/bin/bash
 # scripts/eval (make eval) refuses bad settings before it starts a cluster: an unknown model (the
 # reference list is tula-train --list-models), a non-numeric or zero EVAL_EPOCHS, a negative
-# EVAL_LIMIT_TRAIN, an EVAL_TARGET outside (0, 1), an empty EVAL_MODELS. Each gives exit status
+# EVAL_LIMIT_TRAIN, an EVAL_TARGET outside (0, 1), an empty EVAL_MODELS, an EVAL_TUNE_LR that is
+# empty or lists something other than rate multipliers in (0, 16]. Each gives exit status
 # 2, exactly one line on stderr starting with `tula: eval: ` that names the setting, and no
 # cluster directory. No cluster needed.
 . "$(dirname "$0")/lib.sh"
@@ -31,4 +32,7 @@ refuse "zero epochs" EVAL_EPOCHS EVAL_EPOCHS=0
 refuse "negative training subset" EVAL_LIMIT_TRAIN EVAL_LIMIT_TRAIN=-5
 refuse "target above 1" EVAL_TARGET EVAL_TARGET=1.5
 refuse "target not a number" EVAL_TARGET EVAL_TARGET=high
+refuse "rate multiplier not a number" EVAL_TUNE_LR EVAL_TUNE_LR="1 half"
+refuse "rate multiplier zero" EVAL_TUNE_LR EVAL_TUNE_LR="0"
+refuse "no rate multiplier" EVAL_TUNE_LR EVAL_TUNE_LR=" "
 note "ok"
