@@ -3,7 +3,10 @@
 // its ratio to the 5 ms target (ratio <= 1 meets it). The models are synthetic (known
 // parameters) so the benchmark needs no profile database. A second figure: the same
 // enumeration in simulation mode (plan_hardware, tula plan --hardware) on
-// etc/hardware-h100-512.json widened to 4,096 nodes, run from the repository root.
+// etc/hardware-h100-512.json widened to 4,096 nodes, run from the repository root. A third:
+// a site of 4 partitions x 4,096 nodes x 8 ranks per node x the same 64 global batches
+// (make_site_plan, hierarchical allreduce), with its ratio to the target and to the first
+// figure (its anchor: one partition of one rank per node, measured in the same run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,6 +69,29 @@ int main() {
     std::printf("bench-planner: 4096 nodes x 64 global batches (%zu feasible candidates), %d runs\n", n_cand, reps);
     std::printf("bench-planner: median %.3f ms (min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it)\n",
                 median, ms.front(), ms.back(), target, median / target);
+
+    // 4 partitions of different speed, price and links, 8 ranks (GPUs) per node each.
+    std::vector<tula::PartitionTarget> site;
+    for (int i = 0; i < 4; ++i) {
+        tula::PartitionTarget t;
+        t.conf.name = "p" + std::to_string(i);
+        t.conf.nodes = 4096;
+        t.conf.ranks_per_node = 8;
+        t.conf.gpus_per_node = 8;
+        t.conf.price_per_node_hour = 2.5 * (i + 1);
+        t.conf.intra_node_bandwidth = 100e9 * (i + 1);
+        t.compute = compute;
+        t.compute_factor = 1.0 / (i + 1);
+        t.allreduce = ar;
+        t.allreduce->beta = ar.beta / (i + 1);
+        site.push_back(t);
+    }
+    size_t n_site = 0;
+    const double site_ms = median_ms(reps, ms, [&] { n_site = tula::make_site_plan(req, site).candidates.size(); });
+    std::printf("bench-planner: site (4 partitions x 4096 nodes x 8 ranks per node x 64 global batches, %zu feasible "
+                "candidates): median %.3f ms (min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it); "
+                "%.2fx the one-partition figure above (%.3f ms) of this run\n",
+                n_site, site_ms, ms.front(), ms.back(), target, site_ms / target, site_ms / median, median);
 
     try {
         tula::HardwareSpec h = tula::load_hardware("etc/hardware-h100-512.json");

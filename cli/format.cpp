@@ -93,6 +93,13 @@ KeyValues plan_kv(const PlanReport& r) {
     std::string flagged;
     for (const auto& f : r.plan.flagged_runs) flagged += (flagged.empty() ? "" : ",") + (f.job_id.empty() ? "-" : f.job_id);
     kv.emplace_back("flagged_runs", flagged);
+    // The shape of the request (partition sections of tula.conf, a hardware file's partitions):
+    // partition is empty for a file without sections (no partition is requested).
+    kv.emplace_back("partition", c.partition);
+    kv.emplace_back("ranks_per_node", std::to_string(c.ranks_per_node));
+    kv.emplace_back("gpus_per_node", std::to_string(c.gpus_per_node));
+    kv.emplace_back("scaled_from", c.scaled_from);
+    for (const auto& l : r.plan.left_out) kv.emplace_back("left_out", l);
     for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
     return kv;
 }
@@ -114,7 +121,8 @@ Json candidate_json(const Candidate& c) {
               {"epochs_to_target_high", c.epochs_to_target_high}, {"time_to_target_seconds", c.time_to_target},
               {"cost_to_target", c.cost_to_target},
               {"expected_accuracy", std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr)},
-              {"memory_bytes", c.memory_bytes}};
+              {"memory_bytes", c.memory_bytes}, {"partition", c.partition}, {"ranks_per_node", c.ranks_per_node},
+              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from}};
     return j;
 }
 
@@ -153,6 +161,7 @@ Json plan_json(const PlanReport& r) {
     j["time_margin"] = r.time_margin;
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;
+    j["left_out"] = r.plan.left_out;  // partitions not planned: "NAME: why"
     j["gamma"] = r.plan.gamma;
     // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
     j["noise_scale"] = r.plan.convergence.noise_scale;

@@ -66,8 +66,11 @@ std::string plan_summary(const PlanReport& r);
 /// (95 % prediction bounds), iter_seconds, memory_bytes (per rank, 0 when not modelled),
 /// expected_accuracy (fraction, empty without run history), epochs_to_target, pareto (1/0),
 /// max_local_batch (0: no memory bound), gamma, simulated (1/0; hardware= when 1),
-/// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none), then
-/// one warning= per warning.
+/// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none),
+/// partition (empty for a tula.conf without partition sections), ranks_per_node,
+/// gpus_per_node, scaled_from (the class a partition without profiles was predicted from;
+/// empty when its own), one left_out= per partition left out ("NAME: why"), then one
+/// warning= per warning.
 KeyValues plan_kv(const PlanReport& r);
 
 /// `--format kv` lines of a failure: status=error, message=..., then warning= lines.
@@ -75,11 +78,13 @@ KeyValues error_kv(const std::string& message, const std::vector<std::string>& w
 
 /// The whole plan as JSON: workload, epochs, policy (and policy_phrase, deadline_seconds,
 /// budget), simulated (and hardware), price and margins, max_local_batch, gamma, candidates
-/// (all fields of tula::Candidate plus "chosen"), chosen (index), choice, reason, time limit,
+/// (all fields of tula::Candidate plus "chosen"), left_out (partitions not planned, "NAME:
+/// why"), chosen (index), choice, reason, time limit,
 /// summary, flagged_runs (run_check_json each), warnings.
 Json plan_json(const PlanReport& r);
 
-/// One candidate as a JSON object (all fields of tula::Candidate; seconds, node-hours, cost,
+/// One candidate as a JSON object (all fields of tula::Candidate, its partition, ranks and GPUs
+/// per node and scaled_from among them; seconds, node-hours, cost,
 /// bytes; expected_accuracy is null when there is no run history).
 Json candidate_json(const Candidate& c);
 

@@ -84,16 +84,29 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     std::string price = format_number("%g", r.price_per_node_hour) + " per node-hour";
     if (r.price_per_gpu_hour > 0)
         price += " + " + std::to_string(r.gpus_per_node) + " GPUs x " + format_number("%g", r.price_per_gpu_hour) + " per GPU-hour";
+    for (const Candidate& c : p.candidates)
+        if (c.partition != p.candidates.front().partition) {
+            price = "each partition's own (tula.conf sections or the hardware file)";
+            break;
+        }
     std::printf("%s: %d epoch%s, policy %s (%s), %s, price %s\n", bold(r.workload, colour).c_str(),
                 r.epochs, r.epochs == 1 ? "" : "s", policy_name(r.policy),
                 policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price()).c_str(),
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
                 price.c_str());
     // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
-    const bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0;
+    bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0, parts = false;
+    for (const Candidate& c : p.candidates) {
+        gpus = gpus || c.gpus_per_node > 0;
+        energy = energy || c.energy_kwh > 0;
+        parts = parts || !c.partition.empty();  // partition sections (or a hardware file's partitions)
+    }
     Table t;
-    t.header = {"", "nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "epochs", "training (s)",
-                "upper (s)", "node-hours"};
+    t.header = {""};
+    if (parts) t.header.insert(t.header.end(), {"partition", "ranks/node"});
+    for (const char* h : {"nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "epochs", "training (s)",
+                          "upper (s)", "node-hours"})
+        t.header.push_back(h);
     if (gpus) t.header.push_back("GPU-hours");
     if (energy) t.header.push_back("energy (kWh)");
     for (const char* h : {"cost", "accuracy", "pareto"}) t.header.push_back(h);
@@ -101,11 +114,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     t.right.front() = t.right.back() = false;
     for (size_t i = 0; i < p.candidates.size(); ++i) {
         const Candidate& c = p.candidates[i];
-        std::vector<std::string> row = {i == p.chosen ? ">" : "", std::to_string(c.nodes), std::to_string(c.global_batch),
+        std::vector<std::string> row = {i == p.chosen ? ">" : ""};
+        if (parts) row.insert(row.end(), {c.partition + (c.scaled_from.empty() ? "" : " (scaled)"), std::to_string(c.ranks_per_node)});
+        row.insert(row.end(), {std::to_string(c.nodes), std::to_string(c.global_batch),
                                         std::to_string(c.local_batch), format_number("%.2f", c.iter_seconds * 1e3),
                                         format_number("%.2f", c.epoch_seconds), std::to_string(c.epochs),
                                         format_number("%.1f", c.total_seconds),
-                                        format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)};
+                                        format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)});
         if (gpus) row.push_back(format_number("%.4f", c.gpu_hours));
         if (energy) row.push_back(format_number("%.4f", c.energy_kwh));
         row.push_back(format_number("%.4f", c.cost));
@@ -130,12 +145,23 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                                      .c_str(),
                 r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
+    for (const Candidate& c : p.candidates)
+        if (!c.scaled_from.empty()) {
+            std::printf("  (scaled: partition %s has no profile of its own; predicted from class %s by the published "
+                        "figures of tula.conf, with a wider interval)\n",
+                        c.partition.c_str(), c.scaled_from.c_str());
+            break;
+        }
+    for (const std::string& l : p.left_out) std::printf("%s %s\n", bold("left out:", colour).c_str(), l.c_str());
     const Candidate& c = p.choice();
     std::string extra;
     if (gpus) extra += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
     if (energy) extra += ", " + format_number("%.3g", c.energy_kwh) + " kWh";
+    std::string where = nodes_phrase(c.nodes);
+    if (!c.partition.empty()) where += " of " + c.partition;
+    if (c.ranks_per_node > 1) where += " (" + std::to_string(c.ranks_per_node) + " ranks each)";
     std::printf("%s %s x global batch %d (local batch %d): predicted %s training, %s node-hours%s, cost %s\n",
-                bold(r.simulated ? "chosen (simulated):" : "chosen:", colour).c_str(), nodes_phrase(c.nodes).c_str(), c.global_batch, c.local_batch,
+                bold(r.simulated ? "chosen (simulated):" : "chosen:", colour).c_str(), where.c_str(), c.global_batch, c.local_batch,
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
@@ -225,9 +251,11 @@ int run_plan(const PlanOptions& o) {
             throw UsageError("--workload '" + one_line(o.workload, 80) +
                              "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
         const LoadedConfig lc = load_cli_config(o.common);
-        std::optional<HardwareSpec> hw;
+        std::optional<HardwareSpec> hw;  // the first (or only) partition of --hardware
+        std::vector<HardwareSpec> hw_parts;  // all of them
         if (!o.hardware.empty()) {
-            hw = load_hardware(o.hardware);
+            hw_parts = load_hardware_partitions(o.hardware);
+            hw = hw_parts.front();
             if (!o.workload.empty() && o.workload != hw->workload.name)
                 throw UsageError("--workload " + o.workload + " differs from the workload of --hardware " + o.hardware +
                                  " (" + hw->workload.name + "); leave --workload out or change workload.name there");
@@ -294,14 +322,25 @@ int run_plan(const PlanOptions& o) {
         if (hw) {
             // Simulation mode: no profile database is read.
             r.simulated = true;
-            r.hardware = o.hardware + " (cluster " + hw->name + ", " + nodes_phrase(hw->nodes) + " x " +
-                         std::to_string(hw->gpus_per_node) + (hw->gpus_per_node == 1 ? " device" : " devices") + ")";
+            auto shape = [](const HardwareSpec& h) {
+                return nodes_phrase(h.nodes) + " x " + std::to_string(h.gpus_per_node) +
+                       (h.gpus_per_node == 1 ? " device" : " devices");
+            };
+            r.hardware = o.hardware + " (cluster " + hw->name + ", ";
+            if (hw_parts.size() == 1) r.hardware += shape(*hw) + ")";
+            for (size_t i = 0; hw_parts.size() > 1 && i < hw_parts.size(); ++i)
+                r.hardware += (i ? ", " : "partitions ") + hw_parts[i].partition + " " + shape(hw_parts[i]) +
+                              (i + 1 == hw_parts.size() ? ")" : "");
             r.price_per_node_hour = hw->price_per_node_hour;
             r.gpus_per_node = hw->gpus_per_node;
             r.price_per_gpu_hour = hw->price_per_gpu_hour;
             r.watts_per_node = hw->watts_per_node;
-            sim = derive_models(*hw);
-            r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
+            if (hw_parts.size() == 1) {
+                sim = derive_models(*hw);
+                r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
+            } else {
+                r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec);
+            }
         } else if (!o.node_range.empty()) {
             // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
             // plan shown for the largest, and a time limit that covers the slowest row. The

@@ -88,6 +88,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // One candidate of the plan's JSON.
 struct Point {
+    std::string partition;  // "" without partition sections
     int nodes = 0;
     int global_batch = 0;
     double seconds = 0;  // predicted training seconds
@@ -105,6 +106,7 @@ std::vector<Point> read_points(const Json& plan) {
     for (const auto& c : *it) {
         Point p;
         p.nodes = c.at("nodes").get<int>();
+        p.partition = c.value("partition", std::string());
         p.global_batch = c.at("global_batch").get<int>();
         // time and cost of the epochs each candidate trains: what the Pareto front and the
         // policies are about (a plan from before they existed has only the requested epochs' figures)
@@ -120,16 +122,18 @@ std::vector<Point> read_points(const Json& plan) {
     return pts;
 }
 
-// The data file: one block per node count (gnuplot `index`), then the Pareto front sorted by
-// time, then the chosen point. Columns: global_batch seconds cost.
-std::string data_file(const std::vector<Point>& pts, std::vector<int>* node_counts) {
-    std::map<int, std::vector<const Point*>> by_nodes;
-    for (const auto& p : pts) by_nodes[p.nodes].push_back(&p);
+// The data file: one block per (partition, node count) (gnuplot `index`), then the Pareto front
+// sorted by time, then the chosen point. Columns: global_batch seconds cost. `labels` gets each
+// block's title ("2 nodes", "2 nodes of gpu").
+std::string data_file(const std::vector<Point>& pts, std::vector<std::string>* labels) {
+    std::map<std::pair<std::string, int>, std::vector<const Point*>> by_nodes;
+    for (const auto& p : pts) by_nodes[{p.partition, p.nodes}].push_back(&p);
     std::string d;
     char line[128];
-    for (const auto& [n, v] : by_nodes) {
-        node_counts->push_back(n);
-        d += "# " + std::to_string(n) + " nodes\n";
+    for (const auto& [key, v] : by_nodes) {
+        const std::string label = nodes_phrase(key.second) + (key.first.empty() ? "" : " of " + key.first);
+        labels->push_back(label);
+        d += "# " + label + "\n";
         for (const Point* p : v) {
             std::snprintf(line, sizeof line, "%d %.9g %.9g\n", p->global_batch, p->seconds, p->cost);
             d += line;
@@ -160,13 +164,15 @@ std::string data_file(const std::vector<Point>& pts, std::vector<int>* node_coun
 
 // The gnuplot script: two panels (time, cost) over a log2 global-batch axis.
 std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& data, const std::string& out,
-                           const std::vector<int>& node_counts, const Json& plan) {
+                           const std::vector<std::string>& node_counts, const Json& plan) {
     const std::string workload = plan.value("workload", std::string("?"));
     const std::string policy = plan.value("policy", std::string("auto"));
     const int epochs = plan.value("epochs", 0);
     std::string chosen;
     if (auto c = plan.find("choice"); c != plan.end() && c->is_object())
-        chosen = nodes_phrase(c->value("nodes", 0)) + " x global batch " + std::to_string(c->value("global_batch", 0));
+        chosen = nodes_phrase(c->value("nodes", 0)) +
+                 (c->value("partition", std::string()).empty() ? "" : " of " + c->value("partition", std::string())) +
+                 " x global batch " + std::to_string(c->value("global_batch", 0));
     const double price = plan.value("price_per_node_hour", 1.0);
     std::string s;
     s += "set encoding utf8\n";
@@ -185,7 +191,7 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
         s += "plot ";
         for (size_t i = 0; i < node_counts.size(); ++i)
             s += gp_quote(data) + " index " + std::to_string(i) + " using 1:" + std::to_string(col) +
-                 " with linespoints pt 7 ps 0.6 title " + gp_quote(nodes_phrase(node_counts[i])) + ", \\\n     ";
+                 " with linespoints pt 7 ps 0.6 title " + gp_quote(node_counts[i]) + ", \\\n     ";
         s += gp_quote(data) + " index " + std::to_string(node_counts.size()) + " using 1:" + std::to_string(col) +
              " with points pt 6 ps 1.8 lw 2 lc rgb 'black' title 'Pareto front (time, cost)', \\\n     ";
         s += gp_quote(data) + " index " + std::to_string(node_counts.size() + 1) + " using 1:" + std::to_string(col) +
@@ -259,7 +265,7 @@ int run_plot(const PlotOptions& o) {
     } catch (const Json::exception& e) {
         throw Error(std::string("cannot read the plan: ") + e.what());
     }
-    std::vector<int> node_counts;
+    std::vector<std::string> node_counts;  // the blocks' titles
     const std::string data = tmp / "plan.dat";
     write_text(data, data_file(pts, &node_counts));
     const std::string image = tmp / (svg ? "plot.svg" : "plot.png");

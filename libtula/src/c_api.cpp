@@ -163,6 +163,9 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     out->epochs = c.epochs;
     out->predicted_seconds = c.total_seconds;
     copy_out(out->workload, sizeof out->workload, workload);
+    copy_out(out->partition, sizeof out->partition, c.partition);
+    out->ranks_per_node = c.ranks_per_node;
+    out->gpus_per_node = c.gpus_per_node;
     char head[160];
     std::snprintf(head, sizeof head, "tula: %s on %d node%s: global batch %d, predicted %.0f s for %d epochs: ",
                   workload.c_str(), c.nodes, c.nodes == 1 ? "" : "s", c.global_batch, c.total_seconds, c.epochs);

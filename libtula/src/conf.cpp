@@ -23,6 +23,10 @@ constexpr const char* kValidKeys =
     "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
     "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs";
 
+constexpr const char* kPartitionKeys =
+    "nodes, cpus_per_node, gpus_per_node, ranks_per_node, price_per_node_hour, price_per_gpu_hour, watts_per_node, "
+    "hardware_class, peak_flops, memory_bandwidth, link_bandwidth, intra_node_bandwidth";
+
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
@@ -40,10 +44,37 @@ std::string strip_comment(const std::string& line) {
     return line;
 }
 
+// A Slurm partition or hardware class name: 1..63 of letters, digits, '_', '.', '-'.
+bool valid_name(const std::string& s) {
+    if (s.empty() || s.size() > 63) return false;
+    for (unsigned char c : s)
+        if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
+    return true;
+}
+
+// A section being read: its partition, the keys it set, where its header was.
+struct Section {
+    PartitionConf part;
+    std::set<std::string> seen;
+    int line = 0;
+};
+
+// Checks a finished section and resolves its defaults (ranks per node from the GPUs).
+void finish_section(Section& sec, const std::string& source, std::vector<PartitionConf>* out) {
+    const std::string where = source + " line " + std::to_string(sec.line) + ": [partition " + sec.part.name + "]";
+    if (!sec.seen.count("nodes"))
+        throw Error(where + " has no nodes; add `nodes = N` (the nodes of the partition Tula may use)");
+    if (!sec.seen.count("ranks_per_node")) sec.part.ranks_per_node = sec.part.gpus_per_node > 0 ? sec.part.gpus_per_node : 1;
+    if (sec.part.price_per_gpu_hour > 0 && sec.part.gpus_per_node == 0)
+        throw Error(where + ": price_per_gpu_hour is set but gpus_per_node is 0; set gpus_per_node to the GPUs of a node");
+    out->push_back(sec.part);
+}
+
 // Parses the text; `source` names it in messages ("tula.conf" or a path).
 Config parse_named(const std::string& text, const std::string& source) {
     Config cfg;
     std::set<std::string> seen;
+    std::vector<Section> sections;  // the [partition NAME] sections read so far; the last is open
     size_t pos = 0;
     int lineno = 0;
     while (pos <= text.size()) {
@@ -60,6 +91,32 @@ Config parse_named(const std::string& text, const std::string& source) {
         auto fail = [&](const std::string& what) -> Error {
             return Error(source + " line " + std::to_string(lineno) + ": " + what);
         };
+        if (line.front() == '[') {
+            // a section header: [partition NAME]
+            const std::string inner = line.back() == ']' ? detail::trim(line.substr(1, line.size() - 2)) : std::string();
+            const size_t sp = inner.find_first_of(" \t");
+            const std::string kind = inner.substr(0, sp);
+            const std::string name = sp == std::string::npos ? std::string() : detail::trim(inner.substr(sp));
+            if (line.back() != ']' || kind != "partition" || !valid_name(name))
+                throw fail("expected a section header `[partition NAME]` (NAME: 1 to 63 letters, digits, '_', '.', '-'), found '" +
+                           line.substr(0, 80) + "'");
+            for (const Section& o : sections)
+                if (o.part.name == name)
+                    throw fail("partition '" + name + "' is described twice (first on line " + std::to_string(o.line) +
+                               "); keep one section");
+            Section sec;
+            sec.line = lineno;
+            sec.part.name = name;
+            sec.part.hardware_class = name;
+            // the top-level node description is each section's default
+            sec.part.gpus_per_node = cfg.gpus_per_node;
+            sec.part.price_per_node_hour = cfg.price_per_node_hour;
+            sec.part.price_per_gpu_hour = cfg.price_per_gpu_hour;
+            sec.part.watts_per_node = cfg.watts_per_node;
+            sections.push_back(sec);
+            if (nl == text.size()) break;
+            continue;
+        }
         const size_t eq = line.find('=');
         if (eq == std::string::npos) throw fail("expected `key = value`, found '" + line + "'");
         const std::string key = detail::trim(line.substr(0, eq));
@@ -71,9 +128,6 @@ Config parse_named(const std::string& text, const std::string& source) {
                                                     "default_epochs", "device_memory_bytes",  "noise_scale",
                                                     "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
                                                     "max_accuracy_loss", "admin_uid", "fixed_epochs"};
-        if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
-        // Strict: a repeated key is almost always an editing mistake.
-        if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
         auto number = [&](double lo, double hi, const char* unit) {
             double v = 0;
             if (!detail::parse_finite_double(value, &v))
@@ -91,6 +145,43 @@ Config parse_named(const std::string& text, const std::string& source) {
                            "] (" + unit + ")");
             return static_cast<int>(v);
         };
+        if (!sections.empty()) {
+            Section& sec = sections.back();
+            PartitionConf& p = sec.part;
+            static const std::set<std::string> kPart = {"nodes", "cpus_per_node", "gpus_per_node", "ranks_per_node",
+                                                        "price_per_node_hour", "price_per_gpu_hour", "watts_per_node",
+                                                        "hardware_class", "peak_flops", "memory_bandwidth",
+                                                        "link_bandwidth", "intra_node_bandwidth"};
+            if (!kPart.count(key)) {
+                if (kKeys.count(key))
+                    throw fail("'" + key + "' is a site-wide key and belongs before the first [partition] section (keys of a section: " +
+                               kPartitionKeys + ")");
+                throw fail("unknown key '" + key + "' in [partition " + p.name + "] (keys of a section: " + kPartitionKeys + ")");
+            }
+            if (!sec.seen.insert(key).second) throw fail("key '" + key + "' is set twice in [partition " + p.name + "]; keep one");
+            if (key == "nodes") p.nodes = integer(1, 1000000, "nodes");
+            else if (key == "cpus_per_node") p.cpus_per_node = integer(1, 1 << 20, "CPUs per node");
+            else if (key == "gpus_per_node") p.gpus_per_node = integer(0, 1024, "GPUs per node");
+            else if (key == "ranks_per_node") p.ranks_per_node = integer(1, 1024, "ranks (Slurm tasks) per node");
+            else if (key == "price_per_node_hour") p.price_per_node_hour = number(0.0, 1e9, "currency units per node-hour");
+            else if (key == "price_per_gpu_hour") p.price_per_gpu_hour = number(0.0, 1e9, "currency units per GPU-hour");
+            else if (key == "watts_per_node") p.watts_per_node = number(0.0, 1e7, "watts per node");
+            else if (key == "peak_flops") p.peak_flops = number(0.0, 1e20, "FLOP/s of one rank's device");
+            else if (key == "memory_bandwidth") p.memory_bandwidth = number(0.0, 1e16, "bytes/s of one rank's device memory");
+            else if (key == "link_bandwidth") p.link_bandwidth = number(0.0, 1e16, "bytes/s one node injects into the network");
+            else if (key == "intra_node_bandwidth") p.intra_node_bandwidth = number(0.0, 1e16, "bytes/s between the ranks of a node");
+            else if (key == "hardware_class") {
+                if (!valid_name(value))
+                    throw fail("hardware_class = '" + value.substr(0, 64) +
+                               "' is not a class name (1 to 63 letters, digits, '_', '.', '-'), e.g. h100-sxm");
+                p.hardware_class = value;
+            }
+            if (nl == text.size()) break;
+            continue;
+        }
+        if (!kKeys.count(key)) throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
+        // Strict: a repeated key is almost always an editing mistake.
+        if (!seen.insert(key).second) throw fail("key '" + key + "' is set twice; keep one");
         if (key == "system_db") {
             if (value.empty()) throw fail("system_db is empty; give the path of the system profile database");
             cfg.system_db = value;
@@ -111,6 +202,7 @@ Config parse_named(const std::string& text, const std::string& source) {
             cfg.watts_per_node = number(0.0, 1e7, "watts per node");
         } else if (key == "max_nodes") {
             cfg.max_nodes = integer(1, 100000, "nodes");
+            cfg.max_nodes_set = true;
         } else if (key == "global_batches") {
             std::vector<int> list;
             size_t p = 0;
@@ -167,14 +259,33 @@ Config parse_named(const std::string& text, const std::string& source) {
         }
         if (nl == text.size()) break;
     }
-    if (cfg.price_per_gpu_hour > 0 && cfg.gpus_per_node == 0)
+    if (sections.empty() && cfg.price_per_gpu_hour > 0 && cfg.gpus_per_node == 0)
         throw Error(source + ": price_per_gpu_hour is set but gpus_per_node is 0; set gpus_per_node to the GPUs of a node");
+    for (Section& sec : sections) finish_section(sec, source, &cfg.partitions);
     return cfg;
 }
 
 }  // namespace
 
 Config parse_config(const std::string& text) { return parse_named(text, "tula.conf"); }
+
+std::vector<PartitionConf> Config::site_partitions() const {
+    std::vector<PartitionConf> out = partitions;
+    const bool implicit = out.empty();
+    if (implicit) {
+        PartitionConf p;  // the implicit partition: today's single-partition file
+        p.nodes = max_nodes;
+        p.gpus_per_node = gpus_per_node;
+        p.ranks_per_node = 1;
+        p.price_per_node_hour = price_per_node_hour;
+        p.price_per_gpu_hour = price_per_gpu_hour;
+        p.watts_per_node = watts_per_node;
+        out.push_back(p);
+    }
+    if (implicit || max_nodes_set)
+        for (PartitionConf& p : out) p.nodes = std::min(p.nodes, max_nodes);
+    return out;
+}
 
 std::string read_text_file(const std::string& path, size_t max_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -61,6 +61,18 @@ expect_ok "plot --svg" "$TULA" plot "${W[@]}" --svg -o forced.img
 head -c 400 forced.img | grep -q "<svg" || fail "--svg did not write SVG"
 expect_ok "plot --policy time" "$TULA" plot "${W[@]}" --policy time -o time.png
 
+# A tula.conf with two partitions (the second 2 ranks per node, scaled from the first's class):
+# one curve per (partition, node count), named in the SVG's legend, and the title names the
+# chosen partition.
+printf '[partition cpu]\nnodes = 2\npeak_flops = 1e11\n[partition big]\nnodes = 2\nranks_per_node = 2\nhardware_class = big\npeak_flops = 2e11\n' >parts.conf
+expect_ok "plan json, partitions" "$TULA" plan --conf parts.conf "${W[@]}" --format json
+chosen_part=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["choice"]["partition"])' <<<"$T_OUT")
+expect_ok "plot SVG, partitions" "$TULA" plot --conf parts.conf "${W[@]}" -o parts.svg
+for label in "1 node of cpu" "2 nodes of cpu" "1 node of big" "2 nodes of big"; do
+    grep -q "$label" parts.svg || fail "the legend of parts.svg lacks '$label'"
+done
+grep -q "nodes\? of $chosen_part x global batch" parts.svg || fail "the SVG title does not name the chosen partition $chosen_part"
+
 # Bad inputs: one `tula:` line on stderr, non-zero status, no crash, no output file.
 check_error() {  # WHAT EXPECTED_STATUS ARGS...
     local what=$1 want=$2; shift 2

@@ -124,6 +124,7 @@ class CliFormatTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_explain_kv);
     CPPUNIT_TEST(test_policy_phrase);
     CPPUNIT_TEST(test_plan_kv_json_carry_every_field);
+    CPPUNIT_TEST(test_plan_kv_json_partition);
     CPPUNIT_TEST(test_compute_fit_lines);
     CPPUNIT_TEST(test_round_spread);
     CPPUNIT_TEST_SUITE_END();
@@ -353,6 +354,42 @@ public:
 
     // Every candidate field of the table (bounds, memory, accuracy, Pareto flag) and the
     // policy reach --format kv (the choice) and json (every candidate), read back.
+    // The chosen candidate's shape (partition, ranks and GPUs per node, the class it was scaled
+    // from) in kv after the existing keys, every candidate's in JSON, and each left-out
+    // partition as one left_out= line; without sections the partition is empty.
+    void test_plan_kv_json_partition() {
+        PlanReport r = report("w@d", 7, tula::Policy::Auto, synthetic_plan(3));
+        const auto plain = parse_kv(render_kv(plan_kv(r)));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), plain.at("partition"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), plain.at("ranks_per_node"));
+        for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
+            tula::Candidate& c = r.plan.candidates[i];
+            c.partition = i % 2 ? "gpu" : "cpu";
+            c.ranks_per_node = i % 2 ? 4 : 2;
+            c.gpus_per_node = i % 2 ? 4 : 0;
+            c.scaled_from = i % 2 ? "a100" : "";
+        }
+        r.plan.left_out = {"odd: no profile of class x", "tiny: nothing fits"};
+        const std::string text = render_kv(plan_kv(r));
+        const auto kv = parse_kv(text);
+        CPPUNIT_ASSERT_EQUAL(std::string("gpu"), kv.at("partition"));  // candidate 3
+        CPPUNIT_ASSERT_EQUAL(std::string("4"), kv.at("ranks_per_node"));
+        CPPUNIT_ASSERT_EQUAL(std::string("4"), kv.at("gpus_per_node"));
+        CPPUNIT_ASSERT_EQUAL(std::string("a100"), kv.at("scaled_from"));
+        CPPUNIT_ASSERT(text.find("\nleft_out=odd: no profile of class x\nleft_out=tiny: nothing fits\n") != std::string::npos);
+        CPPUNIT_ASSERT(text.find("flagged_runs=") < text.find("partition="));  // appended after the existing keys
+        const Json j = Json::parse(plan_json(r).dump());
+        CPPUNIT_ASSERT_EQUAL(size_t(2), j.at("left_out").size());
+        for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
+            const tula::Candidate& c = r.plan.candidates[i];
+            const Json& x = j.at("candidates")[i];
+            CPPUNIT_ASSERT_EQUAL(c.partition, x.at("partition").get<std::string>());
+            CPPUNIT_ASSERT_EQUAL(c.ranks_per_node, x.at("ranks_per_node").get<int>());
+            CPPUNIT_ASSERT_EQUAL(c.gpus_per_node, x.at("gpus_per_node").get<int>());
+            CPPUNIT_ASSERT_EQUAL(c.scaled_from, x.at("scaled_from").get<std::string>());
+        }
+    }
+
     void test_plan_kv_json_carry_every_field() {
         for (size_t chosen : {size_t{1}, size_t{3}}) {
             PlanReport r = report("w@d", 7, tula::Policy::Budget, synthetic_plan(chosen));

@@ -133,6 +133,21 @@ public:
         CPPUNIT_ASSERT_EQUAL(hand_epochs(500, out.global_batch, 3, 64), out.epochs);
         CPPUNIT_ASSERT_EQUAL(2, out.nodes);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(hand_total(2, out.global_batch, out.epochs), out.predicted_seconds, 1e-3);
+        // a tula.conf without partition sections: the implicit partition, one rank per node
+        CPPUNIT_ASSERT_EQUAL(std::string(), std::string(out.partition));
+        CPPUNIT_ASSERT_EQUAL(1, out.ranks_per_node);
+        // one partition section of 2 GPUs per node: its name, 2 ranks per node, 2 GPUs reach the caller
+        const std::string pconf = d / "parts.conf";
+        write(pconf, "global_batches = 128, 256, 512\ndefault_epochs = 3\nnoise_scale = 500\n"
+                     "[partition gpu]\nnodes = 4\ngpus_per_node = 2\n");
+        q.conf_path = pconf.c_str();
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(out.message, 0, tula_plan_job(&q, &out));
+        CPPUNIT_ASSERT_EQUAL(std::string("gpu"), std::string(out.partition));
+        CPPUNIT_ASSERT_EQUAL(2, out.ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(2, out.gpus_per_node);
+        CPPUNIT_ASSERT_EQUAL(2, out.nodes);
+        CPPUNIT_ASSERT_EQUAL(0, out.global_batch % 4);  // 2 nodes x 2 ranks
+        q.conf_path = conf.c_str();
         // the workload given and a script: the epochs still come from the script
         const std::string script = d / "job.sbatch";
         q.script_path = script.c_str();

@@ -30,6 +30,9 @@ class LibtulaConfTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_device_memory_and_noise_scale);
     CPPUNIT_TEST(test_gpu_price_and_energy);
     CPPUNIT_TEST(test_admin_uid);
+    CPPUNIT_TEST(test_partition_sections);
+    CPPUNIT_TEST(test_implicit_partition);
+    CPPUNIT_TEST(test_bad_partition_sections);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -201,6 +204,113 @@ public:
         // A GPU price without GPUs would be silently ignored: refused.
         const std::string e = error_of([] { tula::parse_config("price_per_gpu_hour = 2\n"); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "gpus_per_node"));
+    }
+
+    // Sections in file order; each key lands in its own section; ranks default to the GPUs,
+    // else 1; the top-level node description is each section's default; the class defaults
+    // to the partition's name.
+    void test_partition_sections() {
+        const tula::Config c = tula::parse_config(
+            "price_per_node_hour = 3\n"
+            "watts_per_node = 100\n"
+            "[partition cpu]\n"
+            "nodes = 16\n"
+            "cpus_per_node = 2\n"
+            "\n"
+            "[ partition gpu-h100 ]  # eight GPUs\n"
+            "nodes = 4\n"
+            "gpus_per_node = 8\n"
+            "price_per_gpu_hour = 2.5\n"
+            "hardware_class = h100-sxm\n"
+            "peak_flops = 989e12\n"
+            "memory_bandwidth = 3.35e12\n"
+            "link_bandwidth = 400e9\n"
+            "intra_node_bandwidth = 450e9\n"
+            "[partition a100]\n"
+            "nodes = 2\n"
+            "gpus_per_node = 4\n"
+            "ranks_per_node = 2\n"
+            "price_per_node_hour = 7\n");
+        CPPUNIT_ASSERT_EQUAL(size_t(3), c.partitions.size());
+        const tula::PartitionConf& cpu = c.partitions[0];
+        CPPUNIT_ASSERT_EQUAL(std::string("cpu"), cpu.name);
+        CPPUNIT_ASSERT_EQUAL(std::string("cpu"), cpu.hardware_class);
+        CPPUNIT_ASSERT_EQUAL(16, cpu.nodes);
+        CPPUNIT_ASSERT_EQUAL(2, cpu.cpus_per_node);
+        CPPUNIT_ASSERT_EQUAL(0, cpu.gpus_per_node);
+        CPPUNIT_ASSERT_EQUAL(1, cpu.ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(3.0, cpu.price_per_node_hour);
+        CPPUNIT_ASSERT_EQUAL(100.0, cpu.watts_per_node);
+        const tula::PartitionConf& h = c.partitions[1];
+        CPPUNIT_ASSERT_EQUAL(std::string("gpu-h100"), h.name);
+        CPPUNIT_ASSERT_EQUAL(std::string("h100-sxm"), h.hardware_class);
+        CPPUNIT_ASSERT_EQUAL(8, h.ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(3.0 + 8 * 2.5, h.node_hour_price());
+        CPPUNIT_ASSERT_EQUAL(989e12, h.peak_flops);
+        CPPUNIT_ASSERT_EQUAL(3.35e12, h.memory_bandwidth);
+        CPPUNIT_ASSERT_EQUAL(400e9, h.link_bandwidth);
+        CPPUNIT_ASSERT_EQUAL(450e9, h.intra_node_bandwidth);
+        const tula::PartitionConf& a = c.partitions[2];
+        CPPUNIT_ASSERT_EQUAL(2, a.ranks_per_node);  // written: not the 4 GPUs
+        CPPUNIT_ASSERT_EQUAL(7.0, a.price_per_node_hour);
+        // max_nodes not written: the sections' nodes stand; written: it caps them
+        CPPUNIT_ASSERT_EQUAL(16, c.site_partitions()[0].nodes);
+        const tula::Config capped = tula::parse_config("max_nodes = 3\n[partition cpu]\nnodes = 16\n");
+        CPPUNIT_ASSERT_EQUAL(3, capped.site_partitions()[0].nodes);
+    }
+
+    // A file without sections is one implicit partition built from its top-level keys, with
+    // one rank per node whatever its GPUs (as before sections).
+    void test_implicit_partition() {
+        for (const tula::Config& c : {tula::parse_config(""), tula::parse_config("max_nodes = 6\ngpus_per_node = 8\n"
+                                                                                   "price_per_gpu_hour = 1.5\nwatts_per_node = 900\n")}) {
+            CPPUNIT_ASSERT(c.partitions.empty());
+            CPPUNIT_ASSERT_EQUAL(size_t(1), c.site_partitions().size());
+            const tula::PartitionConf p = c.site_partitions()[0];
+            CPPUNIT_ASSERT_EQUAL(std::string(), p.name);
+            CPPUNIT_ASSERT_EQUAL(std::string(), p.hardware_class);
+            CPPUNIT_ASSERT_EQUAL(c.max_nodes, p.nodes);
+            CPPUNIT_ASSERT_EQUAL(c.gpus_per_node, p.gpus_per_node);
+            CPPUNIT_ASSERT_EQUAL(1, p.ranks_per_node);
+            CPPUNIT_ASSERT_EQUAL(c.price_per_node_hour + c.gpus_per_node * c.price_per_gpu_hour, p.node_hour_price());
+            CPPUNIT_ASSERT_EQUAL(c.watts_per_node, p.watts_per_node);
+        }
+        // a default-constructed Config (no file) plans the same implicit partition, and it
+        // follows a max_nodes changed after parsing (tula plan --node-range raises it)
+        tula::Config d;
+        CPPUNIT_ASSERT(d.partitions.empty());
+        d.max_nodes = 9;
+        CPPUNIT_ASSERT_EQUAL(size_t(1), d.site_partitions().size());
+        CPPUNIT_ASSERT_EQUAL(d.max_nodes, d.site_partitions()[0].nodes);
+    }
+
+    // Every bad section gives one message naming its line and what to do.
+    void test_bad_partition_sections() {
+        struct Case {
+            const char* text;
+            const char* line;
+            const char* says;
+        };
+        const Case cases[] = {
+            {"[partition]\nnodes = 1\n", "line 1", "[partition NAME]"},
+            {"[queue gpu]\nnodes = 1\n", "line 1", "[partition NAME]"},
+            {"[partition gpu\nnodes = 1\n", "line 1", "[partition NAME]"},
+            {"[partition a/b]\nnodes = 1\n", "line 1", "[partition NAME]"},
+            {"[partition gpu]\nnodes = 1\n[partition gpu]\nnodes = 2\n", "line 3", "described twice"},
+            {"[partition gpu]\nnodes = 1\nmax_nodes = 4\n", "line 3", "before the first [partition] section"},
+            {"[partition gpu]\nnodes = 1\ncolour = red\n", "line 3", "unknown key 'colour'"},
+            {"[partition gpu]\nnodes = 1\nnodes = 2\n", "line 3", "set twice"},
+            {"[partition gpu]\nnodes = 0\n", "line 2", "out of range"},
+            {"[partition gpu]\nnodes = 1\nranks_per_node = two\n", "line 3", "not an integer"},
+            {"[partition gpu]\nnodes = 1\npeak_flops = fast\n", "line 3", "not a number"},
+            {"[partition gpu]\nnodes = 1\nhardware_class = a b\n", "line 3", "not a class name"},
+            {"[partition gpu]\ngpus_per_node = 4\n", "line 1", "has no nodes"},
+            {"[partition gpu]\nnodes = 2\nprice_per_gpu_hour = 1\n", "line 1", "gpus_per_node"},
+        };
+        for (const Case& k : cases) {
+            const std::string e = error_of([&] { tula::parse_config(k.text); });
+            CPPUNIT_ASSERT_MESSAGE(std::string(k.text) + " -> " + e, contains(e, k.line) && contains(e, k.says));
+        }
     }
 };
 

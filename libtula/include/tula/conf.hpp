@@ -6,6 +6,36 @@
 
 namespace tula {
 
+/// One partition of the site: a `[partition NAME]` section of tula.conf (tula.conf(5),
+/// PARTITIONS), or the implicit one a file without sections describes with its top-level keys.
+struct PartitionConf {
+    /// Slurm partition name (letters, digits, '_', '.', '-'); "" for the implicit partition
+    /// of a file without sections (no partition is requested from Slurm then).
+    std::string name;
+    int nodes = 1;                  ///< [nodes] nodes of the partition the planner may use
+    int cpus_per_node = 1;          ///< [cpus_per_node] CPUs (cores) of one node
+    int gpus_per_node = 0;          ///< [gpus_per_node] GPUs of one node; 0 for a CPU partition
+    /// [ranks_per_node] training processes (Slurm tasks) per node; default gpus_per_node when
+    /// it is > 0, else 1. The implicit partition runs 1 rank per node, as before sections.
+    int ranks_per_node = 1;
+    double price_per_node_hour = 1.0;  ///< [price_per_node_hour] currency units per node-hour
+    double price_per_gpu_hour = 0;     ///< [price_per_gpu_hour] currency units per GPU-hour, on top
+    double watts_per_node = 0;         ///< [watts_per_node] watts of one busy node; 0: unknown
+    /// [hardware_class] names the profiles that describe the nodes (profiles are kept per
+    /// class); default: the partition's name; "" for the implicit partition (the profiles of
+    /// every class, as before sections).
+    std::string hardware_class;
+    /// Published figures of the class, for predicting a class that has no profile of its own
+    /// from one that has (0: not given): [peak_flops] FLOP/s of one rank's device at the
+    /// training precision, [memory_bandwidth] bytes/s of that device's memory, [link_bandwidth]
+    /// bytes/s one node injects into the network, [intra_node_bandwidth] bytes/s between the
+    /// ranks of one node (0: the within-node part of the allreduce is not modelled).
+    double peak_flops = 0, memory_bandwidth = 0, link_bandwidth = 0, intra_node_bandwidth = 0;
+    /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
+    /// price_per_gpu_hour (currency units per node-hour).
+    double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
+};
+
 /// Site configuration read from tula.conf. Units are in the field names' comments.
 struct Config {
     /// System profile database (read-only to users). Path.
@@ -51,6 +81,15 @@ struct Config {
     /// epochs its planned global batch needs to reach the accuracy those epochs reach at the
     /// script's own batch (no, the default; see tula.conf(5), fixed_epochs).
     bool fixed_epochs = false;
+    /// max_nodes was written in the file (then it caps every partition's nodes too).
+    bool max_nodes_set = false;
+    /// The `[partition NAME]` sections, in file order; empty for a file without sections.
+    std::vector<PartitionConf> partitions;
+    /// The partitions the planner uses: `partitions`, or, when it is empty, one implicit
+    /// partition (name "", class "", 1 rank per node) with nodes = max_nodes and the
+    /// top-level gpus_per_node, prices and watts (today's single-partition file). Each
+    /// section's nodes are capped at max_nodes when max_nodes was written. Pure.
+    std::vector<PartitionConf> site_partitions() const;
 };
 
 /// Parses the text of a tula.conf: `key = value` lines, `#` comments, blank lines.
@@ -58,9 +97,15 @@ struct Config {
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction),
-/// fixed_epochs (yes or no).
+/// fixed_epochs (yes or no). Then optional `[partition NAME]` sections (PartitionConf) with
+/// the keys nodes (required), cpus_per_node, gpus_per_node, ranks_per_node,
+/// price_per_node_hour, price_per_gpu_hour, watts_per_node, hardware_class, peak_flops,
+/// memory_bandwidth, link_bandwidth, intra_node_bandwidth; a section's price_per_node_hour,
+/// gpus_per_node, price_per_gpu_hour and watts_per_node default to the top-level ones.
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
-/// unknown key, a missing '=', or a value that is not a valid number / out of range.
+/// unknown key, a missing '=', or a value that is not a valid number / out of range, a
+/// section header that is not `[partition NAME]`, a repeated partition name, a site-wide
+/// key inside a section, or a section without nodes.
 Config parse_config(const std::string& text);
 
 /// Reads at most `max_bytes` of the regular file `path` (opened O_CLOEXEC, read to its end or

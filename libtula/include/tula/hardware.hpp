@@ -15,6 +15,10 @@ namespace tula {
 /// the comments; every value is finite. Keys of the JSON file in brackets.
 struct HardwareSpec {
     std::string name;                 ///< [name] cluster name, for messages (default "cluster")
+    /// [partitions[i].name] the partition's name in a file with several partitions (keys
+    /// "partitions": a list of objects with the node keys below and a name; the workload and
+    /// global batches stay at the top level and are shared); "" in a one-partition file.
+    std::string partition;
     int nodes = 0;                    ///< [nodes] nodes in the partition, 1..1,000,000
     int gpus_per_node = 1;            ///< [gpus_per_node] devices per node, 1..1024
     double peak_flops = 0;            ///< [device.peak_flops] FLOP/s of one device (datasheet, at the training precision)
@@ -40,13 +44,25 @@ struct HardwareSpec {
     std::vector<int> global_batches;  ///< [global_batches] empty: default_global_batches()
 };
 
-/// Parses the JSON text of a hardware file (nlohmann-json). `source` names it in messages.
+/// Parses the JSON text of a hardware file (nlohmann-json); of a file with several partitions,
+/// the first (parse_hardware_partitions gives them all). `source` names it in messages.
 /// Errors: tula::Error naming the key for malformed JSON, a missing required key (nodes,
 /// gpus_per_node, device.peak_flops, device.memory_bytes, network.bandwidth,
 /// network.latency, price_per_node_hour, workload.name, workload.flops_per_example,
 /// workload.parameter_bytes, workload.train_examples), an unknown key, a value of the wrong
 /// type, a non-finite or out-of-range value.
 HardwareSpec parse_hardware(const std::string& json_text, const std::string& source = "hardware file");
+
+/// Every partition of a hardware file, in file order: one for a file without "partitions"
+/// (partition ""), else one per element of "partitions" (each with the file's name,
+/// workload and global batches). Errors: as parse_hardware, naming the partition's key
+/// ("partitions[1].device.peak_flops"); a node key at the top level next to "partitions", a
+/// missing or bad partition name, a name given twice.
+std::vector<HardwareSpec> parse_hardware_partitions(const std::string& json_text,
+                                                    const std::string& source = "hardware file");
+
+/// Reads (at most 1 MiB) and parses every partition of `path`. Errors: as load_hardware.
+std::vector<HardwareSpec> load_hardware_partitions(const std::string& path);
 
 /// Reads (at most 1 MiB) and parses `path`. Errors: tula::Error naming the path and
 /// strerror when it cannot be read, or as parse_hardware.
@@ -93,5 +109,14 @@ SimulatedModels derive_models(const HardwareSpec& h);
 /// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy);
+
+/// plan_hardware across several partitions (parse_hardware_partitions): make_site_plan with
+/// each partition's derived models, node count, GPUs, prices and memory; the workload, epochs
+/// and global batches of the first. A candidate names its partition (Candidate::partition)
+/// and has 1 planner rank per node driving the node's gpus_per_node devices
+/// (SimulatedModels); its gpus_per_node is the partition's. Errors: as plan_hardware (the
+/// node bound is the largest partition's; the pair bound counts every partition).
+Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& parts, int epochs, int max_nodes,
+                        int fixed_nodes, const PolicySpec& policy);
 
 }  // namespace tula

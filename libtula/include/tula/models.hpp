@@ -182,6 +182,22 @@ struct AllreduceModel {
     const char* algorithm_name() const { return algorithm == Algorithm::Ring ? "ring" : "rabenseifner"; }
 };
 
+/// Within-node part of a two-level (hierarchical) allreduce of n = `bytes` bytes among the
+/// r = `ranks` ranks of one node: a ring reduce-scatter before and an all-gather after the
+/// across-node allreduce, together 2 (r-1)/r n / bw seconds (`bandwidth` bw in bytes/s;
+/// Thakur, Rabenseifner & Gropp 2005, sec. 4.5, bandwidth term of the ring). 0 when r <= 1 or
+/// bw <= 0 (not modelled). The across-node part is AllreduceModel::seconds(K, n): after the
+/// reduce-scatter each of a node's r ranks carries n/r bytes across, together n bytes through
+/// the node's link. Pure.
+double intra_node_allreduce_seconds(int ranks, double bytes, double bandwidth);
+
+/// Seconds of one hierarchical allreduce of `bytes` bytes on `nodes` nodes of
+/// `ranks_per_node` ranks: intra_node_allreduce_seconds(ranks_per_node, bytes,
+/// intra_bandwidth) + across->seconds(nodes, bytes) (0 across for 1 node or a null
+/// `across`). Pure.
+double hierarchical_allreduce_seconds(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
+                                      double intra_bandwidth);
+
 /// One measured iteration with its two modelled parts, the data of the overlap fit.
 struct IterationSample {
     double compute_seconds = 0;   ///< T_comp, model prediction at the run's local batch

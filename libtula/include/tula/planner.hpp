@@ -45,13 +45,22 @@ PolicySpec parse_policy_spec(const std::string& s);
 Policy parse_policy(const std::string& s);
 const char* policy_name(Policy p);
 
-/// One (nodes, global batch) configuration and its predictions.
+/// One (partition, nodes, ranks per node, global batch) configuration and its predictions.
 struct Candidate {
+    /// Slurm partition (PartitionConf::name; "" for the implicit partition of a file
+    /// without sections, where no partition is requested).
+    std::string partition;
     int nodes = 0;
+    int ranks_per_node = 1;       ///< training processes (Slurm tasks) per node
+    int gpus_per_node = 0;        ///< GPUs of each node (0: a CPU partition)
     int global_batch = 0;         ///< examples per step over all ranks
-    int local_batch = 0;          ///< global_batch / nodes
-    double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce(nodes, gradient
-                                  ///< bytes)), seconds
+    int local_batch = 0;          ///< examples per rank per step: global_batch / (nodes * ranks_per_node)
+    /// The hardware class whose profiles predicted a partition without its own, scaled by the
+    /// classes' published figures (PartitionTarget); "" when predicted from its own class.
+    std::string scaled_from;
+    double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce), seconds; the
+                                  ///< allreduce of the gradient bytes is hierarchical
+                                  ///< (hierarchical_allreduce_seconds: within the node, then across nodes)
     /// Dimensionless factor on the modelled step (step_time_factor): on more than one node,
     /// when the profile has one, the synchronized-step profile's ComputeModel::synced_factor
     /// (synced_profile true), times the run history's TimeCalibration residual once 2
@@ -137,9 +146,65 @@ struct PlanRequest {
     double interval_level = 0.95;       ///< of the prediction intervals
 };
 
+/// One partition as the planner plans it: its description and the models of its nodes.
+/// make_site_plan enumerates nodes 1..conf.nodes (within the request's node range) with
+/// conf.ranks_per_node ranks each.
+struct PartitionTarget {
+    PartitionConf conf;        ///< name, nodes (the most planned), ranks and GPUs per node, prices, watts
+    ComputeModel compute;      ///< seconds per iteration of one rank at a local batch (of `scaled_from` when set)
+    /// Across-node allreduce (one message of the gradient per node); nullopt: 1 node only.
+    std::optional<AllreduceModel> allreduce;
+    /// Factor on the compute seconds of `compute` (1: the partition's own class);
+    /// scaled_compute_factor when it was predicted from another class.
+    double compute_factor = 1.0;
+    /// Factor on the upper end of the time interval beyond the model's own (1: none); a
+    /// partition predicted from another class gets kScaledIntervalFactor.
+    double upper_factor = 1.0;
+    std::string scaled_from;   ///< the class whose profiles `compute` and `allreduce` are; "" its own
+    /// Memory of one rank and its model, when they differ from the request's (the partitions
+    /// of a hardware file): bytes (0: PlanRequest::device_memory_bytes) and MemoryModel
+    /// (nullopt: PlanRequest::memory).
+    double device_memory_bytes = 0;
+    std::optional<MemoryModel> memory;
+    /// Non-empty: the partition cannot be predicted (no profile of its class and no figures to
+    /// scale from); make_site_plan puts "NAME: left_out" in Plan::left_out and plans the others.
+    std::string left_out;
+};
+
+/// The partitions of `cfg` (Config::site_partitions) as planner targets. The profile
+/// database's rows carry no hardware class: they are taken as the profiles of the first
+/// partition's class (and of the implicit partition's). A partition of another class is
+/// predicted from them scaled by the classes' published figures (scaled_compute_factor,
+/// scaled_allreduce, upper_factor kScaledIntervalFactor, scaled_from set), or, when tula.conf
+/// lacks the figures, gets `left_out` with the reason. Pure.
+std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel& compute, const AllreduceModel* allreduce);
+
+/// Widening of the time interval of a partition predicted from another class: its upper end
+/// is multiplied by this (this project's rule: the published-figure ratio is a roofline bound,
+/// Williams et al. 2009, not a measurement; a class's sustained fraction of its peak commonly
+/// differs by tens of percent between generations).
+constexpr double kScaledIntervalFactor = 1.5;
+
+/// Factor by which compute seconds of class `from` become those of class `to`, from their
+/// published figures (Roofline, Williams, Waterman & Patterson 2009, CACM 52(4)): the
+/// attainable rate of a kernel lies between the compute-bound ratio P_from / P_to (peak
+/// FLOP/s) and the memory-bound ratio M_from / M_to (memory bandwidth), so the factor is
+/// their geometric mean, or the one ratio both classes give. Errors: tula::Error naming the
+/// missing figure when neither peak_flops nor memory_bandwidth is given for both.
+double scaled_compute_factor(const PartitionConf& from, const PartitionConf& to);
+
+/// `a` with its bandwidth term for the link of `to` instead of `from`: beta x L_from / L_to
+/// (link_bandwidth, bytes/s), alpha kept, per-node-count measurements dropped (they are of
+/// `from`'s network). Unchanged when either link is not given. Pure.
+AllreduceModel scaled_allreduce(const AllreduceModel& a, const PartitionConf& from, const PartitionConf& to);
+
 /// The planner's answer.
 struct Plan {
-    std::vector<Candidate> candidates;  ///< all feasible candidates, sorted by (nodes, global_batch)
+    /// All feasible candidates, sorted by (partition in site order, nodes, global_batch).
+    std::vector<Candidate> candidates;
+    /// Partitions that have no candidate, one line each: "NAME: why" (no profile of its class
+    /// and no figures to scale from, nothing fits, ...).
+    std::vector<std::string> left_out;
     size_t chosen = 0;                  ///< index into candidates
     std::string reason;                 ///< one line: why this candidate
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
@@ -187,6 +252,14 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 /// candidate is feasible (the message names the memory bound when that excluded them),
 /// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
 Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
+
+/// make_plan over several partitions: every target's candidates (PartitionTarget) are
+/// enumerated with its own models, prices and ranks per node, then filtered, ranked and
+/// chosen together as make_plan does. req's price, gpus_per_node and watts_per_node are not
+/// used (each target's are). A target without a feasible candidate goes to Plan::left_out
+/// with its reason. Errors: as make_plan; when no target has a candidate, the message gives
+/// each one's reason.
+Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets);
 
 /// Builds the request from the site config, the workload's profile and the job's limits.
 /// `epochs` <= 0 means config.default_epochs; `max_nodes` <= 0 means config.max_nodes,

@@ -51,6 +51,11 @@ typedef struct tula_job_plan {
     double predicted_seconds;        /* predicted training time, seconds */
     char workload[TULA_NAME_MAX];    /* the workload planned for */
     char message[TULA_MSG_MAX];      /* on error: why; on success: a one-line summary */
+    /* The shape of the chosen candidate (tula.conf partition sections, tula.conf(5)); appended
+       after the fields above, which keep their offsets. */
+    char partition[TULA_NAME_MAX];   /* its partition; "" for a tula.conf without sections */
+    int ranks_per_node;              /* training processes per node (1 without sections) */
+    int gpus_per_node;               /* GPUs of each node of the partition (0: CPU nodes) */
 } tula_job_plan;
 
 /* Plans the global batch for a job that has `q->nodes` nodes. The caller must already run

@@ -86,9 +86,38 @@ private:
     std::string where_, source_;
 };
 
+// Reads the node description (nodes, GPUs, prices, device, network) of one partition from
+// `r`, whose keys are under `where` in messages, into `h`.
+void parse_nodes(const Reader& top, const std::string& source, const std::string& where, HardwareSpec* hp) {
+    HardwareSpec& h = *hp;
+    h.nodes = top.integer("nodes", 1, 1000000, true, 0, "nodes");
+    h.gpus_per_node = top.integer("gpus_per_node", 1, 1024, true, 1, "devices per node");
+    h.price_per_node_hour = top.number("price_per_node_hour", 0, 1e9, true, 1, "price unit per node-hour");
+    h.price_per_gpu_hour = top.number("price_per_gpu_hour", 0, 1e9, false, 0, "price unit per GPU-hour");
+    h.watts_per_node = top.number("watts_per_node", 0, 1e7, false, 0, "watts per node");
+    h.iteration_overhead = top.number("iteration_overhead_seconds", 0, 3600, false, 0, "seconds per iteration");
+    if (!top.has("device")) top.fail("missing object '" + where + "device' (peak_flops, memory_bytes)");
+    if (!top.has("network")) top.fail("missing object '" + where + "network' (bandwidth, latency)");
+
+    const Reader dev(top.at("device"), where + "device.", source, {"peak_flops", "efficiency", "memory_bytes", "saturation_batch"});
+    h.peak_flops = dev.number("peak_flops", 1e6, 1e21, true, 0, "FLOP/s of one device");
+    h.efficiency = dev.number("efficiency", 1e-4, 1.0, false, 0.4, "fraction of peak");
+    h.device_memory_bytes = dev.number("memory_bytes", 1e6, 1e15, true, 0, "bytes of one device");
+    h.saturation_batch = dev.integer("saturation_batch", 0, 1 << 20, false, 0, "examples per device");
+
+    const Reader net(top.at("network"), where + "network.", source, {"bandwidth", "latency", "intra_node_bandwidth", "allreduce"});
+    h.network_bandwidth = net.number("bandwidth", 1e3, 1e15, true, 0, "bytes/s per node");
+    h.network_latency = net.number("latency", 0, 1.0, true, 0, "seconds");
+    h.intra_node_bandwidth = net.number("intra_node_bandwidth", 0, 1e15, false, 0, "bytes/s");
+    const std::string alg = net.string("allreduce", false, "rabenseifner");
+    if (alg == "ring") h.algorithm = AllreduceModel::Algorithm::Ring;
+    else if (alg == "rabenseifner") h.algorithm = AllreduceModel::Algorithm::Rabenseifner;
+    else net.fail("'" + where + "network.allreduce' must be \"ring\" or \"rabenseifner\"");
+}
+
 }  // namespace
 
-HardwareSpec parse_hardware(const std::string& text, const std::string& source) {
+std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, const std::string& source) {
     Json root;
     try {
         root = Json::parse(text);
@@ -101,37 +130,26 @@ HardwareSpec parse_hardware(const std::string& text, const std::string& source) 
     HardwareSpec h;
     const Reader top(root, "", source,
                      {"name", "nodes", "gpus_per_node", "device", "network", "price_per_node_hour",
-                      "price_per_gpu_hour", "watts_per_node", "iteration_overhead_seconds", "workload", "global_batches", "comment"});
+                      "price_per_gpu_hour", "watts_per_node", "iteration_overhead_seconds", "workload", "global_batches", "comment",
+                      "partitions"});
     h.name = top.string("name", false, "cluster");
     if (h.name.empty() || h.name.size() > 128) top.fail("'name' must be 1..128 characters");
     for (char& c : h.name)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
     top.string("comment", false, "");  // free text, ignored
-    h.nodes = top.integer("nodes", 1, 1000000, true, 0, "nodes");
-    h.gpus_per_node = top.integer("gpus_per_node", 1, 1024, true, 1, "devices per node");
-    h.price_per_node_hour = top.number("price_per_node_hour", 0, 1e9, true, 1, "price unit per node-hour");
-    h.price_per_gpu_hour = top.number("price_per_gpu_hour", 0, 1e9, false, 0, "price unit per GPU-hour");
-    h.watts_per_node = top.number("watts_per_node", 0, 1e7, false, 0, "watts per node");
-    h.iteration_overhead = top.number("iteration_overhead_seconds", 0, 3600, false, 0, "seconds per iteration");
-    if (!top.has("device")) top.fail("missing object 'device' (peak_flops, memory_bytes)");
-    if (!top.has("network")) top.fail("missing object 'network' (bandwidth, latency)");
     if (!top.has("workload")) top.fail("missing object 'workload' (name, flops_per_example, parameter_bytes, train_examples)");
-
-    const Reader dev(top.at("device"), "device.", source, {"peak_flops", "efficiency", "memory_bytes", "saturation_batch"});
-    h.peak_flops = dev.number("peak_flops", 1e6, 1e21, true, 0, "FLOP/s of one device");
-    h.efficiency = dev.number("efficiency", 1e-4, 1.0, false, 0.4, "fraction of peak");
-    h.device_memory_bytes = dev.number("memory_bytes", 1e6, 1e15, true, 0, "bytes of one device");
-    h.saturation_batch = dev.integer("saturation_batch", 0, 1 << 20, false, 0, "examples per device");
-
-    const Reader net(top.at("network"), "network.", source, {"bandwidth", "latency", "intra_node_bandwidth", "allreduce"});
-    h.network_bandwidth = net.number("bandwidth", 1e3, 1e15, true, 0, "bytes/s per node");
-    h.network_latency = net.number("latency", 0, 1.0, true, 0, "seconds");
-    h.intra_node_bandwidth = net.number("intra_node_bandwidth", 0, 1e15, false, 0, "bytes/s");
-    const std::string alg = net.string("allreduce", false, "rabenseifner");
-    if (alg == "ring") h.algorithm = AllreduceModel::Algorithm::Ring;
-    else if (alg == "rabenseifner") h.algorithm = AllreduceModel::Algorithm::Rabenseifner;
-    else net.fail("'network.allreduce' must be \"ring\" or \"rabenseifner\"");
-
+    std::vector<Json> parts;  // the partitions' objects, or the top level itself for a one-partition file
+    if (top.has("partitions")) {
+        for (const char* k : {"nodes", "gpus_per_node", "device", "network", "price_per_node_hour", "price_per_gpu_hour",
+                              "watts_per_node", "iteration_overhead_seconds"})
+            if (top.has(k))
+                top.fail(std::string("'") + k + "' is given at the top level next to 'partitions'; give it inside each partition");
+        const Json& pa = top.at("partitions");
+        if (!pa.is_array() || pa.empty() || pa.size() > 64) top.fail("'partitions' must be a list of 1..64 partition objects");
+        for (const Json& o : pa) parts.push_back(o);
+    } else {
+        parts.push_back(root);
+    }
     const Reader wl(top.at("workload"), "workload.", source,
                     {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
                      "activation_bytes_per_example", "epochs", "noise_scale"});
@@ -163,10 +181,37 @@ HardwareSpec parse_hardware(const std::string& text, const std::string& source) 
             h.global_batches.push_back(static_cast<int>(d));
         }
     }
-    return h;
+    std::vector<HardwareSpec> out;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        HardwareSpec p = h;
+        const bool many = top.has("partitions");
+        const std::string where = many ? "partitions[" + std::to_string(i) + "]." : "";
+        static const std::set<std::string> kNodeKeys = {"nodes", "gpus_per_node", "device", "network", "price_per_node_hour",
+                                                        "price_per_gpu_hour", "watts_per_node", "iteration_overhead_seconds"};
+        std::set<std::string> keys = kNodeKeys;
+        if (many) keys.insert({"name", "comment"});
+        else keys.insert({"name", "workload", "global_batches", "comment", "partitions"});
+        const Reader r(parts[i], where, source, keys);
+        if (many) {
+            p.partition = r.string("name", true, "");
+            if (p.partition.empty() || p.partition.size() > 63 ||
+                p.partition.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                    std::string::npos)
+                r.fail("'" + where + "name' must be a partition name (1 to 63 letters, digits, '_', '.', '-')");
+            for (const HardwareSpec& o : out)
+                if (o.partition == p.partition) r.fail("partition '" + p.partition + "' is described twice");
+        }
+        parse_nodes(r, source, where, &p);
+        out.push_back(p);
+    }
+    return out;
 }
 
-HardwareSpec load_hardware(const std::string& path) {
+HardwareSpec parse_hardware(const std::string& text, const std::string& source) {
+    return parse_hardware_partitions(text, source).front();
+}
+
+std::vector<HardwareSpec> load_hardware_partitions(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot read the hardware file " + path + ": " + std::strerror(errno));
     std::string text;
@@ -175,8 +220,10 @@ HardwareSpec load_hardware(const std::string& path) {
     if (in.bad()) throw Error("cannot read the hardware file " + path + ": read error");
     text.resize(static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxHardwareBytes) throw Error("the hardware file " + path + " is larger than 1 MiB");
-    return parse_hardware(text, path);
+    return parse_hardware_partitions(text, path);
 }
+
+HardwareSpec load_hardware(const std::string& path) { return load_hardware_partitions(path).front(); }
 
 std::vector<int> default_global_batches(const HardwareSpec& h) {
     const double top = std::min(64.0 * h.nodes * h.gpus_per_node, double(1 << 24));
@@ -190,8 +237,7 @@ SimulatedModels derive_models(const HardwareSpec& h) {
     SimulatedModels m;
     const double g = h.gpus_per_node;
     const double per_device = h.peak_flops * h.efficiency;  // FLOP/s reached by one device
-    if (g > 1 && h.intra_node_bandwidth > 0)
-        m.intra_node_seconds = 2.0 * (g - 1.0) / g * h.parameter_bytes / h.intra_node_bandwidth;
+    m.intra_node_seconds = intra_node_allreduce_seconds(h.gpus_per_node, h.parameter_bytes, h.intra_node_bandwidth);
     ComputeModel& c = m.compute;
     c.t0 = h.iteration_overhead + m.intra_node_seconds;
     c.t1 = h.flops_per_example / (g * per_device);
@@ -214,42 +260,82 @@ SimulatedModels derive_models(const HardwareSpec& h) {
 
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy) {
-    if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
-        (policy.policy == Policy::Budget && !(policy.budget > 0)))
-        throw Error("the deadline or budget of the policy must be > 0");
     if (fixed_nodes > h.nodes)
         throw Error("--nodes " + std::to_string(fixed_nodes) + " is more than the " + std::to_string(h.nodes) +
                     " nodes of the hardware file's cluster " + h.name);
-    const SimulatedModels m = derive_models(h);
+    return plan_hardware_site(cfg, {h}, epochs, max_nodes, fixed_nodes, policy);
+}
+
+Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& parts, int epochs, int max_nodes,
+                        int fixed_nodes, const PolicySpec& policy) {
+    if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
+        (policy.policy == Policy::Budget && !(policy.budget > 0)))
+        throw Error("the deadline or budget of the policy must be > 0");
+    if (parts.empty()) throw Error("the hardware file describes no partition");
+    const HardwareSpec& h = parts.front();  // the workload and global batches are the file's, shared
+    int most = 0;
+    for (const HardwareSpec& p : parts) most = std::max(most, p.nodes);
+    if (fixed_nodes > most)
+        throw Error("--nodes " + std::to_string(fixed_nodes) + " is more than the " + std::to_string(most) +
+                    " nodes of the hardware file's largest partition");
+    std::vector<PartitionTarget> targets;
+    double node_memory = 0;
+    for (const HardwareSpec& p : parts) {
+        const SimulatedModels m = derive_models(p);
+        PartitionTarget t;
+        t.conf.name = p.partition;
+        t.conf.hardware_class = p.partition;
+        t.conf.nodes = p.nodes;
+        t.conf.gpus_per_node = p.gpus_per_node;
+        t.conf.ranks_per_node = 1;  // one planner rank drives the node's devices (SimulatedModels)
+        t.conf.price_per_node_hour = p.price_per_node_hour;
+        t.conf.price_per_gpu_hour = p.price_per_gpu_hour;
+        t.conf.watts_per_node = p.watts_per_node;
+        t.conf.peak_flops = p.peak_flops;
+        t.conf.link_bandwidth = p.network_bandwidth;
+        t.compute = m.compute;
+        t.allreduce = m.allreduce;
+        t.memory = m.memory;
+        t.device_memory_bytes = m.node_memory_bytes;
+        targets.push_back(t);
+        // one memory bound for the request: the smallest node's (a bigger node fits what it fits)
+        node_memory = node_memory > 0 ? std::min(node_memory, m.node_memory_bytes) : m.node_memory_bytes;
+    }
+    const SimulatedModels m0 = derive_models(h);
     Config c = cfg;
-    c.max_nodes = h.nodes;
+    c.partitions.clear();
+    c.max_nodes = most;
+    c.max_nodes_set = false;
     c.price_per_node_hour = h.price_per_node_hour;
     c.gpus_per_node = h.gpus_per_node;
     c.price_per_gpu_hour = h.price_per_gpu_hour;
     c.watts_per_node = h.watts_per_node;
     c.global_batches = h.global_batches.empty() ? default_global_batches(h) : h.global_batches;
-    c.device_memory_bytes = m.node_memory_bytes;
+    c.device_memory_bytes = node_memory;
     if (h.noise_scale > 0) c.noise_scale = h.noise_scale;
     PlanRequest req = make_plan_request(c, h.workload, epochs > 0 ? epochs : h.epochs, max_nodes, policy.policy);
     if (h.noise_scale > 0) req.convergence.source = "hardware file";
-    // The planner visits every (node count, global batch) pair: refuse sizes that would take
-    // minutes rather than plan them (1,000,000 nodes x 25 batches is ~0.2 s).
-    const double pairs = static_cast<double>(fixed_nodes > 0 ? 1 : req.max_nodes) * req.global_batches.size();
+    // The planner visits every (partition, node count, global batch): refuse sizes that would
+    // take minutes rather than plan them (1,000,000 nodes x 25 batches is ~0.2 s).
+    const double pairs =
+        static_cast<double>(fixed_nodes > 0 ? 1 : req.max_nodes) * req.global_batches.size() * parts.size();
     if (pairs > kMaxPairs)
         throw Error("the hardware file's cluster " + h.name + " gives " + fmt_g(pairs) +
-                    " (nodes, global batch) pairs to plan, more than " + fmt_g(kMaxPairs) +
+                    " (partition, nodes, global batch) triples to plan, more than " + fmt_g(kMaxPairs) +
                     "; give fewer global_batches or use --max-nodes");
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
-    req.memory = m.memory;
+    req.memory = m0.memory;
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;
         for (int& b : req.global_batches)
             if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
     }
-    return make_plan(req, m.compute, &m.allreduce);
+    if (parts.size() == 1 && parts.front().partition.empty())
+        return make_plan(req, targets.front().compute, &*targets.front().allreduce);
+    return make_site_plan(req, targets);
 }
 
 }  // namespace tula

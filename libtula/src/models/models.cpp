@@ -267,6 +267,18 @@ double AllreduceModel::modelled_seconds(int nodes, double bytes) const {
     return steps * alpha + 2.0 * (K - 1.0) / K * bytes * beta;
 }
 
+double intra_node_allreduce_seconds(int ranks, double bytes, double bandwidth) {
+    if (ranks <= 1 || !(bandwidth > 0)) return 0.0;
+    const double r = ranks;
+    return 2.0 * (r - 1.0) / r * bytes / bandwidth;
+}
+
+double hierarchical_allreduce_seconds(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
+                                      double intra_bandwidth) {
+    const double inter = across && nodes > 1 ? across->seconds(nodes, bytes) : 0.0;
+    return intra_node_allreduce_seconds(ranks_per_node, bytes, intra_bandwidth) + inter;
+}
+
 // ---- overlap (Pollux) -------------------------------------------------------------------
 namespace {
 

@@ -1,17 +1,6 @@
-// libtula: the planner (see planner.hpp).
-//
-// Prediction for a candidate (nodes K, global batch B, local batch b = B / K), following
-// Scavenger (Tyagi & Sharma 2023): T = (e * D / B) * tau, C = T * K * p, with
-//   tau = compute(b) + allreduce(K, 4 * params)      seconds per iteration
-//   iterations per epoch = floor(D / B)              D = training examples per epoch (the whole training
-//                                                    set, or the first N of it with tula-train --limit-train N;
-//                                                    the trainer drops the last partial batch)
-//   T = epochs(B) * iterations per epoch * tau       seconds (training only); epochs(B) = the whole
-//                                                    epochs B needs to reach what the requested
-//                                                    epochs reach at the reference batch (McCandlish
-//                                                    et al. 2018, eq. 2.11), or the requested ones
-//                                                    when they are fixed
-//   C = K * T / 3600 * price per node-hour
+// libtula: the planner (see planner.hpp): the choice among the candidates (Pareto front,
+// policies, Kneedle), its reason, and the planning path from profiles. The candidates and
+// their prediction formula are in candidates.cpp.
 #include "tula/planner.hpp"
 #include "tula/tula.h"
 
@@ -23,6 +12,7 @@
 #include <numeric>
 
 
+#include "candidates.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "util.hpp"
@@ -30,19 +20,10 @@
 namespace tula {
 namespace {
 
-// A local batch more than this factor outside the profiled range is not predicted: the
-// linear compute model is not trusted that far (memory, cache effects).
-constexpr double kExtrapolation = 4.0;
-
-std::string fmt(const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
-std::string nodes_str(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
-
-std::string config_str(const Candidate& c) { return nodes_str(c.nodes) + " x " + std::to_string(c.global_batch); }
+using planner_detail::config_str;
+using planner_detail::fmt;
+using planner_detail::nodes_str;
+using planner_detail::SyncedRatios;
 
 // "X.Xx faster than <what> for Y% more cost" comparing a (faster) to b (cheaper).
 std::string tradeoff(const Candidate& a, const Candidate& b, const std::string& what) {
@@ -64,13 +45,6 @@ std::string duration(double s) {
     return b;
 }
 
-// The whole epochs a job trains to reach `epochs_to_target` (fractional): rounded up, within
-// [1, kMaxEpochs]; `fallback` when it is not a finite number.
-int whole_epochs(double epochs_to_target, int fallback) {
-    constexpr double kMaxEpochs = 100000;  // tula-train's bound on --epochs and TULA_EPOCHS
-    if (!std::isfinite(epochs_to_target)) return fallback;
-    return static_cast<int>(std::min(kMaxEpochs, std::max(1.0, std::ceil(epochs_to_target - 1e-9))));
-}
 
 int limit_minutes(double total_seconds, double margin, double overhead) {
     const double m = std::ceil((total_seconds * (1.0 + margin) + overhead) / 60.0);
@@ -87,11 +61,10 @@ int limit_minutes(double total_seconds, double margin, double overhead) {
 // plan over every node count (`free_req`) chooses `fixed` nodes, the fixed plan takes the same
 // candidate, so the job trains with the batch it was submitted for. A plan over every node
 // count that fails (no candidate within a deadline or budget) leaves `plan` as it is.
-void keep_free_choice(Plan& plan, const PlanRequest& free_req, const ComputeModel& compute,
-                      const AllreduceModel* allreduce, int fixed) {
+void keep_free_choice(Plan& plan, const PlanRequest& free_req, const std::vector<PartitionTarget>& targets, int fixed) {
     Plan free_plan;
     try {
-        free_plan = make_plan(free_req, compute, allreduce);
+        free_plan = make_site_plan(free_req, targets);
     } catch (const Error&) {
         return;
     }
@@ -99,7 +72,9 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const ComputeMode
     if (want.nodes != fixed) return;
     for (size_t i = 0; i < plan.candidates.size(); ++i) {
         const Candidate& c = plan.candidates[i];
-        if (c.nodes != want.nodes || c.global_batch != want.global_batch || i == plan.chosen) continue;
+        if (c.nodes != want.nodes || c.global_batch != want.global_batch || c.partition != want.partition ||
+            i == plan.chosen)
+            continue;
         plan.chosen = i;
         plan.reason = free_plan.reason + "; on " + std::to_string(fixed) +
                       (fixed == 1 ? " node" : " nodes") + " as given, the plan over every node count's choice";
@@ -259,120 +234,8 @@ void check_plan_request(const PlanRequest& req, const AllreduceModel* allreduce)
     if (!allreduce && req.min_nodes > 1)
         throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
                     ": there is no allreduce profile; run `tula profile allreduce`");
-
 }
 
-// Every feasible (nodes K, global batch B) candidate of `req` with its predictions, into
-// plan->candidates (fewest nodes first, then the smallest batch), and the plan's inputs
-// (reference batch, largest local batch that fits, examples per epoch). `synced`: the
-// synchronized-step profile's ratios (step_synced_ratios). Errors: tula::Error when no
-// candidate is feasible (memory, divisibility, the profiled range), naming why.
-void enumerate_candidates(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
-                          const std::map<int, std::vector<std::pair<double, double>>>& synced, Plan* out) {
-    const Workload& w = req.workload;
-    const double price = req.node_hour_price();
-    const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
-    const int max_nodes = allreduce ? req.max_nodes : 1;
-    Plan& plan = *out;
-    std::vector<int> batches;
-    for (int b : req.global_batches)
-        if (b > 0) batches.push_back(b);
-    std::sort(batches.begin(), batches.end());
-    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-
-    const double bytes = 4.0 * static_cast<double>(w.params);
-    plan.gamma = req.overlap.gamma;
-    plan.calibration = req.calibration;
-    plan.convergence = req.convergence;
-    const bool mem_bound = req.memory && req.device_memory_bytes > 0;
-    const int max_b = mem_bound ? req.memory->max_local_batch(req.device_memory_bytes) : 0;
-    plan.max_local_batch = mem_bound ? max_b : 0;
-    int too_big = 0, smallest_too_big = 0;
-    const double B_ref = req.reference_batch > 0 ? req.reference_batch : batches.empty() ? 1.0 : batches.front();
-    plan.reference_batch = static_cast<int>(B_ref);
-    plan.fixed_epochs = req.fixed_epochs;
-    plan.train_examples = D;
-    // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
-    // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
-    const double q_level = req.interval_level;
-    const int n_nodes = max_nodes - req.min_nodes + 1;
-    plan.candidates.reserve(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0) * batches.size() / 4 + 16);
-    std::vector<double> comm(static_cast<size_t>(n_nodes > 0 ? n_nodes : 0), 0.0);
-    for (int K = req.min_nodes; K <= max_nodes; ++K)
-        comm[static_cast<size_t>(K - req.min_nodes)] = K > 1 && allreduce ? allreduce->seconds(K, bytes) : 0.0;
-    const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
-                                                                      std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
-                                                                : 0.0;  // t quantile * sigma
-    // the interpolated form's interval is relative: t quantile * RMS leave-one-out error
-    const double rel_q = compute.relative_interval(q_level);
-    for (int K = req.min_nodes; K <= max_nodes; ++K) {
-        for (int B : batches) {
-            if (B % K != 0) continue;
-            const int b = B / K;
-            if (b < 1) continue;
-            if (compute.max_batch > 0 &&
-                (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
-                continue;
-            if (mem_bound && b > max_b) {
-                if (!too_big || b < smallest_too_big) smallest_too_big = b;
-                ++too_big;
-                continue;
-            }
-            Candidate c;
-            c.nodes = K;
-            c.global_batch = B;
-            c.local_batch = b;
-            const double conc = compute.concurrency_factor(K, b);  // 1 unless K ranks were profiled at once
-            const double tc = compute.seconds_per_iter(b) * conc;
-            const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = step_time_factor(req.calibration, synced, K, b, &c.synced_profile);
-            c.time_factor = cal;
-            c.iter_seconds = cal * req.overlap.combine(tc, tm);
-            const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
-            const double half = compute.interpolated ? rel_q * tc : conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
-            const double iter_upper = cal * req.overlap.combine(tc + half, tm);
-            const double iters = std::floor(static_cast<double>(D) / B);
-            c.epoch_seconds = iters * c.iter_seconds;
-            c.startup_seconds = compute.startup_seconds(b);  // once per run
-            const double startup = c.startup_seconds;
-            c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
-            const bool ci = req.convergence.confidence > 0;
-            c.epochs_to_target_low =
-                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.epochs_to_target_high =
-                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
-            c.total_seconds = c.epochs * c.epoch_seconds + startup;
-            c.node_hours = K * c.total_seconds / 3600.0;
-            c.gpu_hours = c.node_hours * req.gpus_per_node;
-            c.energy_kwh = c.node_hours * req.watts_per_node / 1000.0;
-            c.cost = c.node_hours * price;
-            c.total_seconds_upper = c.epochs * iters * iter_upper + startup;
-            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
-            c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
-            c.cost_to_target = c.cost;
-            c.expected_accuracy = req.accuracy.at(B);
-            c.memory_bytes = req.memory ? req.memory->bytes(b) : 0.0;
-            plan.candidates.push_back(c);
-        }
-    }
-    if (plan.candidates.empty() && too_big > 0) {
-        throw Error("no candidate for " + w.name + " fits device memory: local batch " + std::to_string(smallest_too_big) +
-                    " needs " + fmt("%.3g", req.memory->bytes(smallest_too_big) / 1073741824.0) + " GiB per rank but device_memory_bytes is " +
-                    fmt("%.3g", req.device_memory_bytes / 1073741824.0) + " GiB; the largest local batch that fits is " +
-                    std::to_string(max_b) + "; use more nodes (--max-nodes) or smaller global_batches in tula.conf");
-    }
-    if (plan.candidates.empty()) {
-        std::string list;
-        for (int b : batches) list += (list.empty() ? "" : ",") + std::to_string(b);
-        throw Error("no feasible (nodes, global batch) candidate for " + w.name + " with " +
-                    (req.min_nodes == max_nodes ? nodes_str(max_nodes)
-                                                : std::to_string(req.min_nodes) + ".." + std::to_string(max_nodes) + " nodes") +
-                    " and global batches {" + list + "}: the global batch must be a multiple of the node count and the local batch within " +
-                    fmt("%g", kExtrapolation) + "x of the profiled " + std::to_string(compute.min_batch) + ".." +
-                    std::to_string(compute.max_batch) + "; adjust global_batches in tula.conf or profile more batch sizes");
-    }
-}
 
 // The accuracy bound from the run history: candidates expected to lose more than
 // req.max_accuracy_loss of test accuracy against the best candidate are removed
@@ -509,8 +372,8 @@ std::string choose_candidate(const PlanRequest& req, Plan* out) {
 
 // The rest of the chosen candidate's reason: its prediction, a --limit-train, the
 // calibration factors that scaled it and the candidates the accuracy bound left out.
-std::string explain_choice(const PlanRequest& req, const AllreduceModel* allreduce,
-                           const std::map<int, std::vector<std::pair<double, double>>>& synced, const Plan& plan) {
+std::string explain_choice(const PlanRequest& req, const AllreduceModel* allreduce, const SyncedRatios& synced,
+                           const Plan& plan) {
     const Workload& w = req.workload;
     const std::vector<Candidate>& cs = plan.candidates;
     const int64_t D = req.examples_per_epoch();
@@ -564,18 +427,74 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
 
 Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
     check_plan_request(req, allreduce);
-    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor);
-    // step_time_factor multiplies them by the multi-node runs' residual once there are 2.
-    const auto synced =
-        step_synced_ratios(compute, allreduce, req.overlap, 4.0 * static_cast<double>(req.workload.params));
+    return make_site_plan(req, {planner_detail::implicit_target(req, compute, allreduce)});
+}
+
+Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets) {
+    const Workload& w = req.workload;
+    const AllreduceModel* any_allreduce = nullptr;
+    for (const PartitionTarget& t : targets) {
+        if (t.allreduce) any_allreduce = &*t.allreduce;
+        const PartitionConf& p = t.conf;
+        if (!std::isfinite(p.node_hour_price()) || p.price_per_node_hour < 0 || p.price_per_gpu_hour < 0 ||
+            p.gpus_per_node < 0 || p.ranks_per_node < 1 || p.nodes < 1 || !(p.watts_per_node >= 0) ||
+            !(t.compute_factor > 0) || !(t.upper_factor >= 1))
+            throw Error("cannot plan " + w.name + " on partition " + p.name +
+                        ": its nodes, ranks, prices and watts must be finite and >= 0 (nodes and ranks >= 1)");
+    }
+    if (targets.empty()) throw Error("cannot plan " + w.name + ": the site has no partition");
+    check_plan_request(req, any_allreduce);
     Plan plan;
-    enumerate_candidates(req, compute, allreduce, synced, &plan);
+    plan.gamma = req.overlap.gamma;
+    plan.calibration = req.calibration;
+    plan.convergence = req.convergence;
+    plan.fixed_epochs = req.fixed_epochs;
+    plan.train_examples = req.examples_per_epoch();
+    int smallest = 0;
+    for (int b : req.global_batches)
+        if (b > 0 && (smallest == 0 || b < smallest)) smallest = b;
+    plan.reference_batch = req.reference_batch > 0 ? req.reference_batch : std::max(1, smallest);
+    const double grad_bytes = 4.0 * static_cast<double>(w.params);
+    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
+    // per partition; step_time_factor multiplies them by the multi-node runs' residual once there are 2.
+    std::vector<SyncedRatios> synced;
+    std::string first_error;
+    for (const PartitionTarget& t : targets) {
+        synced.push_back(step_synced_ratios(t.compute, t.allreduce ? &*t.allreduce : nullptr, req.overlap, grad_bytes));
+        if (!t.left_out.empty()) {
+            plan.left_out.push_back(t.conf.name + ": " + t.left_out);
+            continue;
+        }
+        try {
+            planner_detail::enumerate_partition(req, t, synced.back(), &plan);
+        } catch (const Error& e) {
+            if (targets.size() == 1) throw;  // one partition: its reason is the whole answer
+            if (first_error.empty()) first_error = e.what();
+            plan.left_out.push_back(t.conf.name + ": " + e.what());
+        }
+    }
+    if (plan.candidates.empty()) {
+        std::string all;
+        for (const std::string& l : plan.left_out) all += (all.empty() ? "" : "; ") + l;
+        throw Error("no partition has a feasible candidate for " + w.name + ": " + all);
+    }
     filter_by_accuracy(req, &plan);
     std::string reason = choose_candidate(req, &plan);
-    reason += explain_choice(req, allreduce, synced, plan);
     const Candidate& ch = plan.candidates[plan.chosen];
+    size_t ti = 0;
+    while (ti + 1 < targets.size() && targets[ti].conf.name != ch.partition) ++ti;
+    const PartitionTarget& t = targets[ti];
+    reason += explain_choice(req, t.allreduce ? &*t.allreduce : nullptr, synced[ti], plan);
+    if (!ch.scaled_from.empty())
+        reason += "; partition " + ch.partition + " has no profile of its own: predicted from class " + ch.scaled_from +
+                  " (compute x" + fmt("%.3g", t.compute_factor) + " by the published figures, interval upper end x" +
+                  fmt("%.3g", t.upper_factor) + ")";
+    if (ch.ranks_per_node > 1) reason += "; " + std::to_string(ch.ranks_per_node) + " ranks per node";
+    if (!plan.left_out.empty()) {
+        reason += "; left out: ";
+        for (size_t i = 0; i < plan.left_out.size(); ++i) reason += (i ? "; " : "") + plan.left_out[i];
+    }
     plan.reason = reason;
-    if (plan.gamma > 1.0) reason += fmt("; overlap gamma %.2f", plan.gamma);
     plan.time_limit_minutes =
         limit_minutes(std::max(ch.total_seconds, ch.total_seconds_upper), req.time_margin, req.time_overhead);
     return plan;
@@ -586,7 +505,9 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.workload = w;
     r.epochs = epochs > 0 ? epochs : cfg.default_epochs;
     r.min_nodes = 1;
-    r.max_nodes = max_nodes > 0 ? std::min(max_nodes, cfg.max_nodes) : cfg.max_nodes;
+    int site_max = 1;  // the largest partition (cfg.max_nodes for a file without sections)
+    for (const PartitionConf& p : cfg.site_partitions()) site_max = std::max(site_max, p.nodes);
+    r.max_nodes = max_nodes > 0 ? std::min(max_nodes, site_max) : site_max;
     r.global_batches = cfg.global_batches;
     r.price_per_node_hour = cfg.price_per_node_hour;
     r.gpus_per_node = cfg.gpus_per_node;
@@ -675,6 +596,7 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
                                            step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
     const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
+    const std::vector<PartitionTarget> targets = site_targets(cfg, compute, ar);
     std::vector<Plan> plans;
     for (const int fixed_nodes : counts) {
         PlanRequest r = req;
@@ -689,8 +611,12 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
             for (int& b : r.global_batches)
                 if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
         }
-        plans.push_back(make_plan(r, compute, ar));
-        if (fixed_nodes > 0) keep_free_choice(plans.back(), free_req, compute, ar, fixed_nodes);
+        if (targets.size() == 1) check_plan_request(r, ar);  // a single partition's messages as before
+        // A given node count is the job's allocation: tula.conf's max_nodes does not cut it.
+        std::vector<PartitionTarget> ts = targets;
+        for (PartitionTarget& t : ts) t.conf.nodes = std::max(t.conf.nodes, fixed_nodes);
+        plans.push_back(make_site_plan(r, ts));
+        if (fixed_nodes > 0) keep_free_choice(plans.back(), free_req, targets, fixed_nodes);
     }
     // Online refit: the newest runs checked against the interval of the models without them.
     try {

@@ -1,0 +1,223 @@
+// libtula: the planner's candidates, per partition (see candidates.hpp and planner.hpp).
+//
+// Prediction for a candidate (partition with R ranks per node, nodes K, global batch B, local
+// batch b = B / (K R)), following Scavenger (Tyagi & Sharma 2023): T = (e * D / B) * tau,
+// C = T * K * p, with
+//   tau = overlap(f * compute(b), allreduce)          seconds per iteration; f the partition's
+//                                                      compute factor (1, or scaled from another
+//                                                      class), allreduce hierarchical: within the
+//                                                      node among R ranks, then across K nodes
+//                                                      (hierarchical_allreduce_seconds)
+//   iterations per epoch = floor(D / B)                D = training examples per epoch (the trainer
+//                                                      drops the last partial batch)
+//   T = epochs(B) * iterations per epoch * tau + start-up
+//   C = K * T / 3600 * (price per node-hour + GPUs per node * price per GPU-hour)
+#include "candidates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "tula/error.hpp"
+
+namespace tula {
+namespace planner_detail {
+
+std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+std::string nodes_str(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
+std::string config_str(const Candidate& c) {
+    return nodes_str(c.nodes) + (c.partition.empty() ? "" : " of " + c.partition) + " x " + std::to_string(c.global_batch);
+}
+
+int whole_epochs(double epochs_to_target, int fallback) {
+    constexpr double kMaxEpochs = 100000;  // tula-train's bound on --epochs and TULA_EPOCHS
+    if (!std::isfinite(epochs_to_target)) return fallback;
+    return static_cast<int>(std::min(kMaxEpochs, std::max(1.0, std::ceil(epochs_to_target - 1e-9))));
+}
+
+PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
+    PartitionTarget t;
+    t.conf.nodes = std::max(1, req.max_nodes);
+    t.conf.ranks_per_node = 1;
+    t.conf.gpus_per_node = req.gpus_per_node;
+    t.conf.price_per_node_hour = req.price_per_node_hour;
+    t.conf.price_per_gpu_hour = req.price_per_gpu_hour;
+    t.conf.watts_per_node = req.watts_per_node;
+    t.compute = compute;
+    if (allreduce) t.allreduce = *allreduce;
+    return t;
+}
+
+void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* out) {
+    const Workload& w = req.workload;
+    const ComputeModel& compute = t.compute;
+    const AllreduceModel* allreduce = t.allreduce ? &*t.allreduce : nullptr;
+    const std::string where = t.conf.name.empty() ? std::string() : " on partition " + t.conf.name;
+    const double price = t.conf.node_hour_price();
+    const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
+    const int R = std::max(1, t.conf.ranks_per_node);
+    const int max_nodes = allreduce ? std::min(req.max_nodes, t.conf.nodes) : std::min(1, t.conf.nodes);
+    if (max_nodes < req.min_nodes)
+        throw Error("no candidate for " + w.name + where + ": " +
+                    (allreduce || req.min_nodes <= t.conf.nodes
+                         ? "it has " + nodes_str(t.conf.nodes) + ", fewer than the " + std::to_string(req.min_nodes) + " asked for"
+                         : std::string("there is no allreduce profile for more than 1 node; run `tula profile allreduce`")));
+    Plan& plan = *out;
+    std::vector<int> batches;
+    for (int b : req.global_batches)
+        if (b > 0) batches.push_back(b);
+    std::sort(batches.begin(), batches.end());
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+
+    const double bytes = 4.0 * static_cast<double>(w.params);
+    const std::optional<MemoryModel>& memory = t.memory ? t.memory : req.memory;
+    const double device_memory = t.device_memory_bytes > 0 ? t.device_memory_bytes : req.device_memory_bytes;
+    const bool mem_bound = memory && device_memory > 0;
+    const int max_b = mem_bound ? memory->max_local_batch(device_memory) : 0;
+    plan.max_local_batch = mem_bound ? max_b : 0;
+    int too_big = 0, smallest_too_big = 0;
+    const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
+    // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
+    // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
+    const double q_level = req.interval_level;
+    const int n_nodes = max_nodes - req.min_nodes + 1;
+    plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
+    std::vector<double> comm(static_cast<size_t>(n_nodes), 0.0);
+    for (int K = req.min_nodes; K <= max_nodes; ++K)
+        comm[static_cast<size_t>(K - req.min_nodes)] =
+            hierarchical_allreduce_seconds(allreduce, K, R, bytes, t.conf.intra_node_bandwidth);
+    const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
+                                                                      std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
+                                                                : 0.0;  // t quantile * sigma
+    // the interpolated form's interval is relative: t quantile * RMS leave-one-out error
+    const double rel_q = compute.relative_interval(q_level);
+    const double f = t.compute_factor;
+    const size_t before = plan.candidates.size();
+    for (int K = req.min_nodes; K <= max_nodes; ++K) {
+        const int ranks = K * R;
+        for (int B : batches) {
+            if (B % ranks != 0) continue;
+            const int b = B / ranks;
+            if (compute.max_batch > 0 &&
+                (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
+                continue;
+            if (mem_bound && b > max_b) {
+                if (!too_big || b < smallest_too_big) smallest_too_big = b;
+                ++too_big;
+                continue;
+            }
+            Candidate c;
+            c.partition = t.conf.name;
+            c.nodes = K;
+            c.ranks_per_node = R;
+            c.gpus_per_node = t.conf.gpus_per_node;
+            c.global_batch = B;
+            c.local_batch = b;
+            c.scaled_from = t.scaled_from;
+            // 1 unless `ranks` ranks were profiled at once
+            const double conc = compute.concurrency_factor(ranks, b);
+            const double tc = f * compute.seconds_per_iter(b) * conc;
+            const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
+            const double cal = step_time_factor(req.calibration, synced, ranks, b, &c.synced_profile);
+            c.time_factor = cal;
+            c.iter_seconds = cal * req.overlap.combine(tc, tm);
+            const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
+            const double half = compute.interpolated ? rel_q * tc : f * conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
+            const double iter_upper = t.upper_factor * cal * req.overlap.combine(tc + half, tm);
+            const double iters = std::floor(static_cast<double>(D) / B);
+            c.epoch_seconds = iters * c.iter_seconds;
+            c.startup_seconds = f * compute.startup_seconds(b);  // once per run
+            const double startup = c.startup_seconds;
+            c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
+            const bool ci = req.convergence.confidence > 0;
+            c.epochs_to_target_low =
+                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
+            c.epochs_to_target_high =
+                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
+            c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
+            c.total_seconds = c.epochs * c.epoch_seconds + startup;
+            c.node_hours = K * c.total_seconds / 3600.0;
+            c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
+            c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
+            c.cost = c.node_hours * price;
+            c.total_seconds_upper = c.epochs * iters * iter_upper + t.upper_factor * startup;
+            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
+            c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
+            c.cost_to_target = c.cost;
+            c.expected_accuracy = req.accuracy.at(B);
+            c.memory_bytes = memory ? memory->bytes(b) : 0.0;
+            plan.candidates.push_back(std::move(c));
+        }
+    }
+    if (plan.candidates.size() > before) return;
+    if (too_big > 0) {
+        throw Error("no candidate for " + w.name + where + " fits device memory: local batch " + std::to_string(smallest_too_big) +
+                    " needs " + fmt("%.3g", memory->bytes(smallest_too_big) / 1073741824.0) + " GiB per rank but device_memory_bytes is " +
+                    fmt("%.3g", device_memory / 1073741824.0) + " GiB; the largest local batch that fits is " +
+                    std::to_string(max_b) + "; use more nodes (--max-nodes) or smaller global_batches in tula.conf");
+    }
+    std::string list;
+    for (int b : batches) list += (list.empty() ? "" : ",") + std::to_string(b);
+    const std::string per_node = R == 1 ? std::string() : " times " + std::to_string(R) + " ranks per node";
+    throw Error("no feasible (nodes, global batch) candidate for " + w.name + where + " with " +
+                (req.min_nodes == max_nodes ? nodes_str(max_nodes)
+                                            : std::to_string(req.min_nodes) + ".." + std::to_string(max_nodes) + " nodes") +
+                " and global batches {" + list + "}: the global batch must be a multiple of the node count" + per_node +
+                " and the local batch within " + fmt("%g", kExtrapolation) + "x of the profiled " +
+                std::to_string(compute.min_batch) + ".." + std::to_string(compute.max_batch) +
+                "; adjust global_batches in tula.conf or profile more batch sizes");
+}
+
+}  // namespace planner_detail
+
+double scaled_compute_factor(const PartitionConf& from, const PartitionConf& to) {
+    const bool flops = from.peak_flops > 0 && to.peak_flops > 0;
+    const bool mem = from.memory_bandwidth > 0 && to.memory_bandwidth > 0;
+    if (!flops && !mem)
+        throw Error("no peak_flops or memory_bandwidth for both class " + from.hardware_class + " and class " +
+                    to.hardware_class + " in tula.conf, so one cannot be predicted from the other; give the published "
+                    "figures, or profile class " + to.hardware_class);
+    const double rf = flops ? from.peak_flops / to.peak_flops : 0.0;
+    const double rm = mem ? from.memory_bandwidth / to.memory_bandwidth : 0.0;
+    return flops && mem ? std::sqrt(rf * rm) : flops ? rf : rm;
+}
+
+std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel& compute, const AllreduceModel* allreduce) {
+    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    std::vector<PartitionTarget> out;
+    for (const PartitionConf& p : parts) {
+        const PartitionConf& profiled = parts.front();
+        PartitionTarget t;
+        t.conf = p;
+        t.compute = compute;
+        if (allreduce) t.allreduce = *allreduce;
+        if (!p.hardware_class.empty() && p.hardware_class != profiled.hardware_class) {
+            try {
+                t.compute_factor = scaled_compute_factor(profiled, p);
+                if (allreduce) t.allreduce = scaled_allreduce(*allreduce, profiled, p);
+                t.upper_factor = kScaledIntervalFactor;
+                t.scaled_from = profiled.hardware_class;
+            } catch (const Error& e) {
+                t.left_out = std::string("no profile of class ") + p.hardware_class + " (" + e.what() + ")";
+            }
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+AllreduceModel scaled_allreduce(const AllreduceModel& a, const PartitionConf& from, const PartitionConf& to) {
+    if (!(from.link_bandwidth > 0 && to.link_bandwidth > 0)) return a;
+    AllreduceModel s = a;
+    s.beta = a.beta * from.link_bandwidth / to.link_bandwidth;
+    s.measured.clear();
+    return s;
+}
+
+}  // namespace tula

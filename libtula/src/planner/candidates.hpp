@@ -1,0 +1,47 @@
+// libtula private: the planner's enumeration of candidates per partition and the helpers it
+// shares with planner.cpp (see planner.hpp). Not installed.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tula/planner.hpp"
+
+namespace tula {
+namespace planner_detail {
+
+/// Node count -> (local batch, measured / modelled seconds) of the synchronized-step profile
+/// (step_synced_ratios).
+using SyncedRatios = std::map<int, std::vector<std::pair<double, double>>>;
+
+/// A local batch more than this factor outside the profiled range is not predicted: the
+/// linear compute model is not trusted that far (memory, cache effects).
+constexpr double kExtrapolation = 4.0;
+
+/// printf of one double into a string.
+std::string fmt(const char* f, double v);
+/// "1 node", "N nodes".
+std::string nodes_str(int n);
+/// "2 nodes x 256", "2 nodes of gpu x 256" when the candidate names a partition.
+std::string config_str(const Candidate& c);
+/// The whole epochs a job trains to reach `epochs_to_target` (fractional): rounded up, within
+/// [1, 100000]; `fallback` when it is not a finite number.
+int whole_epochs(double epochs_to_target, int fallback);
+
+/// The target of make_plan's single-partition form: the implicit partition of `req` (name
+/// "", nodes req.max_nodes, 1 rank per node, req's GPUs, prices and watts) with `compute`
+/// and `allreduce` (null: 1 node only). Pure.
+PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
+
+/// Appends every feasible (nodes K, global batch B) candidate of partition `t` to
+/// plan->candidates (fewest nodes first, then the smallest batch): K in [req.min_nodes,
+/// min(req.max_nodes, t.conf.nodes)] (1 without an across-node allreduce), R =
+/// t.conf.ranks_per_node ranks per node, B a multiple of K R with the local batch B / (K R)
+/// within the profiled range and device memory. `synced`: the synchronized-step ratios of
+/// t's models. Sets plan->max_local_batch. Errors: tula::Error naming why, when the partition
+/// has no feasible candidate (memory, divisibility, the profiled range).
+void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* plan);
+
+}  // namespace planner_detail
+}  // namespace tula

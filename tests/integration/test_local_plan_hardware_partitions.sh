@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tula plan --hardware with a file of several partitions (etc/hardware-site-h100-a100.json: H100
+# and A100 nodes, 8 GPUs each, different prices and link rates): planned across both without a
+# profile database, labelled SIMULATED; the table has a partition column; kv and JSON name the
+# chosen partition, its ranks and GPUs per node; every candidate's cost is at its own
+# partition's price (checked from the file by hand); each partition's candidates equal those of
+# a one-partition file cut from it; bad partition lists give one `tula:` line naming the key.
+. "$(dirname "$0")/lib.sh"
+need_bin "$TULA"
+make_workdir
+unset TULA_CONF
+export XDG_DATA_HOME=$T_WORK/xdg  # no profile database anywhere
+: >empty.conf
+HW=$REPO/etc/hardware-site-h100-a100.json
+P=("$TULA" plan --conf empty.conf)
+
+expect_ok "table" "${P[@]}" --hardware "$HW"
+assert_contains "$T_OUT" "SIMULATED plan" "the table is labelled"
+assert_contains "$T_OUT" "partitions h100 512 nodes x 8 devices, a100 1024 nodes x 8 devices" "both partitions named"
+assert_match "$T_OUT" "partition +ranks/node +nodes" "partition column"
+assert_match "$T_OUT" "^chosen \(simulated\): [0-9]+ nodes? of (h100|a100) x global batch" "the choice names its partition"
+assert_eq "" "$T_ERR" "no warnings without databases"
+
+expect_ok "kv" "${P[@]}" --hardware "$HW" --format kv
+assert_eq 1 "$(kv_get "$T_OUT" simulated)" "kv simulated"
+part=$(kv_get "$T_OUT" partition)
+case "$part" in h100|a100) ;; *) fail "kv partition '$part' is not h100 or a100" ;; esac
+assert_eq 8 "$(kv_get "$T_OUT" gpus_per_node)" "kv gpus_per_node"
+assert_int "kv ranks_per_node" "$(kv_get "$T_OUT" ranks_per_node)"
+
+expect_ok "json" "${P[@]}" --hardware "$HW" --json
+printf '%s' "$T_OUT" >site.json
+# each partition alone, as a one-partition hardware file cut from the site's
+python3 - "$HW" <<'PY' || fail "cutting the partitions failed"
+import json, sys
+site = json.load(open(sys.argv[1]))
+for p in site["partitions"]:
+    one = {k: v for k, v in site.items() if k != "partitions"}
+    one.update({k: v for k, v in p.items() if k != "name"})
+    json.dump(one, open(p["name"] + ".json", "w"))
+PY
+for p in h100 a100; do
+    expect_ok "$p alone" "${P[@]}" --hardware "$p.json" --json
+    printf '%s' "$T_OUT" >"$p-alone.json"
+done
+python3 - "$HW" <<'PY' || fail "json check failed"
+import json, sys
+hw = json.load(open(sys.argv[1]))
+parts = {p["name"]: p for p in hw["partitions"]}
+j = json.load(open("site.json"))
+assert j["status"] == "ok" and j["simulated"] is True
+seen = set()
+for c in j["candidates"]:
+    p = parts[c["partition"]]
+    seen.add(c["partition"])
+    assert c["gpus_per_node"] == p["gpus_per_node"] and c["nodes"] <= p["nodes"], c
+    nh = c["nodes"] * c["total_seconds"] / 3600
+    assert abs(c["cost"] - nh * p["price_per_node_hour"]) <= 1e-9 * max(1, c["cost"]), c
+    assert abs(c["energy_kwh"] - nh * p["watts_per_node"] / 1000) <= 1e-9 * max(1, c["energy_kwh"]), c
+assert seen == set(parts), seen
+assert sum(c["chosen"] for c in j["candidates"]) == 1
+ch = j["candidates"][j["chosen"]]
+assert ch["pareto"] is True
+# the chosen one is not dominated by any candidate of either partition
+for c in j["candidates"]:
+    assert not (c["time_to_target_seconds"] < ch["time_to_target_seconds"] and c["cost_to_target"] < ch["cost_to_target"]), c
+# every partition's candidates are those of its one-partition file
+for name in parts:
+    alone = {(c["nodes"], c["global_batch"]): c for c in json.load(open(name + "-alone.json"))["candidates"]}
+    mine = {(c["nodes"], c["global_batch"]): c for c in j["candidates"] if c["partition"] == name}
+    assert set(alone) == set(mine), (name, len(alone), len(mine))
+    for k, c in mine.items():
+        assert abs(c["total_seconds"] - alone[k]["total_seconds"]) <= 1e-9 * c["total_seconds"], (name, k)
+PY
+
+# Bad partition lists: one clean message naming the problem.
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["nodes"]=4; json.dump(j,open("top.json","w"))' "$HW"
+expect_fail "node key at the top" "${P[@]}" --hardware top.json
+assert_contains "$T_ERR" "'nodes' is given at the top level next to 'partitions'" "top-level node key named"
+assert_eq 1 "$(count_lines "$T_ERR" '^tula: ')" "one tula: line"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); del j["partitions"][1]["device"]["peak_flops"]; json.dump(j,open("nopeak.json","w"))' "$HW"
+expect_fail "missing key in a partition" "${P[@]}" --hardware nopeak.json
+assert_contains "$T_ERR" "missing key 'partitions[1].device.peak_flops'" "partition key named"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["partitions"][1]["name"]="h100"; json.dump(j,open("dup.json","w"))' "$HW"
+expect_fail "a name twice" "${P[@]}" --hardware dup.json
+assert_contains "$T_ERR" "partition 'h100' is described twice" "duplicate named"
+note "ok"
