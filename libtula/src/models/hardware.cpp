@@ -1,5 +1,6 @@
 // libtula: simulation mode (see hardware.hpp and tula(1), "HARDWARE FILE").
 #include "tula/hardware.hpp"
+#include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
 
 #include <algorithm>
@@ -213,7 +214,7 @@ SimulatedModels derive_models(const HardwareSpec& h) {
 }
 
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
-                   const PolicySpec& policy) {
+                   const PolicySpec& policy, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
@@ -244,6 +245,11 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.memory = m.memory;
+    if (policy.target_accuracy > 0 && !runs.empty()) {
+        std::string note;
+        req.convergence = convergence_from_history(runs, h.workload, policy.target_accuracy, req.convergence, "", &note);
+        if (warnings && req.convergence.fit_batches < 2) warnings->push_back(note);
+    }
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;
         for (int& b : req.global_batches)
