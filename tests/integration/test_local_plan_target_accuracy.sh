@@ -5,7 +5,8 @@
 # runs' workload (resnet50@imagenet) exists only in the hardware file. Each candidate's
 # epochs_to_target (json) must match the generating model: within 7 % at the table's batches,
 # and within 20 % at 32K and above when only the batches up to 13K were imported. The same for
-# a profiled workload (lenet5) without --hardware. Bad targets are one usage line.
+# a profiled workload (lenet5) without --hardware. Without --target-accuracy, the target is what
+# --epochs reach at --batch-size in the history. Bad targets are one usage line.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 make_workdir
@@ -102,9 +103,25 @@ expect_ok "plan --db --target-accuracy" "$TULA" plan --conf empty.conf --workloa
 printf '%s\n' "$T_OUT" >plan-lenet.json
 python3 check.py plan-lenet.json 10 400 1 0.15 >/dev/null || fail "lenet5 epochs_to_target off the generating model"
 
-# Without a target the history's fit is not used; a bad target is one usage line.
+# Without a target: what --epochs reach at --batch-size in the history is the target, B_crit is
+# fitted to it, and that batch keeps the requested epochs.
+expect_ok "target from the reference batch" "$TULA" plan --conf empty.conf --workload lenet5@fashion-mnist --db lenet.db \
+    --epochs 14 --batch-size 64 --max-nodes 1 --format json
+python3 - "$T_OUT" <<'PY' || fail "the derived target's fit"
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["noise_scale_source"] == "fit" and j["target_accuracy"] is not None and j["e_min"] is None, j
+assert j["convergence_fit_batches"] == 5, j["convergence_fit_batches"]
+at = [c for c in j["candidates"] if c["global_batch"] == 64]
+assert at and all(abs(c["epochs_to_target"] - 14) < 1e-9 for c in at), at
+big = [c for c in j["candidates"] if c["global_batch"] == 512]
+assert big and all(c["epochs_to_target"] > 14 for c in big), big
+PY
+# No run at the reference batch: the prior (the hardware file's B_noise), no target.
 expect_ok "no target" "$TULA" plan --conf empty.conf --hardware "$HW" --db all.db --format json
 assert_contains "$T_OUT" '"target_accuracy": null' "no target in the json"
+assert_contains "$T_OUT" '"noise_scale_source": "hardware file"' "the prior"
+# A bad target is one usage line.
 for bad in 0 1.5 -0.2 nan; do
     expect_fail "target $bad" "$TULA" plan --conf empty.conf --hardware "$HW" --target-accuracy "$bad"
     assert_eq 2 "$T_RC" "target $bad: usage error"

@@ -59,6 +59,7 @@ class LibtulaConvergenceFitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_selection_of_runs);
     CPPUNIT_TEST(test_history_model);
     CPPUNIT_TEST(test_accuracy_of_comparable_runs);
+    CPPUNIT_TEST(test_target_from_reference_batch);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -276,6 +277,50 @@ public:
         for (int i = 0; i < 3; ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(sxy / sxx, m.c, 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(my - sxy / sxx * mx, m.a, 1e-9);
+    }
+
+    // Without a target accuracy the target is what the requested epochs reach at the reference
+    // batch (the median over its full-set, non-diverged runs); B_crit is fitted to it and the
+    // epochs stay relative to the requested ones there.
+    void test_target_from_reference_batch() {
+        tula::Workload w;
+        w.name = "w@d";
+        w.train_examples = 50000;
+        std::vector<tula::RunRecord> at = {run_crossing(w.name, 1000, 10, 0.7, 4), run_crossing(w.name, 1000, 12, 0.7, 4),
+                                           run_crossing(w.name, 1000, 11, 0.7, 4)};
+        at.push_back(run_crossing(w.name, 1000, 2, 0.7, 4));
+        at.back().train_examples = 5000;  // --limit-train: not the reference
+        at.push_back(run_crossing(w.name, 1000, 11, 0.7, 4));
+        at.back().epoch_test_accuracy.assign(15, 0.01);  // diverged
+        // after 12 epochs: 0.7 + 0.002 x (12 - hit) for hit 10, 12, 11 -> median 0.702
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.702, tula::reference_accuracy(at, w, 1000, 12), 1e-12);
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::reference_accuracy(at, w, 2000, 12));   // no run at that batch
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::reference_accuracy(at, w, 1000, 30));   // none trained 30 epochs
+        tula::ConvergenceModel prior;
+        prior.noise_scale = 777;
+        std::vector<std::string> warn;
+        // one batch only: the prior, no warning
+        CPPUNIT_ASSERT_EQUAL(777.0, tula::history_convergence(at, w, 0, 1000, 12, prior, &warn).noise_scale);
+        CPPUNIT_ASSERT(warn.empty());
+        // runs at 4 batches drawn from E(B) = 10 (1 + B / 5000), crossing 0.7 there
+        std::vector<tula::RunRecord> runs;
+        for (int b : {1000, 2000, 4000, 8000})
+            runs.push_back(run_crossing(w.name, b, static_cast<int>(std::lround(10 * (1 + b / 5000.0))), 0.7, 3));
+        const double target = tula::reference_accuracy(runs, w, 1000, 12);  // the 1000 run crosses at 12
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.7, target, 1e-12);
+        const tula::ConvergenceModel m = tula::history_convergence(runs, w, 0, 1000, 12, prior, &warn);
+        CPPUNIT_ASSERT(warn.empty());
+        CPPUNIT_ASSERT_EQUAL(4, m.fit_batches);
+        CPPUNIT_ASSERT_EQUAL(0.0, m.e_min);  // relative to the requested epochs
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(m.noise_scale), rel_err(m.noise_scale, 5000) < 0.15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(12.0, m.epochs_for(1000, 12, 1000), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(12.0 * (1 + 8000 / m.noise_scale) / (1 + 1000 / m.noise_scale),
+                                     m.epochs_for(8000, 12, 1000), 1e-9);
+        CPPUNIT_ASSERT(m.origin().find("fitted to 4 runs at 4 batches") != std::string::npos);
+        // a given target the history cannot reach: the prior and a warning
+        const tula::ConvergenceModel n = tula::history_convergence(runs, w, 0.99, 1000, 12, prior, &warn);
+        CPPUNIT_ASSERT_EQUAL(777.0, n.noise_scale);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), warn.size());
     }
 };
 

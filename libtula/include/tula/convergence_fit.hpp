@@ -92,4 +92,23 @@ ConvergenceModel convergence_from_history(const std::vector<RunRecord>& runs, co
                                           const ConvergenceModel& prior, const std::string& optimizer = "",
                                           std::string* note = nullptr);
 
+/// The test accuracy `epochs` epochs reach at global batch `batch` in the run history of `w`:
+/// the median, over the runs of `w` at that batch on the full data set with a per-epoch test
+/// accuracy of at least `epochs` epochs (none non-finite), of their accuracy after `epochs`
+/// epochs; runs below AccuracyModel::kDivergedFraction of the best of them are left out as
+/// diverged. 0 when there is no such run. Pure.
+double reference_accuracy(const std::vector<RunRecord>& runs, const Workload& w, int batch, int epochs);
+
+/// The planner's convergence model from the run history (tula plan, the sbatch plugin):
+/// with `target` > 0 (tula plan --target-accuracy), convergence_from_history, its note to
+/// `warnings` unless B_crit was fitted. Without one, the target is what the requested
+/// `epochs` reach at the reference batch `ref_batch` (reference_accuracy); when the history
+/// fits B_crit to it (2 or more batches), B_noise is that B_crit with its bootstrap interval
+/// and the epochs stay relative to `epochs` at `ref_batch` (e_min 0), so that the job's own
+/// batch trains the requested epochs; otherwise `prior` (B_simple or tula.conf's). Errors:
+/// tula::Error as convergence_from_history.
+ConvergenceModel history_convergence(const std::vector<RunRecord>& runs, const Workload& w, double target,
+                                     int ref_batch, int epochs, const ConvergenceModel& prior,
+                                     std::vector<std::string>* warnings);
+
 }  // namespace tula

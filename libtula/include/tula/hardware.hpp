@@ -91,9 +91,10 @@ SimulatedModels derive_models(const HardwareSpec& h);
 /// The prediction intervals are empty (nothing was measured): upper bound = prediction.
 /// Errors: tula::Error as make_plan, when fixed_nodes exceeds the file's nodes, or when the
 /// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
-/// `runs` (a run history, e.g. imported with tula db import) with policy.target_accuracy > 0:
-/// the epochs to the target from convergence_from_history, the file's (or tula.conf's) B_noise
-/// its prior; its note goes to `warnings` (when given) unless B_crit was fitted.
+/// `runs` (a run history, e.g. imported with tula db import): the convergence model from
+/// history_convergence (B_crit fitted to the runs' epochs to policy.target_accuracy, or to
+/// what the requested epochs reach at the reference batch), the file's (or tula.conf's)
+/// B_noise its prior; a note on a target that could not be fitted goes to `warnings`.
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy, const std::vector<RunRecord>& runs = {},
                    std::vector<std::string>* warnings = nullptr);

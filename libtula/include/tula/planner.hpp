@@ -217,7 +217,10 @@ constexpr size_t kCheckedRuns = 8;
 /// Besides the profiles it reads the run history of `workload` from every database
 /// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model, and
 /// takes B_noise of the convergence model from the runs' measured noise scale when there is
-/// one (ConvergenceModel::from_runs), else from cfg.noise_scale.
+/// one (ConvergenceModel::from_runs), else from cfg.noise_scale; that is the prior of
+/// history_convergence, which fits B_crit to the runs' first epochs reaching the target
+/// (policy.target_accuracy, else what the requested epochs reach at the reference batch)
+/// when the history has such runs at 2 or more global batches.
 /// `train_examples` > 0: the job trains on that many examples per epoch (the batch script's
 /// tula-train --limit-train, TrainCommand::limit_train), capped at the workload's training
 /// set (PlanRequest::train_examples); 0 (or less): the whole training set.

@@ -312,4 +312,42 @@ ConvergenceModel convergence_from_history(const std::vector<RunRecord>& runs, co
     return m;
 }
 
+double reference_accuracy(const std::vector<RunRecord>& runs, const Workload& w, int batch, int epochs) {
+    if (epochs < 1) return 0.0;
+    std::vector<double> acc;
+    for (const auto& r : runs) {
+        if (r.workload != w.name || r.global_batch != batch) continue;
+        if (r.train_examples > 0 && r.train_examples < w.train_examples) continue;
+        const auto& c = r.epoch_test_accuracy;
+        if (c.size() < static_cast<size_t>(epochs) ||
+            std::any_of(c.begin(), c.end(), [](double a) { return !std::isfinite(a); }))
+            continue;
+        acc.push_back(c[static_cast<size_t>(epochs) - 1]);
+    }
+    if (acc.empty()) return 0.0;
+    const double best = *std::max_element(acc.begin(), acc.end());
+    acc.erase(std::remove_if(acc.begin(), acc.end(),
+                             [&](double a) { return a < AccuracyModel::kDivergedFraction * best; }),
+              acc.end());
+    const double m = median(acc);
+    return m > 0 && m <= 1 ? m : 0.0;
+}
+
+ConvergenceModel history_convergence(const std::vector<RunRecord>& runs, const Workload& w, double target,
+                                     int ref_batch, int epochs, const ConvergenceModel& prior,
+                                     std::vector<std::string>* warnings) {
+    std::string note;
+    if (target > 0) {
+        ConvergenceModel m = convergence_from_history(runs, w, target, prior, "", &note);
+        if (warnings && m.fit_batches < 2) warnings->push_back(note);
+        return m;
+    }
+    const double derived = reference_accuracy(runs, w, ref_batch, epochs);
+    if (!(derived > 0)) return prior;
+    ConvergenceModel m = convergence_from_history(runs, w, derived, prior, "", &note);
+    if (m.fit_batches < 2) return prior;  // the requested epochs at the reference batch, B_noise as before
+    m.e_min = m.e_min_low = m.e_min_high = 0;  // relative: the requested epochs at the reference batch
+    return m;
+}
+
 }  // namespace tula

@@ -245,10 +245,13 @@ Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.memory = m.memory;
-    if (policy.target_accuracy > 0 && !runs.empty()) {
-        std::string note;
-        req.convergence = convergence_from_history(runs, h.workload, policy.target_accuracy, req.convergence, "", &note);
-        if (warnings && req.convergence.fit_batches < 2) warnings->push_back(note);
+    if (!runs.empty()) {
+        int ref = req.reference_batch;
+        if (ref <= 0)  // as enumerate_candidates: the smallest global batch
+            for (int b : req.global_batches)
+                if (b > 0 && (ref <= 0 || b < ref)) ref = b;
+        req.convergence =
+            history_convergence(runs, h.workload, policy.target_accuracy, ref, req.epochs, req.convergence, warnings);
     }
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;

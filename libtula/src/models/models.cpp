@@ -577,7 +577,7 @@ ConvergenceModel ConvergenceModel::from_runs(const std::vector<RunRecord>& runs,
 }
 
 std::string ConvergenceModel::origin() const {
-    if (e_min > 0)
+    if (e_min > 0 || fit_batches >= 2)
         return (fit_batches >= 2 ? "fitted to " : "E_min from ") + std::to_string(fit_runs) +
                (fit_runs == 1 ? " run" : " runs") + " at " + std::to_string(fit_batches) +
                (fit_batches == 1 ? " batch" : " batches") + " (optimizer " +

@@ -661,10 +661,13 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     // its epochs, the full data set unless it trains on part of it).
     req.accuracy = AccuracyModel::fit(runs, req.epochs, req.examples_per_epoch(), w->train_examples);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
-    if (policy.target_accuracy > 0) {  // B_crit fitted to the runs' epochs to the target (the prior: above)
-        std::string note;
-        req.convergence = convergence_from_history(runs, *w, policy.target_accuracy, req.convergence, "", &note);
-        if (req.convergence.fit_batches < 2) warn->push_back(note);
+    {  // B_crit fitted to the runs' epochs to the target (given, or the requested epochs' at B_ref); prior: above
+        int ref = req.reference_batch;
+        if (ref <= 0)  // as enumerate_candidates: the smallest global batch
+            for (int b : req.global_batches)
+                if (b > 0 && (ref <= 0 || b < ref)) ref = b;
+        req.convergence =
+            history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn);
     }
     std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
     for (const auto& r : runs)
