@@ -166,6 +166,9 @@ public:
                        std::string::npos);
         CPPUNIT_ASSERT(err({{256, 10, ""}, {512, NAN, ""}}).find("a number > 0") != std::string::npos);
         CPPUNIT_ASSERT(err({{0, 10, ""}, {512, 12, ""}}).find("batch must be >= 1") != std::string::npos);
+        // epochs whose 1/E^2 underflows: GSL cannot fit them, an error rather than NaN
+        CPPUNIT_ASSERT(err({{256, 1e200, ""}, {512, 2e200, ""}}).find("fit (GSL nonlinear least squares) failed") !=
+                       std::string::npos);
         // two batches: an exact fit of both
         const tula::CriticalBatchFit f = tula::fit_critical_batch({{1000, 12, ""}, {3000, 16, ""}});
         CPPUNIT_ASSERT(rel_err(f.epochs(1000), 12) < 1e-6 && rel_err(f.epochs(3000), 16) < 1e-6);

@@ -169,6 +169,12 @@ int fill_groups(const std::vector<EpochsToTarget>& points, const std::vector<siz
     return used;
 }
 
+// Errors: tula::Error unless `target` is a test accuracy in (0, 1].
+void check_target(double target) {
+    if (!(target > 0 && target <= 1))
+        throw Error("the target accuracy must be a fraction in (0, 1], e.g. 0.75 for 75 %, not " + std::to_string(target));
+}
+
 // The p-quantile of v (not empty) by linear interpolation of the order statistics.
 double quantile(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
@@ -246,8 +252,7 @@ ConvergenceModel convergence_from_history(const std::vector<RunRecord>& runs, co
                                           const ConvergenceModel& prior, const std::string& optimizer,
                                           std::string* note) {
     if (target == 0) return prior;
-    if (!(target > 0 && target <= 1))
-        throw Error("the target accuracy must be a fraction in (0, 1], e.g. 0.75 for 75 %, not " + std::to_string(target));
+    check_target(target);
     auto say = [&](const std::string& s) {
         if (note) *note = s;
     };
@@ -336,15 +341,21 @@ double reference_accuracy(const std::vector<RunRecord>& runs, const Workload& w,
 ConvergenceModel history_convergence(const std::vector<RunRecord>& runs, const Workload& w, double target,
                                      int ref_batch, int epochs, const ConvergenceModel& prior,
                                      std::vector<std::string>* warnings) {
+    if (target != 0) check_target(target);
     std::string note;
+    const double goal = target > 0 ? target : reference_accuracy(runs, w, ref_batch, epochs);
+    if (!(goal > 0)) return prior;
+    ConvergenceModel m;
+    try {
+        m = convergence_from_history(runs, w, goal, prior, "", &note);
+    } catch (const Error& e) {  // a failed fit: plan with the prior rather than not at all
+        if (warnings) warnings->push_back(std::string(e.what()) + "; the epochs follow B_noise " + prior.origin());
+        return prior;
+    }
     if (target > 0) {
-        ConvergenceModel m = convergence_from_history(runs, w, target, prior, "", &note);
         if (warnings && m.fit_batches < 2) warnings->push_back(note);
         return m;
     }
-    const double derived = reference_accuracy(runs, w, ref_batch, epochs);
-    if (!(derived > 0)) return prior;
-    ConvergenceModel m = convergence_from_history(runs, w, derived, prior, "", &note);
     if (m.fit_batches < 2) return prior;  // the requested epochs at the reference batch, B_noise as before
     m.e_min = m.e_min_low = m.e_min_high = 0;  // relative: the requested epochs at the reference batch
     return m;
