@@ -6,11 +6,19 @@
 // etc/hardware-h100-512.json widened to 4,096 nodes, run from the repository root. A third:
 // a site of 4 partitions x 4,096 nodes x 8 ranks per node x the same 64 global batches
 // (make_site_plan, hierarchical allreduce), with its ratio to the target and to the first
-// figure (its anchor: one partition of one rank per node, measured in the same run).
+// figure (its anchor: one partition of one rank per node, measured in the same run). A fourth:
+// the critical-batch fit (convergence_from_history: run selection, GSL fit and its
+// 200-resample bootstrap) from 1,000 runs of a synthetic history drawn from E(B) = E_min
+// (1 + B/B_crit), its median against the 20 ms target and as a ratio to the planner's median
+// in the same run (the anchor: both are CPU-bound on the same machine).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <random>
 #include <vector>
+
+#include "tula/convergence_fit.hpp"
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
@@ -108,5 +116,32 @@ int main() {
     } catch (const tula::Error& e) {
         std::fprintf(stderr, "%s (simulated figure skipped; run from the repository root)\n", e.what());
     }
+
+    // 1,000 runs at 64 global batches 1K..64K, E_min 30, B_crit 12,000, 5 % noise, each with
+    // a per-epoch test accuracy crossing 0.75 at its drawn epoch.
+    std::vector<tula::RunRecord> runs;
+    std::mt19937 rng(5);
+    std::normal_distribution<double> noise(0.0, 0.05);
+    for (int i = 0; i < 1000; ++i) {
+        tula::RunRecord r;
+        r.workload = req.workload.name;
+        r.nodes = 1;
+        r.global_batch = 1024 * (1 + i % 64);
+        r.optimizer = "sgd";
+        const int hit = static_cast<int>(std::ceil(30.0 * (1.0 + r.global_batch / 12000.0) * std::exp(noise(rng))));
+        r.epochs = hit + 1;
+        for (int e = 1; e <= r.epochs; ++e) r.epoch_test_accuracy.push_back(e < hit ? 0.7 : 0.76);
+        runs.push_back(std::move(r));
+    }
+    const double fit_target = 20.0;
+    tula::ConvergenceModel m;
+    const double fit = median_ms(reps, ms, [&] {
+        m = tula::convergence_from_history(runs, req.workload, 0.75, tula::ConvergenceModel{});
+    });
+    std::printf("bench-planner: B_crit fit from %d runs at %d batches (%d bootstrap resamples): B_crit %.0f, E_min "
+                "%.2f; median %.3f ms (min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it); "
+                "%.3f x the planner's median above\n",
+                m.fit_runs, m.fit_batches, tula::CriticalBatchFit::kResamples, m.noise_scale, m.e_min, fit, ms.front(),
+                ms.back(), fit_target, fit / fit_target, fit / median);
     return 0;
 }

@@ -174,6 +174,15 @@ Json plan_json(const PlanReport& r) {
         j["noise_scale_low"] = j["noise_scale_high"] = j["noise_scale_confidence"] = nullptr;
     }
     j["noise_scale_runs"] = r.plan.convergence.measured_runs;
+    // The target accuracy and E_min of the convergence model (convergence_from_history), null without
+    const ConvergenceModel& cv = r.plan.convergence;
+    j["target_accuracy"] = cv.target_accuracy > 0 ? Json(cv.target_accuracy) : Json(nullptr);
+    j["e_min"] = cv.e_min > 0 ? Json(cv.e_min) : Json(nullptr);
+    j["e_min_low"] = cv.e_min > 0 ? Json(cv.e_min_low) : Json(nullptr);
+    j["e_min_high"] = cv.e_min > 0 ? Json(cv.e_min_high) : Json(nullptr);
+    j["convergence_fit_runs"] = cv.fit_runs;
+    j["convergence_fit_batches"] = cv.fit_batches;
+    j["convergence_fit_optimizer"] = cv.fit_optimizer;
     j["reference_batch"] = r.plan.reference_batch;
     Json cands = Json::array();
     for (size_t i = 0; i < r.plan.candidates.size(); ++i) {
@@ -226,6 +235,7 @@ Json run_json(const RunRecord& r) {
     j["created"] = r.created;
     j["noise_scale"] = r.noise_scale > 0 ? Json(r.noise_scale) : Json(nullptr);  // B_simple, examples
     j["noise_observations"] = r.noise_observations;
+    j["optimizer"] = r.optimizer;  // "" = not recorded (before schema version 7)
     j["epoch_seconds"] = r.epoch_seconds;
     j["epoch_train_loss"] = r.epoch_train_loss;
     j["epoch_test_accuracy"] = r.epoch_test_accuracy;

@@ -14,6 +14,7 @@
 
 #include "common.hpp"
 #include "format.hpp"
+#include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
 #include "tula/planner.hpp"
@@ -29,6 +30,7 @@ struct PlanOptions : TargetOptions {
     std::string node_range;  // --node-range LO-HI: Slurm may give the job any count in it
     std::string policy = "auto";
     std::string hardware;  // --hardware FILE: simulation mode
+    double target_accuracy = -1;  // --target-accuracy A: a fraction in (0, 1]; -1: not given
     std::string format = "table";
     bool json = false;
     int timeout = 0;  // --timeout SECONDS; 0: no limit
@@ -140,9 +142,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 "epochs, without evaluation; upper = 95 %% prediction bound%s; accuracy from the run history, - when "
                 "there is none)\n",
                 p.fixed_epochs ? ("the requested " + std::to_string(r.epochs) + ", fixed").c_str()
-                               : ("the whole epochs this batch needs to reach what " + std::to_string(r.epochs) +
-                                  " reach at batch " + std::to_string(p.reference_batch) + " (noise scale, below)")
-                                     .c_str(),
+                : p.convergence.e_min > 0
+                    ? ("the whole epochs this batch needs to reach test accuracy " +
+                       format_number("%.4g", p.convergence.target_accuracy) + " (noise scale, below)")
+                          .c_str()
+                    : ("the whole epochs this batch needs to reach what " + std::to_string(r.epochs) + " reach at batch " +
+                       std::to_string(p.reference_batch) + " (noise scale, below)")
+                          .c_str(),
                 r.simulated ? ", equal to the prediction when simulated: nothing was measured" : "");
     if (p.max_local_batch > 0) std::printf("  (largest local batch that fits device memory: %d)\n", p.max_local_batch);
     for (const Candidate& c : p.candidates)
@@ -177,11 +183,15 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                                                 : "";
     const std::string trains = p.fixed_epochs ? "the job trains its " + std::to_string(c.epochs) + " epochs (fixed)"
                                               : "the job trains " + std::to_string(c.epochs) + " (TULA_EPOCHS)";
+    const std::string goal = cv.e_min > 0 ? "to reach test accuracy " + format_number("%.4g", cv.target_accuracy) +
+                                                " (E_min " + format_number("%.3g", cv.e_min) + ")"
+                                          : "to reach what " + std::to_string(r.epochs) + " reach at batch " +
+                                                std::to_string(p.reference_batch);
     std::printf("%s B_noise %s examples (%s%s); by E(B) = E_min (1 + B/B_noise) global batch %d needs %s epochs%s "
-                "to reach what %d reach at batch %d: %s; the time limit covers them\n",
+                "%s: %s; the time limit covers them\n",
                 bold("noise scale:", colour).c_str(), format_number("%.4g", cv.noise_scale).c_str(), cv.origin().c_str(),
-                bn_ci.c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(), ep_ci.c_str(), r.epochs,
-                p.reference_batch, trains.c_str());
+                bn_ci.c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(), ep_ci.c_str(),
+                goal.c_str(), trains.c_str());
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());
@@ -247,6 +257,8 @@ int run_plan(const PlanOptions& o) {
         if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
             throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
                              std::to_string(o.max_nodes));
+        if (o.target_accuracy != -1 && !(o.target_accuracy > 0 && o.target_accuracy <= 1))
+            throw UsageError("--target-accuracy must be a test accuracy in (0, 1], e.g. 0.759 for 75.9 %");
         if (!o.workload.empty() && !valid_workload_name(o.workload))
             throw UsageError("--workload '" + one_line(o.workload, 80) +
                              "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
@@ -302,6 +314,7 @@ int run_plan(const PlanOptions& o) {
         spec.reference_batch =
             o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
         spec.fixed_epochs = o.fixed_epochs;
+        spec.target_accuracy = o.target_accuracy > 0 ? o.target_accuracy : 0;
 
         PlanReport r;
         r.workload = workload;
@@ -335,11 +348,14 @@ int run_plan(const PlanOptions& o) {
             r.gpus_per_node = hw->gpus_per_node;
             r.price_per_gpu_hour = hw->price_per_gpu_hour;
             r.watts_per_node = hw->watts_per_node;
+            // With --db, the run history of the file's workload gives the epochs to the target.
+            std::vector<RunRecord> runs;
+            if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
             if (hw_parts.size() == 1) {
                 sim = derive_models(*hw);
-                r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec);
+                r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
             } else {
-                r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec);
+                r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
             }
         } else if (!o.node_range.empty()) {
             // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
@@ -397,6 +413,11 @@ void add_plan_command(CLI::App& app, Action* action) {
         "when --timeout ran out. See tula(1).");
     add_common_options(sub, &o->common, false);
     add_target_options(sub, o.get());
+    sub->add_option("--target-accuracy", o->target_accuracy,
+                    "the test accuracy (a fraction in (0, 1]) the job must reach: each candidate's epochs_to_target "
+                    "come from B_crit and E_min fitted to the run history's first epochs reaching it (with --db, also "
+                    "with --hardware)")
+        ->type_name("A");
     sub->add_option("--node-range", o->node_range,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
                     "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")

@@ -7,7 +7,9 @@
 #      the epoch (the final EMA; the database holds the median over the epoch);
 #      The workload row has lenet5's activation size per example, 15,386 floats (counted here
 #      from its layer shapes: input, every layer's output);
-#   2. the same with --noise-scale-every 0: noise_scale NULL, noise_observations 0;
+#      the run row's optimizer is sgd (the default);
+#   2. the same with --noise-scale-every 0 and --optimizer auto: noise_scale NULL,
+#      noise_observations 0, optimizer sgd (what auto resolves to at batch 64);
 #   3. after `tula profile compute`, `tula plan --json` reports noise_scale_source "measured",
 #      noise_scale_runs 1 and noise_scale equal to the stored value, and the table says
 #      "measured in 1 run".
@@ -41,9 +43,13 @@ awk -v a="$ns" -v b="$logged" 'BEGIN { exit !(b > 0 && a / b > 0.1 && a / b < 10
 assert_eq $((784 + 2 * 6 * 28 * 28 + 6 * 14 * 14 + 2 * 16 * 10 * 10 + 16 * 5 * 5 + 2 * 120 + 2 * 84 + 10)) \
     "$(sqlite3 "$db" "SELECT activation_floats FROM workload WHERE model = 'lenet5'")" "activation floats per example"
 
-expect_ok "training with --noise-scale-every 0" timeout 240 "$TULA_TRAIN" "${small[@]}" --noise-scale-every 0
+assert_eq sgd "$(sqlite3 "$db" "SELECT optimizer FROM run ORDER BY id DESC LIMIT 1")" "the optimizer of the run (default sgd)"
+
+expect_ok "training with --noise-scale-every 0" timeout 240 "$TULA_TRAIN" "${small[@]}" --noise-scale-every 0 --optimizer auto
 assert_eq "null|0" "$(sqlite3 "$db" "SELECT coalesce(noise_scale, 'null'), noise_observations FROM run ORDER BY id DESC LIMIT 1")" \
     "run without noise estimation"
+assert_eq sgd "$(sqlite3 "$db" "SELECT optimizer FROM run ORDER BY id DESC LIMIT 1")" \
+    "the optimizer --optimizer auto resolved to at batch 64 (sgd up to 4 x --lr-base-batch)"
 
 expect_ok "profile compute" timeout 240 "$TULA" profile compute --workload "$T_WORKLOAD" --batch-sizes 16,32,64 --iters 3 \
     --data-dir "$T_DATA_DIR" --db "$db"

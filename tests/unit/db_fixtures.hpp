@@ -132,6 +132,7 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
             r.noise_scale = 100.0 + 1000.0 * r.test_accuracy;
             r.noise_observations = 37;
             r.train_examples = 6000;  // a --limit-train run
+            r.optimizer = "lamb";
         }
         for (int e = 0; e < 3; ++e) {
             r.epoch_seconds.push_back(10 * u(rng));

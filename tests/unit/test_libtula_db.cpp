@@ -229,7 +229,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         const auto after = raw_rows(p, "SELECT * FROM run");
         CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
-        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|", after[0]);
+        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0||", after[0]);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT ranks FROM compute_profile"));  // alone
@@ -243,6 +243,7 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         r.noise_scale = 321.5;
         r.noise_observations = 9;
         r.train_examples = 6000;  // a --limit-train run (schema 3)
+        r.optimizer = "lars";     // schema 7
         rw.add_run(r);
         const auto runs = rw.runs();
         CPPUNIT_ASSERT_EQUAL(size_t(2), runs.size());
@@ -250,6 +251,9 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(int64_t(9), runs[0].noise_observations);
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), runs[0].train_examples);
         CPPUNIT_ASSERT_EQUAL(int64_t(0), runs[1].train_examples);  // the old row: the workload's
+        CPPUNIT_ASSERT_EQUAL(std::string("lars"), runs[0].optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), runs[1].optimizer);  // the old row: not recorded
+        CPPUNIT_ASSERT_EQUAL(std::string("lars"), raw_query(p, "SELECT optimizer FROM run WHERE job_id = '78'"));
         CPPUNIT_ASSERT_EQUAL(6000.0, runs[0].examples_per_epoch(60000));
         CPPUNIT_ASSERT_EQUAL(60000.0, runs[1].examples_per_epoch(60000));
         CPPUNIT_ASSERT_EQUAL(std::string("6000"), raw_query(p, "SELECT train_examples FROM run WHERE job_id = '78'"));

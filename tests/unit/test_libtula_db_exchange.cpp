@@ -164,6 +164,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(ra.size(), rb.size());
         for (size_t i = 0; i < ra.size(); ++i) CPPUNIT_ASSERT_EQUAL(ra[i], rb[i]);
         CPPUNIT_ASSERT(contains(ra.back(), "null"));  // the run without per-epoch loss kept its NULLs
+        CPPUNIT_ASSERT(contains(text, "\"optimizer\": \"lamb\""));  // schema 7's optimizer travels
+        CPPUNIT_ASSERT_EQUAL(std::string("lamb"), db.runs("lenet5@fashion-mnist").at(0).optimizer);
         // Importing the same file again adds nothing.
         const auto again = db.import_json(text, "x.json");
         CPPUNIT_ASSERT_EQUAL(size_t(12), again.skipped);
@@ -216,6 +218,10 @@ public:
                                 "runs row 1: noise_scale must be a number"));
         CPPUNIT_ASSERT(contains(err(edit("\"noise_observations\": 37", "\"noise_observations\": -1")),
                                 "runs row 1: noise_observations"));
+        CPPUNIT_ASSERT(contains(err(edit("\"optimizer\": \"lamb\"", "\"optimizer\": \"LAMB; x\"")),
+                                "runs row 1: optimizer must be"));
+        CPPUNIT_ASSERT(contains(err(edit("\"optimizer\": \"lamb\"", "\"optimizer\": 3")),
+                                "runs row 1: optimizer must be a string"));
         CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 16", "\"local_batch\": \"16\"")),
                                 "compute row 1: local_batch must be an integer"));
         CPPUNIT_ASSERT(contains(err(edit("\"local_batch\": 32", "\"local_batch\": 0")), "compute row 2: local_batch"));

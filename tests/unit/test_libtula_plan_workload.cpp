@@ -211,6 +211,7 @@ public:
                     cfg.global_batches = {16, 32, 64, 128, 256, 512, 1024};
                     cfg.noise_scale = ns;
                     cfg.max_accuracy_loss = loss;
+                    cfg.fixed_epochs = true;  // the accuracy bound applies at fixed epochs only
                     const tula::Plan all = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 5, 0, 0, pol, &warn);
                     const int k = all.choice().nodes;
                     if (k < 2) continue;  // one node: no smaller batch is lost, nothing to keep

@@ -22,6 +22,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_knee_small_and_errors);
     CPPUNIT_TEST(test_make_plan_predictions);
     CPPUNIT_TEST(test_accuracy_bound);
+    CPPUNIT_TEST(test_accuracy_not_counted_twice);
     CPPUNIT_TEST(test_make_plan_policies);
     CPPUNIT_TEST(test_make_plan_ties);
     CPPUNIT_TEST(test_make_plan_without_allreduce);
@@ -317,6 +318,7 @@ public:
         const tula::ComputeModel cm = lenet5_like_compute();
         const tula::AllreduceModel am = lenet5_like_allreduce();
         tula::PlanRequest r = request(workload(61706, 60000), 4, 1, 4, {32, 64, 128, 256, 512, 1024});
+        r.fixed_epochs = true;  // the bound applies where every candidate trains the same epochs
         r.accuracy.a = 0.95;
         r.accuracy.c = -0.01;  // one point per doubling of the batch
         r.accuracy.runs = 4;
@@ -342,6 +344,29 @@ public:
         r.accuracy = tula::AccuracyModel{};
         r.max_accuracy_loss = 0.0;
         CPPUNIT_ASSERT_EQUAL(all.candidates.size(), tula::make_plan(r, cm, &am).candidates.size());
+    }
+
+    // When the epochs follow the batch, a candidate trains epochs_to_target to reach the
+    // target: its accuracy loss at the requested epochs is already paid in epochs, so the
+    // accuracy bound must not drop it as well (the loss would count twice).
+    void test_accuracy_not_counted_twice() {
+        const tula::ComputeModel cm = lenet5_like_compute();
+        const tula::AllreduceModel am = lenet5_like_allreduce();
+        tula::PlanRequest r = request(workload(61706, 60000), 4, 1, 4, {32, 64, 128, 256, 512, 1024});
+        r.accuracy.a = 0.95;
+        r.accuracy.c = -0.01;
+        r.accuracy.runs = 4;
+        r.max_accuracy_loss = 1.0;
+        const tula::Plan all = tula::make_plan(r, cm, &am);
+        r.max_accuracy_loss = 0.0;  // would keep only the best batch's candidates
+        const tula::Plan p = tula::make_plan(r, cm, &am);
+        CPPUNIT_ASSERT(!p.fixed_epochs);
+        CPPUNIT_ASSERT_EQUAL(0, p.accuracy_excluded);
+        CPPUNIT_ASSERT_EQUAL(all.candidates.size(), p.candidates.size());
+        // every candidate trains more epochs at a larger batch: the penalty is in the epochs
+        for (const auto& c : p.candidates)
+            for (const auto& d : p.candidates)
+                if (c.global_batch < d.global_batch) CPPUNIT_ASSERT(c.epochs_to_target < d.epochs_to_target);
     }
 
     void test_make_plan_policies() {

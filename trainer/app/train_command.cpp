@@ -429,6 +429,7 @@ int run_training(const Options& o, Comm& comm) {
             rec.test_accuracy = acc;
             rec.created = static_cast<double>(std::time(nullptr));
             rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
+            rec.optimizer = o.local_steps > 0 ? "local-sgd" : o.optimizer;  // as used: auto is resolved by now
             if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
                 rec.noise_scale = hooks.noise_scale;
                 rec.noise_observations = hooks.noise_observations;

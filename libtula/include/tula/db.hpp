@@ -41,7 +41,7 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///   5: compute_profile.synced_seconds_per_iter (REAL, NULL = not measured), the seconds of a
 ///      synchronized data-parallel step that ranks > 1 timed next to the compute part.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 

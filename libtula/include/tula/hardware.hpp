@@ -107,16 +107,23 @@ SimulatedModels derive_models(const HardwareSpec& h);
 /// The prediction intervals are empty (nothing was measured): upper bound = prediction.
 /// Errors: tula::Error as make_plan, when fixed_nodes exceeds the file's nodes, or when the
 /// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
+/// `runs` (a run history, e.g. imported with tula db import): the convergence model from
+/// history_convergence (B_crit fitted to the runs' epochs to policy.target_accuracy, or to
+/// what the requested epochs reach at the reference batch), the file's (or tula.conf's)
+/// B_noise its prior; a note on a target that could not be fitted goes to `warnings`.
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
-                   const PolicySpec& policy);
+                   const PolicySpec& policy, const std::vector<RunRecord>& runs = {},
+                   std::vector<std::string>* warnings = nullptr);
 
 /// plan_hardware across several partitions (parse_hardware_partitions): make_site_plan with
 /// each partition's derived models, node count, GPUs, prices and memory; the workload, epochs
 /// and global batches of the first. A candidate names its partition (Candidate::partition)
 /// and has 1 planner rank per node driving the node's gpus_per_node devices
 /// (SimulatedModels); its gpus_per_node is the partition's. Errors: as plan_hardware (the
-/// node bound is the largest partition's; the pair bound counts every partition).
+/// node bound is the largest partition's; the pair bound counts every partition). `runs` and
+/// `warnings`: as plan_hardware.
 Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& parts, int epochs, int max_nodes,
-                        int fixed_nodes, const PolicySpec& policy);
+                        int fixed_nodes, const PolicySpec& policy, const std::vector<RunRecord>& runs = {},
+                        std::vector<std::string>* warnings = nullptr);
 
 }  // namespace tula

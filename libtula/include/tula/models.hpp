@@ -417,8 +417,19 @@ struct ConvergenceModel {
     double noise_scale_low = kDefaultNoiseScale, noise_scale_high = kDefaultNoiseScale;
     double confidence = 0;
     /// Where noise_scale came from when measured_runs is 0: "tula.conf" (its noise_scale
-    /// key or the built-in default) or "hardware file" (tula plan --hardware).
+    /// key or the built-in default), "hardware file" (tula plan --hardware) or "fit" (B_crit
+    /// fitted to the runs' epochs to a target accuracy, convergence_from_history).
     const char* source = "tula.conf";
+    /// The target test accuracy (fraction) the epochs count to; 0: the requested epochs at the
+    /// reference batch define the target (epochs_for is then relative).
+    double target_accuracy = 0;
+    /// E_min, epochs to target_accuracy at B -> 0 (convergence_from_history); 0: not known,
+    /// epochs_for scales the requested epochs instead.
+    double e_min = 0;
+    double e_min_low = 0, e_min_high = 0;  ///< its bootstrap interval (equal to e_min without one)
+    int fit_runs = 0;     ///< runs that gave e_min (and B_crit when fit_batches >= 2)
+    int fit_batches = 0;  ///< their distinct global batches
+    std::string fit_optimizer;  ///< their optimizer (RunRecord::optimizer; "" = not recorded)
 
     /// B_noise from the run history: the median of RunRecord::noise_scale over the newest
     /// (by `created`) kNoiseRuns runs that have a finite value > 0 (runs without one, NaN,
@@ -427,8 +438,14 @@ struct ConvergenceModel {
     static ConvergenceModel from_runs(const std::vector<RunRecord>& runs, double fallback);
 
     /// Epochs needed at global batch `B` to reach what `epochs_ref` epochs reach at
-    /// global batch `B_ref`: epochs_ref (1 + B/B_noise) / (1 + B_ref/B_noise).
-    double epochs_for(double B, double epochs_ref, double B_ref) const;
+    /// global batch `B_ref`: epochs_ref (1 + B/B_noise) / (1 + B_ref/B_noise); with e_min > 0,
+    /// E_min (1 + B/B_noise), the epochs to target_accuracy (epochs_ref and B_ref unused).
+    double epochs_for(double B, double epochs_ref, double B_ref) const { return epochs_with(noise_scale, B, epochs_ref, B_ref); }
+    /// epochs_for at another B_noise (examples, > 0; the interval's ends). Pure.
+    double epochs_with(double noise_scale, double B, double epochs_ref, double B_ref) const {
+        return e_min > 0 ? e_min * (1.0 + B / (noise_scale > 0 ? noise_scale : kDefaultNoiseScale))
+                         : epochs_at(noise_scale, B, epochs_ref, B_ref);
+    }
     /// epochs_for at a given B_noise (examples, > 0): the interval's ends use the interval's ends.
     static double epochs_at(double noise_scale, double B, double epochs_ref, double B_ref);
 
@@ -452,6 +469,12 @@ struct AccuracyModel {
     int max_batch = 0;   ///< largest global batch of the fitted runs
     bool known() const { return runs > 0; }
     static AccuracyModel fit(const std::vector<RunRecord>& runs);
+    /// fit() over the runs comparable with a job of `epochs` epochs (>= 1) on `examples`
+    /// training examples per epoch: runs on as many examples per epoch
+    /// (RunRecord::examples_per_epoch(workload_examples)), each with its test accuracy after
+    /// `epochs` epochs (its per-epoch curve; its final accuracy when it trained exactly that
+    /// many and has no curve). Runs that trained fewer epochs are left out. Never throws.
+    static AccuracyModel fit(const std::vector<RunRecord>& runs, int epochs, int64_t examples, int64_t workload_examples);
     /// Expected accuracy (fraction, clamped to [0, 1]); NaN when !known().
     double at(double B) const;
 };

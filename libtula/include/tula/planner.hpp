@@ -35,6 +35,11 @@ struct PolicySpec {
     /// Every candidate trains the requested epochs instead of its epochs to target (sbatch
     /// --tula-epochs=fixed, tula plan --fixed-epochs); tula.conf's fixed_epochs also fixes them.
     bool fixed_epochs = false;
+    /// The target test accuracy (fraction in (0, 1]; tula plan --target-accuracy): with a run
+    /// history, each candidate's epochs to target come from B_crit and E_min fitted to the
+    /// runs' first epochs reaching it (convergence_from_history); 0: the requested epochs at
+    /// reference_batch define the target.
+    double target_accuracy = 0;
 };
 
 /// Parses "auto" | "time" | "cost" | "deadline=HH:MM:SS" (also MM:SS, or D-HH:MM:SS) |
@@ -86,7 +91,8 @@ struct Candidate {
     double cost_upper = 0;        ///< cost at total_seconds_upper
     /// Epochs this global batch needs to reach what the request's epochs reach at its
     /// reference batch (PlanRequest::reference_batch): E(B) = E_ref (1 + B/B_noise) /
-    /// (1 + B_ref/B_noise) (ConvergenceModel, McCandlish et al. 2018 eq. 2.11); fractional.
+    /// (1 + B_ref/B_noise) (ConvergenceModel, McCandlish et al. 2018 eq. 2.11); with a target
+    /// accuracy and E_min from the run history, E_min (1 + B/B_crit); fractional.
     double epochs_to_target = 0;
     /// epochs_to_target at the ends of B_noise's confidence interval (ConvergenceModel):
     /// low at noise_scale_high, high at noise_scale_low; both equal epochs_to_target when
@@ -246,8 +252,11 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 /// Predicts every feasible candidate and picks one by policy.
 /// A candidate is feasible when global_batch % nodes == 0, nodes is in [min_nodes,
 /// max_nodes], the local batch fits device memory and, when the run history gives an
-/// accuracy model, its expected accuracy is at most max_accuracy_loss below the best
-/// candidate's (Plan::accuracy_excluded counts the others); allreduce is 0 for 1 node.
+/// accuracy model and every candidate trains the requested epochs (PlanRequest::fixed_epochs),
+/// its expected accuracy is at most max_accuracy_loss below the best candidate's
+/// (Plan::accuracy_excluded counts the others; when the epochs follow the batch, the
+/// convergence model's extra epochs already pay for the batch's accuracy, so the bound would
+/// count that loss twice); allreduce is 0 for 1 node.
 /// `allreduce` may be null, then only 1 node is considered. Errors: tula::Error when no
 /// candidate is feasible (the message names the memory bound when that excluded them),
 /// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
@@ -281,7 +290,10 @@ constexpr size_t kCheckedRuns = 8;
 /// Besides the profiles it reads the run history of `workload` from every database
 /// (tula-train's finished runs) to fit the overlap exponent gamma and the accuracy model, and
 /// takes B_noise of the convergence model from the runs' measured noise scale when there is
-/// one (ConvergenceModel::from_runs), else from cfg.noise_scale.
+/// one (ConvergenceModel::from_runs), else from cfg.noise_scale; that is the prior of
+/// history_convergence, which fits B_crit to the runs' first epochs reaching the target
+/// (policy.target_accuracy, else what the requested epochs reach at the reference batch)
+/// when the history has such runs at 2 or more global batches.
 /// `train_examples` > 0: the job trains on that many examples per epoch (the batch script's
 /// tula-train --limit-train, TrainCommand::limit_train), capped at the workload's training
 /// set (PlanRequest::train_examples); 0 (or less): the whole training set.

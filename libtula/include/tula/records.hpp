@@ -68,6 +68,10 @@ struct RunRecord {
     /// Training examples per epoch of this run (tula-train --limit-train trains on a prefix);
     /// 0 = the workload's train_examples (runs recorded before schema version 3).
     int64_t train_examples = 0;
+    /// The optimizer tula-train trained with, lower case: "sgd", "ags", "lars", "lamb" or
+    /// "local-sgd" (`--optimizer auto` recorded as the one it resolved to); "" = not recorded
+    /// (runs recorded before schema version 7). The convergence fit keeps optimizers apart.
+    std::string optimizer;
     /// The examples per epoch the models use for this run: train_examples, else `workload_d`.
     double examples_per_epoch(double workload_d) const { return train_examples > 0 ? double(train_examples) : workload_d; }
     std::vector<double> epoch_seconds;        ///< (epochs,) seconds per epoch

@@ -82,6 +82,14 @@ const ExJson& section(const ExJson& doc, const char* name, const std::string& so
     return *it;
 }
 
+// Whether `s` may be stored as RunRecord::optimizer: "" or 1..32 of [a-z0-9-].
+bool valid_optimizer_name(const std::string& s) {
+    if (s.size() > 32) return false;
+    for (char c : s)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+    return true;
+}
+
 std::string row_name(const char* sec, size_t i) { return std::string(sec) + " row " + std::to_string(i + 1) + ":"; }
 
 struct ImportedCompute {
@@ -154,7 +162,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                         {"test_accuracy", r.test_accuracy}, {"created", r.created},
                         {"noise_scale", r.noise_scale > 0 ? ExJson(r.noise_scale) : ExJson(nullptr)},
                         {"noise_observations", r.noise_observations},
-                        {"train_examples", r.train_examples}};
+                        {"train_examples", r.train_examples},
+                        {"optimizer", r.optimizer}};
             ExJson es = ExJson::array();
             Stmt e(db_, path_,
                    "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
@@ -274,6 +283,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         if (version >= 3 && jr[i].contains("train_examples"))  // optional: missing = 0, the workload's
             x.r.train_examples = r.integer("train_examples", 0, INT64_MAX);
+        if (version >= 7 && jr[i].contains("optimizer")) {  // optional: missing or "" = not recorded
+            x.r.optimizer = r.text("optimizer", false);
+            if (!valid_optimizer_name(x.r.optimizer))
+                r.bad("optimizer must be \"\" or a lower-case name of at most 32 letters, digits and - "
+                      "(sgd, ags, lars, lamb, local-sgd), not \"" + x.r.optimizer.substr(0, 40) + "\"");
+        }
         const ExJson& er = r.field("epoch_rows");
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {

@@ -102,10 +102,18 @@ ALTER TABLE workload ADD COLUMN activation_floats INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version = 6;
 )SQL";
 
+// Migration 6 -> 7: the optimizer a run trained with (RunRecord::optimizer: "sgd", "ags",
+// "lars", "lamb", "local-sgd"; old rows: '' = not recorded), so that the convergence fit
+// (fit_critical_batch) keeps optimizer families apart.
+constexpr const char* kMigrateV6toV7 = R"SQL(
+ALTER TABLE run ADD COLUMN optimizer TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 7;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
 constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
-                                       kMigrateV5toV6};
+                                       kMigrateV5toV6, kMigrateV6toV7};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of every version (index = version; 0 = an empty database), read from a

@@ -23,11 +23,13 @@ void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
 }
 
 // The SELECT of read_run for a database of schema version `schema` (version 1 has no
-// noise-scale columns: NULL and 0 stand in for them; before version 3 train_examples is 0).
+// noise-scale columns: NULL and 0 stand in for them; before version 3 train_examples is 0,
+// before version 7 the optimizer is '').
 std::string run_columns(int schema) {
     return std::string("SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
                        "test_accuracy, created, ") +
            (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + (schema >= 3 ? ", train_examples" : ", 0") +
+           (schema >= 7 ? ", optimizer" : ", ''") +
            " FROM run ";
 }
 
@@ -37,14 +39,15 @@ std::string run_columns(int schema) {
 void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     Stmt s(db, path,
            "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-           "test_accuracy, created, noise_scale, noise_observations, train_examples) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "test_accuracy, created, noise_scale, noise_observations, train_examples, optimizer) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.predicted_seconds, r.measured_seconds,
                r.test_accuracy, r.created);
     if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
     else s.bind_null(10);
     s.bind(11, std::max<int64_t>(0, r.noise_observations));
     s.bind(12, std::max<int64_t>(0, r.train_examples));
+    s.bind(13, r.optimizer);
     s.run();
 }
 
@@ -55,6 +58,7 @@ RunRecord read_run(const Stmt& s) {
     r.noise_scale = s.is_null(10) ? 0.0 : s.dbl(10);
     r.noise_observations = s.i64(11);
     r.train_examples = s.i64(12);
+    r.optimizer = s.text(13);
     return r;
 }
 

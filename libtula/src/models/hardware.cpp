@@ -1,5 +1,6 @@
 // libtula: simulation mode (see hardware.hpp and tula(1), "HARDWARE FILE").
 #include "tula/hardware.hpp"
+#include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
 
 #include <algorithm>
@@ -259,15 +260,16 @@ SimulatedModels derive_models(const HardwareSpec& h) {
 }
 
 Plan plan_hardware(const Config& cfg, const HardwareSpec& h, int epochs, int max_nodes, int fixed_nodes,
-                   const PolicySpec& policy) {
+                   const PolicySpec& policy, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings) {
     if (fixed_nodes > h.nodes)
         throw Error("--nodes " + std::to_string(fixed_nodes) + " is more than the " + std::to_string(h.nodes) +
                     " nodes of the hardware file's cluster " + h.name);
-    return plan_hardware_site(cfg, {h}, epochs, max_nodes, fixed_nodes, policy);
+    return plan_hardware_site(cfg, {h}, epochs, max_nodes, fixed_nodes, policy, runs, warnings);
 }
 
 Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& parts, int epochs, int max_nodes,
-                        int fixed_nodes, const PolicySpec& policy) {
+                        int fixed_nodes, const PolicySpec& policy, const std::vector<RunRecord>& runs,
+                        std::vector<std::string>* warnings) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
@@ -328,6 +330,14 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.memory = m0.memory;
+    if (!runs.empty()) {
+        int ref = req.reference_batch;
+        if (ref <= 0)  // as the candidates' enumeration: the smallest global batch
+            for (int b : req.global_batches)
+                if (b > 0 && (ref <= 0 || b < ref)) ref = b;
+        req.convergence =
+            history_convergence(runs, h.workload, policy.target_accuracy, ref, req.epochs, req.convergence, warnings);
+    }
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;
         for (int& b : req.global_batches)

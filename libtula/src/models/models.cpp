@@ -556,10 +556,6 @@ double ConvergenceModel::epochs_at(double noise_scale, double B, double epochs_r
     return epochs_ref * (1.0 + B / bn) / (1.0 + B_ref / bn);
 }
 
-double ConvergenceModel::epochs_for(double B, double epochs_ref, double B_ref) const {
-    return epochs_at(noise_scale, B, epochs_ref, B_ref);
-}
-
 double median(std::vector<double> v) {
     if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
     const size_t n = v.size();
@@ -593,6 +589,14 @@ ConvergenceModel ConvergenceModel::from_runs(const std::vector<RunRecord>& runs,
 }
 
 std::string ConvergenceModel::origin() const {
+    if (e_min > 0 || fit_batches >= 2)
+        return (fit_batches >= 2 ? "fitted to " : "E_min from ") + std::to_string(fit_runs) +
+               (fit_runs == 1 ? " run" : " runs") + " at " + std::to_string(fit_batches) +
+               (fit_batches == 1 ? " batch" : " batches") + " (optimizer " +
+               (fit_optimizer.empty() ? std::string("not recorded") : fit_optimizer) + ")" +
+               (fit_batches >= 2 ? "" : measured_runs > 0 ? ", B_noise measured in " + std::to_string(measured_runs) +
+                                                                (measured_runs == 1 ? " run" : " runs")
+                                                          : std::string(", B_noise from ") + source);
     if (measured_runs > 0)
         return "measured in " + std::to_string(measured_runs) + (measured_runs == 1 ? " run" : " runs");
     return source ? source : "tula.conf";
@@ -633,6 +637,25 @@ AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs) {
     m.a = x(0);
     m.c = x(1);
     return m;
+}
+
+AccuracyModel AccuracyModel::fit(const std::vector<RunRecord>& runs, int epochs, int64_t examples,
+                                 int64_t workload_examples) {
+    std::vector<RunRecord> same;
+    for (const auto& r : runs) {
+        if (epochs < 1 || r.examples_per_epoch(static_cast<double>(workload_examples)) != static_cast<double>(examples))
+            continue;
+        RunRecord c;
+        c.global_batch = r.global_batch;
+        if (r.epoch_test_accuracy.size() >= static_cast<size_t>(epochs))
+            c.test_accuracy = r.epoch_test_accuracy[static_cast<size_t>(epochs) - 1];
+        else if (r.epoch_test_accuracy.empty() && r.epochs == epochs)
+            c.test_accuracy = r.test_accuracy;
+        else
+            continue;
+        same.push_back(c);
+    }
+    return fit(same);
 }
 
 double AccuracyModel::at(double B) const {

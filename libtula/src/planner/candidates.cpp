@@ -137,9 +137,9 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
             const bool ci = req.convergence.confidence > 0;
             c.epochs_to_target_low =
-                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
+                ci ? req.convergence.epochs_with(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
             c.epochs_to_target_high =
-                ci ? ConvergenceModel::epochs_at(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
+                ci ? req.convergence.epochs_with(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
             c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
             c.total_seconds = c.epochs * c.epoch_seconds + startup;
             c.node_hours = K * c.total_seconds / 3600.0;

@@ -2,6 +2,7 @@
 // policies, Kneedle), its reason, and the planning path from profiles. The candidates and
 // their prediction formula are in candidates.cpp.
 #include "tula/planner.hpp"
+#include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
 
 #include <algorithm>
@@ -244,7 +245,9 @@ void filter_by_accuracy(const PlanRequest& req, Plan* out) {
     Plan& plan = *out;
     // Accuracy bound from the run history: the large batches that lose more than
     // max_accuracy_loss of expected test accuracy against the best candidate are not planned.
-    if (req.accuracy.known() && req.max_accuracy_loss < 1.0) {
+    // Only at fixed epochs: when the epochs follow the batch, epochs_to_target already buys
+    // the accuracy back, and the bound would charge the same loss a second time.
+    if (req.fixed_epochs && req.accuracy.known() && req.max_accuracy_loss < 1.0) {
         double best = -1;
         for (const auto& c : plan.candidates)
             if (std::isfinite(c.expected_accuracy)) best = std::max(best, c.expected_accuracy);
@@ -381,7 +384,10 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
     const Candidate& ch = cs[plan.chosen];
     reason += "; predicted " + duration(ch.total_seconds) + " for " + std::to_string(ch.epochs) + " epoch" +
               (ch.epochs == 1 ? "" : "s");
-    if (ch.epochs != req.epochs)
+    if (req.convergence.e_min > 0 && !req.fixed_epochs)  // the epochs to a target accuracy (convergence_from_history)
+        reason += " (to test accuracy " + fmt("%.4g", req.convergence.target_accuracy) + " at batch " +
+                  std::to_string(ch.global_batch) + ")";
+    else if (ch.epochs != req.epochs)
         reason += " (" + std::to_string(req.epochs) + " at batch " + std::to_string(plan.reference_batch) + " -> " +
                   std::to_string(ch.epochs) + " at batch " + std::to_string(ch.global_batch) + ")";
     reason += ", " + fmt("%.3g", ch.node_hours) + " node-hours";
@@ -572,9 +578,18 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.train_examples = train_examples;
-    // The run history: overlap exponent and accuracy.
-    req.accuracy = AccuracyModel::fit(runs);
+    // The run history: overlap exponent and accuracy (of the runs comparable with the job:
+    // its epochs, the full data set unless it trains on part of it).
+    req.accuracy = AccuracyModel::fit(runs, req.epochs, req.examples_per_epoch(), w->train_examples);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
+    {  // B_crit fitted to the runs' epochs to the target (given, or the requested epochs' at B_ref); prior: above
+        int ref = req.reference_batch;
+        if (ref <= 0)  // as enumerate_candidates: the smallest global batch
+            for (int b : req.global_batches)
+                if (b > 0 && (ref <= 0 || b < ref)) ref = b;
+        req.convergence =
+            history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn);
+    }
     std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
     for (const auto& r : runs)
         if (r.nodes >= 1 && r.global_batch >= r.nodes && r.epochs >= 1 && r.measured_seconds > 0 &&
