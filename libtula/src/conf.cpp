@@ -21,7 +21,8 @@ namespace {
 
 constexpr const char* kValidKeys =
     "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
-    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs";
+    "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs, "
+    "queue_estimate, queue_timeout";
 
 constexpr const char* kPartitionKeys =
     "nodes, cpus_per_node, gpus_per_node, ranks_per_node, price_per_node_hour, price_per_gpu_hour, watts_per_node, "
@@ -127,7 +128,8 @@ Config parse_named(const std::string& text, const std::string& source) {
                                                     "global_batches", "time_margin",     "time_overhead",
                                                     "default_epochs", "device_memory_bytes",  "noise_scale",
                                                     "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
-                                                    "max_accuracy_loss", "admin_uid", "fixed_epochs"};
+                                                    "max_accuracy_loss", "admin_uid", "fixed_epochs",
+                                                    "queue_estimate", "queue_timeout"};
         auto number = [&](double lo, double hi, const char* unit) {
             double v = 0;
             if (!detail::parse_finite_double(value, &v))
@@ -254,6 +256,12 @@ Config parse_named(const std::string& text, const std::string& source) {
             if (value == "yes") cfg.fixed_epochs = true;
             else if (value == "no") cfg.fixed_epochs = false;
             else throw fail("fixed_epochs = '" + value + "' is not yes or no (yes: every job trains the epochs its script gives)");
+        } else if (key == "queue_estimate") {
+            if (value == "yes") cfg.queue_estimate = true;
+            else if (value == "no") cfg.queue_estimate = false;
+            else throw fail("queue_estimate = '" + value + "' is not yes or no (no: plan as if the queue were empty)");
+        } else if (key == "queue_timeout") {
+            cfg.queue_timeout = number(0.05, 4.0, "seconds to wait for slurmctld");
         } else {
             throw fail("unknown key '" + key + "' (valid keys: " + kValidKeys + ")");
         }

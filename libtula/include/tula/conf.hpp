@@ -31,6 +31,14 @@ struct PartitionConf {
     /// bytes/s one node injects into the network, [intra_node_bandwidth] bytes/s between the
     /// ranks of one node (0: the within-node part of the allreduce is not modelled).
     double peak_flops = 0, memory_bandwidth = 0, link_bandwidth = 0, intra_node_bandwidth = 0;
+    /// What Slurm says of the partition at planning time (not tula.conf keys: the `tula`
+    /// command fills them in from slurmctld, see tula(1), QUEUE AND LIMITS). MaxTime in
+    /// minutes (0: none or not known): candidates predicted to train longer are left out and
+    /// the time limit is clamped to it.
+    int max_time_minutes = 0;
+    /// Why Slurm will not run a job there now ("State=DOWN", "AllowGroups=..."); empty when
+    /// it will or when Slurm was not asked. A partition with a reason is left out with it.
+    std::string unavailable;
     /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
     /// price_per_gpu_hour (currency units per node-hour).
     double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
@@ -81,6 +89,14 @@ struct Config {
     /// epochs its planned global batch needs to reach the accuracy those epochs reach at the
     /// script's own batch (no, the default; see tula.conf(5), fixed_epochs).
     bool fixed_epochs = false;
+    /// Ask slurmctld, when the `tula` command plans inside a Slurm cluster, for each
+    /// partition's limits (MaxNodes, MaxTime, nodes up, who may submit) and for the expected
+    /// start of the leading candidates, and rank them by time to result (expected wait plus
+    /// run time) (yes, the default), or plan as if the queue were empty (no).
+    bool queue_estimate = true;
+    /// Seconds the `tula` command waits for slurmctld's answers (both queries together);
+    /// past it, it plans as if the queue were empty and says so.
+    double queue_timeout = 1.0;
     /// max_nodes was written in the file (then it caps every partition's nodes too).
     bool max_nodes_set = false;
     /// The `[partition NAME]` sections, in file order; empty for a file without sections.
@@ -97,7 +113,8 @@ struct Config {
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction),
-/// fixed_epochs (yes or no). Then optional `[partition NAME]` sections (PartitionConf) with
+/// fixed_epochs (yes or no), queue_estimate (yes or no), queue_timeout (seconds, 0.05 .. 4).
+/// Then optional `[partition NAME]` sections (PartitionConf) with
 /// the keys nodes (required), cpus_per_node, gpus_per_node, ranks_per_node,
 /// price_per_node_hour, price_per_gpu_hour, watts_per_node, hardware_class, peak_flops,
 /// memory_bandwidth, link_bandwidth, intra_node_bandwidth; a section's price_per_node_hour,

@@ -63,6 +63,9 @@ struct Candidate {
     /// The hardware class whose profiles predicted a partition without its own, scaled by the
     /// classes' published figures (PartitionTarget); "" when predicted from its own class.
     std::string scaled_from;
+    /// Expected wait in Slurm's queue before the job starts, seconds (slurmctld's will-run
+    /// estimate, apply_queue_waits); 0 when not asked. time_to_target includes it.
+    double queue_wait_seconds = 0;
     double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce), seconds; the
                                   ///< allreduce of the gradient bytes is hierarchical
                                   ///< (hierarchical_allreduce_seconds: within the node, then across nodes)
@@ -269,6 +272,23 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
 /// with its reason. Errors: as make_plan; when no target has a candidate, the message gives
 /// each one's reason.
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets);
+
+/// The Slurm time limit of a candidate, minutes: ceil((max(total_seconds, total_seconds_upper)
+/// x (1 + margin) + overhead) / 60), at least 1, and at most `max_time_minutes` when that is
+/// > 0 (the partition's MaxTime). Pure.
+int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes);
+
+/// Ranks `plan` again by time to result: each candidate's time_to_target becomes
+/// waits[i] + total_seconds (waits in seconds, one per candidate, the expected start in
+/// Slurm's queue; non-finite or negative values count as 0), the Pareto front and the
+/// policy's choice are made again (deadline: waits[i] + total_seconds_upper against the
+/// deadline), and the reason and the time limit (candidate_time_limit, clamped to the chosen
+/// partition's MaxTime in `partitions`, matched by name) follow the new choice. `policy`
+/// gives the policy and its deadline or budget. Errors: tula::Error when waits has the wrong
+/// size, or no candidate meets the deadline or budget any more.
+void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
+                       const std::string& workload, double margin, double overhead,
+                       const std::vector<PartitionConf>& partitions);
 
 /// Builds the request from the site config, the workload's profile and the job's limits.
 /// `epochs` <= 0 means config.default_epochs; `max_nodes` <= 0 means config.max_nodes,

@@ -99,6 +99,9 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
     const double rel_q = compute.relative_interval(q_level);
     const double f = t.compute_factor;
     const size_t before = plan.candidates.size();
+    // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
+    const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
+    double shortest_over = 0;  // the shortest predicted time MaxTime excluded, seconds
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         const int ranks = K * R;
         for (int B : batches) {
@@ -152,10 +155,18 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.cost_to_target = c.cost;
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = memory ? memory->bytes(b) : 0.0;
+            if (max_seconds > 0 && c.total_seconds > max_seconds) {
+                if (shortest_over == 0 || c.total_seconds < shortest_over) shortest_over = c.total_seconds;
+                continue;
+            }
             plan.candidates.push_back(std::move(c));
         }
     }
     if (plan.candidates.size() > before) return;
+    if (shortest_over > 0)
+        throw Error("its MaxTime of " + std::to_string(t.conf.max_time_minutes) + " min is shorter than every prediction for " +
+                    w.name + where + " (the shortest: " + fmt("%.0f", shortest_over / 60.0) +
+                    " min); ask the administrator for a longer MaxTime or plan fewer epochs");
     if (too_big > 0) {
         throw Error("no candidate for " + w.name + where + " fits device memory: local batch " + std::to_string(smallest_too_big) +
                     " needs " + fmt("%.3g", memory->bytes(smallest_too_big) / 1073741824.0) + " GiB per rank but device_memory_bytes is " +
@@ -195,6 +206,7 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel&
         const PartitionConf& profiled = parts.front();
         PartitionTarget t;
         t.conf = p;
+        if (!p.unavailable.empty()) t.left_out = p.unavailable;  // Slurm's reason (the tula command's query)
         t.compute = compute;
         if (allreduce) t.allreduce = *allreduce;
         if (!p.hardware_class.empty() && p.hardware_class != profiled.hardware_class) {

@@ -79,8 +79,10 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const std::vector
         plan.chosen = i;
         plan.reason = free_plan.reason + "; on " + std::to_string(fixed) +
                       (fixed == 1 ? " node" : " nodes") + " as given, the plan over every node count's choice";
-        plan.time_limit_minutes = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), free_req.time_margin,
-                                                free_req.time_overhead);
+        int max_time = 0;
+        for (const PartitionTarget& t : targets)
+            if (t.conf.name == c.partition) max_time = t.conf.max_time_minutes;
+        plan.time_limit_minutes = candidate_time_limit(c, free_req.time_margin, free_req.time_overhead, max_time);
         return;
     }
 }
@@ -306,7 +308,7 @@ std::string choose_candidate(const PlanRequest& req, Plan* out) {
             // Cheapest whose upper bound of training time meets the deadline; ties: faster.
             size_t best = cs.size();
             for (size_t i = 0; i < cs.size(); ++i) {
-                if (!(cs[i].total_seconds_upper <= req.deadline_seconds)) continue;
+                if (!(cs[i].queue_wait_seconds + cs[i].total_seconds_upper <= req.deadline_seconds)) continue;
                 if (best == cs.size() || cs[i].cost_to_target < cs[best].cost_to_target ||
                     (cs[i].cost_to_target == cs[best].cost_to_target && cs[i].time_to_target < cs[best].time_to_target))
                     best = i;
@@ -501,9 +503,40 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         for (size_t i = 0; i < plan.left_out.size(); ++i) reason += (i ? "; " : "") + plan.left_out[i];
     }
     plan.reason = reason;
-    plan.time_limit_minutes =
-        limit_minutes(std::max(ch.total_seconds, ch.total_seconds_upper), req.time_margin, req.time_overhead);
+    plan.time_limit_minutes = candidate_time_limit(ch, req.time_margin, req.time_overhead, t.conf.max_time_minutes);
     return plan;
+}
+
+int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes) {
+    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), margin, overhead);
+    return max_time_minutes > 0 ? std::min(m, max_time_minutes) : m;
+}
+
+void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
+                       const std::string& workload, double margin, double overhead,
+                       const std::vector<PartitionConf>& partitions) {
+    Plan& p = *plan;
+    if (waits.size() != p.candidates.size())
+        throw Error("apply_queue_waits: " + std::to_string(waits.size()) + " waits for " +
+                    std::to_string(p.candidates.size()) + " candidates");
+    for (size_t i = 0; i < waits.size(); ++i) {
+        Candidate& c = p.candidates[i];
+        c.queue_wait_seconds = std::isfinite(waits[i]) && waits[i] > 0 ? waits[i] : 0.0;
+        c.time_to_target = c.queue_wait_seconds + c.total_seconds;
+        c.pareto = false;
+    }
+    PlanRequest req;  // what choose_candidate reads: the workload's name and the policy
+    req.workload.name = workload;
+    req.policy = policy.policy;
+    req.deadline_seconds = policy.deadline_seconds;
+    req.budget = policy.budget;
+    const std::string reason = choose_candidate(req, &p);
+    const Candidate& ch = p.choice();
+    int max_time = 0;
+    for (const PartitionConf& part : partitions)
+        if (part.name == ch.partition) max_time = part.max_time_minutes;
+    p.reason = reason + " (time to result: the expected wait in the queue plus the predicted training)";
+    p.time_limit_minutes = candidate_time_limit(ch, margin, overhead, max_time);
 }
 
 PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, int max_nodes, Policy policy) {
