@@ -35,7 +35,9 @@ std::string policy_phrase(Policy p, double deadline_seconds, double budget, doub
 
 std::string plan_summary(const PlanReport& r) {
     const Candidate& c = r.plan.choice();
-    std::string s = r.workload + ": " + nodes_phrase(c.nodes) + " x global batch " + std::to_string(c.global_batch) +
+    std::string s = r.workload + ": " + nodes_phrase(c.nodes) + (c.partition.empty() ? "" : " of " + c.partition) +
+                    (c.ranks_per_node > 1 ? " (" + std::to_string(c.ranks_per_node) + " ranks each)" : "") +
+                    " x global batch " + std::to_string(c.global_batch) +
                     ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(c.epochs) +
                     (c.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
                     " node-hours";
@@ -44,7 +46,9 @@ std::string plan_summary(const PlanReport& r) {
     if (r.node_hour_price() != 1.0) s += ", cost " + format_number("%.4g", c.cost);
     std::string why = policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price());
     if (r.fixed_nodes > 0) why += " for " + nodes_phrase(r.fixed_nodes);
-    return (r.simulated ? "simulated: " : "") + s + " (" + why + ")";
+    std::string out = (r.simulated ? "simulated: " : "") + s + " (" + why + ")";
+    if (!r.queue_note.empty()) out += "; " + r.queue_note;
+    return out;
 }
 
 KeyValues plan_kv(const PlanReport& r) {
@@ -99,6 +103,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("ranks_per_node", std::to_string(c.ranks_per_node));
     kv.emplace_back("gpus_per_node", std::to_string(c.gpus_per_node));
     kv.emplace_back("scaled_from", c.scaled_from);
+    kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));
+    kv.emplace_back("queue", r.queue_note);
     for (const auto& l : r.plan.left_out) kv.emplace_back("left_out", l);
     for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
     return kv;
@@ -122,7 +128,7 @@ Json candidate_json(const Candidate& c) {
               {"cost_to_target", c.cost_to_target},
               {"expected_accuracy", std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr)},
               {"memory_bytes", c.memory_bytes}, {"partition", c.partition}, {"ranks_per_node", c.ranks_per_node},
-              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from}};
+              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from}, {"queue_wait_seconds", c.queue_wait_seconds}};
     return j;
 }
 
@@ -162,6 +168,7 @@ Json plan_json(const PlanReport& r) {
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;
     j["left_out"] = r.plan.left_out;  // partitions not planned: "NAME: why"
+    j["queue"] = r.queue_note;        // what the queue means for the choice (site.hpp); "" when nothing
     j["gamma"] = r.plan.gamma;
     // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
     j["noise_scale"] = r.plan.convergence.noise_scale;

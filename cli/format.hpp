@@ -52,6 +52,9 @@ struct PlanReport {
     std::string hardware;               ///< the hardware file's path and cluster name when simulated
     Plan plan;
     std::vector<std::string> warnings;  ///< one line each, without "tula: "
+    /// What the queue means for the choice (site.hpp, apply_queue): "starts in about 25 min on
+    /// gpu", or that the queue is not known; empty when there is nothing to say.
+    std::string queue_note;
 };
 
 /// The one-line summary of the choice, e.g. "lenet5@fashion-mnist: 2 nodes x global batch

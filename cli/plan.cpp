@@ -14,6 +14,7 @@
 
 #include "common.hpp"
 #include "format.hpp"
+#include "site.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
@@ -34,6 +35,8 @@ struct PlanOptions : TargetOptions {
     std::string format = "table";
     bool json = false;
     int timeout = 0;  // --timeout SECONDS; 0: no limit
+    std::string partition;  // --partition LIST (sbatch -p): plan only these partitions
+    int ranks_per_node = 0;  // --ranks-per-node N (sbatch --ntasks-per-node); 0: each partition's
 };
 
 // --timeout: `seconds` (> 0) of wall-clock time from now, SIGALRM ends the process with its
@@ -242,7 +245,9 @@ std::string table_row(const Candidate& c) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "%d:%d:%d:%.1f", c.nodes, c.global_batch, c.epochs,
                   std::min(std::max(c.total_seconds, 0.0), 1e9));
-    return buf;
+    std::string row = buf;
+    if (c.ranks_per_node > 1) row += ":" + std::to_string(c.ranks_per_node);  // absent: 1 (spank-tula(8))
+    return row;
 }
 
 int run_plan(const PlanOptions& o) {
@@ -363,11 +368,23 @@ int run_plan(const PlanOptions& o) {
             // user asked for these counts, so tula.conf's max_nodes does not cut them.
             const auto [lo, hi] = parse_node_range(o.node_range);
             Config cfg = lc.config;
+            narrow_site(&cfg, o.partition, o.ranks_per_node);
             cfg.max_nodes = std::max(cfg.max_nodes, hi);
+            for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
+            SiteQueue q = apply_slurm_limits(&cfg, &warnings);
+            r.queue_note = q.note;
             const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
             table = workload;
             int limit = 0;
             std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
+            // One job runs in one partition: when the counts chose different ones, every row is
+            // planned again in the partition of the largest count (what the job is submitted to).
+            bool mixed = false;
+            for (const Plan& p : rows) mixed = mixed || p.choice().partition != rows.back().choice().partition;
+            if (mixed) {
+                narrow_site(&cfg, rows.back().choice().partition, 0);
+                rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
+            }
             for (const Plan& p : rows) {
                 table += ";" + table_row(p.choice());
                 limit = std::max(limit, p.time_limit_minutes);
@@ -376,8 +393,13 @@ int run_plan(const PlanOptions& o) {
             r.plan.time_limit_minutes = limit;
             r.fixed_nodes = hi;
         } else {
-            const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
-            r.plan = plan_workload(lc.config, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
+            Config cfg = lc.config;
+            narrow_site(&cfg, o.partition, o.ranks_per_node);
+            SiteQueue q = apply_slurm_limits(&cfg, &warnings);
+            const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
+            r.plan = plan_workload(cfg, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
+            apply_queue(&r, cfg, spec, &q, &warnings);
+            r.queue_note = q.note;
             table = workload + ";" + table_row(r.plan.choice());
         }
         r.warnings = warnings;
@@ -418,6 +440,12 @@ void add_plan_command(CLI::App& app, Action* action) {
                     "come from B_crit and E_min fitted to the run history's first epochs reaching it (with --db, also "
                     "with --hardware)")
         ->type_name("A");
+    sub->add_option("--partition", o->partition,
+                    "plan only these partitions (a comma list, as sbatch -p); with [partition] sections in tula.conf")
+        ->type_name("LIST");
+    sub->add_option("--ranks-per-node", o->ranks_per_node,
+                    "ranks (Slurm tasks) per node on every partition, as sbatch --ntasks-per-node (1 .. 1024)")
+        ->type_name("N");
     sub->add_option("--node-range", o->node_range,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
                     "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")

@@ -137,6 +137,7 @@ void partitions_child(int fd) {
         SlurmPartition p;
         p.name = pi.name ? pi.name : "";
         p.total_nodes = static_cast<int>(pi.total_nodes);
+        p.is_default = (pi.flags & PART_FLAG_DEFAULT) != 0;
         p.max_nodes = pi.max_nodes == INFINITE || pi.max_nodes == NO_VAL ? 0 : static_cast<int>(pi.max_nodes);
         p.max_time_minutes = pi.max_time == INFINITE || pi.max_time == NO_VAL ? 0 : static_cast<int>(pi.max_time);
         if (nodes && pi.node_inx) {

@@ -20,6 +20,7 @@ struct SlurmPartition {
     int max_nodes = 0;         ///< MaxNodes per job; 0: unlimited
     int max_time_minutes = 0;  ///< MaxTime, minutes; 0: unlimited
     bool usable = true;        ///< State=UP and this user may submit there
+    bool is_default = false;   ///< Default=YES: where a job without -p goes
     std::string why_not;       ///< why not usable ("State=DOWN", "AllowGroups=admin"); empty when usable
 };
 
@@ -59,7 +60,7 @@ std::vector<StartEstimate> query_starts(const std::vector<StartProbe>& probes, d
 
 // The child's line protocol, pure (unit-tested).
 
-/// "P\tname\ttotal\tup\tmax_nodes\tmax_time\tusable\twhy\n"; tabs and newlines in text fields
+/// "P\tname\ttotal\tup\tmax_nodes\tmax_time\tusable\tdefault\twhy\n"; tabs and newlines in text fields
 /// become spaces.
 std::string encode_partition(const SlurmPartition& p);
 /// "S\tindex\twait_seconds\n", or "E\tindex\tmessage\n" when not answered.

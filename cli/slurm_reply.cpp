@@ -45,7 +45,8 @@ bool to_int(const std::string& s, int* v) {
 std::string encode_partition(const SlurmPartition& p) {
     std::ostringstream o;
     o << "P\t" << field(p.name) << '\t' << p.total_nodes << '\t' << p.up_nodes << '\t' << p.max_nodes << '\t'
-      << p.max_time_minutes << '\t' << (p.usable ? 1 : 0) << '\t' << field(p.why_not) << '\n';
+      << p.max_time_minutes << '\t' << (p.usable ? 1 : 0) << '\t' << (p.is_default ? 1 : 0) << '\t' << field(p.why_not)
+      << '\n';
     return o.str();
 }
 
@@ -69,14 +70,16 @@ bool decode_reply(const std::string& text, SlurmSite* site, std::vector<StartEst
             if (site) site->error = f[1];
             continue;
         }
-        if (f.size() == 8 && f[0] == "P" && site) {
+        if (f.size() == 9 && f[0] == "P" && site) {
             SlurmPartition p;
-            int usable = 0;
+            int usable = 0, is_default = 0;
             p.name = f[1];
-            p.why_not = f[7];
+            p.why_not = f[8];
             if (!p.name.empty() && to_int(f[2], &p.total_nodes) && to_int(f[3], &p.up_nodes) &&
-                to_int(f[4], &p.max_nodes) && to_int(f[5], &p.max_time_minutes) && to_int(f[6], &usable) && usable <= 1) {
+                to_int(f[4], &p.max_nodes) && to_int(f[5], &p.max_time_minutes) && to_int(f[6], &usable) && usable <= 1 &&
+                to_int(f[7], &is_default) && is_default <= 1) {
                 p.usable = usable == 1;
+                p.is_default = is_default == 1;
                 site->partitions.push_back(p);
             }
             continue;

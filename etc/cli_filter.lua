@@ -229,21 +229,34 @@ end
 -- key -> value) set: its name, or nil. tula.conf allows each key once, so the original lines
 -- of those keys are dropped.
 function T.conf_with(conf, over)
-    local lines = {}
+    local lines, done, in_section = {}, {}, false
+    local keys = { "system_db", "time_margin" }
+    -- the overrides not written yet, as lines: before the first [partition] section (site-wide
+    -- keys belong there), else at the end
+    local function pending()
+        for _, k in ipairs(keys) do
+            if over[k] and not done[k] then lines[#lines + 1] = k .. " = " .. over[k]; done[k] = true end
+        end
+    end
     local f = io.open(conf, "r")
     if f then
         local text = f:read(T.MAX_OUTPUT) or ""
         f:close()
         for line in string.gmatch(text, "[^\n]*") do
+            if not in_section and string.match(line, "^%s*%[") then
+                pending()
+                in_section = true
+            end
             local k = string.match(line, "^%s*([%w_]+)%s*=")
-            -- a comment in place of an overridden line keeps the line numbers of messages
-            if k and over[k] then line = "# " .. k .. " set by the plugstack line" end
+            -- the overriding line in place of the overridden one keeps the line numbers of messages
+            if k and over[k] and not in_section then
+                line = done[k] and ("# " .. k .. " set by the plugstack line") or (k .. " = " .. over[k])
+                done[k] = true
+            end
             lines[#lines + 1] = line
         end
     end
-    for _, k in ipairs({ "system_db", "time_margin" }) do
-        if over[k] then lines[#lines + 1] = k .. " = " .. over[k] end
-    end
+    pending()
     return T.write_temp(table.concat(lines, "\n") .. "\n")
 end
 

@@ -432,6 +432,12 @@ check site-margin "margin= replaces time_margin in a temporary copy of tula.conf
     eval 'grep -qx "time_margin = 0.5" "$T_WORK/fake.log.conf" && [ "$(grep -c "^time_margin" "$T_WORK/fake.log.conf")" = 1 ] && grep -qx "time_overhead = 120" "$T_WORK/fake.log.conf"'
 check site-margin "the temporary tula.conf is removed" \
     eval 'f=$(grep -A1 -xF -- --conf "$T_WORK/fake.log" | tail -n 1); [ "$f" != "$T_WORK/site.conf" ] && [ ! -e "$f" ]'
+# a tula.conf with [partition] sections: the overriding lines stay site-wide (before the first
+# section; appended after it they were read as section keys, and every plan failed)
+printf 'max_nodes = 4\n[partition cpu]\nnodes = 4\n[partition fast]\nnodes = 2\n' > "$T_WORK/parts.conf"
+scenario auto TULA_PLUGSTACK_CONF="$T_WORK/parts.conf" TULA_PLUGSTACK_DB="$T_WORK/site.db" TULA_PLUGSTACK_MARGIN=0.5
+check site-sections "db= and margin= go before the first [partition] section of tula.conf" \
+    eval 'awk "/^\\[/ { s = 1 } /^(system_db|time_margin) =/ { if (s) bad = 1; n++ } END { exit !(n == 2 && !bad) }" "$T_WORK/fake.log.conf" && grep -qx "system_db = $T_WORK/site.db" "$T_WORK/fake.log.conf" && grep -qx "nodes = 2" "$T_WORK/fake.log.conf"'
 scenario auto TULA_PLUGSTACK_MARGIN="1; touch INJECTED"
 check site-margin-bad "a malformed margin is ignored (default conf used)" \
     eval 'has_arg_pair --conf "$T_WORK/etc/tula.conf" && test ! -e "$T_WORK/INJECTED"'

@@ -37,6 +37,7 @@ public:
             p.max_nodes = static_cast<int>(rng() % 100);
             p.max_time_minutes = static_cast<int>(rng() % 100000);
             p.usable = rng() % 2;
+            p.is_default = rng() % 2;
             p.why_not = p.usable ? "" : "State=DOWN " + std::to_string(i);
             in.push_back(p);
         }
@@ -53,6 +54,7 @@ public:
             CPPUNIT_ASSERT_EQUAL(in[i].max_nodes, site.partitions[i].max_nodes);
             CPPUNIT_ASSERT_EQUAL(in[i].max_time_minutes, site.partitions[i].max_time_minutes);
             CPPUNIT_ASSERT_EQUAL(in[i].usable, site.partitions[i].usable);
+            CPPUNIT_ASSERT_EQUAL(in[i].is_default, site.partitions[i].is_default);
             CPPUNIT_ASSERT_EQUAL(in[i].why_not, site.partitions[i].why_not);
         }
     }
@@ -95,10 +97,11 @@ public:
 
     void test_malformed_lines_are_skipped() {
         const std::string text =
-            "P\tcpu\t4\t4\t0\t0\t1\t\n"      // good
-            "P\tbad\t4\t-1\t0\t0\t1\t\n"     // negative count
-            "P\tbad\t4\t4\t0\t0\t2\t\n"      // usable not 0/1
-            "P\t\t4\t4\t0\t0\t1\t\n"         // no name
+            "P\tcpu\t4\t4\t0\t0\t1\t0\t\n"      // good
+            "P\tbad\t4\t-1\t0\t0\t1\t0\t\n"     // negative count
+            "P\tbad\t4\t4\t0\t0\t2\t0\t\n"      // usable not 0/1
+            "P\tbad\t4\t4\t0\t0\t1\t7\t\n"      // default not 0/1
+            "P\t\t4\t4\t0\t0\t1\t0\t\n"         // no name
             "P\tshort\t4\t4\n"               // too few fields
             "S\t9\t10\n"                     // index out of range
             "S\t0\tsoon\n"                   // not a number

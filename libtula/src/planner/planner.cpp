@@ -478,7 +478,9 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         } catch (const Error& e) {
             if (targets.size() == 1) throw;  // one partition: its reason is the whole answer
             if (first_error.empty()) first_error = e.what();
-            plan.left_out.push_back(t.conf.name + ": " + e.what());
+            std::string why = e.what();
+            if (why.rfind("tula: ", 0) == 0) why.erase(0, 6);  // one "tula: " on the line that shows it
+            plan.left_out.push_back(t.conf.name + ": " + why);
         }
     }
     if (plan.candidates.empty()) {
