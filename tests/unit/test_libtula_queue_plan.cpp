@@ -145,6 +145,15 @@ public:
         const std::vector<tula::PartitionTarget> ts = {part("slow", 4, 3e-3, 1.0), part("fast", 4, 0.3e-3, 1.0)};
         tula::Plan p = tula::make_site_plan(r, ts);
         CPPUNIT_ASSERT_EQUAL(std::string("fast"), p.choice().partition);
+        {  // an empty queue changes nothing, the explanation included
+            tula::Plan same = p;
+            tula::PolicySpec t;
+            t.policy = tula::Policy::Time;
+            tula::apply_queue_waits(&same, std::vector<double>(p.candidates.size(), 0.0), t, "w", 0.25, 120, {});
+            CPPUNIT_ASSERT_EQUAL(p.chosen, same.chosen);
+            CPPUNIT_ASSERT_EQUAL(p.reason, same.reason);
+            CPPUNIT_ASSERT_EQUAL(p.time_limit_minutes, same.time_limit_minutes);
+        }
         std::vector<double> waits;
         for (const auto& c : p.candidates) waits.push_back(c.partition == "fast" ? 3600.0 : 0.0);
         tula::PolicySpec spec;

@@ -282,8 +282,9 @@ int candidate_time_limit(const Candidate& c, double margin, double overhead, int
 /// waits[i] + total_seconds (waits in seconds, one per candidate, the expected start in
 /// Slurm's queue; non-finite or negative values count as 0), the Pareto front and the
 /// policy's choice are made again (deadline: waits[i] + total_seconds_upper against the
-/// deadline), and the reason and the time limit (candidate_time_limit, clamped to the chosen
-/// partition's MaxTime in `partitions`, matched by name) follow the new choice. `policy`
+/// deadline), the reason follows the new choice (the same choice keeps its reason, noting the
+/// time to result when some wait is > 0), and the time limit (candidate_time_limit, clamped to the chosen
+/// partition's MaxTime in `partitions`, matched by name) too. `policy`
 /// gives the policy and its deadline or budget. Errors: tula::Error when waits has the wrong
 /// size, or no candidate meets the deadline or budget any more.
 void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,

@@ -518,12 +518,16 @@ void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const Polic
                        const std::string& workload, double margin, double overhead,
                        const std::vector<PartitionConf>& partitions) {
     Plan& p = *plan;
+    const size_t old_choice = p.chosen;
+    const std::string old_reason = p.reason;
+    bool any_wait = false;
     if (waits.size() != p.candidates.size())
         throw Error("apply_queue_waits: " + std::to_string(waits.size()) + " waits for " +
                     std::to_string(p.candidates.size()) + " candidates");
     for (size_t i = 0; i < waits.size(); ++i) {
         Candidate& c = p.candidates[i];
         c.queue_wait_seconds = std::isfinite(waits[i]) && waits[i] > 0 ? waits[i] : 0.0;
+        any_wait = any_wait || c.queue_wait_seconds > 0;
         c.time_to_target = c.queue_wait_seconds + c.total_seconds;
         c.pareto = false;
     }
@@ -537,7 +541,11 @@ void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const Polic
     int max_time = 0;
     for (const PartitionConf& part : partitions)
         if (part.name == ch.partition) max_time = part.max_time_minutes;
-    p.reason = reason + " (time to result: the expected wait in the queue plus the predicted training)";
+    const std::string ttr = "time to result: the expected wait in the queue plus the predicted training";
+    if (p.chosen == old_choice)  // the same choice: its full explanation stands
+        p.reason = any_wait ? old_reason + "; also by " + ttr : old_reason;
+    else
+        p.reason = reason + " (" + ttr + ")";
     p.time_limit_minutes = candidate_time_limit(ch, margin, overhead, max_time);
 }
 
