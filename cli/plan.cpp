@@ -100,8 +100,9 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
                 price.c_str());
     // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
-    bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0, parts = false;
+    bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0, parts = false, queue = false;
     for (const Candidate& c : p.candidates) {
+        queue = queue || c.queue_wait_seconds > 0;  // a wait column once slurmctld expects one
         gpus = gpus || c.gpus_per_node > 0;
         energy = energy || c.energy_kwh > 0;
         parts = parts || !c.partition.empty();  // partition sections (or a hardware file's partitions)
@@ -112,6 +113,7 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     for (const char* h : {"nodes", "global batch", "local batch", "iter (ms)", "epoch (s)", "epochs", "training (s)",
                           "upper (s)", "node-hours"})
         t.header.push_back(h);
+    if (queue) t.header.push_back("wait (s)");
     if (gpus) t.header.push_back("GPU-hours");
     if (energy) t.header.push_back("energy (kWh)");
     for (const char* h : {"cost", "accuracy", "pareto"}) t.header.push_back(h);
@@ -126,6 +128,7 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                                         format_number("%.2f", c.epoch_seconds), std::to_string(c.epochs),
                                         format_number("%.1f", c.total_seconds),
                                         format_number("%.1f", c.total_seconds_upper), format_number("%.4f", c.node_hours)});
+        if (queue) row.push_back(format_number("%.0f", c.queue_wait_seconds));
         if (gpus) row.push_back(format_number("%.4f", c.gpu_hours));
         if (energy) row.push_back(format_number("%.4f", c.energy_kwh));
         row.push_back(format_number("%.4f", c.cost));
@@ -141,9 +144,10 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
         else if (!p.candidates[i].pareto) std::printf("%s\n", dim(l, colour).c_str());
         else std::printf("%s\n", l.c_str());
     }
-    std::printf("  (> chosen, * on the Pareto front of training time and cost; epochs = %s; training = those "
+    std::printf("  (> chosen, * on the Pareto front of %s and cost; epochs = %s; training = those "
                 "epochs, without evaluation; upper = 95 %% prediction bound%s; accuracy from the run history, - when "
                 "there is none)\n",
+                queue ? "time to result (wait + training)" : "training time",
                 p.fixed_epochs ? ("the requested " + std::to_string(r.epochs) + ", fixed").c_str()
                 : p.convergence.e_min > 0
                     ? ("the whole epochs this batch needs to reach test accuracy " +
@@ -174,6 +178,7 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 format_duration(c.total_seconds).c_str(), format_number("%.3g", c.node_hours).c_str(), extra.c_str(),
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
+    if (!r.queue_note.empty()) std::printf("%s %s\n", bold("queue:", colour).c_str(), r.queue_note.c_str());
     // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the job trains
     // the whole epochs its batch needs (unless they are fixed), and the policies rank by them.
     const ConvergenceModel& cv = p.convergence;
