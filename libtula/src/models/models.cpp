@@ -359,27 +359,29 @@ OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
 }
 
 double steady_seconds(const RunRecord& r, const ComputeModel& compute) {
-    if (r.nodes < 1) return r.measured_seconds;
-    const double s = compute.startup_seconds(static_cast<double>(r.global_batch) / r.nodes);
+    if (r.ranks() < 1) return r.measured_seconds;
+    const double s = compute.startup_seconds(r.local_batch());
     return std::max(r.measured_seconds - s, 0.5 * r.measured_seconds);
 }
 
 std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
-                                               const ComputeModel& compute, const AllreduceModel* allreduce) {
+                                               const ComputeModel& compute, const AllreduceModel* allreduce,
+                                               double intra_bandwidth) {
     std::vector<IterationSample> out;
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
     for (const RunRecord* r : runs) {
-        if (r->nodes < 1 || r->global_batch < r->nodes || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
+        if (r->ranks() < 1 || r->global_batch < r->ranks() || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
         if (r->nodes > 1 && !allreduce) continue;
         const double n_iter =
             std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
-        q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes, r->nodes);
-        q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
+        q.compute_seconds = compute.seconds_per_iter(r->local_batch(), r->ranks());
+        q.comm_seconds = hierarchical_allreduce_seconds(allreduce, r->nodes, r->ranks_per_node, grad_bytes, intra_bandwidth);
         q.measured_seconds = steady_seconds(*r, compute) / n_iter;
         q.nodes = r->nodes;
-        q.local_batch = static_cast<double>(r->global_batch) / r->nodes;
+        q.ranks_per_node = std::max(1, r->ranks_per_node);
+        q.local_batch = r->local_batch();
         out.push_back(q);
     }
     return out;
@@ -407,19 +409,21 @@ std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const C
 }
 
 double step_time_factor(const TimeCalibration& calibration,
-                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
-                        bool* from_synced) {
-    const bool synced = profiled_count(synced_ratios, nodes) > 0;
+                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+                        int ranks_per_node, double b, bool* from_synced) {
+    const int ranks = nodes * ranks_per_node;
+    const bool synced = profiled_count(synced_ratios, ranks) > 0;
     if (from_synced) *from_synced = synced;
-    if (!synced) return calibration.factor_for(nodes, b);
-    const double y = ComputeModel::synced_factor_at(synced_ratios, nodes, b);
-    if (!calibration.own_kind(nodes)) return y;
-    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, y * calibration.factor_for(nodes, b)));
+    if (!synced) return calibration.factor_at(nodes, ranks_per_node, b);
+    const double y = ComputeModel::synced_factor_at(synced_ratios, ranks, b);
+    if (!calibration.own_kind(nodes, ranks_per_node)) return y;
+    return std::min(TimeCalibration::kMax,
+                    std::max(TimeCalibration::kMin, y * calibration.factor_at(nodes, ranks_per_node, b)));
 }
 
-double TimeCalibration::factor_for(int nodes, double local_batch) const {
-    if (!by_local_batch(nodes)) return factor_for(nodes);
-    const NodeGroup* g = node_group(nodes);
+double TimeCalibration::factor_at(int nodes, int ranks_per_node, double local_batch) const {
+    if (!by_local_batch(nodes, ranks_per_node)) return shape_factor(nodes, ranks_per_node);
+    const NodeGroup* g = node_group(nodes, ranks_per_node);
     const double r = curve_at(g ? g->curve : curve_multi, local_batch);
     return std::min(kMax, std::max(kMin, r));
 }
@@ -461,14 +465,15 @@ bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
 
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
                                      const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios) {
-    // the newest kNewest usable samples whose node count `in_group` accepts, as (local batch,
-    // measured / (modelled x the sync factor the prediction carried))
+    // the newest kNewest usable samples whose shape (nodes, ranks per node) `in_group` accepts,
+    // as (local batch, measured / (modelled x the sync factor the prediction carried))
     auto group_points = [&](const auto& in_group) {
         std::vector<std::pair<double, double>> pts;
         for (auto it = samples.rbegin(); it != samples.rend() && pts.size() < kNewest; ++it) {
-            if (!in_group(it->nodes)) continue;
+            const int rpn = std::max(1, it->ranks_per_node);
+            if (!in_group(Shape{it->nodes, rpn})) continue;
             const double lb = std::isfinite(it->local_batch) ? it->local_batch : 0.0;
-            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes, lb) : 1.0;
+            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes * rpn, lb) : 1.0;
             const double pred = overlap.combine(it->compute_seconds, it->comm_seconds) * y;
             const double r = it->measured_seconds / pred;
             if (std::isfinite(r) && r > 0 && pred > 0)
@@ -483,18 +488,19 @@ TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples
         return ratios.empty() ? 1.0 : std::min(kMax, std::max(kMin, median(ratios)));
     };
     TimeCalibration c;
-    c.factor = group_factor(group_points([](int) { return true; }), &c.runs);
-    const auto single = group_points([](int k) { return k <= 1; }), multi = group_points([](int k) { return k > 1; });
+    c.factor = group_factor(group_points([](Shape) { return true; }), &c.runs);
+    const auto single = group_points([](Shape k) { return k.first * k.second <= 1; });
+    const auto multi = group_points([](Shape k) { return k.first * k.second > 1; });
     c.factor_single = group_factor(single, &c.runs_single);
     c.factor_multi = group_factor(multi, &c.runs_multi);
     // only multi-node runs get a curve: a single-node run is what the compute profile measured,
     // at the same local batch, so what remains is a steady-state offset (the median)
     if (c.runs_multi >= kGroupMin && curve_beats_median(multi)) c.curve_multi = ratio_knots(multi);
-    std::set<int> counts;
+    std::set<Shape> counts;
     for (const auto& q : samples)
-        if (q.nodes > 1) counts.insert(q.nodes);
-    for (int k : counts) {
-        const auto pts = group_points([k](int n) { return n == k; });
+        if (q.nodes * std::max(1, q.ranks_per_node) > 1) counts.insert(Shape{q.nodes, std::max(1, q.ranks_per_node)});
+    for (const Shape& k : counts) {
+        const auto pts = group_points([k](Shape n) { return n == k; });
         if (pts.empty()) continue;
         NodeGroup& g = c.by_nodes[k];
         g.factor = group_factor(pts, &g.runs);

@@ -124,7 +124,7 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             const double conc = compute.concurrency_factor(ranks, b);
             const double tc = f * compute.seconds_per_iter(b) * conc;
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = step_time_factor(req.calibration, synced, ranks, b, &c.synced_profile);
+            const double cal = step_time_factor(req.calibration, synced, K, R, b, &c.synced_profile);
             c.time_factor = cal;
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];

@@ -396,30 +396,31 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
                   " training examples per epoch (tula-train --limit-train)";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     const TimeCalibration& cal = req.calibration;
-    // "N finished K-node run(s)" when the runs on the chosen node count serve, else of its kind
+    // "N finished K-node run(s)" when the runs of the chosen shape serve, else of its kind
+    const int K = ch.nodes, R = std::max(1, ch.ranks_per_node), ranks = K * R;
+    const std::string shape = std::to_string(K) + "-node " + (R > 1 ? std::to_string(R) + "-rank-per-node " : "");
     auto runs_text = [&](int n) {
-        const std::string kind = cal.own_nodes(ch.nodes) ? std::to_string(ch.nodes) + "-node "
-                                 : cal.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ")
-                                                          : "";
+        const std::string kind = cal.own_nodes(K, R) ? shape
+                                 : cal.own_kind(K, R) ? (ranks <= 1 ? "single-node " : "multi-node ")
+                                                      : "";
         return std::to_string(n) + " finished " + kind + "run" + (n == 1 ? "" : "s");
     };
-    if (ch.synced_profile && cal.own_kind(ch.nodes)) {
-        const int n = cal.runs_for(ch.nodes);
+    const double run_factor = cal.factor_at(K, R, ch.local_batch);
+    const char* curve = cal.by_local_batch(K, R) ? ", interpolated over their local batches" : "";
+    if (ch.synced_profile && cal.own_kind(K, R)) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ch.nodes)) + " ranks at once (x" +
-                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ch.nodes, ch.local_batch)) + ") and " +
-                  runs_text(n) + " (x" +
-                  fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + ", measured / profiled" +
-                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+                  std::to_string(profiled_count(synced, ranks)) + " ranks at once (x" +
+                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ranks, ch.local_batch)) + ") and " +
+                  runs_text(cal.runs_for(K, R)) + " (x" + fmt("%.3g", run_factor) + ", measured / profiled" + curve + ")";
     } else if (ch.synced_profile) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ch.nodes)) +
-                  " ranks at once (measured / modelled; no finished run on " + std::to_string(ch.nodes) +
-                  " nodes and fewer than 2 finished multi-node runs to calibrate it)";
+                  std::to_string(profiled_count(synced, ranks)) +
+                  " ranks at once (measured / modelled; no finished run on " + std::to_string(K) + " nodes" +
+                  (R > 1 ? " of " + std::to_string(R) + " ranks" : std::string()) +
+                  " and fewer than 2 finished multi-node runs to calibrate it)";
     } else if (cal.runs > 0) {
-        reason += "; times x" + fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + " from " +
-                  runs_text(cal.runs_for(ch.nodes)) + " (measured / modelled" +
-                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+        reason += "; times x" + fmt("%.3g", run_factor) + " from " + runs_text(cal.runs_for(K, R)) +
+                  " (measured / modelled" + curve + ")";
     }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
@@ -592,7 +593,7 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     }
     std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
     for (const auto& r : runs)
-        if (r.nodes >= 1 && r.global_batch >= r.nodes && r.epochs >= 1 && r.measured_seconds > 0 &&
+        if (r.nodes >= 1 && r.global_batch >= r.ranks() && r.epochs >= 1 && r.measured_seconds > 0 &&
             (r.nodes == 1 || allreduce))
             by_time.push_back(&r);
     std::stable_sort(by_time.begin(), by_time.end(),
