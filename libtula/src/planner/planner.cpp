@@ -591,6 +591,28 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         req.convergence =
             history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn);
     }
+    // Each hardware class's models; a run's modelled step is taken with its class's (the
+    // pooled models above for a run of unknown class), so that runs on other hardware calibrate
+    // what the profiles of their own class missed.
+    std::vector<std::string> class_warnings;
+    const std::map<std::string, ClassFit> fits = fit_classes(cfg, set.compute_for(workload), set.allreduce, &class_warnings);
+    for (const std::string& m : class_warnings)
+        if (std::find(warn->begin(), warn->end(), m) == warn->end()) warn->push_back(m);
+    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    auto samples_of = [&](const std::vector<const RunRecord*>& rs, const AllreduceModel* pooled_ar) {
+        std::vector<IterationSample> out;
+        for (const RunRecord* r : rs) {
+            const auto it = r->hardware_class.empty() ? fits.end() : fits.find(r->hardware_class);
+            const bool own = it != fits.end();
+            double intra = 0;  // the within-node bandwidth of the run's class, when tula.conf gives it
+            for (const PartitionConf& p : parts)
+                if (p.hardware_class == r->hardware_class && p.intra_node_bandwidth > 0) intra = p.intra_node_bandwidth;
+            const AllreduceModel* am = own ? (it->second.allreduce ? &*it->second.allreduce : nullptr) : pooled_ar;
+            for (const IterationSample& q : iteration_samples({r}, *w, own ? it->second.compute : compute, am, intra))
+                out.push_back(q);
+        }
+        return out;
+    };
     std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
     for (const auto& r : runs)
         if (r.nodes >= 1 && r.global_batch >= r.ranks() && r.epochs >= 1 && r.measured_seconds > 0 &&
@@ -603,16 +625,16 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         for (const auto& r : runs)
             if (r.nodes >= 2) multi.push_back(&r);
         try {
-            req.overlap = OverlapModel::fit(iteration_samples(multi, *w, compute, &*allreduce));
+            req.overlap = OverlapModel::fit(samples_of(multi, &*allreduce));
         } catch (const Error& e) {
             warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }
     }
     const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
-    req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
+    req.calibration = TimeCalibration::fit(samples_of(by_time, ar), req.overlap,
                                            step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
     const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
-    const std::vector<PartitionTarget> targets = site_targets(cfg, compute, ar);
+    const std::vector<PartitionTarget> targets = site_targets(cfg, fits);
     std::vector<Plan> plans;
     for (const int fixed_nodes : counts) {
         PlanRequest r = req;
