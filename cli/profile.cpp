@@ -32,6 +32,8 @@ struct JobOptions {
     std::string time = "10";     // Slurm time limit of each measuring job
     std::string output_dir;      // where job output files go (default: a temporary directory)
     int timeout = 600;           // seconds each job may take from submission to its end
+    std::string hardware_class;  // --hardware-class: the class tula-train records
+    bool class_given = false;    // --hardware-class was given
 };
 
 struct ComputeOptions {
@@ -72,6 +74,34 @@ std::string find_trainer(const std::string& given) {
     if (auto p = find_in_path("tula-train")) return absolute_path(*p);
     throw Error("cannot find tula-train beside " + (dir.empty() ? std::string("tula") : dir + "/tula") +
                 " or in $PATH; build it (make) or pass --trainer PATH");
+}
+
+// The hardware class tula-train records its samples under (its TULA_HARDWARE_CLASS): --hardware-class;
+// else the class of the partition the measuring runs are in, looked up in tula.conf's sections
+// (partition_class): for the jobs their --partition when it names one partition, for the runs
+// on this node this job's $SLURM_JOB_PARTITION ("" outside Slurm). nullopt: the jobs run in
+// the cluster's default partition, which tula-train looks up from its own $SLURM_JOB_PARTITION.
+// Errors: UsageError for a --hardware-class that is not a class name; tula::Error when tula.conf
+// cannot be read.
+std::optional<std::string> profile_class(const JobOptions& jo, const CommonOptions& common, bool jobs) {
+    if (jo.class_given) {
+        if (!jo.hardware_class.empty() && !valid_class_name(jo.hardware_class))
+            throw UsageError("--hardware-class '" + one_line(jo.hardware_class, 64) +
+                             "' is not a class name (1 to 63 letters, digits, '_', '.', '-'; \"\" for the unknown class)");
+        return jo.hardware_class;
+    }
+    const char* env = std::getenv("SLURM_JOB_PARTITION");
+    const std::string part = jobs ? jo.partition : std::string(env ? env : "");
+    if (jobs && (part.empty() || part.find(',') != std::string::npos)) return std::nullopt;
+    if (part.empty()) return std::string();
+    return partition_class(load_cli_config(common).config, part);
+}
+
+// The environment of a tula-train run that records hardware class `cls` (none: inherited).
+EnvSet class_env(const std::optional<std::string>& cls) {
+    EnvSet e;
+    if (cls) e.push_back({"TULA_HARDWARE_CLASS", *cls});
+    return e;
 }
 
 // Opens `db` read-only when it exists and is not empty (nullopt otherwise: a missing file, or
@@ -193,6 +223,7 @@ int run_compute(const ComputeOptions& o) {
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
     const size_t before = count_compute(db, o.workload);
+    const std::optional<std::string> local_class = profile_class(o.job, o.common, false);
 
     // Resumable: every batch size is measured in `rounds` tula-train runs of its own, and the
     // rounds are interleaved (all batch sizes once, then again), so that a slow phase of a
@@ -246,7 +277,7 @@ int run_compute(const ComputeOptions& o) {
         std::unique_ptr<FILE, int (*)(FILE*)> cap(std::tmpfile(), std::fclose);
         if (!cap) throw Error(std::string("cannot create a temporary file for tula-train's output: ") + std::strerror(errno));
         ProcessResult r;
-        const pid_t pid = start_process(argv, {}, ::fileno(cap.get()), -1, &r.error);
+        const pid_t pid = start_process(argv, class_env(local_class), ::fileno(cap.get()), -1, &r.error);
         const auto tb = std::chrono::steady_clock::now();
         if (pid >= 0) {
             while (!wait_process(pid, false, &r)) {
@@ -382,12 +413,15 @@ struct JobOutcome {
 
 // Runs `sbatch --wait ...` (argv) for a job named `name`; watches it with squeue every few
 // seconds and cancels it (scancel -n) when it pends for a reason that never clears or runs
-// longer than `timeout` seconds.
-JobOutcome run_job(const std::vector<std::string>& argv, const std::string& name, int nodes, int timeout) {
+// longer than `timeout` seconds. `env` is set for sbatch (and so for the job) besides TULA_MODE=off.
+JobOutcome run_job(const std::vector<std::string>& argv, const std::string& name, int nodes, int timeout,
+                   const EnvSet& env) {
     JobOutcome o;
     // TULA_MODE=off: the cli_filter must not plan this job (it trains nothing).
     InterruptGuard guard;
-    const pid_t pid = start_process(argv, {{"TULA_MODE", "off"}}, -1, -1, &o.result.error);
+    EnvSet set = env;
+    set.push_back({"TULA_MODE", "off"});
+    const pid_t pid = start_process(argv, set, -1, -1, &o.result.error);
     if (pid < 0) return o;
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -458,12 +492,13 @@ std::string job_output(const std::string& file, const std::string& prefix, size_
 
 // Runs the measuring job number i of n on k nodes (sbatch --wait -N k --ntasks-per-node=1
 // --wrap "mpirun ... -np k --map-by node TRAINER ARGS", one rank per node), prints "profile KIND: i/n K nodes ... TIME, N samples" and the job's output,
-// and checks that `count` (the database's samples of this kind and node count) grew.
+// and checks that `count` (the database's samples of this kind and node count) grew. `job_class`:
+// the hardware class the job's tula-train records (TULA_HARDWARE_CLASS; nullopt: its own lookup).
 // Errors: tula::Error when the job fails, is cancelled (--timeout, a pending reason that never
 // clears, SIGINT/SIGTERM) or records nothing.
 void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out_dir, int k, size_t i, size_t n,
                      const std::string& trainer, const std::string& args, const std::string& db,
-                     const std::function<size_t()>& count) {
+                     const std::function<size_t()>& count, const std::optional<std::string>& job_class) {
     const size_t before = count();
     const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
                              " --map-by node --bind-to none " + shell_quote(trainer) + " " + args;
@@ -484,7 +519,8 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
                 i + 1, n, nodes_phrase(k).c_str());
     std::fflush(stdout);
     const auto t0 = std::chrono::steady_clock::now();
-    const JobOutcome job = run_job(argv, name, k, jo.timeout);
+    // sbatch passes its environment to the job (--export=ALL): tula-train there sees the class
+    const JobOutcome job = run_job(argv, name, k, jo.timeout, class_env(job_class));
     const ProcessResult& r = job.result;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.ok() || !job.why.empty()) {
@@ -534,6 +570,7 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
         std::printf("profile compute: skipping node count%s %s, already measured at every batch size (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
     TempDir out_dir(o.job.output_dir);
+    const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
         const std::string wdb = writer.path();  // the file this job writes
@@ -544,7 +581,7 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
                            std::to_string(o.iters) + " --db " + shell_quote(wdb);
         if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_compute(wdb, o.workload, k); });
+                        [&] { return count_compute(wdb, o.workload, k); }, job_class);
         writer.done();
     }
 }
@@ -564,6 +601,7 @@ int run_allreduce(const AllreduceOptions& o) {
     const std::string trainer = find_trainer(o.trainer);
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
+    const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
     TempDir out_dir(o.job.output_dir);
 
     std::vector<std::string> sizes;
@@ -609,7 +647,7 @@ int run_allreduce(const AllreduceOptions& o) {
         if (!size_list.empty()) args += " --sizes " + size_list;
         if (!model.empty()) args += " --model " + shell_quote(model);
         run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_allreduce(wdb, k); });
+                        [&] { return count_allreduce(wdb, k); }, job_class);
         writer.done();
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
@@ -641,6 +679,11 @@ void add_job_options(CLI::App* app, JobOptions* j) {
         ->capture_default_str();
     app->add_option("--output-dir", j->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
         ->type_name("DIR");
+    app->add_option("--hardware-class", j->hardware_class,
+                    "hardware class to record the samples under (default: the class tula.conf gives the partition "
+                    "they are measured in, else \"\", the unknown class)")
+        ->type_name("NAME")
+        ->each([j](const std::string&) { j->class_given = true; });
 }
 
 }  // namespace

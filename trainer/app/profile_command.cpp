@@ -165,6 +165,9 @@ int profile_compute(const Options& o, Comm& comm) {
         if (r != 0) return static_cast<int>(r);
     }
     std::vector<tula::ComputeSample> samples;
+    std::string class_warning;
+    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
+    if (root && !class_warning.empty()) warn(class_warning);
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
 #ifdef TULA_HAVE_CUDA
@@ -222,6 +225,7 @@ int profile_compute(const Options& o, Comm& comm) {
         c.ranks = ranks;
         c.startup_seconds = startup;
         c.synced_seconds_per_iter = synced;
+        c.hardware_class = hardware_class;
         samples.push_back(c);
     }
     if (root && !o.no_db) {
@@ -250,6 +254,9 @@ int profile_allreduce(const Options& o, Comm& comm) {
     std::vector<int64_t> sizes = o.sizes;
     if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(count_model_params(o.model, input_of(o).shape, input_of(o).classes)));
     std::vector<tula::AllreduceSample> samples;
+    std::string class_warning;
+    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
+    if (root && !class_warning.empty()) warn(class_warning);
     for (int64_t bytes : sizes) {
         const double s = time_allreduce(comm, bytes, 3, 20);
         say(root, "profile allreduce: " + std::to_string(comm.size()) + " ranks, " + std::to_string(bytes) +
@@ -259,6 +266,7 @@ int profile_allreduce(const Options& o, Comm& comm) {
         a.nodes = comm.size();
         a.bytes = bytes;
         a.seconds = s;
+        a.hardware_class = hardware_class;
         samples.push_back(a);
     }
     int rc = 0;
