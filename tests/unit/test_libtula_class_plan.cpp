@@ -32,6 +32,18 @@ std::vector<tula::ComputeSample> linear_rows(const std::string& cls, double t0, 
     return out;
 }
 
+// Rows of `ranks` ranks at once, `per_node` of them on each node, each `factor` times the
+// one-rank time t0 + t1 b at local batches 16 .. 256.
+std::vector<tula::ComputeSample> together_rows(int ranks, int per_node, double factor, double t0, double t1) {
+    std::vector<tula::ComputeSample> out = linear_rows("", t0, t1);
+    for (auto& c : out) {
+        c.ranks = ranks;
+        c.ranks_per_node = per_node;
+        c.seconds_per_iter *= factor;
+    }
+    return out;
+}
+
 // Exact ring-allreduce rows of class `cls` on 2-4 nodes: 2 (K-1) alpha + 2 (K-1)/K n beta seconds.
 std::vector<tula::AllreduceSample> ring_rows(const std::string& cls, double alpha, double beta) {
     std::vector<tula::AllreduceSample> out;
@@ -83,6 +95,7 @@ class LibtulaClassPlanTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_two_classes_each_from_its_own);
     CPPUNIT_TEST(test_unknown_class_fallback);
     CPPUNIT_TEST(test_run_shape_calibrates_its_candidate);
+    CPPUNIT_TEST(test_ranks_per_node_compute_profile);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -204,6 +217,33 @@ public:
             if ((c.nodes == 2 && c.ranks_per_node == 2) || (c.nodes == 2 && c.ranks_per_node == 1)) ++checked;
         }
         CPPUNIT_ASSERT_EQUAL(2, checked);
+    }
+
+    // A compute profile of 2 ranks sharing each node (2 nodes x 2 ranks, 1.5 x the one-rank
+    // time) serves candidates of 2 ranks per node on 2 or more nodes; a candidate of 1 rank per
+    // node keeps the profile of ranks on separate nodes (4 ranks, 1.1 x), as does a 1 x 2
+    // candidate (fewer ranks than that profile timed; its 2 ranks then take the 2-rank one-per-node
+    // profile, 1.05 x).
+    void test_ranks_per_node_compute_profile() {
+        const double t0 = 2e-3, t1 = 1e-4;
+        const auto rows = join(join(linear_rows("", t0, t1), together_rows(4, 2, 1.5, t0, t1)),
+                               join(together_rows(4, 1, 1.1, t0, t1), together_rows(2, 1, 1.05, t0, t1)));
+        const tula::ComputeModel m = tula::ComputeModel::fit(rows);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.concurrency_at(2, 2, 64), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.concurrency_at(3, 2, 64), 1e-9);  // the largest profiled <= 6 ranks
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, m.concurrency_at(4, 1, 64), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, m.concurrency_at(1, 2, 64), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, m.concurrency_factor(2, 64), 1e-9);
+        // in a plan: compute seconds of a 2 x 2 candidate at local batch b are 1.5 (t0 + t1 b)
+        std::vector<tula::PartitionTarget> ts(1);
+        ts[0].conf.name = "duo";
+        ts[0].conf.nodes = 2;
+        ts[0].conf.ranks_per_node = 2;
+        ts[0].compute = m;
+        ts[0].allreduce = alpha_beta(0, 0);
+        const tula::Plan p = tula::make_site_plan(request(workload(61706, 60000), 1, 2, 2, {256}), ts);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), p.candidates.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * (t0 + t1 * 64), p.candidates[0].iter_seconds, 1e-12);
     }
 };
 

@@ -301,6 +301,7 @@ PRAGMA user_version = 7;
             CPPUNIT_ASSERT_EQUAL(1, runs[0].ranks_per_node);
             CPPUNIT_ASSERT_EQUAL(std::string(""), runs[0].hardware_class);
             CPPUNIT_ASSERT_EQUAL(std::string(""), ro.compute_samples("lenet5@fashion-mnist").at(0).hardware_class);
+            CPPUNIT_ASSERT_EQUAL(1, ro.compute_samples("lenet5@fashion-mnist").at(0).ranks_per_node);
             CPPUNIT_ASSERT_EQUAL(std::string(""), ro.allreduce_samples().at(0).hardware_class);
         }
         CPPUNIT_ASSERT_EQUAL(std::string("7"), raw_query(p, "PRAGMA user_version"));
@@ -308,7 +309,7 @@ PRAGMA user_version = 7;
         CPPUNIT_ASSERT_EQUAL(std::string("8"), raw_query(p, "PRAGMA user_version"));
         CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run"));
         CPPUNIT_ASSERT_EQUAL(std::string("2"), raw_query(p, "SELECT nodes FROM run"));  // kept as it was
-        CPPUNIT_ASSERT_EQUAL(std::string(""), raw_query(p, "SELECT hardware_class FROM compute_profile"));
+        CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM compute_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string(""), raw_query(p, "SELECT hardware_class FROM allreduce_profile"));
         // new rows carry their class and ranks per node
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
@@ -321,7 +322,11 @@ PRAGMA user_version = 7;
         c.local_batch = 32;
         c.seconds_per_iter = 0.01;
         c.hardware_class = "a100";
+        c.ranks = 4;  // 2 nodes of 2 ranks
+        c.ranks_per_node = 2;
         rw.add_compute(c);
+        c.ranks_per_node = 3;  // 4 ranks cannot share nodes 3 by 3
+        CPPUNIT_ASSERT(!error_of([&] { rw.add_compute(c); }).empty());
         tula::AllreduceSample a;
         a.nodes = 2;
         a.bytes = 1024;
@@ -336,6 +341,8 @@ PRAGMA user_version = 7;
         CPPUNIT_ASSERT_EQUAL(std::string("a100|2"),
                              raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run WHERE job_id = '78'"));
         CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.compute_samples("lenet5@fashion-mnist").at(1).hardware_class);
+        CPPUNIT_ASSERT_EQUAL(2, rw.compute_samples("lenet5@fashion-mnist").at(1).ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), rw.compute_samples("lenet5@fashion-mnist").size());
         CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.allreduce_samples().at(1).hardware_class);
     }
 

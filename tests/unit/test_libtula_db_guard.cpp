@@ -126,6 +126,7 @@ public:
                  // the tables of schema version 5 (before 7 and 8)
                  "ALTER TABLE run DROP COLUMN optimizer; ALTER TABLE run DROP COLUMN hardware_class; "
                  "ALTER TABLE run DROP COLUMN ranks_per_node; ALTER TABLE compute_profile DROP COLUMN hardware_class; "
+                 "ALTER TABLE compute_profile DROP COLUMN ranks_per_node; "
                  "ALTER TABLE allreduce_profile DROP COLUMN hardware_class; "
                  "DROP TABLE workload; CREATE VIEW workload AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
                  "FROM c) SELECT 'lenet5@fashion-mnist' || x AS name, 'lenet5' AS model, 'fashion-mnist' AS dataset, 1 AS "

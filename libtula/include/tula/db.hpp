@@ -4,7 +4,8 @@
 // a network file system; see db/guard.hpp in libtula/src for the hardening of every open):
 //   workload(name PK, model, dataset, params, train_examples, test_examples, updated)
 //   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created,
-//                   ranks, startup_seconds, synced_seconds_per_iter, hardware_class)
+//                   ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
+//                   ranks_per_node)
 //   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
 //       measured_seconds, test_accuracy, created, noise_scale, noise_observations,
@@ -46,7 +47,8 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///   7: run.optimizer (TEXT, default '' = not recorded);
 ///   8: compute_profile.hardware_class, allreduce_profile.hardware_class and
 ///      run.hardware_class (TEXT, default '' = unknown class, planned as any class's), and
-///      run.ranks_per_node (INTEGER, default 1); run.nodes counts nodes, not ranks.
+///      compute_profile.ranks_per_node and run.ranks_per_node (INTEGER, default 1);
+///      run.nodes counts nodes, not ranks.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
 constexpr int kSchemaVersion = 8;
 /// Oldest schema version this build still reads (and migrates when writing).
@@ -117,7 +119,8 @@ public:
     ///   {"format": "tula-profiles", "schema_version": 1, "exported": UNIX_SECONDS,
     ///    "workloads": [{name, model, dataset, params, train_examples, test_examples}],
     ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created,
-    ///                 ranks, startup_seconds, synced_seconds_per_iter, hardware_class}],
+    ///                 ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
+    ///                 ranks_per_node}],
     ///    "allreduce": [{host, nodes, bytes, seconds, created, hardware_class}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
     ///              measured_seconds, test_accuracy, created, noise_scale, noise_observations,

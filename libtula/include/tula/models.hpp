@@ -68,6 +68,11 @@ struct ComputeModel {
     /// Concurrency knots: ranks K -> (local batch in examples, c_K(b)) ascending in the local
     /// batch (see above); empty without samples of several ranks at once.
     std::map<int, std::vector<std::pair<double, double>>> concurrent;
+    /// The same from samples of several ranks sharing each node: ranks per node R -> ranks
+    /// K R -> knots. Kept apart from `concurrent` (ranks on separate nodes) and not in
+    /// `synced`: R ranks on one host contend for its cores and memory, which ranks on separate
+    /// nodes do not.
+    std::map<int, std::map<int, std::vector<std::pair<double, double>>>> concurrent_on_node;
     /// Synchronized-step knots: ranks K -> (local batch in examples, median synced seconds
     /// per iteration) ascending in the local batch; empty without such samples.
     std::map<int, std::vector<std::pair<double, double>>> synced;
@@ -80,7 +85,8 @@ struct ComputeModel {
     /// Errors: tula::Error when the one-rank samples have fewer than 2 distinct local
     /// batches, or any sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
-    /// Sets `concurrent` (and `synced`) from samples with ranks > 1, against this model's
+    /// Sets `concurrent` (and `synced`) from samples with ranks > 1 and one rank per node, and
+    /// `concurrent_on_node` from those with several ranks per node, against this model's
     /// seconds_per_iter; fit() calls it. Errors: tula::Error for a sample with a local batch
     /// < 1 or a non-positive or non-finite time (a non-positive or non-finite synced time
     /// counts as not measured).
@@ -94,6 +100,11 @@ struct ComputeModel {
     double seconds_per_iter(double b, int nodes) const { return seconds_per_iter(b) * concurrency_factor(nodes, b); }
     /// c_K(b) (see above), dimensionless; 1 for nodes <= 1 or without concurrent samples. Pure.
     double concurrency_factor(int nodes, double b) const;
+    /// The concurrency factor of `nodes` nodes of `ranks_per_node` ranks each at local batch
+    /// `b`: with R = ranks_per_node > 1 and samples of R ranks per node, their knots of the
+    /// largest profiled rank count <= nodes x R (concurrent_on_node); otherwise
+    /// concurrency_factor(nodes x R, b). Dimensionless. Pure.
+    double concurrency_at(int nodes, int ranks_per_node, double b) const;
     /// y_K(b) (see above), dimensionless: the synced knots of the largest profiled K <= nodes,
     /// each divided by modelled(K, b_j), the caller's predicted seconds of that step from the
     /// compute and allreduce models; 1 for nodes <= 1, without synced samples, or where

@@ -22,7 +22,10 @@ struct ComputeSample {
     int threads = 1;           ///< compute threads per rank
     double seconds_per_iter = 0;  ///< seconds
     int iters = 0;             ///< iterations averaged
-    int ranks = 1;             ///< ranks (nodes) that ran at once; 1 = alone
+    int ranks = 1;             ///< ranks that ran at once (all nodes together); 1 = alone
+    /// Of those, the ranks that shared each node (ranks / ranks_per_node nodes); 1 = one rank
+    /// per node (every profile before schema version 8).
+    int ranks_per_node = 1;
     /// Seconds the untimed warm-up steps of a fresh process took beyond as many steady steps
     /// (first touch of the activation buffers, caches): paid once per training run. NaN = not
     /// measured (a batch size timed after another in the same process is not fresh).

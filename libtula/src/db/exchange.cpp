@@ -129,7 +129,7 @@ std::string ProfileDb::export_json(const std::string& workload) const {
         Stmt s(db_, path_,
                (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
                 (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
-                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + (schema_ >= 8 ? ", hardware_class" : ", ''") +
+                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
                 " FROM compute_profile " +
                 (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
                    .c_str());
@@ -140,7 +140,7 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                           {"created", s.dbl(6)}, {"ranks", s.i64(7)},
                           {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))},
                           {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))},
-                          {"hardware_class", s.text(10)}});
+                          {"hardware_class", s.text(10)}, {"ranks_per_node", s.i64(11)}});
     }
     doc["compute"] = std::move(cs);
     ExJson as = ExJson::array();
@@ -252,6 +252,10 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         if (version >= 8 && jc[i].contains("hardware_class"))  // optional: missing = "", unknown class
             c.s.hardware_class = r.text("hardware_class", false);
+        if (version >= 8 && jc[i].contains("ranks_per_node")) {  // optional: missing = 1
+            c.s.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
+            if (c.s.ranks % c.s.ranks_per_node != 0) r.bad("ranks must be a multiple of ranks_per_node");
+        }
         cs.push_back(c);
     }
     std::vector<ImportedAllreduce> as;
@@ -327,19 +331,21 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     for (const auto& c : cs) {
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM compute_profile WHERE workload = ? AND host = ? AND local_batch = ? AND "
-               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ? AND hardware_class = ?");
+               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ? AND hardware_class = ? AND ranks_per_node = ?");
         q.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
-                   c.s.ranks, c.s.hardware_class);
+                   c.s.ranks, c.s.hardware_class, c.s.ranks_per_node);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
         Stmt s(db_, path_,
                "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
-               "ranks, startup_seconds, synced_seconds_per_iter, hardware_class) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "ranks, startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         s.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
                    c.s.ranks);
         s.bind(11, c.s.hardware_class);
+        s.bind(12, c.s.ranks_per_node);
         if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
         if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
         s.run();

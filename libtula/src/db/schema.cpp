@@ -112,10 +112,11 @@ PRAGMA user_version = 7;
 
 // Migration 7 -> 8: the hardware class (tula.conf's `hardware_class` of the partition) a compute
 // point, an allreduce point and a run were measured on (old rows: '' = unknown class, planned as
-// any class's), and the ranks per node of a run, whose `nodes` is now the node count (old rows
-// ran one rank per node: 1).
+// any class's), and the ranks per node of a compute point timed by several ranks at once and of
+// a run, whose `nodes` is now the node count (old rows ran one rank per node: 1).
 constexpr const char* kMigrateV7toV8 = R"SQL(
 ALTER TABLE compute_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE compute_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE allreduce_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
 ALTER TABLE run ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
 ALTER TABLE run ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;

@@ -241,16 +241,19 @@ std::vector<Workload> ProfileDb::workloads() const {
 }
 
 void ProfileDb::add_compute(const ComputeSample& c) {
-    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.ranks < 1 || c.iters < 0 ||
+    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.ranks < 1 || c.ranks_per_node < 1 ||
+        c.ranks % c.ranks_per_node != 0 || c.iters < 0 ||
         !std::isfinite(c.seconds_per_iter) || c.seconds_per_iter <= 0)
         throw Error("profile database " + path_ + ": refusing an invalid compute sample (workload '" + c.workload +
                     "', local batch " + std::to_string(c.local_batch) + ", " + std::to_string(c.ranks) + " rank(s), " +
                     std::to_string(c.seconds_per_iter) + " s/iter)");
     Stmt s(db_, path_,
            "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
-           "startup_seconds, synced_seconds_per_iter, hardware_class) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, now_seconds(), c.ranks);
     s.bind(11, c.hardware_class);
+    s.bind(12, c.ranks_per_node);
     if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
     if (std::isfinite(c.synced_seconds_per_iter) && c.synced_seconds_per_iter > 0)
         s.bind(10, c.synced_seconds_per_iter);  // else NULL
@@ -264,7 +267,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
     const std::string sql = std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, ") +
                             (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
                             (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") +
-                            (schema_ >= 8 ? ", hardware_class" : ", ''") + " FROM compute_profile " +
+                            (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") + " FROM compute_profile " +
                             (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
     Stmt s(db_, path_, sql.c_str());
     if (!workload.empty()) s.bind(1, workload);
@@ -275,6 +278,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         if (!s.is_null(7)) c.startup_seconds = s.dbl(7);
         if (!s.is_null(8)) c.synced_seconds_per_iter = s.dbl(8);
         c.hardware_class = s.text(9);
+        c.ranks_per_node = std::max(1, static_cast<int>(s.i64(10)));
         out.push_back(std::move(c));
     }
     return out;

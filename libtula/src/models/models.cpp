@@ -113,22 +113,28 @@ double ComputeModel::startup_seconds(double b) const {
 
 void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
     std::map<int, std::map<int, std::vector<double>>> by;  // ranks -> local batch -> seconds
+    std::map<int, std::map<int, std::map<int, std::vector<double>>>> on_node;  // R -> ranks -> b -> seconds
     for (const auto& s : together) {
         if (s.local_batch < 1 || !std::isfinite(s.seconds_per_iter) || s.seconds_per_iter <= 0)
             throw Error("compute profile of " + s.workload + " has a sample of " + std::to_string(s.ranks) +
                         " ranks at once with local batch " + std::to_string(s.local_batch) + " and " +
                         std::to_string(s.seconds_per_iter) + " s/iter; the batch must be >= 1 and the time > 0");
-        by[s.ranks][s.local_batch].push_back(s.seconds_per_iter);
+        if (s.ranks_per_node > 1) on_node[s.ranks_per_node][s.ranks][s.local_batch].push_back(s.seconds_per_iter);
+        else by[s.ranks][s.local_batch].push_back(s.seconds_per_iter);
     }
-    concurrent.clear();
-    for (const auto& [k, batches] : by) {
+    auto ratio_knots = [&](const std::map<int, std::vector<double>>& batches) {
         std::vector<std::pair<double, double>> knots;
         for (const auto& [b, times] : batches) knots.emplace_back(b, median(times) / seconds_per_iter(b));
-        concurrent[k] = std::move(knots);
-    }
+        return knots;
+    };
+    concurrent.clear();
+    for (const auto& [k, batches] : by) concurrent[k] = ratio_knots(batches);
+    concurrent_on_node.clear();
+    for (const auto& [r, counts] : on_node)
+        for (const auto& [k, batches] : counts) concurrent_on_node[r][k] = ratio_knots(batches);
     std::map<int, std::map<int, std::vector<double>>> sync;  // ranks -> local batch -> synced seconds
     for (const auto& s : together)
-        if (std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
+        if (s.ranks_per_node <= 1 && std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
             sync[s.ranks][s.local_batch].push_back(s.synced_seconds_per_iter);
     synced.clear();
     for (const auto& [k, batches] : sync)
@@ -158,6 +164,16 @@ double ComputeModel::synced_factor_at(const std::map<int, std::vector<std::pair<
 double ComputeModel::concurrency_factor(int nodes, double b) const {
     const int k = profiled_count(concurrent, nodes);
     return k == 0 ? 1.0 : TimeCalibration::curve_at(concurrent.at(k), b);
+}
+
+double ComputeModel::concurrency_at(int nodes, int ranks_per_node, double b) const {
+    const int R = std::max(1, ranks_per_node);
+    if (R > 1) {
+        const auto it = concurrent_on_node.find(R);
+        const int k = it == concurrent_on_node.end() ? 0 : profiled_count(it->second, nodes * R);
+        if (k > 0) return TimeCalibration::curve_at(it->second.at(k), b);
+    }
+    return concurrency_factor(nodes * R, b);
 }
 
 double ComputeModel::seconds_per_iter(double b) const {
@@ -376,7 +392,8 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
             std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
-        q.compute_seconds = compute.seconds_per_iter(r->local_batch(), r->ranks());
+        q.compute_seconds =
+            compute.seconds_per_iter(r->local_batch()) * compute.concurrency_at(r->nodes, r->ranks_per_node, r->local_batch());
         q.comm_seconds = hierarchical_allreduce_seconds(allreduce, r->nodes, r->ranks_per_node, grad_bytes, intra_bandwidth);
         q.measured_seconds = steady_seconds(*r, compute) / n_iter;
         q.nodes = r->nodes;

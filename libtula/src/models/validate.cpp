@@ -47,7 +47,7 @@ bool usable_run(const RunRecord& run) {
 IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const AllreduceModel* am, double D,
                              double grad_bytes) {
     IterationSample q;
-    q.compute_seconds = cm.seconds_per_iter(run.local_batch(), run.ranks());
+    q.compute_seconds = cm.seconds_per_iter(run.local_batch()) * cm.concurrency_at(run.nodes, run.ranks_per_node, run.local_batch());
     q.comm_seconds = hierarchical_allreduce_seconds(am, run.nodes, run.ranks_per_node, grad_bytes, 0.0);
     q.nodes = run.nodes;
     q.ranks_per_node = std::max(1, run.ranks_per_node);
@@ -204,7 +204,7 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
         const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
         const double b = run.local_batch();
-        const double h = cm.interval(b, level) * cm.concurrency_factor(run.ranks(), b);  // as the compute part
+        const double h = cm.interval(b, level) * cm.concurrency_at(run.nodes, run.ranks_per_node, b);  // as the compute part
         const double n_it = std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs;
         RunCheck c;
         c.job_id = run.job_id;

@@ -121,8 +121,8 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.global_batch = B;
             c.local_batch = b;
             c.scaled_from = t.scaled_from;
-            // 1 unless `ranks` ranks were profiled at once
-            const double conc = compute.concurrency_factor(ranks, b);
+            // 1 unless ranks were profiled at once (R per node, when such a profile exists)
+            const double conc = compute.concurrency_at(K, R, b);
             const double tc = f * compute.seconds_per_iter(b) * conc;
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
             const double cal = step_time_factor(req.calibration, synced, K, R, b, &c.synced_profile);
