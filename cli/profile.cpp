@@ -40,6 +40,7 @@ struct ComputeOptions {
     CommonOptions common;
     JobOptions job;
     std::vector<int> nodes;      // also measure with K ranks at once, one job per K (--nodes)
+    int ranks_per_node = 1;      // ranks on each node of those jobs (--ranks-per-node)
     std::string workload;
     std::vector<int> batch_sizes{16, 24, 32, 48, 64, 96, 128, 192, 256};
     int iters = 10;   // timed iterations per tula-train run
@@ -120,12 +121,14 @@ std::string this_host() {
     return h;
 }
 
-// Compute samples of `workload` in `db`; with ranks > 0 only those of that many ranks at once.
-size_t count_compute(const std::string& db, const std::string& workload, int ranks = 0) {
+// Compute samples of `workload` in `db`; with ranks > 0 only those of that many ranks at once,
+// `per_node` of them on each node.
+size_t count_compute(const std::string& db, const std::string& workload, int ranks = 0, int per_node = 1) {
     auto d = open_existing(db);
     if (!d) return 0;
     size_t n = 0;
-    for (const auto& c : d->compute_samples(workload)) n += (ranks == 0 || c.ranks == ranks);
+    for (const auto& c : d->compute_samples(workload))
+        n += (ranks == 0 || (c.ranks == ranks && c.ranks_per_node == per_node));
     return n;
 }
 
@@ -214,9 +217,13 @@ int run_compute(const ComputeOptions& o) {
     if (o.batch_sizes.empty()) throw UsageError("--batch-sizes: give at least one local batch size");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) throw UsageError("--batch-sizes: " + std::to_string(b) + " is not in 1..65536");
+    const int lowest = o.ranks_per_node > 1 ? 1 : 2;  // R ranks sharing one node are a profile of their own
     for (int k : o.nodes)
-        if (k < 2 || k > 100000)
-            throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (ranks at once on 1 node is the plain profile)");
+        if (k < lowest || k > 100000)
+            throw UsageError("--nodes: " + std::to_string(k) + " is not in " + std::to_string(lowest) + "..100000" +
+                             (lowest == 2 ? " (ranks at once on 1 node is the plain profile; with --ranks-per-node R "
+                                            "1 node is allowed)"
+                                          : ""));
     const std::string db = write_db_path(o.common);
     const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
     const std::string trainer = find_trainer(o.trainer);
@@ -315,7 +322,7 @@ int run_compute(const ComputeOptions& o) {
                     bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
     }
     const double secs = since(t0);
-    if (!o.nodes.empty()) run_compute_together(o, model, dataset, trainer, db, writer);
+    if (!o.nodes.empty() || o.ranks_per_node > 1) run_compute_together(o, model, dataset, trainer, db, writer);
 
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<ComputeSample> all = d.compute_samples(o.workload);
@@ -498,16 +505,18 @@ std::string job_output(const std::string& file, const std::string& prefix, size_
 // clears, SIGINT/SIGTERM) or records nothing.
 void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out_dir, int k, size_t i, size_t n,
                      const std::string& trainer, const std::string& args, const std::string& db,
-                     const std::function<size_t()>& count, const std::optional<std::string>& job_class) {
+                     const std::function<size_t()>& count, const std::optional<std::string>& job_class, int per_node) {
     const size_t before = count();
-    const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
-                             " --map-by node --bind-to none " + shell_quote(trainer) + " " + args;
-    const std::string out = out_dir.path + "/" + kind + "-" + std::to_string(k) + "-nodes.out";
+    const std::string map = per_node > 1 ? "ppr:" + std::to_string(per_node) + ":node" : std::string("node");
+    const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k * per_node) +
+                             " --map-by " + map + " --bind-to none " + shell_quote(trainer) + " " + args;
+    const std::string shape = std::to_string(k) + (per_node > 1 ? "x" + std::to_string(per_node) : std::string());
+    const std::string out = out_dir.path + "/" + kind + "-" + shape + "-nodes.out";
     out_dir.files.push_back(out);
     // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
-    const std::string name = "tula-profile-" + kind + "-" + std::to_string(::getpid()) + "-" + std::to_string(k);
-    std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k), "--ntasks-per-node=1",
-                                     "-J", name, "-o", out, "-t", jo.time};
+    const std::string name = "tula-profile-" + kind + "-" + std::to_string(::getpid()) + "-" + shape;
+    std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k),
+                                     "--ntasks-per-node=" + std::to_string(per_node), "-J", name, "-o", out, "-t", jo.time};
     if (!jo.partition.empty()) {
         argv.push_back("-p");
         argv.push_back(jo.partition);
@@ -537,35 +546,44 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
     std::fputs(job_output(out, "  | ", 40).c_str(), stdout);
     if (after <= before)
         throw Error("the job on " + nodes_phrase(k) + " finished but recorded no " + kind + " samples for " +
-                    std::to_string(k) + " nodes in " + db + " (is " + db + " on a file system the job's first node can write?)");
+                    std::to_string(k) + " nodes" + (per_node > 1 ? " of " + std::to_string(per_node) + " ranks" : "") +
+                    " in " + db + " (is " + db + " on a file system the job's first node can write?)");
 }
 
-// tula profile compute --nodes: for each K, one job on K nodes in which all K ranks time the
-// --batch-sizes at once (tula-train --profile-compute under mpirun -np K; --rounds rounds in
-// the one job, interleaved across the batch sizes as on this node, so that a slow phase of the
-// shared host spoils one sample per batch size rather than all; the slowest rank's time),
-// recorded with ranks = K. A K whose samples the database already has at every batch size is
+// tula profile compute --nodes: for each K, one job on K nodes in which all K R ranks (R =
+// --ranks-per-node, R on each node) time the --batch-sizes at once (tula-train
+// --profile-compute under mpirun -np K*R; --rounds rounds in the one job, interleaved across
+// the batch sizes as on this node, so that a slow phase of the shared host spoils one sample
+// per batch size rather than all; the slowest rank's time), recorded with ranks = K R and
+// ranks_per_node = R. A K whose samples the database already has at every batch size is
 // skipped unless --force.
 void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
                           const std::string& trainer, const std::string& db, DbWriter& writer) {
+    const int R = o.ranks_per_node;
+    // --ranks-per-node without --nodes: R ranks on 1 node
+    const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
     std::vector<int> todo, done;
     {
         auto d = open_existing(db);
         const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
-        for (int k : o.nodes) {
+        for (int k : nodes) {
             if (std::find(todo.begin(), todo.end(), k) != todo.end() || std::find(done.begin(), done.end(), k) != done.end())
                 continue;
             bool all = true;
             for (int b : o.batch_sizes) {
                 bool f = false;
-                for (const auto& c : have) f = f || (c.ranks == k && c.local_batch == b);
+                for (const auto& c : have) f = f || (c.ranks == k * R && c.ranks_per_node == R && c.local_batch == b);
                 all = all && f;
             }
             (all && !o.force ? done : todo).push_back(k);
         }
     }
-    std::printf("profile compute: %s ranks at once (one per node, the slowest rank's time), one job per node count\n",
-                join_ints(o.nodes).c_str());
+    if (R > 1)
+        std::printf("profile compute: %s node(s) of %d ranks each at once (the slowest rank's time), one job per node count\n",
+                    join_ints(nodes).c_str(), R);
+    else
+        std::printf("profile compute: %s ranks at once (one per node, the slowest rank's time), one job per node count\n",
+                    join_ints(nodes).c_str());
     if (!done.empty())
         std::printf("profile compute: skipping node count%s %s, already measured at every batch size (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
@@ -581,7 +599,7 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
                            std::to_string(o.iters) + " --db " + shell_quote(wdb);
         if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_compute(wdb, o.workload, k); }, job_class);
+                        [&] { return count_compute(wdb, o.workload, k * R, R); }, job_class, R);
         writer.done();
     }
 }
@@ -647,7 +665,7 @@ int run_allreduce(const AllreduceOptions& o) {
         if (!size_list.empty()) args += " --sizes " + size_list;
         if (!model.empty()) args += " --model " + shell_quote(model);
         run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_allreduce(wdb, k); }, job_class);
+                        [&] { return count_allreduce(wdb, k); }, job_class, 1);
         writer.done();
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
@@ -722,6 +740,12 @@ void add_profile_command(CLI::App& app, Action* action) {
         ->delimiter(',')
         ->type_name("K,...");
     add_job_options(comp, &c->job);
+    comp->add_option("--ranks-per-node", c->ranks_per_node,
+                     "with --nodes: R ranks on each node of those jobs (mpirun -np K*R, R per node), what R ranks "
+                     "sharing a node cost each other; without --nodes: one job on 1 node")
+        ->type_name("R")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
     comp->add_flag("--force", c->force, "measure again the local batches (and --nodes counts) the database already has");
     comp->callback([c, action] { *action = [c] { return run_compute(*c); }; });
 

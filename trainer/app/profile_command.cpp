@@ -142,10 +142,10 @@ int list_models(const Options& o) {
 }
 
 // --profile-compute: seconds per training step at each --batch-sizes local batch. On one
-// rank it times alone. Under mpirun -np K (one rank per node of a K-node job) every rank
+// rank it times alone. Under mpirun -np P (P ranks, R of them on each node) every rank
 // times the same steps at the same time, every step started together, and the mean of each
-// step's slowest rank is recorded with ranks = K (ComputeSample): what a synchronous
-// step of K nodes waits for when they share hardware. Rank 0 writes the samples.
+// step's slowest rank is recorded with ranks = P and ranks_per_node = R (ComputeSample): what
+// a synchronous step waits for when its ranks share hardware. Rank 0 writes the samples.
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const std::string wl = tula::workload_name(o.model, data_name(o));
@@ -223,6 +223,7 @@ int profile_compute(const Options& o, Comm& comm) {
         c.seconds_per_iter = s;
         c.iters = timed;
         c.ranks = ranks;
+        c.ranks_per_node = comm.ranks_per_node() > 0 && ranks % comm.ranks_per_node() == 0 ? comm.ranks_per_node() : 1;
         c.startup_seconds = startup;
         c.synced_seconds_per_iter = synced;
         c.hardware_class = hardware_class;
