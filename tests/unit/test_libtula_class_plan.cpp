@@ -44,21 +44,6 @@ std::vector<tula::ComputeSample> together_rows(int ranks, int per_node, double f
     return out;
 }
 
-// Exact ring-allreduce rows of class `cls` on 2-4 nodes: 2 (K-1) alpha + 2 (K-1)/K n beta seconds.
-std::vector<tula::AllreduceSample> ring_rows(const std::string& cls, double alpha, double beta) {
-    std::vector<tula::AllreduceSample> out;
-    for (int k : {2, 3, 4})
-        for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
-            tula::AllreduceSample a;
-            a.nodes = k;
-            a.bytes = n;
-            a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
-            a.hardware_class = cls;
-            out.push_back(a);
-        }
-    return out;
-}
-
 template <class T>
 std::vector<T> join(std::vector<T> a, const std::vector<T>& b) {
     a.insert(a.end(), b.begin(), b.end());
@@ -103,7 +88,7 @@ public:
     // rows alone (no scaling, no mixing), so the two differ.
     void test_two_classes_each_from_its_own() {
         const auto compute = join(linear_rows("old", 4e-3, 3e-4), linear_rows("new", 1e-3, 5e-5));
-        const auto allreduce = join(ring_rows("old", 1e-4, 2e-9), ring_rows("new", 2e-5, 2.5e-10));
+        const auto allreduce = join(ring_samples(1e-4, 2e-9, "old"), ring_samples(2e-5, 2.5e-10, "new"));
         const tula::Config cfg = tula::parse_config(kTwo);
         std::vector<std::string> warnings;
         const auto fits = tula::fit_classes(cfg, compute, allreduce, &warnings);
@@ -139,7 +124,7 @@ public:
     void test_unknown_class_fallback() {
         const auto own = linear_rows("old", 4e-3, 3e-4);
         const auto unknown = linear_rows("", 2e-3, 1e-4);
-        const auto ar_old = ring_rows("old", 1e-4, 2e-9), ar_unknown = ring_rows("", 3e-5, 5e-10);
+        const auto ar_old = ring_samples(1e-4, 2e-9, "old"), ar_unknown = ring_samples(3e-5, 5e-10, "");
         const tula::Config cfg = tula::parse_config(kTwo);
         const auto fits = tula::fit_classes(cfg, join(own, unknown), join(ar_old, ar_unknown), nullptr);
         CPPUNIT_ASSERT(fits.at("old").own);
