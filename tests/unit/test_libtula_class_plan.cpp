@@ -81,6 +81,7 @@ class LibtulaClassPlanTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_unknown_class_fallback);
     CPPUNIT_TEST(test_run_shape_calibrates_its_candidate);
     CPPUNIT_TEST(test_ranks_per_node_compute_profile);
+    CPPUNIT_TEST(test_run_checked_against_its_class);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -229,6 +230,32 @@ public:
         const tula::Plan p = tula::make_site_plan(request(workload(61706, 60000), 1, 2, 2, {256}), ts);
         CPPUNIT_ASSERT_EQUAL(size_t(1), p.candidates.size());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * (t0 + t1 * 64), p.candidates[0].iter_seconds, 1e-12);
+    }
+
+    // The online refit checks a run against the profile of its own class: a 1-node run of class
+    // "new" at batch 64 is predicted floor(60000 / 64) x (t0 + t1 64) from the "new" rows; one of
+    // unknown class from all rows together, which differs.
+    void test_run_checked_against_its_class() {
+        TempDir d;
+        const std::string path = d / "p.db";
+        {
+            auto db = lenet5_db(path);
+            for (const auto& c : join(linear_rows("old", 4e-3, 3e-4), linear_rows("new", 1e-3, 5e-5))) db.add_compute(c);
+            tula::RunRecord r = tula_test::run_record("7", "lenet5@fashion-mnist", 1, 64, 1, 3.0, 1700000000);
+            r.hardware_class = "new";
+            db.add_run(r);
+            r.job_id = "8";
+            r.hardware_class = "";
+            db.add_run(r);
+        }
+        const auto runs = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadOnly).runs();
+        const double want = std::floor(60000.0 / 64) * (1e-3 + 5e-5 * 64);
+        for (const auto& r : runs) {
+            const auto c = tula::check_recorded_run({path}, r, nullptr);
+            CPPUNIT_ASSERT_MESSAGE(r.job_id, c.has_value());
+            if (r.job_id == "7") CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c->predicted_seconds, 1e-9 * want);
+            else CPPUNIT_ASSERT(std::fabs(c->predicted_seconds - want) > 0.1 * want);
+        }
     }
 };
 

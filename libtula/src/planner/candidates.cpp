@@ -228,20 +228,13 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
     const std::vector<PartitionConf> parts = cfg.site_partitions();
     const bool classed = std::any_of(compute.begin(), compute.end(),
                                      [](const ComputeSample& c) { return !c.hardware_class.empty(); });
-    // the rows of class `cls`: every row for "" and, without classes, for the first partition's
+    // the rows of class `cls` (class_rows); without classes every row is the first partition's
     // (none for the others: they are scaled from it, as before classes were recorded)
     auto rows_of = [&](const auto& rows, const std::string& cls, bool* own) {
-        std::remove_const_t<std::remove_reference_t<decltype(rows)>> mine, unknown;
         *own = true;
-        if (cls.empty() || (!classed && cls == parts.front().hardware_class)) return rows;
-        if (!classed) return mine;
-        for (const auto& r : rows) {
-            if (r.hardware_class == cls) mine.push_back(r);
-            else if (r.hardware_class.empty()) unknown.push_back(r);
-        }
-        if (!mine.empty()) return mine;
-        *own = false;
-        return unknown;
+        if (!classed && cls == parts.front().hardware_class) return rows;
+        if (!classed && !cls.empty()) return std::remove_const_t<std::remove_reference_t<decltype(rows)>>{};
+        return planner_detail::class_rows(rows, cls, own);
     };
     std::map<std::string, ClassFit> fits;
     for (const PartitionConf& p : parts) {

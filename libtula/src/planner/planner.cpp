@@ -85,9 +85,31 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const std::vector
     }
 }
 
-}  // namespace
-
-namespace {
+// check_runs for the runs of each hardware class against that class's profile rows
+// (planner_detail::class_rows; the runs of unknown class against every row, as before classes
+// were recorded), newest first over all classes, at most `max_checked`. Errors: tula::Error
+// from check_runs when there is one class and its compute fit fails; a class whose fit fails
+// among several is left unchecked.
+std::vector<RunCheck> check_runs_by_class(const Workload& w, const std::vector<ComputeSample>& compute,
+                                          const std::vector<AllreduceSample>& allreduce,
+                                          const std::vector<RunRecord>& runs, size_t max_checked, double level,
+                                          const std::string& job_id = "") {
+    std::map<std::string, std::vector<RunRecord>> by_class;
+    for (const RunRecord& r : runs) by_class[r.hardware_class].push_back(r);
+    std::vector<RunCheck> out;
+    for (const auto& [cls, rs] : by_class) {
+        try {
+            for (RunCheck& c : check_runs(w, planner_detail::class_rows(compute, cls),
+                                          planner_detail::class_rows(allreduce, cls), rs, max_checked, level, job_id))
+                out.push_back(std::move(c));
+        } catch (const Error&) {
+            if (by_class.size() == 1) throw;
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const RunCheck& a, const RunCheck& b) { return a.created > b.created; });
+    if (out.size() > max_checked) out.resize(max_checked);
+    return out;
+}
 
 }  // namespace
 
@@ -658,7 +680,8 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     }
     // Online refit: the newest runs checked against the interval of the models without them.
     try {
-        for (auto& c : check_runs(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns, req.interval_level))
+        for (auto& c : check_runs_by_class(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns,
+                                           req.interval_level))
             if (c.flagged)
                 for (Plan& p : plans) p.flagged_runs.push_back(c);
     } catch (const Error&) {
@@ -696,7 +719,8 @@ std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_pa
     try {
         // Only the run's own job id is checked; the newest such run is the one asked for
         // unless `run` itself is older (then it is matched by its creation time).
-        for (auto& c : check_runs(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95, run.job_id))
+        for (auto& c : check_runs_by_class(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95,
+                                           run.job_id))
             if (c.created == run.created) return c;
     } catch (const Error&) {
         return std::nullopt;
