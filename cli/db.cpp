@@ -210,6 +210,8 @@ int run_show(const ShowOptions& o) {
             Json x;
             x["local_batch"] = c.local_batch;
             x["ranks"] = c.ranks;
+            x["ranks_per_node"] = c.ranks_per_node;
+            x["hardware_class"] = c.hardware_class;  // "" = unknown
             x["startup_seconds"] = std::isfinite(c.startup_seconds) ? Json(c.startup_seconds) : Json(nullptr);
             x["seconds_per_iter"] = c.seconds_per_iter;
             x["synced_seconds_per_iter"] =
@@ -261,19 +263,26 @@ int run_show(const ShowOptions& o) {
     if (!compute.empty()) {
         Table t;
         t.header = {"local batch", "ranks", "ms/iter", "fit ms/iter", "synced ms/iter", "images/s", "iters", "start-up s",
-                    "threads", "host", "database"};
-        t.right = {true, true, true, true, true, true, true, true, true, false, false};
+                    "threads", "class", "host", "database"};
+        t.right = {true, true, true, true, true, true, true, true, true, false, false, false};
         for (const auto& [c, path] : compute)
-            t.rows.push_back({std::to_string(c.local_batch), std::to_string(c.ranks),
+            t.rows.push_back({std::to_string(c.local_batch),
+                              std::to_string(c.ranks) +
+                                  (c.ranks_per_node > 1 ? " (" + std::to_string(c.ranks_per_node) + "/node)" : ""),
                               format_number("%.3f", c.seconds_per_iter * 1e3),
-                              cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch, c.ranks) * 1e3) : "-",
+                              cm ? format_number("%.3f", cm->seconds_per_iter(c.local_batch) *
+                                                             cm->concurrency_at(c.ranks / c.ranks_per_node,
+                                                                                c.ranks_per_node, c.local_batch) *
+                                                             1e3)
+                                 : "-",
                               std::isfinite(c.synced_seconds_per_iter)
                                   ? format_number("%.3f", c.synced_seconds_per_iter * 1e3)
                                   : "-",
                               c.seconds_per_iter > 0 ? format_number("%.0f", c.local_batch / c.seconds_per_iter) : "-",
                               std::to_string(c.iters),
                               std::isfinite(c.startup_seconds) ? format_number("%.3f", c.startup_seconds) : "-",
-                              std::to_string(c.threads), c.host, path});
+                              std::to_string(c.threads), c.hardware_class.empty() ? "-" : c.hardware_class, c.host,
+                              path});
         std::fputs(render_table(t).c_str(), stdout);
     }
     if (cm)
@@ -301,12 +310,15 @@ int run_show(const ShowOptions& o) {
     std::printf("\n%s (%zu):\n", bold("runs", colour).c_str(), runs.size());
     if (!runs.empty()) {
         Table t;
-        t.header = {"job", "finished", "nodes", "global batch", "epochs", "predicted", "measured", "error",
+        t.header = {"job", "finished", "nodes", "class", "global batch", "epochs", "predicted", "measured", "error",
                     "test accuracy"};
-        t.right = {false, false, true, true, true, true, true, true, true};
+        t.right = {false, false, true, false, true, true, true, true, true, true};
         for (const auto& [r, path] : runs) {
             const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
-            t.rows.push_back({r.job_id.empty() ? "-" : r.job_id, format_time(r.created), std::to_string(r.nodes),
+            t.rows.push_back({r.job_id.empty() ? "-" : r.job_id, format_time(r.created),
+                              std::to_string(r.nodes) +
+                                  (r.ranks_per_node > 1 ? " x " + std::to_string(r.ranks_per_node) + " ranks" : ""),
+                              r.hardware_class.empty() ? "-" : r.hardware_class,
                               std::to_string(r.global_batch), std::to_string(r.epochs),
                               r.predicted_seconds > 0 ? format_number("%.1f s", r.predicted_seconds) : "-",
                               format_number("%.1f s", r.measured_seconds),

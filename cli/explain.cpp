@@ -26,9 +26,11 @@ std::string seconds_text(double s) {
 
 void print_run(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
     const bool colour = stdout_colour();
-    std::printf("%s: %s on %s, global batch %d (local batch %d), %d epoch%s\n",
+    const std::string per_node = r.ranks_per_node > 1 ? " x " + std::to_string(r.ranks_per_node) + " ranks" : "";
+    std::printf("%s: %s on %s%s, global batch %d (local batch %d), %d epoch%s\n",
                 bold("job " + r.job_id, colour).c_str(), r.workload.c_str(), nodes_phrase(r.nodes).c_str(),
-                r.global_batch, r.nodes > 0 ? r.global_batch / r.nodes : 0, r.epochs, r.epochs == 1 ? "" : "s");
+                per_node.c_str(), r.global_batch, r.ranks() > 0 ? r.global_batch / r.ranks() : 0, r.epochs,
+                r.epochs == 1 ? "" : "s");
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
     Table t;
     t.right = {false, false};

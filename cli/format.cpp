@@ -158,10 +158,12 @@ Json plan_json(const PlanReport& r) {
     j["time_calibration_multi_node_runs"] = r.plan.calibration.runs_multi;
     // the multi-node ratio curve over the local batch ([local batch, factor] knots; empty: the median serves)
     j["time_calibration_multi_node_curve"] = r.plan.calibration.curve_multi;
-    // per node count with runs of its own: what a candidate on exactly that many nodes uses
+    // per shape with runs of its own: what a candidate of exactly that shape uses; keyed "K" for
+    // K nodes of one rank, "KxR" for K nodes of R ranks each
     nlohmann::json by_nodes = nlohmann::json::object();
     for (const auto& [k, g] : r.plan.calibration.by_nodes)
-        by_nodes[std::to_string(k)] = {{"factor", g.factor}, {"runs", g.runs}, {"curve", g.curve}};
+        by_nodes[std::to_string(k.first) + (k.second > 1 ? "x" + std::to_string(k.second) : "")] = {
+            {"factor", g.factor}, {"runs", g.runs}, {"curve", g.curve}};
     j["time_calibration_by_nodes"] = by_nodes;
     j["watts_per_node"] = r.watts_per_node;
     j["time_margin"] = r.time_margin;
@@ -234,7 +236,7 @@ Json run_check_json(const RunCheck& c) {
 
 Json run_json(const RunRecord& r) {
     Json j = {{"id", r.id}, {"job_id", r.job_id}, {"workload", r.workload}, {"nodes", r.nodes},
-              {"global_batch", r.global_batch}, {"epochs", r.epochs}, {"predicted_seconds", r.predicted_seconds},
+              {"ranks_per_node", r.ranks_per_node}, {"global_batch", r.global_batch}, {"epochs", r.epochs}, {"predicted_seconds", r.predicted_seconds},
               {"measured_seconds", r.measured_seconds}};
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
     j["error_percent"] = e ? Json(*e) : Json(nullptr);
@@ -243,6 +245,7 @@ Json run_json(const RunRecord& r) {
     j["noise_scale"] = r.noise_scale > 0 ? Json(r.noise_scale) : Json(nullptr);  // B_simple, examples
     j["noise_observations"] = r.noise_observations;
     j["optimizer"] = r.optimizer;  // "" = not recorded (before schema version 7)
+    j["hardware_class"] = r.hardware_class;  // "" = unknown (before schema version 8)
     j["epoch_seconds"] = r.epoch_seconds;
     j["epoch_train_loss"] = r.epoch_train_loss;
     j["epoch_test_accuracy"] = r.epoch_test_accuracy;
@@ -256,8 +259,9 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
         {"job_id", r.job_id},
         {"workload", r.workload},
         {"nodes", std::to_string(r.nodes)},
+        {"ranks_per_node", std::to_string(r.ranks_per_node)},
         {"global_batch", std::to_string(r.global_batch)},
-        {"local_batch", r.nodes > 0 ? std::to_string(r.global_batch / r.nodes) : ""},
+        {"local_batch", r.ranks() > 0 ? std::to_string(r.global_batch / r.ranks()) : ""},
         {"epochs", std::to_string(r.epochs)},
         {"measured_seconds", format_number("%.1f", r.measured_seconds)},
         {"predicted_seconds", format_number("%.1f", r.predicted_seconds)},

@@ -32,12 +32,15 @@ struct JobOptions {
     std::string time = "10";     // Slurm time limit of each measuring job
     std::string output_dir;      // where job output files go (default: a temporary directory)
     int timeout = 600;           // seconds each job may take from submission to its end
+    std::string hardware_class;  // --hardware-class: the class tula-train records
+    bool class_given = false;    // --hardware-class was given
 };
 
 struct ComputeOptions {
     CommonOptions common;
     JobOptions job;
     std::vector<int> nodes;      // also measure with K ranks at once, one job per K (--nodes)
+    int ranks_per_node = 1;      // ranks on each node of those jobs (--ranks-per-node)
     std::string workload;
     std::vector<int> batch_sizes{16, 24, 32, 48, 64, 96, 128, 192, 256};
     int iters = 10;   // timed iterations per tula-train run
@@ -74,6 +77,34 @@ std::string find_trainer(const std::string& given) {
                 " or in $PATH; build it (make) or pass --trainer PATH");
 }
 
+// The hardware class tula-train records its samples under (its TULA_HARDWARE_CLASS): --hardware-class;
+// else the class of the partition the measuring runs are in, looked up in tula.conf's sections
+// (partition_class): for the jobs their --partition when it names one partition, for the runs
+// on this node this job's $SLURM_JOB_PARTITION ("" outside Slurm). nullopt: the jobs run in
+// the cluster's default partition, which tula-train looks up from its own $SLURM_JOB_PARTITION.
+// Errors: UsageError for a --hardware-class that is not a class name; tula::Error when tula.conf
+// cannot be read.
+std::optional<std::string> profile_class(const JobOptions& jo, const CommonOptions& common, bool jobs) {
+    if (jo.class_given) {
+        if (!jo.hardware_class.empty() && !valid_class_name(jo.hardware_class))
+            throw UsageError("--hardware-class '" + one_line(jo.hardware_class, 64) +
+                             "' is not a class name (1 to 63 letters, digits, '_', '.', '-'; \"\" for the unknown class)");
+        return jo.hardware_class;
+    }
+    const char* env = std::getenv("SLURM_JOB_PARTITION");
+    const std::string part = jobs ? jo.partition : std::string(env ? env : "");
+    if (jobs && (part.empty() || part.find(',') != std::string::npos)) return std::nullopt;
+    if (part.empty()) return std::string();
+    return partition_class(load_cli_config(common).config, part);
+}
+
+// The environment of a tula-train run that records hardware class `cls` (none: inherited).
+EnvSet class_env(const std::optional<std::string>& cls) {
+    EnvSet e;
+    if (cls) e.push_back({"TULA_HARDWARE_CLASS", *cls});
+    return e;
+}
+
 // Opens `db` read-only when it exists and is not empty (nullopt otherwise: a missing file, or
 // the empty staged copy of a system database that did not exist yet, which no job has written
 // so far). Errors: tula::Error when it has content that cannot be read.
@@ -90,12 +121,14 @@ std::string this_host() {
     return h;
 }
 
-// Compute samples of `workload` in `db`; with ranks > 0 only those of that many ranks at once.
-size_t count_compute(const std::string& db, const std::string& workload, int ranks = 0) {
+// Compute samples of `workload` in `db`; with ranks > 0 only those of that many ranks at once,
+// `per_node` of them on each node.
+size_t count_compute(const std::string& db, const std::string& workload, int ranks = 0, int per_node = 1) {
     auto d = open_existing(db);
     if (!d) return 0;
     size_t n = 0;
-    for (const auto& c : d->compute_samples(workload)) n += (ranks == 0 || c.ranks == ranks);
+    for (const auto& c : d->compute_samples(workload))
+        n += (ranks == 0 || (c.ranks == ranks && c.ranks_per_node == per_node));
     return n;
 }
 
@@ -184,15 +217,20 @@ int run_compute(const ComputeOptions& o) {
     if (o.batch_sizes.empty()) throw UsageError("--batch-sizes: give at least one local batch size");
     for (int b : o.batch_sizes)
         if (b < 1 || b > 65536) throw UsageError("--batch-sizes: " + std::to_string(b) + " is not in 1..65536");
+    const int lowest = o.ranks_per_node > 1 ? 1 : 2;  // R ranks sharing one node are a profile of their own
     for (int k : o.nodes)
-        if (k < 2 || k > 100000)
-            throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (ranks at once on 1 node is the plain profile)");
+        if (k < lowest || k > 100000)
+            throw UsageError("--nodes: " + std::to_string(k) + " is not in " + std::to_string(lowest) + "..100000" +
+                             (lowest == 2 ? " (ranks at once on 1 node is the plain profile; with --ranks-per-node R "
+                                            "1 node is allowed)"
+                                          : ""));
     const std::string db = write_db_path(o.common);
     const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
     const std::string trainer = find_trainer(o.trainer);
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
     const size_t before = count_compute(db, o.workload);
+    const std::optional<std::string> local_class = profile_class(o.job, o.common, false);
 
     // Resumable: every batch size is measured in `rounds` tula-train runs of its own, and the
     // rounds are interleaved (all batch sizes once, then again), so that a slow phase of a
@@ -246,7 +284,7 @@ int run_compute(const ComputeOptions& o) {
         std::unique_ptr<FILE, int (*)(FILE*)> cap(std::tmpfile(), std::fclose);
         if (!cap) throw Error(std::string("cannot create a temporary file for tula-train's output: ") + std::strerror(errno));
         ProcessResult r;
-        const pid_t pid = start_process(argv, {}, ::fileno(cap.get()), -1, &r.error);
+        const pid_t pid = start_process(argv, class_env(local_class), ::fileno(cap.get()), -1, &r.error);
         const auto tb = std::chrono::steady_clock::now();
         if (pid >= 0) {
             while (!wait_process(pid, false, &r)) {
@@ -284,7 +322,7 @@ int run_compute(const ComputeOptions& o) {
                     bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
     }
     const double secs = since(t0);
-    if (!o.nodes.empty()) run_compute_together(o, model, dataset, trainer, db, writer);
+    if (!o.nodes.empty() || o.ranks_per_node > 1) run_compute_together(o, model, dataset, trainer, db, writer);
 
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<ComputeSample> all = d.compute_samples(o.workload);
@@ -382,12 +420,15 @@ struct JobOutcome {
 
 // Runs `sbatch --wait ...` (argv) for a job named `name`; watches it with squeue every few
 // seconds and cancels it (scancel -n) when it pends for a reason that never clears or runs
-// longer than `timeout` seconds.
-JobOutcome run_job(const std::vector<std::string>& argv, const std::string& name, int nodes, int timeout) {
+// longer than `timeout` seconds. `env` is set for sbatch (and so for the job) besides TULA_MODE=off.
+JobOutcome run_job(const std::vector<std::string>& argv, const std::string& name, int nodes, int timeout,
+                   const EnvSet& env) {
     JobOutcome o;
     // TULA_MODE=off: the cli_filter must not plan this job (it trains nothing).
     InterruptGuard guard;
-    const pid_t pid = start_process(argv, {{"TULA_MODE", "off"}}, -1, -1, &o.result.error);
+    EnvSet set = env;
+    set.push_back({"TULA_MODE", "off"});
+    const pid_t pid = start_process(argv, set, -1, -1, &o.result.error);
     if (pid < 0) return o;
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -458,21 +499,24 @@ std::string job_output(const std::string& file, const std::string& prefix, size_
 
 // Runs the measuring job number i of n on k nodes (sbatch --wait -N k --ntasks-per-node=1
 // --wrap "mpirun ... -np k --map-by node TRAINER ARGS", one rank per node), prints "profile KIND: i/n K nodes ... TIME, N samples" and the job's output,
-// and checks that `count` (the database's samples of this kind and node count) grew.
+// and checks that `count` (the database's samples of this kind and node count) grew. `job_class`:
+// the hardware class the job's tula-train records (TULA_HARDWARE_CLASS; nullopt: its own lookup).
 // Errors: tula::Error when the job fails, is cancelled (--timeout, a pending reason that never
 // clears, SIGINT/SIGTERM) or records nothing.
 void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out_dir, int k, size_t i, size_t n,
                      const std::string& trainer, const std::string& args, const std::string& db,
-                     const std::function<size_t()>& count) {
+                     const std::function<size_t()>& count, const std::optional<std::string>& job_class, int per_node) {
     const size_t before = count();
-    const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k) +
-                             " --map-by node --bind-to none " + shell_quote(trainer) + " " + args;
-    const std::string out = out_dir.path + "/" + kind + "-" + std::to_string(k) + "-nodes.out";
+    const std::string map = per_node > 1 ? "ppr:" + std::to_string(per_node) + ":node" : std::string("node");
+    const std::string wrap = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(k * per_node) +
+                             " --map-by " + map + " --bind-to none " + shell_quote(trainer) + " " + args;
+    const std::string shape = std::to_string(k) + (per_node > 1 ? "x" + std::to_string(per_node) : std::string());
+    const std::string out = out_dir.path + "/" + kind + "-" + shape + "-nodes.out";
     out_dir.files.push_back(out);
     // A unique job name: squeue and scancel find the job by it while sbatch --wait runs.
-    const std::string name = "tula-profile-" + kind + "-" + std::to_string(::getpid()) + "-" + std::to_string(k);
-    std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k), "--ntasks-per-node=1",
-                                     "-J", name, "-o", out, "-t", jo.time};
+    const std::string name = "tula-profile-" + kind + "-" + std::to_string(::getpid()) + "-" + shape;
+    std::vector<std::string> argv = {"sbatch", "--wait", "--quiet", "-N", std::to_string(k),
+                                     "--ntasks-per-node=" + std::to_string(per_node), "-J", name, "-o", out, "-t", jo.time};
     if (!jo.partition.empty()) {
         argv.push_back("-p");
         argv.push_back(jo.partition);
@@ -484,7 +528,8 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
                 i + 1, n, nodes_phrase(k).c_str());
     std::fflush(stdout);
     const auto t0 = std::chrono::steady_clock::now();
-    const JobOutcome job = run_job(argv, name, k, jo.timeout);
+    // sbatch passes its environment to the job (--export=ALL): tula-train there sees the class
+    const JobOutcome job = run_job(argv, name, k, jo.timeout, class_env(job_class));
     const ProcessResult& r = job.result;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.ok() || !job.why.empty()) {
@@ -501,39 +546,49 @@ void run_profile_job(const std::string& kind, const JobOptions& jo, TempDir& out
     std::fputs(job_output(out, "  | ", 40).c_str(), stdout);
     if (after <= before)
         throw Error("the job on " + nodes_phrase(k) + " finished but recorded no " + kind + " samples for " +
-                    std::to_string(k) + " nodes in " + db + " (is " + db + " on a file system the job's first node can write?)");
+                    std::to_string(k) + " nodes" + (per_node > 1 ? " of " + std::to_string(per_node) + " ranks" : "") +
+                    " in " + db + " (is " + db + " on a file system the job's first node can write?)");
 }
 
-// tula profile compute --nodes: for each K, one job on K nodes in which all K ranks time the
-// --batch-sizes at once (tula-train --profile-compute under mpirun -np K; --rounds rounds in
-// the one job, interleaved across the batch sizes as on this node, so that a slow phase of the
-// shared host spoils one sample per batch size rather than all; the slowest rank's time),
-// recorded with ranks = K. A K whose samples the database already has at every batch size is
+// tula profile compute --nodes: for each K, one job on K nodes in which all K R ranks (R =
+// --ranks-per-node, R on each node) time the --batch-sizes at once (tula-train
+// --profile-compute under mpirun -np K*R; --rounds rounds in the one job, interleaved across
+// the batch sizes as on this node, so that a slow phase of the shared host spoils one sample
+// per batch size rather than all; the slowest rank's time), recorded with ranks = K R and
+// ranks_per_node = R. A K whose samples the database already has at every batch size is
 // skipped unless --force.
 void run_compute_together(const ComputeOptions& o, const std::string& model, const std::string& dataset,
                           const std::string& trainer, const std::string& db, DbWriter& writer) {
+    const int R = o.ranks_per_node;
+    // --ranks-per-node without --nodes: R ranks on 1 node
+    const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
     std::vector<int> todo, done;
     {
         auto d = open_existing(db);
         const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
-        for (int k : o.nodes) {
+        for (int k : nodes) {
             if (std::find(todo.begin(), todo.end(), k) != todo.end() || std::find(done.begin(), done.end(), k) != done.end())
                 continue;
             bool all = true;
             for (int b : o.batch_sizes) {
                 bool f = false;
-                for (const auto& c : have) f = f || (c.ranks == k && c.local_batch == b);
+                for (const auto& c : have) f = f || (c.ranks == k * R && c.ranks_per_node == R && c.local_batch == b);
                 all = all && f;
             }
             (all && !o.force ? done : todo).push_back(k);
         }
     }
-    std::printf("profile compute: %s ranks at once (one per node, the slowest rank's time), one job per node count\n",
-                join_ints(o.nodes).c_str());
+    if (R > 1)
+        std::printf("profile compute: %s node(s) of %d ranks each at once (the slowest rank's time), one job per node count\n",
+                    join_ints(nodes).c_str(), R);
+    else
+        std::printf("profile compute: %s ranks at once (one per node, the slowest rank's time), one job per node count\n",
+                    join_ints(nodes).c_str());
     if (!done.empty())
         std::printf("profile compute: skipping node count%s %s, already measured at every batch size (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
     TempDir out_dir(o.job.output_dir);
+    const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
         const std::string wdb = writer.path();  // the file this job writes
@@ -544,7 +599,7 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
                            std::to_string(o.iters) + " --db " + shell_quote(wdb);
         if (!o.data_dir.empty()) args += " --data-dir " + shell_quote(o.data_dir);
         run_profile_job("compute", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_compute(wdb, o.workload, k); });
+                        [&] { return count_compute(wdb, o.workload, k * R, R); }, job_class, R);
         writer.done();
     }
 }
@@ -564,6 +619,7 @@ int run_allreduce(const AllreduceOptions& o) {
     const std::string trainer = find_trainer(o.trainer);
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
+    const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
     TempDir out_dir(o.job.output_dir);
 
     std::vector<std::string> sizes;
@@ -609,7 +665,7 @@ int run_allreduce(const AllreduceOptions& o) {
         if (!size_list.empty()) args += " --sizes " + size_list;
         if (!model.empty()) args += " --model " + shell_quote(model);
         run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_allreduce(wdb, k); });
+                        [&] { return count_allreduce(wdb, k); }, job_class, 1);
         writer.done();
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
@@ -641,6 +697,11 @@ void add_job_options(CLI::App* app, JobOptions* j) {
         ->capture_default_str();
     app->add_option("--output-dir", j->output_dir, "directory for the jobs' output files (default: a temporary one, removed)")
         ->type_name("DIR");
+    app->add_option("--hardware-class", j->hardware_class,
+                    "hardware class to record the samples under (default: the class tula.conf gives the partition "
+                    "they are measured in, else \"\", the unknown class)")
+        ->type_name("NAME")
+        ->each([j](const std::string&) { j->class_given = true; });
 }
 
 }  // namespace
@@ -679,6 +740,12 @@ void add_profile_command(CLI::App& app, Action* action) {
         ->delimiter(',')
         ->type_name("K,...");
     add_job_options(comp, &c->job);
+    comp->add_option("--ranks-per-node", c->ranks_per_node,
+                     "with --nodes: R ranks on each node of those jobs (mpirun -np K*R, R per node), what R ranks "
+                     "sharing a node cost each other; without --nodes: one job on 1 node")
+        ->type_name("R")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
     comp->add_flag("--force", c->force, "measure again the local batches (and --nodes counts) the database already has");
     comp->callback([c, action] { *action = [c] { return run_compute(*c); }; });
 

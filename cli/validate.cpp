@@ -75,6 +75,7 @@ int run_validate(const ValidateOptions& o) {
             for (const auto& p : r.points)
                 pts.push_back({{"kind", p.kind},
                                {"nodes", p.nodes},
+                               {"ranks_per_node", p.ranks_per_node},
                                {"global_batch", p.global_batch},
                                {"measured_epoch_seconds", p.measured_epoch_seconds},
                                {"predicted_epoch_seconds", p.predicted_epoch_seconds},

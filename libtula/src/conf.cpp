@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
 #include "tula/error.hpp"
+#include "tula/tula.h"
 #include "util.hpp"
 
 namespace tula {
@@ -334,6 +336,32 @@ std::string user_db_path(const char* xdg_data_home, const char* home) {
     throw Error(
         "neither XDG_DATA_HOME nor HOME is set, so the per-user profile database cannot be located; set HOME "
         "or pass the database path explicitly");
+}
+
+bool valid_class_name(const std::string& s) { return valid_name(s); }
+
+std::string partition_class(const Config& cfg, const std::string& partition) {
+    for (const PartitionConf& p : cfg.partitions)
+        if (p.name == partition) return p.hardware_class;
+    return "";
+}
+
+std::string hardware_class_from_env(std::string* warning) {
+    if (const char* c = std::getenv("TULA_HARDWARE_CLASS")) {
+        if (!*c || valid_name(c)) return c;
+        if (warning)
+            *warning = "ignoring TULA_HARDWARE_CLASS='" + std::string(c).substr(0, 64) +
+                       "' (not a class name: 1 to 63 letters, digits, '_', '.', '-'); recording the unknown class";
+        return "";
+    }
+    const char* part = std::getenv("SLURM_JOB_PARTITION");
+    if (!part || !*part) return "";
+    const char* conf = std::getenv("TULA_CONF");
+    try {
+        return partition_class(load_config(conf && *conf ? conf : TULA_DEFAULT_CONF), part);
+    } catch (const Error&) {
+        return "";  // no readable tula.conf: the class is not known
+    }
 }
 
 }  // namespace tula

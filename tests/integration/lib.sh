@@ -265,7 +265,7 @@ check_tula_job() {
     done_line=$(grep '^tula-train: done:' <<<"$output" | tail -n 1)
     [ -n "$done_line" ] || fail "no 'tula-train: done:' line in the output of job $job" "$(_excerpt "$output" 40)"
     assert_match "$done_line" "global_batch=$T_BATCH( |\$)" "tula-train's global batch in job $job"
-    assert_match "$done_line" "nodes=$T_ALLOC( |\$)" "tula-train's rank count in job $job"
+    assert_match "$done_line" "nodes=$T_ALLOC( |\$)" "tula-train's node count in job $job"
     # the epochs of the plan's row: tula-train trains them (the batch came from the plan)
     T_EPOCHS=$(sed -n 's/^TULA_EPOCHS=//p' <<<"$output")
     assert_int "TULA_EPOCHS in job $job" "$T_EPOCHS"

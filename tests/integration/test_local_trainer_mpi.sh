@@ -55,6 +55,14 @@ expect_ok "2 ranks, blocking, noise scale" "${mpi[@]}" "$TULA_TRAIN" "${run[@]}"
 expect_ok "2 ranks, buckets, noise scale" "${mpi[@]}" "$TULA_TRAIN" "${run[@]}" --metrics nk.jsonl --bucket-mb 0.01 --noise-scale-every 1
 close nb.jsonl nk.jsonl 1e-6
 
+note "1b: nodes and ranks in the done line"
+# 2 ranks on this one host: 1 node x 2 ranks (MPI's shared-memory groups); the same run inside
+# a Slurm job of 2 nodes that share this host (the local cluster's shared mode): 2 nodes x 1
+expect_ok "2 ranks, done line" "${mpi[@]}" "$TULA_TRAIN" "${run[@]}" --bucket-mb 0
+assert_match "$(grep '^tula-train: done:' <<<"$T_OUT")" ' nodes=1 ranks=2 ' "done line of 2 ranks on one host"
+expect_ok "2 ranks, 2 Slurm nodes on one host" env SLURM_JOB_NUM_NODES=2 "${mpi[@]}" -x SLURM_JOB_NUM_NODES "$TULA_TRAIN" "${run[@]}" --bucket-mb 0
+assert_match "$(grep '^tula-train: done:' <<<"$T_OUT")" ' nodes=2 ranks=2 ' "done line of 2 ranks in a 2-node job on one host"
+
 note "2: 2 ranks x 32 vs 1 rank x 64"
 expect_ok "1 rank" "$TULA_TRAIN" "${run[@]}" --metrics one.jsonl
 close one.jsonl buckets.jsonl 1e-4 10

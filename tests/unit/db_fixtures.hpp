@@ -86,11 +86,11 @@ inline std::vector<std::string> all_rows(const std::string& path) {
     std::vector<std::string> out;
     for (const char* sql :
          {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
-          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, synced_seconds_per_iter "
-          "FROM compute_profile ORDER BY id",
-          "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id",
+          "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, synced_seconds_per_iter, "
+          "hardware_class, ranks_per_node FROM compute_profile ORDER BY id",
+          "SELECT host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
-          "created, noise_scale, noise_observations FROM run ORDER BY id",
+          "created, noise_scale, noise_observations, hardware_class, ranks_per_node FROM run ORDER BY id",
           "SELECT r.job_id, e.epoch, e.seconds, e.train_loss, e.test_accuracy FROM run_epoch e JOIN run r ON "
           "r.id = e.run_id ORDER BY r.id, e.epoch"}) {
         out.push_back(std::string("--") + sql);
@@ -123,6 +123,8 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
             c.iters = 5 + static_cast<int>(rng() % 20);
             c.ranks = 1 + static_cast<int>(rng() % 3);
             if (c.ranks > 1) c.synced_seconds_per_iter = 1.25 * c.seconds_per_iter;  // no extra draw
+            c.hardware_class = b < 64 ? "a100" : "";  // a class and the unknown one
+            c.ranks_per_node = c.ranks == 2 ? 2 : 1;   // 2 ranks sharing a node, or one per node
             db.add_compute(c);
         }
         tula::RunRecord r = tula_test::run_record(std::to_string(100 + rng() % 900), w.name, 2, 256, 3, 100 * u(rng), 1.7e9 + 1000 * u(rng));
@@ -133,6 +135,8 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
             r.noise_observations = 37;
             r.train_examples = 6000;  // a --limit-train run
             r.optimizer = "lamb";
+            r.hardware_class = "h100";
+            r.ranks_per_node = 4;
         }
         for (int e = 0; e < 3; ++e) {
             r.epoch_seconds.push_back(10 * u(rng));
@@ -149,6 +153,7 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
         a.nodes = n;
         a.bytes = 4096 + static_cast<int64_t>(rng() % 100000);
         a.seconds = u(rng) / 100;
+        a.hardware_class = n == 2 ? "h100" : "";
         db.add_allreduce(a);
     }
 }

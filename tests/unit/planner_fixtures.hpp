@@ -103,16 +103,25 @@ inline void add_linear_compute(tula::ProfileDb& db, std::initializer_list<int> l
 }
 
 // Exact ring-allreduce samples on 2-4 nodes, 4 KiB to 4 MiB: 2 (K-1) alpha + 2 (K-1)/K n beta
-// seconds (alpha in seconds, beta in seconds per byte; the model of models.hpp).
-inline void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
+// seconds (alpha in seconds, beta in seconds per byte; the model of models.hpp), of hardware
+// class `cls` ("" = unknown).
+inline std::vector<tula::AllreduceSample> ring_samples(double alpha, double beta, const std::string& cls = "") {
+    std::vector<tula::AllreduceSample> out;
     for (int k : {2, 3, 4})
         for (int64_t n : {int64_t(4096), int64_t(246824), int64_t(1) << 22}) {
             tula::AllreduceSample a;
             a.nodes = k;
             a.bytes = n;
             a.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
-            db.add_allreduce(a);
+            a.hardware_class = cls;
+            out.push_back(a);
         }
+    return out;
+}
+
+// ring_samples written to `db`.
+inline void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
+    for (const auto& a : ring_samples(alpha, beta)) db.add_allreduce(a);
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t) {

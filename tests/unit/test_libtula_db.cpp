@@ -13,6 +13,7 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_runs_round_trip);
     CPPUNIT_TEST(test_schema_version_and_wal);
     CPPUNIT_TEST(test_migrate_v1_database);
+    CPPUNIT_TEST(test_migrate_v7_database);
     CPPUNIT_TEST(test_migration_failure_leaves_v1);
     CPPUNIT_TEST(test_parent_dir_created_0700);
     CPPUNIT_TEST(test_newer_schema_rejected);
@@ -229,7 +230,8 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         const auto after = raw_rows(p, "SELECT * FROM run");
         CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
-        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0||", after[0]);
+        // noise scale, observations, train examples, optimizer, hardware class, ranks per node
+        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|||1|", after[0]);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT ranks FROM compute_profile"));  // alone
@@ -265,6 +267,83 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
                                                      "coalesce(dflt_value, '')) FROM pragma_table_info('run')"),
                              raw_query(p, "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || "
                                           "coalesce(dflt_value, '')) FROM pragma_table_info('run')"));
+    }
+
+    // A version-7 database (version 1 plus the column additions of versions 2 to 7, written
+    // here from their DDL, not taken from libtula) with one compute, allreduce and run row each.
+    static void make_v7_database(const std::string& p) {
+        make_v1_database(p);
+        raw_exec(p, R"SQL(
+ALTER TABLE run ADD COLUMN noise_scale REAL;
+ALTER TABLE run ADD COLUMN noise_observations INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run ADD COLUMN train_examples INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE compute_profile ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE compute_profile ADD COLUMN startup_seconds REAL;
+ALTER TABLE compute_profile ADD COLUMN synced_seconds_per_iter REAL;
+ALTER TABLE workload ADD COLUMN activation_floats INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run ADD COLUMN optimizer TEXT NOT NULL DEFAULT '';
+INSERT INTO allreduce_profile VALUES(1, 'n1', 2, 4096, 0.001, 1700000004);
+PRAGMA user_version = 7;
+)SQL");
+    }
+
+    // Migration 7 -> 8: the old rows get the unknown class '' and one rank per node; a read-only
+    // open of the version-7 file reads them so without migrating it; new rows keep both.
+    void test_migrate_v7_database() {
+        TempDir d;
+        const std::string p = d / "v7.db";
+        make_v7_database(p);
+        {
+            auto ro = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+            CPPUNIT_ASSERT_EQUAL(7, ro.schema_version());
+            const auto runs = ro.runs();
+            CPPUNIT_ASSERT_EQUAL(size_t(1), runs.size());
+            CPPUNIT_ASSERT_EQUAL(1, runs[0].ranks_per_node);
+            CPPUNIT_ASSERT_EQUAL(std::string(""), runs[0].hardware_class);
+            CPPUNIT_ASSERT_EQUAL(std::string(""), ro.compute_samples("lenet5@fashion-mnist").at(0).hardware_class);
+            CPPUNIT_ASSERT_EQUAL(1, ro.compute_samples("lenet5@fashion-mnist").at(0).ranks_per_node);
+            CPPUNIT_ASSERT_EQUAL(std::string(""), ro.allreduce_samples().at(0).hardware_class);
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("7"), raw_query(p, "PRAGMA user_version"));
+        { auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite); }
+        CPPUNIT_ASSERT_EQUAL(std::string("8"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run"));
+        CPPUNIT_ASSERT_EQUAL(std::string("2"), raw_query(p, "SELECT nodes FROM run"));  // kept as it was
+        CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM compute_profile"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), raw_query(p, "SELECT hardware_class FROM allreduce_profile"));
+        // new rows carry their class and ranks per node
+        auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        tula::RunRecord r = tula_test::run_record("78", "lenet5@fashion-mnist", 2, 256, 1, 10, 1700000005);
+        r.ranks_per_node = 2;
+        r.hardware_class = "a100";
+        rw.add_run(r);
+        tula::ComputeSample c;
+        c.workload = "lenet5@fashion-mnist";
+        c.local_batch = 32;
+        c.seconds_per_iter = 0.01;
+        c.hardware_class = "a100";
+        c.ranks = 4;  // 2 nodes of 2 ranks
+        c.ranks_per_node = 2;
+        rw.add_compute(c);
+        c.ranks_per_node = 3;  // 4 ranks cannot share nodes 3 by 3
+        CPPUNIT_ASSERT(!error_of([&] { rw.add_compute(c); }).empty());
+        tula::AllreduceSample a;
+        a.nodes = 2;
+        a.bytes = 1024;
+        a.seconds = 0.002;
+        a.hardware_class = "a100";
+        rw.add_allreduce(a);
+        const auto runs = rw.runs();
+        CPPUNIT_ASSERT_EQUAL(2, runs[0].ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(4, runs[0].ranks());
+        CPPUNIT_ASSERT_EQUAL(64.0, runs[0].local_batch());
+        CPPUNIT_ASSERT_EQUAL(std::string("a100"), runs[0].hardware_class);
+        CPPUNIT_ASSERT_EQUAL(std::string("a100|2"),
+                             raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run WHERE job_id = '78'"));
+        CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.compute_samples("lenet5@fashion-mnist").at(1).hardware_class);
+        CPPUNIT_ASSERT_EQUAL(2, rw.compute_samples("lenet5@fashion-mnist").at(1).ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), rw.compute_samples("lenet5@fashion-mnist").size());
+        CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.allreduce_samples().at(1).hardware_class);
     }
 
     void test_migration_failure_leaves_v1() {

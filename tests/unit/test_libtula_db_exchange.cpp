@@ -166,6 +166,11 @@ public:
         CPPUNIT_ASSERT(contains(ra.back(), "null"));  // the run without per-epoch loss kept its NULLs
         CPPUNIT_ASSERT(contains(text, "\"optimizer\": \"lamb\""));  // schema 7's optimizer travels
         CPPUNIT_ASSERT_EQUAL(std::string("lamb"), db.runs("lenet5@fashion-mnist").at(0).optimizer);
+        // schema 8's hardware class and ranks per node travel (all_rows compares them too)
+        CPPUNIT_ASSERT_EQUAL(std::string("h100"), db.runs("lenet5@fashion-mnist").at(0).hardware_class);
+        CPPUNIT_ASSERT_EQUAL(4, db.runs("lenet5@fashion-mnist").at(0).ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(std::string("h100"), db.allreduce_samples().at(0).hardware_class);
+        CPPUNIT_ASSERT(contains(text, "\"hardware_class\": \"a100\""));
         // Importing the same file again adds nothing.
         const auto again = db.import_json(text, "x.json");
         CPPUNIT_ASSERT_EQUAL(size_t(12), again.skipped);

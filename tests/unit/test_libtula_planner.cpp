@@ -298,7 +298,7 @@ public:
                                 "x0.65: the synchronized-step profile of 2 ranks at once (x1.3) and 2 finished multi-node runs (x0.5"));
         // one run on exactly 2 nodes (residual 0.8) serves 2-node candidates; 3 and more nodes keep
         // the multi-node 0.5
-        r.calibration.by_nodes[2] = {0.8, 1, {}};
+        r.calibration.by_nodes[{2, 1}] = {0.8, 1, {}};
         r.max_nodes = 4;
         for (const auto& c : tula::make_plan(r, cs, &am).candidates)
             if (c.nodes >= 2) CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3 * (c.nodes == 2 ? 0.8 : 0.5), c.time_factor, 1e-12);

@@ -142,10 +142,10 @@ int list_models(const Options& o) {
 }
 
 // --profile-compute: seconds per training step at each --batch-sizes local batch. On one
-// rank it times alone. Under mpirun -np K (one rank per node of a K-node job) every rank
+// rank it times alone. Under mpirun -np P (P ranks, R of them on each node) every rank
 // times the same steps at the same time, every step started together, and the mean of each
-// step's slowest rank is recorded with ranks = K (ComputeSample): what a synchronous
-// step of K nodes waits for when they share hardware. Rank 0 writes the samples.
+// step's slowest rank is recorded with ranks = P and ranks_per_node = R (ComputeSample): what
+// a synchronous step waits for when its ranks share hardware. Rank 0 writes the samples.
 int profile_compute(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const std::string wl = tula::workload_name(o.model, data_name(o));
@@ -165,6 +165,9 @@ int profile_compute(const Options& o, Comm& comm) {
         if (r != 0) return static_cast<int>(r);
     }
     std::vector<tula::ComputeSample> samples;
+    std::string class_warning;
+    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
+    if (root && !class_warning.empty()) warn(class_warning);
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
 #ifdef TULA_HAVE_CUDA
@@ -220,8 +223,10 @@ int profile_compute(const Options& o, Comm& comm) {
         c.seconds_per_iter = s;
         c.iters = timed;
         c.ranks = ranks;
+        c.ranks_per_node = comm.ranks_per_node() > 0 && ranks % comm.ranks_per_node() == 0 ? comm.ranks_per_node() : 1;
         c.startup_seconds = startup;
         c.synced_seconds_per_iter = synced;
+        c.hardware_class = hardware_class;
         samples.push_back(c);
     }
     if (root && !o.no_db) {
@@ -250,6 +255,9 @@ int profile_allreduce(const Options& o, Comm& comm) {
     std::vector<int64_t> sizes = o.sizes;
     if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(count_model_params(o.model, input_of(o).shape, input_of(o).classes)));
     std::vector<tula::AllreduceSample> samples;
+    std::string class_warning;
+    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
+    if (root && !class_warning.empty()) warn(class_warning);
     for (int64_t bytes : sizes) {
         const double s = time_allreduce(comm, bytes, 3, 20);
         say(root, "profile allreduce: " + std::to_string(comm.size()) + " ranks, " + std::to_string(bytes) +
@@ -259,6 +267,7 @@ int profile_allreduce(const Options& o, Comm& comm) {
         a.nodes = comm.size();
         a.bytes = bytes;
         a.seconds = s;
+        a.hardware_class = hardware_class;
         samples.push_back(a);
     }
     int rc = 0;

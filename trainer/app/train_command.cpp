@@ -400,8 +400,8 @@ int run_training(const Options& o, Comm& comm) {
                       " after epoch " + std::to_string(res.size()) + " of " + std::to_string(o.epochs) + "; stopping");
     char done[256];
     std::snprintf(done, sizeof done,
-                  "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d epochs=%d",
-                  train_seconds, acc, o.batch, K, o.epochs);
+                  "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d",
+                  train_seconds, acc, o.batch, comm.nodes(), K, o.epochs);
     std::string done_line = done;
     if (o.val_split > 0 && !res.empty()) done_line += " val_accuracy=" + fmt("%.4f", res.back().val_accuracy);
     if (o.target_accuracy > 0)
@@ -414,7 +414,11 @@ int run_training(const Options& o, Comm& comm) {
             const char* job = std::getenv("SLURM_JOB_ID");
             rec.job_id = job ? job : "";
             rec.workload = wl;
-            rec.nodes = K;
+            rec.nodes = comm.nodes();  // nodes, and the ranks on each (a job of K nodes x R ranks)
+            rec.ranks_per_node = comm.ranks_per_node();
+            std::string why;
+            rec.hardware_class = tula::hardware_class_from_env(&why);
+            if (!why.empty()) warn(why);
             rec.global_batch = o.batch;
             rec.epochs = static_cast<int>(res.size());  // fewer than --epochs when --target-accuracy stopped it
             const char* p = std::getenv("TULA_PREDICTED_SECONDS");

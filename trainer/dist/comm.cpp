@@ -78,6 +78,15 @@ Comm::Comm(int* argc, char*** argv) : pending_(new Pending) {
         int most = ranks_per_node_;
         MPI_Allreduce(&ranks_per_node_, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         ranks_per_node_ = most;
+        // Slurm nodes that share one host (the local cluster's shared mode, every node at
+        // 127.0.0.1) are one shared-memory domain: then Slurm's node count of the job, when it
+        // divides the ranks, is the node count (a bounded integer of the environment).
+        const char* slurm_nodes = std::getenv("SLURM_JOB_NUM_NODES");
+        const long n = slurm_nodes ? std::strtol(slurm_nodes, nullptr, 10) : 0;
+        if (nodes_ == 1 && n > 1 && n <= size_ && size_ % n == 0) {
+            nodes_ = static_cast<int>(n);
+            ranks_per_node_ = size_ / nodes_;
+        }
     }
 #else
     (void)argc;

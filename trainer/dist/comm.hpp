@@ -30,7 +30,9 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
     /// Nodes the ranks run on: distinct shared-memory domains (MPI_Comm_split_type with
-    /// MPI_COMM_TYPE_SHARED), 1 for the serial rank.
+    /// MPI_COMM_TYPE_SHARED), 1 for the serial rank; when all ranks share one host but the
+    /// Slurm job has SLURM_JOB_NUM_NODES = N > 1 nodes and N divides the ranks (Slurm nodes
+    /// on one host, as the local cluster's shared mode has them), N.
     int nodes() const { return nodes_; }
     /// Most ranks on one node (size() / nodes() when every node has as many), 1 when serial.
     int ranks_per_node() const { return ranks_per_node_; }

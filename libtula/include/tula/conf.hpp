@@ -134,6 +134,22 @@ std::string read_text_file(const std::string& path, size_t max_bytes);
 /// (message names the path and strerror) or parse_config fails.
 Config load_config(const std::string& path);
 
+/// Whether `s` is a partition or hardware class name: 1 to 63 letters, digits, '_', '.', '-'.
+/// Pure.
+bool valid_class_name(const std::string& s);
+
+/// The hardware class of the section named `partition` in `cfg` (PartitionConf::hardware_class),
+/// or "" (the unknown class) when no section has that name. Pure.
+std::string partition_class(const Config& cfg, const std::string& partition);
+
+/// The hardware class a process records its profiles and its run under: $TULA_HARDWARE_CLASS
+/// when it is set (a class name, or empty for the unknown class; another value is ignored with
+/// a one-line reason in `*warning`, when given, and gives ""); else the class of
+/// $SLURM_JOB_PARTITION in the tula.conf at $TULA_CONF, else TULA_DEFAULT_CONF
+/// (partition_class); else "" (outside Slurm, no section of that name, or a tula.conf that
+/// cannot be read or parsed). Reads the environment and at most that file. Errors: none.
+std::string hardware_class_from_env(std::string* warning);
+
 /// Path of the per-user profile database: $XDG_DATA_HOME/tula/profiles.db, else
 /// $HOME/.local/share/tula/profiles.db. Either argument may be null or empty.
 /// Errors: tula::Error if both are unset. Pure function.

@@ -3,10 +3,13 @@
 // Schema (PRAGMA user_version = kSchemaVersion; WAL journal on a local disk, rollback journal on
 // a network file system; see db/guard.hpp in libtula/src for the hardening of every open):
 //   workload(name PK, model, dataset, params, train_examples, test_examples, updated)
-//   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created)
-//   allreduce_profile(id, host, nodes, bytes, seconds, created)
+//   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created,
+//                   ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
+//                   ranks_per_node)
+//   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
-//       measured_seconds, test_accuracy, created, noise_scale, noise_observations)
+//       measured_seconds, test_accuracy, created, noise_scale, noise_observations,
+//       train_examples, optimizer, hardware_class, ranks_per_node)
 //   run_epoch(run_id, epoch, seconds, train_loss, test_accuracy)
 #pragma once
 #include <sys/types.h>
@@ -39,9 +42,15 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///      compute_profile.startup_seconds (REAL, NULL = not measured), a fresh process's extra
 ///      seconds in its first steps;
 ///   5: compute_profile.synced_seconds_per_iter (REAL, NULL = not measured), the seconds of a
-///      synchronized data-parallel step that ranks > 1 timed next to the compute part.
+///      synchronized data-parallel step that ranks > 1 timed next to the compute part;
+///   6: workload.activation_floats (INTEGER, default 0 = not known);
+///   7: run.optimizer (TEXT, default '' = not recorded);
+///   8: compute_profile.hardware_class, allreduce_profile.hardware_class and
+///      run.hardware_class (TEXT, default '' = unknown class, planned as any class's), and
+///      compute_profile.ranks_per_node and run.ranks_per_node (INTEGER, default 1);
+///      run.nodes counts nodes, not ranks.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -109,12 +118,15 @@ public:
     /// as one JSON document (UTF-8 text) in the exchange format of tula(1), "tula db export":
     ///   {"format": "tula-profiles", "schema_version": 1, "exported": UNIX_SECONDS,
     ///    "workloads": [{name, model, dataset, params, train_examples, test_examples}],
-    ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created}],
-    ///    "allreduce": [{host, nodes, bytes, seconds, created}],
+    ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created,
+    ///                 ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
+    ///                 ranks_per_node}],
+    ///    "allreduce": [{host, nodes, bytes, seconds, created, hardware_class}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
     ///              measured_seconds, test_accuracy, created, noise_scale, noise_observations,
+    ///              train_examples, optimizer, hardware_class, ranks_per_node,
     ///              "epoch_rows": [{epoch, seconds, train_loss, test_accuracy}]}]}
-    /// "schema_version" is kSchemaVersion (2). Times are Unix seconds, durations seconds,
+    /// "schema_version" is kSchemaVersion. Times are Unix seconds, durations seconds,
     /// sizes bytes, noise_scale examples; a per-epoch value or noise scale that was not
     /// recorded is null. Errors: tula::Error on a read failure.
     std::string export_json(const std::string& workload = "") const;

@@ -68,6 +68,11 @@ struct ComputeModel {
     /// Concurrency knots: ranks K -> (local batch in examples, c_K(b)) ascending in the local
     /// batch (see above); empty without samples of several ranks at once.
     std::map<int, std::vector<std::pair<double, double>>> concurrent;
+    /// The same from samples of several ranks sharing each node: ranks per node R -> ranks
+    /// K R -> knots. Kept apart from `concurrent` (ranks on separate nodes) and not in
+    /// `synced`: R ranks on one host contend for its cores and memory, which ranks on separate
+    /// nodes do not.
+    std::map<int, std::map<int, std::vector<std::pair<double, double>>>> concurrent_on_node;
     /// Synchronized-step knots: ranks K -> (local batch in examples, median synced seconds
     /// per iteration) ascending in the local batch; empty without such samples.
     std::map<int, std::vector<std::pair<double, double>>> synced;
@@ -80,7 +85,8 @@ struct ComputeModel {
     /// Errors: tula::Error when the one-rank samples have fewer than 2 distinct local
     /// batches, or any sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
-    /// Sets `concurrent` (and `synced`) from samples with ranks > 1, against this model's
+    /// Sets `concurrent` (and `synced`) from samples with ranks > 1 and one rank per node, and
+    /// `concurrent_on_node` from those with several ranks per node, against this model's
     /// seconds_per_iter; fit() calls it. Errors: tula::Error for a sample with a local batch
     /// < 1 or a non-positive or non-finite time (a non-positive or non-finite synced time
     /// counts as not measured).
@@ -94,6 +100,11 @@ struct ComputeModel {
     double seconds_per_iter(double b, int nodes) const { return seconds_per_iter(b) * concurrency_factor(nodes, b); }
     /// c_K(b) (see above), dimensionless; 1 for nodes <= 1 or without concurrent samples. Pure.
     double concurrency_factor(int nodes, double b) const;
+    /// The concurrency factor of `nodes` nodes of `ranks_per_node` ranks each at local batch
+    /// `b`: with R = ranks_per_node > 1 and samples of R ranks per node, their knots of the
+    /// largest profiled rank count <= nodes x R (concurrent_on_node); otherwise
+    /// concurrency_factor(nodes x R, b). Dimensionless. Pure.
+    double concurrency_at(int nodes, int ranks_per_node, double b) const;
     /// y_K(b) (see above), dimensionless: the synced knots of the largest profiled K <= nodes,
     /// each divided by modelled(K, b_j), the caller's predicted seconds of that step from the
     /// compute and allreduce models; 1 for nodes <= 1, without synced samples, or where
@@ -203,7 +214,8 @@ struct IterationSample {
     double compute_seconds = 0;   ///< T_comp, model prediction at the run's local batch
     double comm_seconds = 0;      ///< T_comm, model prediction at the run's node count
     double measured_seconds = 0;  ///< measured seconds per iteration
-    int nodes = 1;                ///< the run's node count (ranks)
+    int nodes = 1;                ///< the run's node count
+    int ranks_per_node = 1;       ///< the run's ranks on each node
     double local_batch = 0;       ///< examples per rank per iteration; 0: not known
 };
 
@@ -248,6 +260,11 @@ struct OverlapModel {
 /// measured, at the same local batch, so what remains is a steady-state offset (the median).
 /// factor_for(K, b) applies it.
 ///
+/// "Single" and "multi" count ranks: a run of one rank is single, any other (several nodes, or
+/// several ranks on one node) multi. A candidate's "node count" below is its shape (K nodes, R
+/// ranks per node): runs of 2 nodes with 2 ranks each calibrate the 2 x 2 candidate, not the
+/// 2 x 1 one.
+///
 /// A multi-node candidate on K nodes uses, before all of that, the runs on exactly K nodes
 /// when there is at least one (the newest kNewest of them: their median, or their curve over
 /// b by the same leave-one-out rule): they ran as many ranks on the same kind of hosts and
@@ -279,40 +296,48 @@ struct TimeCalibration {
         int runs = 0;
         std::vector<std::pair<double, double>> curve;
     };
-    /// Node count K > 1 -> the group of its runs; only counts with at least one run.
-    std::map<int, NodeGroup> by_nodes;
-    /// The group of the runs on exactly `nodes` nodes (> 1), or nullptr when there is none. Pure.
-    const NodeGroup* node_group(int nodes) const {
-        const auto it = nodes > 1 ? by_nodes.find(nodes) : by_nodes.end();
+    /// A run's or candidate's shape: (nodes, ranks per node).
+    using Shape = std::pair<int, int>;
+    /// Shape with more than one rank -> the group of its runs; only shapes with at least one run.
+    std::map<Shape, NodeGroup> by_nodes;
+    /// The group of the runs of exactly `nodes` nodes with `ranks_per_node` ranks each (more than
+    /// one rank in all), or nullptr when there is none. Pure.
+    const NodeGroup* node_group(int nodes, int ranks_per_node = 1) const {
+        const auto it = nodes * ranks_per_node > 1 ? by_nodes.find({nodes, ranks_per_node}) : by_nodes.end();
         return it == by_nodes.end() ? nullptr : &it->second;
     }
-    /// Whether a candidate on `nodes` nodes uses runs of its own kind (runs on exactly that
-    /// node count, or >= kGroupMin runs of its kind: single-node or multi-node) rather than
-    /// the pooled factor. Pure.
-    bool own_kind(int nodes) const {
-        return node_group(nodes) || (nodes <= 1 ? runs_single : runs_multi) >= kGroupMin;
+    /// Whether a candidate of that shape uses runs of its own kind (runs of exactly that
+    /// shape, or >= kGroupMin runs of its kind: one rank or several) rather than the pooled
+    /// factor. Pure.
+    bool own_kind(int nodes, int ranks_per_node = 1) const {
+        return node_group(nodes, ranks_per_node) ||
+               (nodes * ranks_per_node <= 1 ? runs_single : runs_multi) >= kGroupMin;
     }
-    /// Whether the factor for `nodes` nodes comes from runs on exactly that node count. Pure.
-    bool own_nodes(int nodes) const { return node_group(nodes) != nullptr; }
-    /// The factor for a candidate on `nodes` nodes (see above): its node count's median, its
-    /// kind's, or the pooled one. Pure.
-    double factor_for(int nodes) const {
-        if (const NodeGroup* g = node_group(nodes)) return g->factor;
-        return own_kind(nodes) ? (nodes <= 1 ? factor_single : factor_multi) : factor;
+    /// Whether the factor for that shape comes from runs of exactly that shape. Pure.
+    bool own_nodes(int nodes, int ranks_per_node = 1) const { return node_group(nodes, ranks_per_node) != nullptr; }
+    /// The factor for a candidate of that shape (see above): its shape's median, its kind's,
+    /// or the pooled one. Pure.
+    double shape_factor(int nodes, int ranks_per_node) const {
+        if (const NodeGroup* g = node_group(nodes, ranks_per_node)) return g->factor;
+        return own_kind(nodes, ranks_per_node) ? (nodes * ranks_per_node <= 1 ? factor_single : factor_multi) : factor;
     }
-    /// The factor for a candidate on `nodes` nodes with local batch `local_batch` (examples):
-    /// the ratio curve at local_batch when by_local_batch(nodes) (its node count's curve, else
-    /// the multi-node one), else factor_for(nodes). Pure.
-    double factor_for(int nodes, double local_batch) const;
-    /// Whether factor_for(nodes, b) comes from a ratio curve. Pure.
-    bool by_local_batch(int nodes) const {
-        if (const NodeGroup* g = node_group(nodes)) return !g->curve.empty();
-        return nodes > 1 && own_kind(nodes) && !curve_multi.empty();
+    /// shape_factor(nodes, 1). Pure.
+    double factor_for(int nodes) const { return shape_factor(nodes, 1); }
+    /// The factor for a candidate of `nodes` nodes with `ranks_per_node` ranks each, at local
+    /// batch `local_batch` (examples): the ratio curve at local_batch when by_local_batch (its
+    /// shape's curve, else the multi-rank one), else shape_factor(nodes, ranks_per_node). Pure.
+    double factor_at(int nodes, int ranks_per_node, double local_batch) const;
+    /// factor_at(nodes, 1, local_batch). Pure.
+    double factor_for(int nodes, double local_batch) const { return factor_at(nodes, 1, local_batch); }
+    /// Whether the factor of that shape comes from a ratio curve. Pure.
+    bool by_local_batch(int nodes, int ranks_per_node = 1) const {
+        if (const NodeGroup* g = node_group(nodes, ranks_per_node)) return !g->curve.empty();
+        return nodes * ranks_per_node > 1 && own_kind(nodes, ranks_per_node) && !curve_multi.empty();
     }
-    /// How many runs factor_for(nodes) came from. Pure.
-    int runs_for(int nodes) const {
-        if (const NodeGroup* g = node_group(nodes)) return g->runs;
-        return own_kind(nodes) ? (nodes <= 1 ? runs_single : runs_multi) : runs;
+    /// How many runs the factor of that shape came from. Pure.
+    int runs_for(int nodes, int ranks_per_node = 1) const {
+        if (const NodeGroup* g = node_group(nodes, ranks_per_node)) return g->runs;
+        return own_kind(nodes, ranks_per_node) ? (nodes * ranks_per_node <= 1 ? runs_single : runs_multi) : runs;
     }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. `synced_ratios`
@@ -334,17 +359,24 @@ std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const C
                                                                          const OverlapModel& overlap,
                                                                          double grad_bytes);
 
-/// The factor on the modelled seconds of a step of `nodes` nodes at local batch `b` as the
-/// planner applies it (Candidate::time_factor). On more than one node, when `synced_ratios`
-/// (ComputeModel::synced_ratios) covers a count <= nodes: the synchronized-step profile's
-/// ComputeModel::synced_factor_at, times calibration.factor_for(nodes, b) once `calibration`
-/// has multi-node runs of its own (own_kind; fitted with the same synced_ratios, so it is the
-/// residual over the profile), clamped to [TimeCalibration::kMin, kMax]. Otherwise
-/// calibration.factor_for(nodes, b). Sets *from_synced (when given) to whether the profile
-/// entered. Dimensionless. Pure.
+/// The factor on the modelled seconds of a step of `nodes` nodes with `ranks_per_node` ranks
+/// each (K R ranks in all) at local batch `b` as the planner applies it
+/// (Candidate::time_factor). On more than one rank, when `synced_ratios`
+/// (ComputeModel::synced_ratios, by ranks timed at once) covers a count <= K R: the
+/// synchronized-step profile's ComputeModel::synced_factor_at(K R, b), times
+/// calibration.factor_at(K, R, b) once `calibration` has runs of its own kind (own_kind;
+/// fitted with the same synced_ratios, so it is the residual over the profile), clamped to
+/// [TimeCalibration::kMin, kMax]. Otherwise calibration.factor_at(K, R, b). Sets *from_synced
+/// (when given) to whether the profile entered. Dimensionless. Pure.
 double step_time_factor(const TimeCalibration& calibration,
-                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
-                        bool* from_synced = nullptr);
+                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+                        int ranks_per_node, double b, bool* from_synced = nullptr);
+/// step_time_factor with one rank per node. Pure.
+inline double step_time_factor(const TimeCalibration& calibration,
+                               const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+                               double b, bool* from_synced = nullptr) {
+    return step_time_factor(calibration, synced_ratios, nodes, 1, b, from_synced);
+}
 
 /// A finished run's measured training seconds without the start-up the compute model
 /// predicts at its local batch (ComputeModel::startup_seconds), not below half the measured
@@ -353,12 +385,15 @@ double step_time_factor(const TimeCalibration& calibration,
 double steady_seconds(const RunRecord& r, const ComputeModel& compute);
 
 /// The modelled parts and the measured seconds per iteration of finished runs, in the
-/// order given: compute(global_batch / nodes), allreduce(nodes, 4 x params bytes) (0 on one
-/// node or without `allreduce`), steady_seconds / (floor(train_examples / B) x epochs).
-/// Runs the models cannot predict (no nodes, fewer examples than nodes, no epochs, no
-/// time, several nodes without `allreduce`) are skipped. Errors: none.
+/// order given: with K = nodes, R = ranks per node, b = global_batch / (K R):
+/// compute(b, K R ranks at once), hierarchical_allreduce_seconds(allreduce, K, R, 4 x params
+/// bytes, intra_bandwidth) (0 on one node without `intra_bandwidth`, or without `allreduce`),
+/// steady_seconds / (floor(train_examples / B) x epochs). Runs the models cannot predict (no
+/// nodes, fewer examples than ranks, no epochs, no time, several nodes without `allreduce`)
+/// are skipped. Errors: none.
 std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
-                                               const ComputeModel& compute, const AllreduceModel* allreduce);
+                                               const ComputeModel& compute, const AllreduceModel* allreduce,
+                                               double intra_bandwidth = 0);
 
 /// Peak device memory of one rank vs local batch b: M(b) = M_static + M_act * b [bytes].
 /// Without measured samples (the profile database has no place for them) it is computed

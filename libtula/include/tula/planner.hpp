@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -180,13 +181,43 @@ struct PartitionTarget {
     std::string left_out;
 };
 
-/// The partitions of `cfg` (Config::site_partitions) as planner targets. The profile
-/// database's rows carry no hardware class: they are taken as the profiles of the first
+/// The partitions of `cfg` (Config::site_partitions) as planner targets when the profiles carry
+/// no hardware class: `compute` and `allreduce` are taken as the profiles of the first
 /// partition's class (and of the implicit partition's). A partition of another class is
 /// predicted from them scaled by the classes' published figures (scaled_compute_factor,
 /// scaled_allreduce, upper_factor kScaledIntervalFactor, scaled_from set), or, when tula.conf
 /// lacks the figures, gets `left_out` with the reason. Pure.
 std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel& compute, const AllreduceModel* allreduce);
+
+/// The models fitted to the profiles of one hardware class (fit_classes).
+struct ClassFit {
+    ComputeModel compute;                     ///< seconds per iteration of one rank
+    std::optional<AllreduceModel> allreduce;  ///< across nodes; nullopt: no usable allreduce profile
+    /// true: fitted from rows of this class (or, for a database without classes, from all rows
+    /// as the first partition's class); false: from the unknown-class rows, its fallback.
+    bool own = true;
+};
+
+/// Fits the compute and allreduce models of every hardware class of `cfg`'s partitions from
+/// the profile rows of one workload (`compute`) and all allreduce rows. A class's rows are
+/// those recorded with its name; a class with no compute row of its own takes the rows of
+/// unknown class "" (own = false), and likewise for allreduce. When no compute row has a
+/// class (a database written before schema version 8), every row, allreduce rows included, is
+/// the first partition's class's and the other classes have none (site_targets then scales
+/// them from it), as before classes were recorded. The implicit partition (class "") takes every
+/// row. A class with no rows, or whose compute fit fails, is absent from the result (its
+/// compute fit's error is appended to `warnings`, when given, naming the class); a failed
+/// allreduce fit leaves `allreduce` empty with a warning. Keys: class names. Errors: none.
+std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector<ComputeSample>& compute,
+                                            const std::vector<AllreduceSample>& allreduce,
+                                            std::vector<std::string>* warnings);
+
+/// The partitions of `cfg` as planner targets from per-class models (fit_classes): a partition
+/// whose class is in `fits` is planned from that class's models; one whose class is not is
+/// predicted from the first partition (in tula.conf's order) whose class has rows of its own,
+/// scaled by the published figures as in the form above, or gets `left_out` with the reason
+/// (no profiled class, or no figures for both). Pure.
+std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std::string, ClassFit>& fits);
 
 /// Widening of the time interval of a partition predicted from another class: its upper end
 /// is multiplied by this (this project's rule: the published-figure ratio is a roofline bound,

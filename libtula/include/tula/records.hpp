@@ -22,7 +22,10 @@ struct ComputeSample {
     int threads = 1;           ///< compute threads per rank
     double seconds_per_iter = 0;  ///< seconds
     int iters = 0;             ///< iterations averaged
-    int ranks = 1;             ///< ranks (nodes) that ran at once; 1 = alone
+    int ranks = 1;             ///< ranks that ran at once (all nodes together); 1 = alone
+    /// Of those, the ranks that shared each node (ranks / ranks_per_node nodes); 1 = one rank
+    /// per node (every profile before schema version 8).
+    int ranks_per_node = 1;
     /// Seconds the untimed warm-up steps of a fresh process took beyond as many steady steps
     /// (first touch of the activation buffers, caches): paid once per training run. NaN = not
     /// measured (a batch size timed after another in the same process is not fresh).
@@ -35,6 +38,9 @@ struct ComputeSample {
     /// multi-node step is its ratio to their sum (ComputeModel::synced_factor). NaN = not
     /// measured (one rank alone, or a profile older than schema version 5).
     double synced_seconds_per_iter = std::numeric_limits<double>::quiet_NaN();
+    /// The hardware class (tula.conf `hardware_class`) of the nodes it was measured on; "" =
+    /// unknown (profiles older than schema version 8): counted as any class's.
+    std::string hardware_class;
 };
 
 /// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`
@@ -44,6 +50,7 @@ struct AllreduceSample {
     int nodes = 0;
     int64_t bytes = 0;
     double seconds = 0;
+    std::string hardware_class;  ///< class of the nodes; "" = unknown (as ComputeSample's)
 };
 
 /// A finished training run, written by tula-train at its end (the feedback loop).
@@ -51,7 +58,8 @@ struct RunRecord {
     int64_t id = 0;
     std::string job_id;        ///< SLURM_JOB_ID, or "" outside Slurm
     std::string workload;
-    int nodes = 0;             ///< ranks (one per node)
+    int nodes = 0;             ///< nodes (before schema version 8: ranks, one per node)
+    int ranks_per_node = 1;    ///< ranks on each node; the run had nodes * ranks_per_node ranks
     int global_batch = 0;
     int epochs = 0;
     double predicted_seconds = 0;  ///< Tula's prediction of measured_seconds, 0 when none
@@ -72,6 +80,13 @@ struct RunRecord {
     /// "local-sgd" (`--optimizer auto` recorded as the one it resolved to); "" = not recorded
     /// (runs recorded before schema version 7). The convergence fit keeps optimizers apart.
     std::string optimizer;
+    /// The hardware class of the nodes it ran on; "" = unknown (runs before schema version 8,
+    /// or a partition tula.conf does not describe).
+    std::string hardware_class;
+    /// Ranks of the run (nodes x ranks per node, at least 1 per node).
+    int ranks() const { return nodes * (ranks_per_node > 0 ? ranks_per_node : 1); }
+    /// Examples per rank per step: global_batch / ranks(); 0 when the run has no ranks.
+    double local_batch() const { return ranks() > 0 ? static_cast<double>(global_batch) / ranks() : 0.0; }
     /// The examples per epoch the models use for this run: train_examples, else `workload_d`.
     double examples_per_epoch(double workload_d) const { return train_examples > 0 ? double(train_examples) : workload_d; }
     std::vector<double> epoch_seconds;        ///< (epochs,) seconds per epoch

@@ -17,6 +17,7 @@ struct ValidationPoint {
     double predicted_epoch_seconds = 0;  ///< seconds
     double measured_cost = 0;    ///< node-hours x price, epoch of training
     double predicted_cost = 0;
+    int ranks_per_node = 1;      ///< ranks on each node of the run (1 for "compute")
 };
 
 /// Result for one workload: mean absolute percentage errors over the held-out points.
@@ -58,10 +59,11 @@ struct RunCheck {
     double upper_seconds = 0;       ///< upper end, seconds
     bool has_interval = false;      ///< false when the compute fit has no residual degrees of freedom
     bool flagged = false;           ///< has_interval and measured outside [lower, upper]
+    int ranks_per_node = 1;         ///< ranks on each node of the run
 };
 
 /// Checks the `max_checked` newest runs of `runs` (by `created`; runs with nodes < 1,
-/// global_batch < nodes, epochs < 1 or a non-positive time are skipped, as are multi-node
+/// global_batch < nodes x ranks per node, epochs < 1 or a non-positive time are skipped, as are multi-node
 /// runs when there is no allreduce fit). For each: the compute model from `compute` with its
 /// Student-t prediction half-width h at local batch b = B/K (ComputeModel::interval, `level`),
 /// the allreduce model from `allreduce` (nodes >= 2) and the Pollux gamma fitted on the other

@@ -129,7 +129,8 @@ std::string ProfileDb::export_json(const std::string& workload) const {
         Stmt s(db_, path_,
                (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
                 (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
-                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + " FROM compute_profile " +
+                (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
+                " FROM compute_profile " +
                 (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
                    .c_str());
         if (!workload.empty()) s.bind(1, workload);
@@ -138,15 +139,19 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                           {"threads", s.i64(3)}, {"seconds_per_iter", s.dbl(4)}, {"iters", s.i64(5)},
                           {"created", s.dbl(6)}, {"ranks", s.i64(7)},
                           {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))},
-                          {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))}});
+                          {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))},
+                          {"hardware_class", s.text(10)}, {"ranks_per_node", s.i64(11)}});
     }
     doc["compute"] = std::move(cs);
     ExJson as = ExJson::array();
     if (workload.empty()) {
-        Stmt s(db_, path_, "SELECT host, nodes, bytes, seconds, created FROM allreduce_profile ORDER BY id");
+        Stmt s(db_, path_,
+               (std::string("SELECT host, nodes, bytes, seconds, created, ") +
+                (schema_ >= 8 ? "hardware_class" : "''") + " FROM allreduce_profile ORDER BY id")
+                   .c_str());
         while (s.step())
             as.push_back({{"host", s.text(0)}, {"nodes", s.i64(1)}, {"bytes", s.i64(2)}, {"seconds", s.dbl(3)},
-                          {"created", s.dbl(4)}});
+                          {"created", s.dbl(4)}, {"hardware_class", s.text(5)}});
     }
     doc["allreduce"] = std::move(as);
     ExJson rs = ExJson::array();
@@ -163,7 +168,9 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                         {"noise_scale", r.noise_scale > 0 ? ExJson(r.noise_scale) : ExJson(nullptr)},
                         {"noise_observations", r.noise_observations},
                         {"train_examples", r.train_examples},
-                        {"optimizer", r.optimizer}};
+                        {"optimizer", r.optimizer},
+                        {"hardware_class", r.hardware_class},
+                        {"ranks_per_node", r.ranks_per_node}};
             ExJson es = ExJson::array();
             Stmt e(db_, path_,
                    "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
@@ -243,6 +250,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             const double v = r.optional_number(jc[i]["synced_seconds_per_iter"], "synced_seconds_per_iter", true);
             if (!std::isnan(v)) c.s.synced_seconds_per_iter = v;
         }
+        if (version >= 8 && jc[i].contains("hardware_class"))  // optional: missing = "", unknown class
+            c.s.hardware_class = r.text("hardware_class", false);
+        if (version >= 8 && jc[i].contains("ranks_per_node")) {  // optional: missing = 1
+            c.s.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
+            if (c.s.ranks % c.s.ranks_per_node != 0) r.bad("ranks must be a multiple of ranks_per_node");
+        }
         cs.push_back(c);
     }
     std::vector<ImportedAllreduce> as;
@@ -255,6 +268,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         a.s.bytes = r.integer("bytes", 1, INT64_MAX);
         a.s.seconds = r.number("seconds", true);
         a.created = r.number("created", true, kMaxTime);
+        if (version >= 8 && ja[i].contains("hardware_class"))  // optional: missing = "", unknown class
+            a.s.hardware_class = r.text("hardware_class", false);
         as.push_back(a);
     }
     std::vector<ImportedRun> rs;
@@ -289,6 +304,10 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
                 r.bad("optimizer must be \"\" or a lower-case name of at most 32 letters, digits and - "
                       "(sgd, ags, lars, lamb, local-sgd), not \"" + x.r.optimizer.substr(0, 40) + "\"");
         }
+        if (version >= 8 && jr[i].contains("hardware_class"))  // optional: missing = "", unknown class
+            x.r.hardware_class = r.text("hardware_class", false);
+        if (version >= 8 && jr[i].contains("ranks_per_node"))  // optional: missing = 1 (older: nodes were ranks)
+            x.r.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
         const ExJson& er = r.field("epoch_rows");
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {
@@ -312,18 +331,21 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     for (const auto& c : cs) {
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM compute_profile WHERE workload = ? AND host = ? AND local_batch = ? AND "
-               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ?");
+               "threads = ? AND seconds_per_iter = ? AND iters = ? AND created = ? AND ranks = ? AND hardware_class = ? AND ranks_per_node = ?");
         q.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
-                   c.s.ranks);
+                   c.s.ranks, c.s.hardware_class, c.s.ranks_per_node);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
         Stmt s(db_, path_,
                "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
-               "ranks, startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "ranks, startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         s.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
                    c.s.ranks);
+        s.bind(11, c.s.hardware_class);
+        s.bind(12, c.s.ranks_per_node);
         if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
         if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
         s.run();
@@ -332,14 +354,16 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     for (const auto& a : as) {
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM allreduce_profile WHERE host = ? AND nodes = ? AND bytes = ? AND seconds = ? AND "
-               "created = ?");
-        q.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created);
+               "created = ? AND hardware_class = ?");
+        q.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
-        Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
-        s.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created);
+        Stmt s(db_, path_,
+               "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class) "
+               "VALUES(?, ?, ?, ?, ?, ?)");
+        s.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class);
         s.run();
         ++n.allreduce;
     }
@@ -347,8 +371,9 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         const RunRecord& r = x.r;
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM run WHERE job_id = ? AND workload = ? AND nodes = ? AND global_batch = ? AND "
-               "epochs = ? AND measured_seconds = ? AND created = ?");
-        q.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.measured_seconds, r.created);
+               "epochs = ? AND measured_seconds = ? AND created = ? AND ranks_per_node = ? AND hardware_class = ?");
+        q.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.measured_seconds, r.created,
+                   r.ranks_per_node, r.hardware_class);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;

@@ -110,10 +110,23 @@ ALTER TABLE run ADD COLUMN optimizer TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 7;
 )SQL";
 
+// Migration 7 -> 8: the hardware class (tula.conf's `hardware_class` of the partition) a compute
+// point, an allreduce point and a run were measured on (old rows: '' = unknown class, planned as
+// any class's), and the ranks per node of a compute point timed by several ranks at once and of
+// a run, whose `nodes` is now the node count (old rows ran one rank per node: 1).
+constexpr const char* kMigrateV7toV8 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE compute_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE allreduce_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE run ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE run ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+PRAGMA user_version = 8;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
 constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
-                                       kMigrateV5toV6, kMigrateV6toV7};
+                                       kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of every version (index = version; 0 = an empty database), read from a

@@ -24,12 +24,12 @@ void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
 
 // The SELECT of read_run for a database of schema version `schema` (version 1 has no
 // noise-scale columns: NULL and 0 stand in for them; before version 3 train_examples is 0,
-// before version 7 the optimizer is '').
+// before version 7 the optimizer is '', before version 8 the class '' and 1 rank per node).
 std::string run_columns(int schema) {
     return std::string("SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
                        "test_accuracy, created, ") +
            (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + (schema >= 3 ? ", train_examples" : ", 0") +
-           (schema >= 7 ? ", optimizer" : ", ''") +
+           (schema >= 7 ? ", optimizer" : ", ''") + (schema >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
            " FROM run ";
 }
 
@@ -39,8 +39,8 @@ std::string run_columns(int schema) {
 void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     Stmt s(db, path,
            "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
-           "test_accuracy, created, noise_scale, noise_observations, train_examples, optimizer) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "test_accuracy, created, noise_scale, noise_observations, train_examples, optimizer, hardware_class, "
+           "ranks_per_node) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.predicted_seconds, r.measured_seconds,
                r.test_accuracy, r.created);
     if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
@@ -48,6 +48,8 @@ void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     s.bind(11, std::max<int64_t>(0, r.noise_observations));
     s.bind(12, std::max<int64_t>(0, r.train_examples));
     s.bind(13, r.optimizer);
+    s.bind(14, r.hardware_class);
+    s.bind(15, std::max(1, r.ranks_per_node));
     s.run();
 }
 
@@ -59,6 +61,8 @@ RunRecord read_run(const Stmt& s) {
     r.noise_observations = s.i64(11);
     r.train_examples = s.i64(12);
     r.optimizer = s.text(13);
+    r.hardware_class = s.text(14);
+    r.ranks_per_node = std::max(1, static_cast<int>(s.i64(15)));
     return r;
 }
 
@@ -237,15 +241,19 @@ std::vector<Workload> ProfileDb::workloads() const {
 }
 
 void ProfileDb::add_compute(const ComputeSample& c) {
-    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.ranks < 1 || c.iters < 0 ||
+    if (c.workload.empty() || c.local_batch < 1 || c.threads < 1 || c.ranks < 1 || c.ranks_per_node < 1 ||
+        c.ranks % c.ranks_per_node != 0 || c.iters < 0 ||
         !std::isfinite(c.seconds_per_iter) || c.seconds_per_iter <= 0)
         throw Error("profile database " + path_ + ": refusing an invalid compute sample (workload '" + c.workload +
                     "', local batch " + std::to_string(c.local_batch) + ", " + std::to_string(c.ranks) + " rank(s), " +
                     std::to_string(c.seconds_per_iter) + " s/iter)");
     Stmt s(db_, path_,
            "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
-           "startup_seconds, synced_seconds_per_iter) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, now_seconds(), c.ranks);
+    s.bind(11, c.hardware_class);
+    s.bind(12, c.ranks_per_node);
     if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
     if (std::isfinite(c.synced_seconds_per_iter) && c.synced_seconds_per_iter > 0)
         s.bind(10, c.synced_seconds_per_iter);  // else NULL
@@ -258,7 +266,8 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
     // older than 5 no synced column: NULL).
     const std::string sql = std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, ") +
                             (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
-                            (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + " FROM compute_profile " +
+                            (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") +
+                            (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") + " FROM compute_profile " +
                             (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
     Stmt s(db_, path_, sql.c_str());
     if (!workload.empty()) s.bind(1, workload);
@@ -268,6 +277,8 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         s.get_from(0, c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, c.ranks);
         if (!s.is_null(7)) c.startup_seconds = s.dbl(7);
         if (!s.is_null(8)) c.synced_seconds_per_iter = s.dbl(8);
+        c.hardware_class = s.text(9);
+        c.ranks_per_node = std::max(1, static_cast<int>(s.i64(10)));
         out.push_back(std::move(c));
     }
     return out;
@@ -277,17 +288,20 @@ void ProfileDb::add_allreduce(const AllreduceSample& a) {
     if (a.nodes < 1 || a.bytes < 0 || !std::isfinite(a.seconds) || a.seconds < 0)
         throw Error("profile database " + path_ + ": refusing an invalid allreduce sample (" + std::to_string(a.nodes) +
                     " nodes, " + std::to_string(a.bytes) + " bytes, " + std::to_string(a.seconds) + " s)");
-    Stmt s(db_, path_, "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created) VALUES(?, ?, ?, ?, ?)");
-    s.bind_all(a.host, a.nodes, a.bytes, a.seconds, now_seconds());
+    Stmt s(db_, path_,
+           "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class) VALUES(?, ?, ?, ?, ?, ?)");
+    s.bind_all(a.host, a.nodes, a.bytes, a.seconds, now_seconds(), a.hardware_class);
     s.run();
 }
 
 std::vector<AllreduceSample> ProfileDb::allreduce_samples() const {
-    Stmt s(db_, path_, "SELECT host, nodes, bytes, seconds FROM allreduce_profile ORDER BY id");
+    const std::string sql = std::string("SELECT host, nodes, bytes, seconds, ") +
+                            (schema_ >= 8 ? "hardware_class" : "''") + " FROM allreduce_profile ORDER BY id";
+    Stmt s(db_, path_, sql.c_str());
     std::vector<AllreduceSample> out;
     while (s.step()) {
         AllreduceSample a;
-        s.get_from(0, a.host, a.nodes, a.bytes, a.seconds);
+        s.get_from(0, a.host, a.nodes, a.bytes, a.seconds, a.hardware_class);
         out.push_back(a);
     }
     return out;

@@ -113,22 +113,28 @@ double ComputeModel::startup_seconds(double b) const {
 
 void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
     std::map<int, std::map<int, std::vector<double>>> by;  // ranks -> local batch -> seconds
+    std::map<int, std::map<int, std::map<int, std::vector<double>>>> on_node;  // R -> ranks -> b -> seconds
     for (const auto& s : together) {
         if (s.local_batch < 1 || !std::isfinite(s.seconds_per_iter) || s.seconds_per_iter <= 0)
             throw Error("compute profile of " + s.workload + " has a sample of " + std::to_string(s.ranks) +
                         " ranks at once with local batch " + std::to_string(s.local_batch) + " and " +
                         std::to_string(s.seconds_per_iter) + " s/iter; the batch must be >= 1 and the time > 0");
-        by[s.ranks][s.local_batch].push_back(s.seconds_per_iter);
+        if (s.ranks_per_node > 1) on_node[s.ranks_per_node][s.ranks][s.local_batch].push_back(s.seconds_per_iter);
+        else by[s.ranks][s.local_batch].push_back(s.seconds_per_iter);
     }
-    concurrent.clear();
-    for (const auto& [k, batches] : by) {
+    auto ratio_knots = [&](const std::map<int, std::vector<double>>& batches) {
         std::vector<std::pair<double, double>> knots;
         for (const auto& [b, times] : batches) knots.emplace_back(b, median(times) / seconds_per_iter(b));
-        concurrent[k] = std::move(knots);
-    }
+        return knots;
+    };
+    concurrent.clear();
+    for (const auto& [k, batches] : by) concurrent[k] = ratio_knots(batches);
+    concurrent_on_node.clear();
+    for (const auto& [r, counts] : on_node)
+        for (const auto& [k, batches] : counts) concurrent_on_node[r][k] = ratio_knots(batches);
     std::map<int, std::map<int, std::vector<double>>> sync;  // ranks -> local batch -> synced seconds
     for (const auto& s : together)
-        if (std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
+        if (s.ranks_per_node <= 1 && std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
             sync[s.ranks][s.local_batch].push_back(s.synced_seconds_per_iter);
     synced.clear();
     for (const auto& [k, batches] : sync)
@@ -158,6 +164,16 @@ double ComputeModel::synced_factor_at(const std::map<int, std::vector<std::pair<
 double ComputeModel::concurrency_factor(int nodes, double b) const {
     const int k = profiled_count(concurrent, nodes);
     return k == 0 ? 1.0 : TimeCalibration::curve_at(concurrent.at(k), b);
+}
+
+double ComputeModel::concurrency_at(int nodes, int ranks_per_node, double b) const {
+    const int R = std::max(1, ranks_per_node);
+    if (R > 1) {
+        const auto it = concurrent_on_node.find(R);
+        const int k = it == concurrent_on_node.end() ? 0 : profiled_count(it->second, nodes * R);
+        if (k > 0) return TimeCalibration::curve_at(it->second.at(k), b);
+    }
+    return concurrency_factor(nodes * R, b);
 }
 
 double ComputeModel::seconds_per_iter(double b) const {
@@ -359,27 +375,30 @@ OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
 }
 
 double steady_seconds(const RunRecord& r, const ComputeModel& compute) {
-    if (r.nodes < 1) return r.measured_seconds;
-    const double s = compute.startup_seconds(static_cast<double>(r.global_batch) / r.nodes);
+    if (r.ranks() < 1) return r.measured_seconds;
+    const double s = compute.startup_seconds(r.local_batch());
     return std::max(r.measured_seconds - s, 0.5 * r.measured_seconds);
 }
 
 std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord*>& runs, const Workload& w,
-                                               const ComputeModel& compute, const AllreduceModel* allreduce) {
+                                               const ComputeModel& compute, const AllreduceModel* allreduce,
+                                               double intra_bandwidth) {
     std::vector<IterationSample> out;
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
     for (const RunRecord* r : runs) {
-        if (r->nodes < 1 || r->global_batch < r->nodes || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
+        if (r->ranks() < 1 || r->global_batch < r->ranks() || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
         if (r->nodes > 1 && !allreduce) continue;
         const double n_iter =
             std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
-        q.compute_seconds = compute.seconds_per_iter(static_cast<double>(r->global_batch) / r->nodes, r->nodes);
-        q.comm_seconds = r->nodes > 1 ? allreduce->seconds(r->nodes, grad_bytes) : 0.0;
+        q.compute_seconds =
+            compute.seconds_per_iter(r->local_batch()) * compute.concurrency_at(r->nodes, r->ranks_per_node, r->local_batch());
+        q.comm_seconds = hierarchical_allreduce_seconds(allreduce, r->nodes, r->ranks_per_node, grad_bytes, intra_bandwidth);
         q.measured_seconds = steady_seconds(*r, compute) / n_iter;
         q.nodes = r->nodes;
-        q.local_batch = static_cast<double>(r->global_batch) / r->nodes;
+        q.ranks_per_node = std::max(1, r->ranks_per_node);
+        q.local_batch = r->local_batch();
         out.push_back(q);
     }
     return out;
@@ -407,19 +426,21 @@ std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const C
 }
 
 double step_time_factor(const TimeCalibration& calibration,
-                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes, double b,
-                        bool* from_synced) {
-    const bool synced = profiled_count(synced_ratios, nodes) > 0;
+                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+                        int ranks_per_node, double b, bool* from_synced) {
+    const int ranks = nodes * ranks_per_node;
+    const bool synced = profiled_count(synced_ratios, ranks) > 0;
     if (from_synced) *from_synced = synced;
-    if (!synced) return calibration.factor_for(nodes, b);
-    const double y = ComputeModel::synced_factor_at(synced_ratios, nodes, b);
-    if (!calibration.own_kind(nodes)) return y;
-    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, y * calibration.factor_for(nodes, b)));
+    if (!synced) return calibration.factor_at(nodes, ranks_per_node, b);
+    const double y = ComputeModel::synced_factor_at(synced_ratios, ranks, b);
+    if (!calibration.own_kind(nodes, ranks_per_node)) return y;
+    return std::min(TimeCalibration::kMax,
+                    std::max(TimeCalibration::kMin, y * calibration.factor_at(nodes, ranks_per_node, b)));
 }
 
-double TimeCalibration::factor_for(int nodes, double local_batch) const {
-    if (!by_local_batch(nodes)) return factor_for(nodes);
-    const NodeGroup* g = node_group(nodes);
+double TimeCalibration::factor_at(int nodes, int ranks_per_node, double local_batch) const {
+    if (!by_local_batch(nodes, ranks_per_node)) return shape_factor(nodes, ranks_per_node);
+    const NodeGroup* g = node_group(nodes, ranks_per_node);
     const double r = curve_at(g ? g->curve : curve_multi, local_batch);
     return std::min(kMax, std::max(kMin, r));
 }
@@ -461,14 +482,15 @@ bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
 
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
                                      const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios) {
-    // the newest kNewest usable samples whose node count `in_group` accepts, as (local batch,
-    // measured / (modelled x the sync factor the prediction carried))
+    // the newest kNewest usable samples whose shape (nodes, ranks per node) `in_group` accepts,
+    // as (local batch, measured / (modelled x the sync factor the prediction carried))
     auto group_points = [&](const auto& in_group) {
         std::vector<std::pair<double, double>> pts;
         for (auto it = samples.rbegin(); it != samples.rend() && pts.size() < kNewest; ++it) {
-            if (!in_group(it->nodes)) continue;
+            const int rpn = std::max(1, it->ranks_per_node);
+            if (!in_group(Shape{it->nodes, rpn})) continue;
             const double lb = std::isfinite(it->local_batch) ? it->local_batch : 0.0;
-            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes, lb) : 1.0;
+            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes * rpn, lb) : 1.0;
             const double pred = overlap.combine(it->compute_seconds, it->comm_seconds) * y;
             const double r = it->measured_seconds / pred;
             if (std::isfinite(r) && r > 0 && pred > 0)
@@ -483,18 +505,19 @@ TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples
         return ratios.empty() ? 1.0 : std::min(kMax, std::max(kMin, median(ratios)));
     };
     TimeCalibration c;
-    c.factor = group_factor(group_points([](int) { return true; }), &c.runs);
-    const auto single = group_points([](int k) { return k <= 1; }), multi = group_points([](int k) { return k > 1; });
+    c.factor = group_factor(group_points([](Shape) { return true; }), &c.runs);
+    const auto single = group_points([](Shape k) { return k.first * k.second <= 1; });
+    const auto multi = group_points([](Shape k) { return k.first * k.second > 1; });
     c.factor_single = group_factor(single, &c.runs_single);
     c.factor_multi = group_factor(multi, &c.runs_multi);
     // only multi-node runs get a curve: a single-node run is what the compute profile measured,
     // at the same local batch, so what remains is a steady-state offset (the median)
     if (c.runs_multi >= kGroupMin && curve_beats_median(multi)) c.curve_multi = ratio_knots(multi);
-    std::set<int> counts;
+    std::set<Shape> counts;
     for (const auto& q : samples)
-        if (q.nodes > 1) counts.insert(q.nodes);
-    for (int k : counts) {
-        const auto pts = group_points([k](int n) { return n == k; });
+        if (q.nodes * std::max(1, q.ranks_per_node) > 1) counts.insert(Shape{q.nodes, std::max(1, q.ranks_per_node)});
+    for (const Shape& k : counts) {
+        const auto pts = group_points([k](Shape n) { return n == k; });
         if (pts.empty()) continue;
         NodeGroup& g = c.by_nodes[k];
         g.factor = group_factor(pts, &g.runs);

@@ -37,9 +37,9 @@ std::vector<T> extremes(const std::vector<T>& v, K key) {
     return out;
 }
 
-// Runs the models can predict: at least one node, one example per node, one epoch, a time.
+// Runs the models can predict: at least one node, one example per rank, one epoch, a time.
 bool usable_run(const RunRecord& run) {
-    return run.nodes >= 1 && run.global_batch >= run.nodes && run.epochs >= 1 && run.measured_seconds > 0 &&
+    return run.nodes >= 1 && run.global_batch >= run.ranks() && run.epochs >= 1 && run.measured_seconds > 0 &&
            std::isfinite(run.measured_seconds);
 }
 
@@ -47,8 +47,11 @@ bool usable_run(const RunRecord& run) {
 IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const AllreduceModel* am, double D,
                              double grad_bytes) {
     IterationSample q;
-    q.compute_seconds = cm.seconds_per_iter(static_cast<double>(run.global_batch) / run.nodes, run.nodes);
-    q.comm_seconds = run.nodes > 1 && am ? am->seconds(run.nodes, grad_bytes) : 0.0;
+    q.compute_seconds = cm.seconds_per_iter(run.local_batch()) * cm.concurrency_at(run.nodes, run.ranks_per_node, run.local_batch());
+    q.comm_seconds = hierarchical_allreduce_seconds(am, run.nodes, run.ranks_per_node, grad_bytes, 0.0);
+    q.nodes = run.nodes;
+    q.ranks_per_node = std::max(1, run.ranks_per_node);
+    q.local_batch = run.local_batch();
     q.measured_seconds = steady_seconds(run, cm) / (std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs);
     return q;
 }
@@ -148,11 +151,12 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;
+            p.ranks_per_node = std::max(1, run.ranks_per_node);
             p.global_batch = run.global_batch;
             p.measured_epoch_seconds = run.measured_seconds / run.epochs;
-            const double b_local = static_cast<double>(run.global_batch) / run.nodes;
+            const double b_local = run.local_batch();
             p.predicted_epoch_seconds = std::floor(run.examples_per_epoch(D) / run.global_batch) *
-                                            step_time_factor(cal, synced, run.nodes, b_local) *
+                                            step_time_factor(cal, synced, run.nodes, run.ranks_per_node, b_local) *
                                                 ov.combine(q.compute_seconds, q.comm_seconds) +
                                         cm.startup_seconds(b_local) / run.epochs;  // paid once per run
             p.measured_cost = run.nodes * p.measured_epoch_seconds / 3600.0 * price;
@@ -199,12 +203,13 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         if ((run.nodes > 1 && !am) || (!job_id.empty() && run.job_id != job_id)) continue;
         const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
         const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
-        const double b = static_cast<double>(run.global_batch) / run.nodes;
-        const double h = cm.interval(b, level) * cm.concurrency_factor(run.nodes, b);  // as the compute part
+        const double b = run.local_batch();
+        const double h = cm.interval(b, level) * cm.concurrency_at(run.nodes, run.ranks_per_node, b);  // as the compute part
         const double n_it = std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs;
         RunCheck c;
         c.job_id = run.job_id;
         c.nodes = run.nodes;
+        c.ranks_per_node = std::max(1, run.ranks_per_node);
         c.global_batch = run.global_batch;
         c.epochs = run.epochs;
         c.created = run.created;

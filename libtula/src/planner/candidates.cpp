@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "tula/error.hpp"
 
@@ -123,11 +124,11 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.global_batch = B;
             c.local_batch = b;
             c.scaled_from = t.scaled_from;
-            // 1 unless `ranks` ranks were profiled at once
-            const double conc = compute.concurrency_factor(ranks, b);
+            // 1 unless ranks were profiled at once (R per node, when such a profile exists)
+            const double conc = compute.concurrency_at(K, R, b);
             const double tc = f * compute.seconds_per_iter(b) * conc;
             const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = step_time_factor(req.calibration, synced, ranks, b, &c.synced_profile);
+            const double cal = step_time_factor(req.calibration, synced, K, R, b, &c.synced_profile);
             c.time_factor = cal;
             c.iter_seconds = cal * req.overlap.combine(tc, tm);
             const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
@@ -199,27 +200,110 @@ double scaled_compute_factor(const PartitionConf& from, const PartitionConf& to)
     return flops && mem ? std::sqrt(rf * rm) : flops ? rf : rm;
 }
 
+namespace {
+
+// Target `p` predicted from the models of class `from` (partition `profiled`): scaled by the
+// published figures when the classes differ, else as they are; `left_out` when tula.conf lacks
+// the figures.
+PartitionTarget scaled_target(const PartitionConf& p, const PartitionConf& profiled, const ComputeModel& compute,
+                              const AllreduceModel* allreduce) {
+    PartitionTarget t;
+    t.conf = p;
+    t.compute = compute;
+    if (allreduce) t.allreduce = *allreduce;
+    if (!p.hardware_class.empty() && p.hardware_class != profiled.hardware_class) {
+        try {
+            t.compute_factor = scaled_compute_factor(profiled, p);
+            if (allreduce) t.allreduce = scaled_allreduce(*allreduce, profiled, p);
+            t.upper_factor = kScaledIntervalFactor;
+            t.scaled_from = profiled.hardware_class;
+        } catch (const Error& e) {
+            t.left_out = std::string("no profile of class ") + p.hardware_class + " (" + e.what() + ")";
+        }
+    }
+    if (!p.unavailable.empty()) t.left_out = p.unavailable;  // Slurm's reason (the tula command's query)
+    return t;
+}
+
+}  // namespace
+
 std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel& compute, const AllreduceModel* allreduce) {
     const std::vector<PartitionConf> parts = cfg.site_partitions();
     std::vector<PartitionTarget> out;
+    for (const PartitionConf& p : parts) out.push_back(scaled_target(p, parts.front(), compute, allreduce));
+    return out;
+}
+
+std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector<ComputeSample>& compute,
+                                            const std::vector<AllreduceSample>& allreduce,
+                                            std::vector<std::string>* warnings) {
+    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    const bool classed = std::any_of(compute.begin(), compute.end(),
+                                     [](const ComputeSample& c) { return !c.hardware_class.empty(); });
+    // the rows of class `cls` (class_rows); without classes every row is the first partition's
+    // (none for the others: they are scaled from it, as before classes were recorded)
+    auto rows_of = [&](const auto& rows, const std::string& cls, bool* own) {
+        *own = true;
+        if (!classed && cls == parts.front().hardware_class) return rows;
+        if (!classed && !cls.empty()) return std::remove_const_t<std::remove_reference_t<decltype(rows)>>{};
+        return planner_detail::class_rows(rows, cls, own);
+    };
+    std::map<std::string, ClassFit> fits;
     for (const PartitionConf& p : parts) {
-        const PartitionConf& profiled = parts.front();
-        PartitionTarget t;
-        t.conf = p;
-        if (!p.unavailable.empty()) t.left_out = p.unavailable;  // Slurm's reason (the tula command's query)
-        t.compute = compute;
-        if (allreduce) t.allreduce = *allreduce;
-        if (!p.hardware_class.empty() && p.hardware_class != profiled.hardware_class) {
+        const std::string& cls = p.hardware_class;
+        if (fits.count(cls)) continue;
+        bool own = true, ar_own = true;
+        const std::vector<ComputeSample> cs = rows_of(compute, cls, &own);
+        if (cs.empty()) continue;
+        ClassFit f;
+        f.own = own;
+        try {
+            f.compute = ComputeModel::fit(cs);
+        } catch (const Error& e) {
+            if (warnings) warnings->push_back("class " + (cls.empty() ? std::string("(any)") : cls) + ": " + e.what());
+            continue;
+        }
+        const std::vector<AllreduceSample> as = rows_of(allreduce, cls, &ar_own);
+        if (!as.empty()) {
             try {
-                t.compute_factor = scaled_compute_factor(profiled, p);
-                if (allreduce) t.allreduce = scaled_allreduce(*allreduce, profiled, p);
-                t.upper_factor = kScaledIntervalFactor;
-                t.scaled_from = profiled.hardware_class;
+                f.allreduce = AllreduceModel::fit(as);
             } catch (const Error& e) {
-                t.left_out = std::string("no profile of class ") + p.hardware_class + " (" + e.what() + ")";
+                if (warnings) warnings->push_back(std::string(e.what()) + "; planning " +
+                                                  (cls.empty() ? std::string("") : "class " + cls + " ") + "for 1 node only");
             }
         }
-        out.push_back(std::move(t));
+        fits.emplace(cls, std::move(f));
+    }
+    return fits;
+}
+
+std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std::string, ClassFit>& fits) {
+    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    const PartitionConf* profiled = nullptr;  // the first partition whose class has rows of its own
+    for (const PartitionConf& p : parts) {
+        const auto it = fits.find(p.hardware_class);
+        if (it != fits.end() && it->second.own) {
+            profiled = &p;
+            break;
+        }
+    }
+    std::vector<PartitionTarget> out;
+    for (const PartitionConf& p : parts) {
+        const auto it = fits.find(p.hardware_class);
+        if (it != fits.end()) {
+            const ClassFit& f = it->second;
+            out.push_back(scaled_target(p, p, f.compute, f.allreduce ? &*f.allreduce : nullptr));
+        } else if (profiled) {
+            const ClassFit& f = fits.at(profiled->hardware_class);
+            out.push_back(scaled_target(p, *profiled, f.compute, f.allreduce ? &*f.allreduce : nullptr));
+        } else {
+            PartitionTarget t;
+            t.conf = p;
+            t.left_out = !p.unavailable.empty() ? p.unavailable
+                                                : "no profile of class " + p.hardware_class +
+                                                      " and no class with a profile of its own to scale from";
+            out.push_back(std::move(t));
+        }
     }
     return out;
 }

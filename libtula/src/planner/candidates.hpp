@@ -19,6 +19,23 @@ using SyncedRatios = std::map<int, std::vector<std::pair<double, double>>>;
 /// linear compute model is not trusted that far (memory, cache effects).
 constexpr double kExtrapolation = 4.0;
 
+/// The profile rows (ComputeSample or AllreduceSample) that stand for hardware class `cls`:
+/// every row for "" (any class); else the rows recorded with `cls`, or, when there are none, the
+/// unknown-class ones. `*own` (when given) says whether they are the class's own. Pure.
+template <class Row>
+std::vector<Row> class_rows(const std::vector<Row>& rows, const std::string& cls, bool* own = nullptr) {
+    if (own) *own = true;
+    if (cls.empty()) return rows;
+    std::vector<Row> mine, unknown;
+    for (const Row& r : rows) {
+        if (r.hardware_class == cls) mine.push_back(r);
+        else if (r.hardware_class.empty()) unknown.push_back(r);
+    }
+    if (!mine.empty()) return mine;
+    if (own) *own = false;
+    return unknown;
+}
+
 /// printf of one double into a string.
 std::string fmt(const char* f, double v);
 /// "1 node", "N nodes".

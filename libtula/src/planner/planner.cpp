@@ -87,9 +87,31 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const std::vector
     }
 }
 
-}  // namespace
-
-namespace {
+// check_runs for the runs of each hardware class against that class's profile rows
+// (planner_detail::class_rows; the runs of unknown class against every row, as before classes
+// were recorded), newest first over all classes, at most `max_checked`. Errors: tula::Error
+// from check_runs when there is one class and its compute fit fails; a class whose fit fails
+// among several is left unchecked.
+std::vector<RunCheck> check_runs_by_class(const Workload& w, const std::vector<ComputeSample>& compute,
+                                          const std::vector<AllreduceSample>& allreduce,
+                                          const std::vector<RunRecord>& runs, size_t max_checked, double level,
+                                          const std::string& job_id = "") {
+    std::map<std::string, std::vector<RunRecord>> by_class;
+    for (const RunRecord& r : runs) by_class[r.hardware_class].push_back(r);
+    std::vector<RunCheck> out;
+    for (const auto& [cls, rs] : by_class) {
+        try {
+            for (RunCheck& c : check_runs(w, planner_detail::class_rows(compute, cls),
+                                          planner_detail::class_rows(allreduce, cls), rs, max_checked, level, job_id))
+                out.push_back(std::move(c));
+        } catch (const Error&) {
+            if (by_class.size() == 1) throw;
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const RunCheck& a, const RunCheck& b) { return a.created > b.created; });
+    if (out.size() > max_checked) out.resize(max_checked);
+    return out;
+}
 
 }  // namespace
 
@@ -398,30 +420,31 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
                   " training examples per epoch (tula-train --limit-train)";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     const TimeCalibration& cal = req.calibration;
-    // "N finished K-node run(s)" when the runs on the chosen node count serve, else of its kind
+    // "N finished K-node run(s)" when the runs of the chosen shape serve, else of its kind
+    const int K = ch.nodes, R = std::max(1, ch.ranks_per_node), ranks = K * R;
+    const std::string shape = std::to_string(K) + "-node " + (R > 1 ? std::to_string(R) + "-rank-per-node " : "");
     auto runs_text = [&](int n) {
-        const std::string kind = cal.own_nodes(ch.nodes) ? std::to_string(ch.nodes) + "-node "
-                                 : cal.own_kind(ch.nodes) ? (ch.nodes <= 1 ? "single-node " : "multi-node ")
-                                                          : "";
+        const std::string kind = cal.own_nodes(K, R) ? shape
+                                 : cal.own_kind(K, R) ? (ranks <= 1 ? "single-node " : "multi-node ")
+                                                      : "";
         return std::to_string(n) + " finished " + kind + "run" + (n == 1 ? "" : "s");
     };
-    if (ch.synced_profile && cal.own_kind(ch.nodes)) {
-        const int n = cal.runs_for(ch.nodes);
+    const double run_factor = cal.factor_at(K, R, ch.local_batch);
+    const char* curve = cal.by_local_batch(K, R) ? ", interpolated over their local batches" : "";
+    if (ch.synced_profile && cal.own_kind(K, R)) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ch.nodes)) + " ranks at once (x" +
-                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ch.nodes, ch.local_batch)) + ") and " +
-                  runs_text(n) + " (x" +
-                  fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + ", measured / profiled" +
-                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+                  std::to_string(profiled_count(synced, ranks)) + " ranks at once (x" +
+                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ranks, ch.local_batch)) + ") and " +
+                  runs_text(cal.runs_for(K, R)) + " (x" + fmt("%.3g", run_factor) + ", measured / profiled" + curve + ")";
     } else if (ch.synced_profile) {
         reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ch.nodes)) +
-                  " ranks at once (measured / modelled; no finished run on " + std::to_string(ch.nodes) +
-                  " nodes and fewer than 2 finished multi-node runs to calibrate it)";
+                  std::to_string(profiled_count(synced, ranks)) +
+                  " ranks at once (measured / modelled; no finished run on " + std::to_string(K) + " nodes" +
+                  (R > 1 ? " of " + std::to_string(R) + " ranks" : std::string()) +
+                  " and fewer than 2 finished multi-node runs to calibrate it)";
     } else if (cal.runs > 0) {
-        reason += "; times x" + fmt("%.3g", cal.factor_for(ch.nodes, ch.local_batch)) + " from " +
-                  runs_text(cal.runs_for(ch.nodes)) + " (measured / modelled" +
-                  (cal.by_local_batch(ch.nodes) ? ", interpolated over their local batches" : "") + ")";
+        reason += "; times x" + fmt("%.3g", run_factor) + " from " + runs_text(cal.runs_for(K, R)) +
+                  " (measured / modelled" + curve + ")";
     }
     if (plan.accuracy_excluded > 0)
         reason += "; " + std::to_string(plan.accuracy_excluded) + " candidate" +
@@ -633,9 +656,31 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         req.convergence =
             history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn);
     }
+    // Each hardware class's models; a run's modelled step is taken with its class's (the
+    // pooled models above for a run of unknown class), so that runs on other hardware calibrate
+    // what the profiles of their own class missed.
+    std::vector<std::string> class_warnings;
+    const std::map<std::string, ClassFit> fits = fit_classes(cfg, set.compute_for(workload), set.allreduce, &class_warnings);
+    for (const std::string& m : class_warnings)
+        if (std::find(warn->begin(), warn->end(), m) == warn->end()) warn->push_back(m);
+    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    auto samples_of = [&](const std::vector<const RunRecord*>& rs, const AllreduceModel* pooled_ar) {
+        std::vector<IterationSample> out;
+        for (const RunRecord* r : rs) {
+            const auto it = r->hardware_class.empty() ? fits.end() : fits.find(r->hardware_class);
+            const bool own = it != fits.end();
+            double intra = 0;  // the within-node bandwidth of the run's class, when tula.conf gives it
+            for (const PartitionConf& p : parts)
+                if (p.hardware_class == r->hardware_class && p.intra_node_bandwidth > 0) intra = p.intra_node_bandwidth;
+            const AllreduceModel* am = own ? (it->second.allreduce ? &*it->second.allreduce : nullptr) : pooled_ar;
+            for (const IterationSample& q : iteration_samples({r}, *w, own ? it->second.compute : compute, am, intra))
+                out.push_back(q);
+        }
+        return out;
+    };
     std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
     for (const auto& r : runs)
-        if (r.nodes >= 1 && r.global_batch >= r.nodes && r.epochs >= 1 && r.measured_seconds > 0 &&
+        if (r.nodes >= 1 && r.global_batch >= r.ranks() && r.epochs >= 1 && r.measured_seconds > 0 &&
             (r.nodes == 1 || allreduce))
             by_time.push_back(&r);
     std::stable_sort(by_time.begin(), by_time.end(),
@@ -645,16 +690,16 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         for (const auto& r : runs)
             if (r.nodes >= 2) multi.push_back(&r);
         try {
-            req.overlap = OverlapModel::fit(iteration_samples(multi, *w, compute, &*allreduce));
+            req.overlap = OverlapModel::fit(samples_of(multi, &*allreduce));
         } catch (const Error& e) {
             warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }
     }
     const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
-    req.calibration = TimeCalibration::fit(iteration_samples(by_time, *w, compute, ar), req.overlap,
+    req.calibration = TimeCalibration::fit(samples_of(by_time, ar), req.overlap,
                                            step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
     const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
-    const std::vector<PartitionTarget> targets = site_targets(cfg, compute, ar);
+    const std::vector<PartitionTarget> targets = site_targets(cfg, fits);
     std::vector<Plan> plans;
     for (const int fixed_nodes : counts) {
         PlanRequest r = req;
@@ -678,7 +723,8 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     }
     // Online refit: the newest runs checked against the interval of the models without them.
     try {
-        for (auto& c : check_runs(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns, req.interval_level))
+        for (auto& c : check_runs_by_class(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns,
+                                           req.interval_level))
             if (c.flagged)
                 for (Plan& p : plans) p.flagged_runs.push_back(c);
     } catch (const Error&) {
@@ -716,7 +762,8 @@ std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_pa
     try {
         // Only the run's own job id is checked; the newest such run is the one asked for
         // unless `run` itself is older (then it is matched by its creation time).
-        for (auto& c : check_runs(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95, run.job_id))
+        for (auto& c : check_runs_by_class(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95,
+                                           run.job_id))
             if (c.created == run.created) return c;
     } catch (const Error&) {
         return std::nullopt;
