@@ -66,7 +66,7 @@ if command -v mpirun >/dev/null; then
     mpi=(mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none)
     expect_ok "positive control with 2 ranks" timeout 120 "${mpi[@]}" "$TULA_TRAIN" --model lenet5 --data fashion-mnist \
         --data-dir good --batch-size 64 "${small[@]}"
-    assert_match "$T_OUT" '^tula-train: done:.* nodes=2( |$)' "2-rank positive control output"
+    assert_match "$T_OUT" '^tula-train: done:.* ranks=2( |$)' "2-rank positive control output (2 ranks on this one host: nodes=1 ranks=2)"
     expect_reject "--batch-size 65 on 2 ranks" "65" "${mpi[@]}" "$TULA_TRAIN" --model lenet5 --data fashion-mnist \
         --data-dir good --batch-size 65 "${small[@]}"
     expect_reject "TULA_BATCH_SIZE=65 on 2 ranks" "65" env TULA_BATCH_SIZE=65 "${mpi[@]}" -x TULA_BATCH_SIZE \
