@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -38,13 +37,6 @@ std::vector<std::string> split_list(const std::string& s) {
     return out;
 }
 
-bool valid_partition_name(const std::string& s) {
-    if (s.empty() || s.size() > 64) return false;
-    for (char c : s)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
-    return true;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -63,9 +55,9 @@ void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node)
         const std::vector<std::string> want = split_list(partitions);
         if (want.empty()) throw UsageError("--partition '" + one_line(partitions, 80) + "' names no partition");
         for (const auto& w : want)
-            if (!valid_partition_name(w))
+            if (!valid_class_name(w))
                 throw UsageError("--partition: '" + one_line(w, 80) +
-                                 "' is not a partition name (letters, digits, _ . -; a list is a,b)");
+                                 "' is not a partition name (1 to 63 letters, digits, _ . -; a list is a,b)");
         if (!cfg->partitions.empty()) {
             std::vector<PartitionConf> kept;
             std::string have;
