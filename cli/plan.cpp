@@ -299,9 +299,11 @@ int run_plan(const PlanOptions& o) {
             }
             if (workload.empty() && hw) workload = hw->workload.name;
             if (workload.empty()) {
+                if (!tc.problem.empty()) throw Error(tc.problem + " in " + o.script);
                 if (!tc.found)
-                    throw Error("no `tula-train --model NAME` line in " + o.script +
-                                "; name the workload with --workload MODEL@DATASET (sbatch: --tula-workload=MODEL@DATASET)");
+                    throw Error("no `tula-train --model NAME` line and no `# tula: workload=MODEL@DATASET` directive in " +
+                                o.script + "; add the directive, or name the workload with --workload MODEL@DATASET "
+                                "(sbatch: --tula-workload=MODEL@DATASET)");
                 workload = tc.workload();
                 if (!valid_workload_name(workload))
                     throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +

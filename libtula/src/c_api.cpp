@@ -124,9 +124,11 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
         if (!set(q->script_path))
             throw tula::Error("no workload: give --tula-workload=MODEL@DATASET or a batch script with a tula-train line");
         const tula::TrainCommand cmd = tula::parse_train_command(read_script(q->script_path));
+        if (!cmd.problem.empty()) throw tula::Error(cmd.problem + " in " + q->script_path);
         if (!cmd.found)
-            throw tula::Error(std::string("no `tula-train --model MODEL` line in ") + q->script_path +
-                              "; add one or pass --tula-workload=MODEL@DATASET");
+            throw tula::Error(std::string("no `tula-train --model MODEL` line and no `# tula: workload=MODEL@DATASET` "
+                                          "directive in ") +
+                              q->script_path + "; add the directive or pass --tula-workload=MODEL@DATASET");
         workload = cmd.workload();
         epochs = cmd.epochs;
         limit_train = cmd.limit_train;

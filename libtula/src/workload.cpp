@@ -195,16 +195,84 @@ bool comment_line(const std::string& text, size_t b, size_t e) {
     return false;
 }
 
+// The directive of a physical comment line text[b, e): `# tula: workload=NAME epochs=N batch=B
+// limit_train=M` (blanks around `#` and after `tula:` allowed). Returns false when the line is
+// not a directive. A directive with a missing or malformed workload, an unknown key or a value
+// that is not a count in [1, 10^8] sets *problem and leaves *d unchanged.
+struct Directive {
+    std::string model, dataset;
+    int epochs = 0, batch = 0, limit_train = 0;
+};
+bool read_directive(const std::string& text, size_t b, size_t e, Directive* d, std::string* problem) {
+    std::string_view line(text.data() + b, e - b);
+    auto skip_blanks = [&line]() {
+        while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    };
+    skip_blanks();
+    if (line.empty() || line.front() != '#') return false;
+    line.remove_prefix(1);
+    skip_blanks();
+    if (line.substr(0, 5) != "tula:") return false;
+    line.remove_prefix(5);
+    Directive out;
+    bool have_workload = false;
+    while (true) {
+        skip_blanks();
+        if (line.empty()) break;
+        size_t n = 0;
+        while (n < line.size() && line[n] != ' ' && line[n] != '\t') ++n;
+        const std::string_view word = line.substr(0, n);
+        line.remove_prefix(n);
+        const size_t eq = word.find('=');
+        const std::string_view key = word.substr(0, eq), value = eq == std::string_view::npos ? "" : word.substr(eq + 1);
+        if (key == "workload") {
+            const size_t at = value.find('@');
+            const std::string model(value.substr(0, at)), dataset(at == std::string_view::npos ? "" : value.substr(at + 1));
+            if (at == std::string_view::npos || !detail::is_plain_name(model) || !detail::is_plain_name(dataset)) {
+                *problem = "the `# tula:` directive's workload '" + std::string(value.substr(0, 64)) +
+                           "' is not of the form MODEL@DATASET (letters, digits, _ . -)";
+                return true;
+            }
+            out.model = model;
+            out.dataset = dataset;
+            have_workload = true;
+        } else if (key == "epochs" || key == "batch" || key == "limit_train") {
+            const int v = count_value(value);
+            if (v == 0) {
+                *problem = "the `# tula:` directive's " + std::string(key) + "='" + std::string(value.substr(0, 32)) +
+                           "' is not a whole number from 1 to 100000000";
+                return true;
+            }
+            (key == "epochs" ? out.epochs : key == "batch" ? out.batch : out.limit_train) = v;
+        } else {
+            *problem = "the `# tula:` directive has an unknown word '" + std::string(word.substr(0, 32)) +
+                       "' (known: workload=MODEL@DATASET epochs=N batch=B limit_train=M)";
+            return true;
+        }
+    }
+    if (!have_workload) {
+        *problem = "the `# tula:` directive names no workload (add workload=MODEL@DATASET)";
+        return true;
+    }
+    *d = out;
+    return true;
+}
+
 }  // namespace
 
 std::string workload_name(const std::string& model, const std::string& dataset) { return model + "@" + dataset; }
 
 // One pass over the script: physical lines are joined at `\` continuations into a logical
 // line (a comment line inside a continuation ends the command, as in sh; comment lines are
-// dropped), and each logical line is tokenized and searched as soon as it is complete. Every
-// byte is copied a bounded number of times, so the time is linear in the script's length.
+// only read for the `# tula:` directive), and each logical line is tokenized and searched as
+// soon as it is complete. The scan stops once both a tula-train line and a directive were
+// seen. Every byte is copied a bounded number of times, so the time is linear in the script's
+// length.
 TrainCommand parse_train_command(const std::string& script) {
     TrainCommand cmd;
+    bool have_line = false, have_directive = false;
+    Directive directive;
+    std::string problem;
     try {
         const size_t size = std::min(script.size(), kMaxScriptBytes);
         std::string acc;  // the logical line being joined
@@ -214,7 +282,9 @@ TrainCommand parse_train_command(const std::string& script) {
             tokenize(acc, &tok);
             acc.clear();
             cont = false;
-            return find_in_line(tok, &cmd);
+            if (have_line) return false;
+            have_line = find_in_line(tok, &cmd);
+            return have_line && have_directive;
         };
         size_t pos = 0;
         while (pos < size) {
@@ -225,7 +295,12 @@ TrainCommand parse_train_command(const std::string& script) {
             pos = nl + 1;
             if (e > b && script[e - 1] == '\r') --e;
             if (comment_line(script, b, e)) {
-                if (cont && done()) return cmd;
+                if (cont && done()) break;
+                if (!have_directive && problem.empty() && read_directive(script, b, e, &directive, &problem) &&
+                    problem.empty()) {
+                    have_directive = true;
+                    if (have_line) break;
+                }
                 continue;
             }
             // A trailing backslash continues the line unless it is itself escaped.
@@ -237,12 +312,26 @@ TrainCommand parse_train_command(const std::string& script) {
                 cont = true;
             } else {
                 acc.append(script, b, e - b);
-                if (done()) return cmd;
+                if (done()) break;
             }
         }
-        if (cont) done();
+        if (cont && !(have_line && have_directive)) done();
     } catch (...) {  // std::bad_alloc on absurd input: report "not found"
-        cmd = TrainCommand();
+        return TrainCommand();
+    }
+    if (!problem.empty()) {  // a malformed directive: the workload cannot be known
+        TrainCommand bad;
+        bad.problem = problem;
+        return bad;
+    }
+    if (have_directive) {  // the directive names the workload; its other values override the line's
+        cmd.found = true;
+        cmd.from_directive = true;
+        cmd.model = directive.model;
+        cmd.dataset = directive.dataset;
+        if (directive.epochs > 0) cmd.epochs = directive.epochs;
+        if (directive.batch > 0) cmd.batch_size = directive.batch;
+        if (directive.limit_train > 0) cmd.limit_train = directive.limit_train;
     }
     return cmd;
 }

@@ -67,6 +67,8 @@ class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_escaped_backslash_at_end);
     CPPUNIT_TEST(test_random_shapes);
     CPPUNIT_TEST(test_limit_train);
+    CPPUNIT_TEST(test_directive);
+    CPPUNIT_TEST(test_directive_malformed);
     CPPUNIT_TEST(test_pathological_scripts_are_linear);
     CPPUNIT_TEST(test_large_scripts_still_parse);
     CPPUNIT_TEST_SUITE_END();
@@ -311,6 +313,49 @@ public:
         const auto e = tula::parse_train_command(cut);  // "--epochs 1" is what the first 1 MiB holds
         CPPUNIT_ASSERT(e.found);
         CPPUNIT_ASSERT_EQUAL(1, e.epochs);
+    }
+    // `# tula: workload=... epochs=... batch=... limit_train=...` names the workload of any
+    // trainer; its values override those of a tula-train line, which fills the rest.
+    void test_directive() {
+        const auto c = tula::parse_train_command(
+            "#!/bin/bash\n#SBATCH -N 2\n#  tula:\tworkload=torch-fmnist-cnn@fashion-mnist epochs=3 batch=128 "
+            "limit_train=6400\nsrun python3 train.py\n");
+        CPPUNIT_ASSERT(c.found);
+        CPPUNIT_ASSERT(c.from_directive);
+        CPPUNIT_ASSERT_EQUAL(std::string("torch-fmnist-cnn@fashion-mnist"), c.workload());
+        CPPUNIT_ASSERT_EQUAL(3, c.epochs);
+        CPPUNIT_ASSERT_EQUAL(128, c.batch_size);
+        CPPUNIT_ASSERT_EQUAL(6400, c.limit_train);
+        CPPUNIT_ASSERT_EQUAL(128, c.reference_batch());
+        // only the workload: the trainer's default batch is the reference
+        const auto d = tula::parse_train_command("# tula: workload=m@d\npython3 x.py\n");
+        CPPUNIT_ASSERT(d.found);
+        CPPUNIT_ASSERT_EQUAL(0, d.epochs);
+        CPPUNIT_ASSERT_EQUAL(tula::kTrainerDefaultBatch, d.reference_batch());
+        // after a tula-train line too; the directive's workload and epochs win, the line's batch stays
+        const auto e = tula::parse_train_command(
+            "tula-train --model lenet5 --epochs 12 --batch-size 256\n# tula: workload=custom@fashion-mnist epochs=5\n");
+        CPPUNIT_ASSERT(e.found && e.from_directive);
+        CPPUNIT_ASSERT_EQUAL(std::string("custom@fashion-mnist"), e.workload());
+        CPPUNIT_ASSERT_EQUAL(5, e.epochs);
+        CPPUNIT_ASSERT_EQUAL(256, e.batch_size);
+        // other comments are not directives
+        CPPUNIT_ASSERT(!tula::parse_train_command("# tulax: workload=m@d\n# tula workload=m@d\necho\n").found);
+        const auto f = tula::parse_train_command("# tula-train --model x\ntula-train --model lenet5\n");
+        CPPUNIT_ASSERT(f.found && !f.from_directive);
+    }
+
+    // A malformed directive: not found, with the reason in `problem`.
+    void test_directive_malformed() {
+        const char* bad[] = {"# tula: workload=nodataset\n", "# tula: workload=a@b epochs=x\n",
+                             "# tula: workload=a@b epochs=0\n", "# tula: workload=a@b speed=3\n",
+                             "# tula: epochs=3\n", "# tula: workload=a b@c\n", "# tula: workload=a;rm@b\n"};
+        for (const char* s : bad) {
+            const auto c = tula::parse_train_command(std::string(s) + "tula-train --model lenet5\n");
+            CPPUNIT_ASSERT_MESSAGE(s, !c.found);
+            CPPUNIT_ASSERT_MESSAGE(s, c.problem.find("`# tula:` directive") != std::string::npos);
+        }
+        CPPUNIT_ASSERT(tula::parse_train_command("tula-train --model lenet5\n").problem.empty());
     }
 };
 

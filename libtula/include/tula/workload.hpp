@@ -37,6 +37,10 @@ struct TrainCommand {
     /// --limit-train value: tula-train trains on the first N training examples of each epoch.
     /// 0 when absent, 0 (tula-train's "all") or not a plain decimal count in [1, 10^8].
     int limit_train = 0;
+    /// The workload, epochs, batch or training examples came from a `# tula:` directive line.
+    bool from_directive = false;
+    /// Why a `# tula:` directive could not be read (found is then false), else "".
+    std::string problem;
     std::string workload() const { return workload_name(model, dataset); }
     /// The global batch at which the script's --epochs define its accuracy target: its
     /// --batch-size, else tula-train's default (kTrainerDefaultBatch), examples per step.
@@ -46,8 +50,11 @@ struct TrainCommand {
 /// Finds the first line of a batch script that runs `tula-train` (directly, through a
 /// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size and
 /// --limit-train from it, in both `--flag value` and `--flag=value` forms; `\` line
-/// continuations are joined, `#` comment lines are ignored. Pure; never throws; found=false
-/// when there is none or a value is malformed. Reads at most the first 1 MiB of `script`, in
+/// continuations are joined. Any trainer (PyTorch, ...) names its workload with the first
+/// directive comment line `# tula: workload=MODEL@DATASET epochs=N batch=B limit_train=M`
+/// (only workload required; tula-jobs(7)); the directive's values override the tula-train
+/// line's. Other `#` comment lines are ignored. Pure; never throws; found=false when there is
+/// neither, or a value is malformed; a malformed directive also sets `problem`. Reads at most the first 1 MiB of `script`, in
 /// one pass: time linear in the bytes read (about 10 ms for 1 MiB of any content).
 TrainCommand parse_train_command(const std::string& script);
 
