@@ -287,6 +287,7 @@ int run_plan(const PlanOptions& o) {
         int epochs = o.epochs;
         int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
         int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
+        std::string script_optimizer;  // TrainCommand::optimizer of the script ("" : none)
         if (!o.script.empty()) {
             // --workload (e.g. from --tula-workload) names the workload; the script still
             // gives the epoch count when it has a tula-train line.
@@ -312,6 +313,7 @@ int run_plan(const PlanOptions& o) {
             if (epochs <= 0 && tc.found) epochs = tc.epochs;
             if (tc.found) limit_train = tc.limit_train;
             if (tc.found) script_batch = tc.reference_batch();
+            if (tc.found) script_optimizer = tc.optimizer;
         }
         if (workload.empty() && hw) workload = hw->workload.name;
         PolicySpec spec;
@@ -326,6 +328,7 @@ int run_plan(const PlanOptions& o) {
         spec.reference_batch =
             o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
         spec.fixed_epochs = o.fixed_epochs;
+        spec.optimizer = script_optimizer;
         spec.target_accuracy = o.target_accuracy > 0 ? o.target_accuracy : 0;
 
         PlanReport r;

@@ -107,6 +107,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     int64_t limit_train = 0;  // the script's --limit-train (0: the whole dataset)
     // the batch at which the epochs define the target (TrainCommand::reference_batch)
     int reference_batch = tula::kTrainerDefaultBatch;
+    std::string optimizer;  // the script's --optimizer (TrainCommand::optimizer)
     if (set(q->workload)) {
         workload = q->workload;
         char err[TULA_MSG_MAX];
@@ -117,6 +118,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
                 if (cmd.found) epochs = cmd.epochs;
                 if (cmd.found) limit_train = cmd.limit_train;
                 if (cmd.found) reference_batch = cmd.reference_batch();
+                if (cmd.found) optimizer = cmd.optimizer;
             } catch (const tula::Error&) {
             }
         }
@@ -133,6 +135,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
         epochs = cmd.epochs;
         limit_train = cmd.limit_train;
         reference_batch = cmd.reference_batch();
+        optimizer = cmd.optimizer;
     }
     if (epochs <= 0) epochs = cfg.default_epochs;
 
@@ -151,6 +154,7 @@ int plan_job(const tula_job_query* q, tula_job_plan* out) {
     }
     tula::PolicySpec policy = q->policy ? tula::parse_policy_spec(q->policy) : tula::PolicySpec{};
     policy.reference_batch = reference_batch;
+    policy.optimizer = optimizer;
     tula::Plan plan;
     try {
         plan = tula::plan_workload(cfg, dbs, workload, epochs, 0, q->nodes, policy, &warnings, limit_train);

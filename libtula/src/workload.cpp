@@ -120,12 +120,13 @@ int count_value(std::string_view v) {
 // false when --model is absent or a name value is malformed. Linear in the words read.
 bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     bool have_model = false;
-    std::string model, data = "fashion-mnist";
+    std::string model, data = "fashion-mnist", optimizer;
     int epochs = 0, batch = 0, limit = 0;
-    static constexpr std::string_view kFlags[] = {"--model", "--data", "--epochs", "--batch-size", "--limit-train"};
+    static constexpr std::string_view kFlags[] = {"--model", "--data", "--epochs", "--batch-size", "--limit-train",
+                                                  "--optimizer"};
     for (size_t i = start; i < tok.size() && !tok.op(i); ++i) {
         const std::string_view w = tok.text(i);
-        for (int f = 0; f < 5; ++f) {
+        for (int f = 0; f < 6; ++f) {
             bool with_equals = false, missing = false;
             std::string_view value;
             if (!flag_form(w, kFlags[f], &with_equals, &value)) continue;
@@ -146,6 +147,9 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
                 case 2: epochs = count_value(value); break;
                 case 3: batch = count_value(value); break;
                 case 4: limit = count_value(value); break;
+                case 5:  // "$OPT" or another non-name: not known
+                    optimizer = !missing && detail::is_plain_name(std::string(value)) ? std::string(value) : "";
+                    break;
             }
             break;
         }
@@ -157,6 +161,7 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     cmd->epochs = epochs;
     cmd->batch_size = batch;
     cmd->limit_train = limit;
+    cmd->optimizer = optimizer;
     return true;
 }
 
@@ -196,11 +201,11 @@ bool comment_line(const std::string& text, size_t b, size_t e) {
 }
 
 // The directive of a physical comment line text[b, e): `# tula: workload=NAME epochs=N batch=B
-// limit_train=M` (blanks around `#` and after `tula:` allowed). Returns false when the line is
+// limit_train=M optimizer=NAME` (blanks around `#` and after `tula:` allowed). Returns false when the line is
 // not a directive. A directive with a missing or malformed workload, an unknown key or a value
 // that is not a count in [1, 10^8] sets *problem and leaves *d unchanged.
 struct Directive {
-    std::string model, dataset;
+    std::string model, dataset, optimizer;
     int epochs = 0, batch = 0, limit_train = 0;
 };
 bool read_directive(const std::string& text, size_t b, size_t e, Directive* d, std::string* problem) {
@@ -236,6 +241,13 @@ bool read_directive(const std::string& text, size_t b, size_t e, Directive* d, s
             out.model = model;
             out.dataset = dataset;
             have_workload = true;
+        } else if (key == "optimizer") {
+            if (!detail::is_plain_name(std::string(value))) {
+                *problem = "the `# tula:` directive's optimizer '" + std::string(value.substr(0, 32)) +
+                           "' is not a name (letters, digits, _ . -)";
+                return true;
+            }
+            out.optimizer = value;
         } else if (key == "epochs" || key == "batch" || key == "limit_train") {
             const int v = count_value(value);
             if (v == 0) {
@@ -246,7 +258,7 @@ bool read_directive(const std::string& text, size_t b, size_t e, Directive* d, s
             (key == "epochs" ? out.epochs : key == "batch" ? out.batch : out.limit_train) = v;
         } else {
             *problem = "the `# tula:` directive has an unknown word '" + std::string(word.substr(0, 32)) +
-                       "' (known: workload=MODEL@DATASET epochs=N batch=B limit_train=M)";
+                       "' (known: workload=MODEL@DATASET epochs=N batch=B limit_train=M optimizer=NAME)";
             return true;
         }
     }
@@ -332,6 +344,7 @@ TrainCommand parse_train_command(const std::string& script) {
         if (directive.epochs > 0) cmd.epochs = directive.epochs;
         if (directive.batch > 0) cmd.batch_size = directive.batch;
         if (directive.limit_train > 0) cmd.limit_train = directive.limit_train;
+        if (!directive.optimizer.empty()) cmd.optimizer = directive.optimizer;
     }
     return cmd;
 }

@@ -235,6 +235,13 @@ public:
         const tula::ConvergenceModel s = tula::convergence_from_history(runs, w, 0.7, prior, "sgd");
         CPPUNIT_ASSERT_EQUAL(3, s.fit_batches);
         CPPUNIT_ASSERT_MESSAGE(std::to_string(s.noise_scale), rel_err(s.noise_scale, 2000) < 0.2);
+        // the planner's entry point passes the job's optimizer on ("auto": the fit picks)
+        std::vector<std::string> warn;
+        CPPUNIT_ASSERT_EQUAL(std::string("sgd"),
+                             tula::history_convergence(runs, w, 0.7, 1000, 12, prior, &warn, "sgd").fit_optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string("lars"),
+                             tula::history_convergence(runs, w, 0.7, 1000, 12, prior, &warn, "auto").fit_optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string("lars"), tula::history_convergence(runs, w, 0.7, 1000, 12, prior, &warn).fit_optimizer);
         // one batch: B_noise stays the prior's, E_min = median epochs / (1 + B_0 / B_noise)
         std::vector<tula::RunRecord> one = {run_crossing(w.name, 1000, 14, 0.7), run_crossing(w.name, 1000, 16, 0.7),
                                             run_crossing(w.name, 1000, 30, 0.7)};

@@ -326,6 +326,12 @@ public:
         CPPUNIT_ASSERT_EQUAL(3, c.epochs);
         CPPUNIT_ASSERT_EQUAL(128, c.batch_size);
         CPPUNIT_ASSERT_EQUAL(6400, c.limit_train);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), c.optimizer);
+        // --optimizer of a tula-train line, overridden by a directive's optimizer=
+        CPPUNIT_ASSERT_EQUAL(std::string("ags"), found_command("tula-train --model m --optimizer=ags\n").optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), found_command("tula-train --model m --optimizer \"$OPT\"\n").optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string("sgd"),
+                             found_command("tula-train --model m --optimizer ags\n# tula: workload=m@d optimizer=sgd\n").optimizer);
         CPPUNIT_ASSERT_EQUAL(128, c.reference_batch());
         // only the workload: the trainer's default batch is the reference
         const auto d = tula::parse_train_command("# tula: workload=m@d\npython3 x.py\n");

@@ -106,10 +106,11 @@ double reference_accuracy(const std::vector<RunRecord>& runs, const Workload& w,
 /// fits B_crit to it (2 or more batches), B_noise is that B_crit with its bootstrap interval
 /// and the epochs stay relative to `epochs` at `ref_batch` (e_min 0), so that the job's own
 /// batch trains the requested epochs; otherwise `prior` (B_simple or tula.conf's). A fit
-/// that fails (GSL) gives `prior` and a warning. Errors: tula::Error for a target outside
+/// that fails (GSL) gives `prior` and a warning. `optimizer`: the runs the fit uses (as
+/// convergence_from_history; "auto" counts as ""). Errors: tula::Error for a target outside
 /// (0, 1] other than 0.
 ConvergenceModel history_convergence(const std::vector<RunRecord>& runs, const Workload& w, double target,
                                      int ref_batch, int epochs, const ConvergenceModel& prior,
-                                     std::vector<std::string>* warnings);
+                                     std::vector<std::string>* warnings, const std::string& optimizer = "");
 
 }  // namespace tula

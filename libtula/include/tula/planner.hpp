@@ -41,6 +41,10 @@ struct PolicySpec {
     /// runs' first epochs reaching it (convergence_from_history); 0: the requested epochs at
     /// reference_batch define the target.
     double target_accuracy = 0;
+    /// The optimizer the job trains with (the script's tula-train --optimizer or directive
+    /// optimizer=, TrainCommand::optimizer): the B_crit fit uses the runs of this optimizer.
+    /// "" or "auto": the optimizer whose runs cover the most batches (convergence_from_history).
+    std::string optimizer;
 };
 
 /// Parses "auto" | "time" | "cost" | "deadline=HH:MM:SS" (also MM:SS, or D-HH:MM:SS) |

@@ -37,6 +37,9 @@ struct TrainCommand {
     /// --limit-train value: tula-train trains on the first N training examples of each epoch.
     /// 0 when absent, 0 (tula-train's "all") or not a plain decimal count in [1, 10^8].
     int limit_train = 0;
+    /// --optimizer value, or the directive's optimizer=NAME; "" when absent. The convergence
+    /// fit uses the runs of this optimizer ("auto": the fit picks, as for "").
+    std::string optimizer;
     /// The workload, epochs, batch or training examples came from a `# tula:` directive line.
     bool from_directive = false;
     /// Why a `# tula:` directive could not be read (found is then false), else "".
@@ -48,11 +51,11 @@ struct TrainCommand {
 };
 
 /// Finds the first line of a batch script that runs `tula-train` (directly, through a
-/// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size and
-/// --limit-train from it, in both `--flag value` and `--flag=value` forms; `\` line
+/// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size,
+/// --limit-train and --optimizer from it, in both `--flag value` and `--flag=value` forms; `\` line
 /// continuations are joined. Any trainer (PyTorch, ...) names its workload with the first
-/// directive comment line `# tula: workload=MODEL@DATASET epochs=N batch=B limit_train=M`
-/// (only workload required; tula-jobs(7)); the directive's values override the tula-train
+/// directive comment line `# tula: workload=MODEL@DATASET epochs=N batch=B limit_train=M
+/// optimizer=NAME` (only workload required; tula-jobs(7)); the directive's values override the tula-train
 /// line's. Other `#` comment lines are ignored. Pure; never throws; found=false when there is
 /// neither, or a value is malformed; a malformed directive also sets `problem`. Reads at most the first 1 MiB of `script`, in
 /// one pass: time linear in the bytes read (about 10 ms for 1 MiB of any content).

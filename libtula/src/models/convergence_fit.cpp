@@ -340,14 +340,14 @@ double reference_accuracy(const std::vector<RunRecord>& runs, const Workload& w,
 
 ConvergenceModel history_convergence(const std::vector<RunRecord>& runs, const Workload& w, double target,
                                      int ref_batch, int epochs, const ConvergenceModel& prior,
-                                     std::vector<std::string>* warnings) {
+                                     std::vector<std::string>* warnings, const std::string& optimizer) {
     if (target != 0) check_target(target);
     std::string note;
     const double goal = target > 0 ? target : reference_accuracy(runs, w, ref_batch, epochs);
     if (!(goal > 0)) return prior;
     ConvergenceModel m;
     try {
-        m = convergence_from_history(runs, w, goal, prior, "", &note);
+        m = convergence_from_history(runs, w, goal, prior, optimizer == "auto" ? "" : optimizer, &note);
     } catch (const Error& e) {  // a failed fit: plan with the prior rather than not at all
         if (warnings) warnings->push_back(std::string(e.what()) + "; the epochs follow B_noise " + prior.origin());
         return prior;

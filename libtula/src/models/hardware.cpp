@@ -336,7 +336,8 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
             for (int b : req.global_batches)
                 if (b > 0 && (ref <= 0 || b < ref)) ref = b;
         req.convergence =
-            history_convergence(runs, h.workload, policy.target_accuracy, ref, req.epochs, req.convergence, warnings);
+            history_convergence(runs, h.workload, policy.target_accuracy, ref, req.epochs, req.convergence, warnings,
+                                policy.optimizer);
     }
     if (fixed_nodes > 0) {
         req.min_nodes = req.max_nodes = fixed_nodes;

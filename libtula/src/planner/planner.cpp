@@ -654,7 +654,8 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
             for (int b : req.global_batches)
                 if (b > 0 && (ref <= 0 || b < ref)) ref = b;
         req.convergence =
-            history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn);
+            history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn,
+                                policy.optimizer);
     }
     // Each hardware class's models; a run's modelled step is taken with its class's (the
     // pooled models above for a run of unknown class), so that runs on other hardware calibrate
