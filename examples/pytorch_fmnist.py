@@ -149,6 +149,8 @@ def main():
     ap.add_argument("--batch-size", type=int, help="global batch (default: Tula's plan, else 64)")
     ap.add_argument("--epochs", type=int, help="epochs (default: Tula's plan, else 2)")
     ap.add_argument("--limit-train", type=int, default=0, metavar="N", help="train on the first N examples")
+    ap.add_argument("--limit-test", type=int, default=0, metavar="N",
+                    help="evaluate on the first N test examples (default: the whole test set)")
     ap.add_argument("--data-dir", default=os.environ.get("TULA_DATA_DIR", "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--metrics", help="metrics file (default: $TULA_METRICS, else tula-metrics-$SLURM_JOB_ID.jsonl)")
     ap.add_argument("--seed", type=int, default=1)
@@ -157,8 +159,8 @@ def main():
     for name in ("batch_size", "epochs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error("--%s must be >= 1" % name.replace("_", "-"))
-    if args.limit_train < 0:
-        ap.error("--limit-train must be >= 0 (0: all)")
+    if args.limit_train < 0 or args.limit_test < 0:
+        ap.error("--limit-train and --limit-test must be >= 0 (0: all)")
     try:
         if args.profile:
             return profile_mode(args)
@@ -182,7 +184,7 @@ def train(args):
     global_batch = local * world
     torch.manual_seed(args.seed)
     xtr, ytr = load(args.data_dir, True, args.limit_train or None)
-    xte, yte = load(args.data_dir, False)
+    xte, yte = load(args.data_dir, False, args.limit_test or None)
     model = fmnist_cnn()
     params = sum(p.numel() for p in model.parameters())
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
