@@ -7,6 +7,7 @@
 #   USE_MPI=auto|yes|no    MPI data parallelism in tula-train (OpenMPI's mpicxx)
 #   USE_CUDA=auto|yes|no   CUDA/cuDNN backend of tula-train (CUDA_HOME, default /usr/local/cuda)
 #   prefix=/usr/local DESTDIR=   for `make install`
+#   PYTHON=/usr/bin/python3      the Python the tula package is installed for (Debian's)
 
 prefix      ?= /usr/local
 bindir      ?= $(prefix)/bin
@@ -18,6 +19,11 @@ pkgconfigdir ?= $(libdir)/pkgconfig
 TULA_VERSION := $(shell cat VERSION)
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
+# The Python package python/tula goes where Debian's python3 looks for packages of a prefix:
+# $(prefix)/lib/python3.X/dist-packages (/usr/local/lib/python3.11/dist-packages on Debian 12).
+PYTHON      ?= /usr/bin/python3
+PYTHON_MINOR = $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null || echo 11)
+pythondir   ?= $(prefix)/lib/python3.$(PYTHON_MINOR)/dist-packages
 USE_MPI     ?= auto
 USE_CUDA    ?= auto
 CUDA_HOME   ?= /usr/local/cuda
@@ -171,7 +177,7 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
-.PHONY: all deps-report check unit integration demo eval testbed-report clean install bench fuzz
+.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -271,6 +277,13 @@ demo:
 	@$(MAKE) --no-print-directory -j2 all
 	@TULA_BUILD_DIR=$(B) scripts/demo
 
+# The PyTorch example end to end (scripts/demo-pytorch): profile, plan, sbatch --tula=auto, the
+# run recorded from its metrics file, and a second plan that uses it. Needs python3-torch.
+demo-pytorch:
+	@scripts/install-deps --torch
+	@$(MAKE) --no-print-directory -j2 all
+	@TULA_BUILD_DIR=$(B) scripts/demo-pytorch
+
 # The end-to-end evaluation: Tula vs large batch vs small batch on the local cluster (scripts/eval;
 # EVAL_MODELS, EVAL_EPOCHS, EVAL_LIMIT_TRAIN); writes docs/eval-report.md and docs/eval-*.png.
 eval:
@@ -335,6 +348,8 @@ install: all
 	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
 	for s in 1 5 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
+	install -d $(DESTDIR)$(pythondir)/tula
+	install -m 644 python/tula/*.py $(DESTDIR)$(pythondir)/tula/
 	install -d $(DESTDIR)$(pkgconfigdir)
 	sed -e 's|@PREFIX@|$(prefix)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@INCLUDEDIR@|$(includedir)|g' \
 	  -e 's|@VERSION@|$(TULA_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc

@@ -40,6 +40,14 @@ assert_eq "libtula.so.0" "$soname" "soname of libtula.so.0"
 # Headers.
 for h in tula.h db.hpp planner.hpp; do [ -f "$R/include/tula/$h" ] || fail "missing header $R/include/tula/$h"; done
 
+# The Python package, in the dist-packages directory of Debian's python3 for the prefix.
+minor=$(/usr/bin/python3 -c 'import sys; print(sys.version_info[1])')
+PYDIR=$R/lib/python3.$minor/dist-packages
+[ -f "$PYDIR/tula/__init__.py" ] || fail "missing $PYDIR/tula/__init__.py"
+expect_ok "import the installed tula package" env -u PYTHONPATH PYTHONPATH="$PYDIR" /usr/bin/python3 -c \
+    'import tula, sys; assert tula.__file__.startswith(sys.argv[1]), tula.__file__; print(tula.plan(env={}).global_batch)' "$PYDIR"
+assert_eq 64 "$T_OUT" "tula.plan() of the installed package"
+
 # pkg-config: the installed tula.pc, and a C program built with it against the installed library.
 PC=$R/lib/pkgconfig/tula.pc
 [ -f "$PC" ] || fail "missing $PC"
