@@ -2,7 +2,9 @@
 # Fault: Tula cannot tell what to plan for. With a profile database present, sbatch --tula=auto
 #   (a) with --tula-workload naming a workload that was never profiled,
 #   (b) with a script whose tula-train line trains a model that has no profile,
-#   (c) with a script that has no tula-train line at all (workload not found),
+#   (c) with a script that has no tula-train line and no `# tula: workload=` directive (the
+#       warning names the directive, so that a PyTorch user learns how to name the workload),
+#   (d) with a script whose directive names a workload that was never profiled,
 # submits the job unchanged (default node count and time limit) with exactly one `tula:` line
 # saying why; the tasks of (a) get no TULA_BATCH_SIZE.
 . "$(dirname "$0")/lib.sh"
@@ -46,5 +48,12 @@ assert_contains "$T_ERR" "fmnist-cnn" "the warning names the workload without a 
 scancel "$job"
 
 RUN=0 check_unchanged "script without tula-train" "$plain"
+assert_contains "$T_ERR" "# tula: workload=MODEL@DATASET" "the warning names the directive"
+scancel "$job"
+
+directive=$T_WORK/directive.sbatch
+{ printf '#!/bin/sh\n# tula: workload=nosuchtorch@fashion-mnist epochs=2\n'; tail -n +2 "$plain"; } > "$directive"
+RUN=0 check_unchanged "directive naming an unprofiled workload" "$directive"
+assert_contains "$T_ERR" "nosuchtorch@fashion-mnist" "the warning names the directive's workload"
 scancel "$job"
 note "ok: unknown workloads leave the job unchanged with one warning"
