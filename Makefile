@@ -233,10 +233,13 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
+# The metrics-file commands (tula db record, tula profile compute --command) are unit-tested
+# through their plain functions (cli/metrics_commands.hpp), with what they link of the CLI.
+UNIT_CLI_CMDS := $(addprefix $(B)/obj/cli/,db_record.o profile_command.o profile_jobs.o common.o process.o)
 # cli/format.o, cli/text.o and cli/slurm_reply.o: the CLI's pure reports, text helpers and
 # slurmctld reply protocol are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o \
-  $(B)/obj/cli/slurm_reply.o
+  $(B)/obj/cli/slurm_reply.o $(UNIT_CLI_CMDS)
 # bench/: planner latency benchmark (bench/bench-planner runs it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)

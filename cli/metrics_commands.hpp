@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
+#include "profile_jobs.hpp"
 #include "tula/records.hpp"
 
 namespace tula::cli {
@@ -66,5 +67,15 @@ std::vector<ComputeSample> profile_with_command(const CommandProfile& p, const s
 /// Errors: tula::Error naming the rank whose profile lacks a batch size.
 std::vector<ComputeSample> combine_rank_profiles(const std::vector<std::vector<ComputeSample>>& profiles,
                                                  int ranks_per_node);
+
+/// `tula profile compute --command CMD --nodes K,...`: for each K one Slurm job (sbatch
+/// --wait -N K --ntasks-per-node=R, watched as run_job watches) that runs `srun /bin/sh -c
+/// CMD`; every rank writes its own profile (TULA_METRICS holds "%r", which the writer replaces
+/// by SLURM_PROCID) into the job output directory, and the ranks' profiles are stored combined
+/// (combine_rank_profiles) in the database of `common`. Prints a line per job. Errors:
+/// tula::Error when a job fails or is cancelled, or a rank's file is missing or bad (that
+/// job's samples are not stored).
+int run_command_jobs(const CommonOptions& common, const JobOptions& jo, const CommandProfile& p,
+                     const std::vector<int>& nodes, int per_node);
 
 }  // namespace tula::cli
