@@ -325,7 +325,8 @@ fuzz: $(FUZZ_BINS)
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \
 	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
-	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8
+	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 \
+	  $(DESTDIR)$(mandir)/man8
 	install -m 755 $(TULA) $(TULA_TRAIN) $(DESTDIR)$(bindir)/
 	install -m 644 $(LIBTULA_A) $(DESTDIR)$(libdir)/
 	install -m 755 $(LIBTULA_SO) $(DESTDIR)$(libdir)/
@@ -337,7 +338,7 @@ install: all
 	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' -e 's|@TULA_CONF@|$(sysconfdir)/tula.conf|g' \
 	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
-	for s in 1 5 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
+	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
 	install -d $(DESTDIR)$(pkgconfigdir)
 	sed -e 's|@PREFIX@|$(prefix)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@INCLUDEDIR@|$(includedir)|g' \
 	  -e 's|@VERSION@|$(TULA_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc
