@@ -239,10 +239,13 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
+# The metrics-file commands (tula db record, tula profile compute --command) are unit-tested
+# through their plain functions (cli/metrics_commands.hpp), with what they link of the CLI.
+UNIT_CLI_CMDS := $(addprefix $(B)/obj/cli/,db_record.o profile_command.o profile_jobs.o common.o process.o)
 # cli/format.o, cli/text.o and cli/slurm_reply.o: the CLI's pure reports, text helpers and
 # slurmctld reply protocol are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o \
-  $(B)/obj/cli/slurm_reply.o
+  $(B)/obj/cli/slurm_reply.o $(UNIT_CLI_CMDS)
 # bench/: planner latency benchmark (bench/bench-planner runs it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)
@@ -335,7 +338,8 @@ fuzz: $(FUZZ_BINS)
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \
 	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
-	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8
+	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 \
+	  $(DESTDIR)$(mandir)/man8
 	install -m 755 $(TULA) $(TULA_TRAIN) $(DESTDIR)$(bindir)/
 	install -m 644 $(LIBTULA_A) $(DESTDIR)$(libdir)/
 	install -m 755 $(LIBTULA_SO) $(DESTDIR)$(libdir)/
@@ -347,7 +351,7 @@ install: all
 	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' -e 's|@TULA_CONF@|$(sysconfdir)/tula.conf|g' \
 	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
-	for s in 1 5 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
+	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
 	install -d $(DESTDIR)$(pythondir)/tula
 	install -m 644 python/tula/*.py $(DESTDIR)$(pythondir)/tula/
 	install -d $(DESTDIR)$(pkgconfigdir)

@@ -10,18 +10,27 @@
 // the critical-batch fit (convergence_from_history: run selection, GSL fit and its
 // 200-resample bootstrap) from 1,000 runs of a synthetic history drawn from E(B) = E_min
 // (1 + B/B_crit), its median against the 20 ms target and as a ratio to the planner's median
-// in the same run (the anchor: both are CPU-bound on the same machine).
+// in the same run (the anchor: both are CPU-bound on the same machine). A fifth: reading a
+// metrics file of 10,000 step lines and 10 epoch lines into a run (read_metrics_run, the
+// path of `tula db record`), its median against the 100 ms target and as a ratio to its
+// anchor measured in the same run: the same text split with std::getline and each line
+// parsed with nlohmann::json::parse, without the checks.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "tula/convergence_fit.hpp"
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
+#include "tula/metrics.hpp"
 #include "tula/planner.hpp"
 
 namespace {
@@ -143,5 +152,32 @@ int main() {
                 "%.3f x the planner's median above\n",
                 m.fit_runs, m.fit_batches, tula::CriticalBatchFit::kResamples, m.noise_scale, m.e_min, fit, ms.front(),
                 ms.back(), fit_target, fit / fit_target, fit / median);
-    return 0;
+
+    std::string file = "{\"type\":\"run\",\"workload\":\"lenet5@fashion-mnist\",\"nodes\":2,\"ranks\":4,"
+                       "\"global_batch\":256,\"params\":61706,\"train_examples\":60000}\n";
+    for (int t = 0; t < 10000; ++t) {
+        file += "{\"type\":\"step\",\"step\":" + std::to_string(t) + ",\"seconds\":0.0123,\"examples\":256,\"loss\":0.5}\n";
+        if ((t + 1) % 1000 == 0)
+            file += "{\"type\":\"epoch\",\"epoch\":" + std::to_string((t + 1) / 1000) +
+                    ",\"seconds\":12.3,\"test_accuracy\":0.8,\"train_loss\":0.5,\"noise_scale\":300}\n";
+    }
+    const double record_target = 100.0;
+    int epochs = 0;
+    const double record = median_ms(reps, ms, [&] {
+        std::istringstream in(file);
+        epochs = tula::read_metrics_run(in, "bench.jsonl").run.epochs;
+    });
+    const double rec_min = ms.front(), rec_max = ms.back();
+    size_t objects = 0;
+    const double anchor = median_ms(reps, ms, [&] {
+        std::istringstream in(file);
+        std::string line;
+        while (std::getline(in, line)) objects += nlohmann::json::parse(line).size();
+    });
+    std::printf("bench-planner: metrics file of 10000 steps and %d epochs (%zu bytes) read into a run: median %.3f ms "
+                "(min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it); anchor (std::getline + "
+                "nlohmann::json::parse of each line, no checks) %.3f ms, %.3f x the anchor\n",
+                epochs, file.size(), record, rec_min, rec_max, record_target, record / record_target, anchor,
+                record / anchor);
+    return objects > 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 
 #include "common.hpp"
 #include "format.hpp"
+#include "metrics_commands.hpp"
 #include "tula/error.hpp"
 #include "tula/models.hpp"
 
@@ -425,7 +426,7 @@ int run_prune(const PruneOptions& o) {
 }  // namespace
 
 void add_db_command(CLI::App& app, Action* action) {
-    CLI::App* db = app.add_subcommand("db", "show, export, import and prune the profile databases");
+    CLI::App* db = app.add_subcommand("db", "show, export, import, record and prune the profile databases");
     db->require_subcommand(1);
     db->footer("See tula(1), \"tula db\" and \"PROFILE DATABASE\".");
 
@@ -461,6 +462,8 @@ void add_db_command(CLI::App& app, Action* action) {
     add_common_options(imp, &im->common, true);
     imp->add_option("file", im->file, "JSON file written by tula db export")->required()->type_name("FILE");
     imp->callback([im, action] { *action = [im] { return run_import(*im); }; });
+
+    add_db_record_command(db, action);
 
     auto p = std::make_shared<PruneOptions>();
     CLI::App* pr = db->add_subcommand("prune", "remove old rows, or one workload's rows, and say how many");

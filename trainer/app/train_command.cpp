@@ -243,10 +243,11 @@ int run_training(const Options& o, Comm& comm) {
     };
     if (metrics) {
         try {
-            metrics->write({{"type", "run"}, {"model", o.model}, {"data", o.data}, {"params", model->num_params()},
+            metrics->write({{"type", "run"}, {"workload", wl}, {"nodes", comm.nodes()}, {"model", o.model},
+                            {"data", o.data}, {"params", model->num_params()},
                             {"train_examples", tr.count}, {"test_examples", te.count}, {"global_batch", o.batch},
                             {"ranks", K}, {"epochs", o.epochs}, {"steps_per_epoch", tr.count / o.batch},
-                            {"seed", o.seed}, {"optimizer", o.optimizer}, {"peak_lr", cfg.lr.peak()},
+                            {"seed", o.seed}, {"optimizer", o.local_steps > 0 ? "local-sgd" : o.optimizer}, {"peak_lr", cfg.lr.peak()},
                             {"resumed", resume}, {"resumed_at_step", resume ? ck.global_step : 0},
                             {"config_hash", fnv1a64(hooks.config)}});
         } catch (const std::exception& e) {

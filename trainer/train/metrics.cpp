@@ -38,14 +38,15 @@ void MetricsLog::write(const nlohmann::json& obj) {
 void MetricsLog::step(const StepRecord& r) {
     write({{"type", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"step_in_epoch", r.step_in_epoch},
            {"loss", num(r.loss)}, {"lr", num(r.lr)}, {"grad_norm", num(r.grad_norm)}, {"seconds", num(r.seconds)},
-           {"images_per_second", num(r.images_per_second)}, {"gather_seconds", num(r.gather_seconds)}});
+           {"images_per_second", num(r.images_per_second)}, {"gather_seconds", num(r.gather_seconds)},
+           {"examples", r.examples}});
 }
 
 void MetricsLog::epoch(const EpochResult& r) {
     nlohmann::json o = {{"type", "epoch"}, {"epoch", r.epoch}, {"train_loss", num(r.train_loss)},
                         {"train_accuracy", num(r.train_accuracy)}, {"test_loss", num(r.test_loss)},
                         {"test_accuracy", num(r.test_accuracy)}, {"seconds", num(r.seconds)},
-                        {"images_per_second", num(r.images_per_second)}, {"noise_scale", num(r.noise_scale)},
+                        {"images_per_second", num(r.images_per_second)}, {"noise_scale", r.noise_scale > 0 ? num(r.noise_scale) : nlohmann::json(nullptr)},
                         {"lr", num(r.lr)}, {"warmup_end", r.warmup_end}};
     if (r.val_accuracy >= 0) {
         o["val_loss"] = num(r.val_loss);

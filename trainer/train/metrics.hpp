@@ -14,7 +14,8 @@ namespace train {
 /// A JSON-lines file (one JSON object per line, flushed after each line so that readers
 /// such as `tail -f` or a killed run see every finished line). The schema is in
 /// tula-train(1), METRICS FILE: objects with "type" "run" (once per start), "step" and
-/// "epoch". Write it on rank 0 only.
+/// "epoch", a file of the job contract (tula-jobs(7)) that `tula db record` reads. Write it
+/// on rank 0 only.
 class MetricsLog {
 public:
     /// Opens `path` for writing (truncating), or for appending when `append` (a resumed
@@ -28,10 +29,12 @@ public:
     /// fails (disk full).
     void write(const nlohmann::json& obj);
     /// {"type":"step", "step", "epoch", "step_in_epoch", "loss", "lr", "grad_norm",
-    ///  "seconds", "images_per_second", "gather_seconds"}.
+    ///  "seconds", "images_per_second", "gather_seconds", "examples"} (examples: the step's
+    ///  global batch).
     void step(const StepRecord& r);
     /// {"type":"epoch", "epoch", "train_loss", "train_accuracy", "test_loss",
-    ///  "test_accuracy", "seconds", "images_per_second", "noise_scale", "lr", "warmup_end"},
+    ///  "test_accuracy", "seconds", "images_per_second", "noise_scale" (null when not measured),
+    ///  "lr", "warmup_end"},
     ///  and "val_loss", "val_accuracy" when the run has a validation set (val_accuracy >= 0).
     void epoch(const EpochResult& r);
 

@@ -394,6 +394,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                 rec.grad_norm = std::sqrt(st.grad_norm2);
                 rec.seconds = t1 - t_prev;
                 rec.images_per_second = rec.seconds > 0 ? B / rec.seconds : 0;
+                rec.examples = B;
                 rec.gather_seconds = st.gather_seconds;
                 hooks->on_step(rec);
             }

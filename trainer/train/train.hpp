@@ -131,6 +131,7 @@ struct StepRecord {
     double grad_norm = 0;        ///< |g| of the averaged gradient (before the update)
     double seconds = 0;          ///< wall time of the step on rank 0 (incl. communication)
     double images_per_second = 0;  ///< global batch / seconds
+    int64_t examples = 0;        ///< examples of the step over all ranks (its global batch)
     double gather_seconds = 0;   ///< of `seconds`, rank 0's time getting the batch (StepStats::gather_seconds)
 };
 

@@ -108,6 +108,10 @@ public:
 
     /// Inserts the run and its per-epoch rows in one transaction; returns its id.
     int64_t add_run(const RunRecord& r);
+    /// The same, and with `workload` non-null also upsert_workload(*workload), all in one
+    /// transaction: both rows or neither. Returns the run's id. Errors: tula::Error (nothing
+    /// is written).
+    int64_t add_run(const RunRecord& r, const Workload* workload);
     /// Runs, newest first; only those of `workload` when it is non-empty.
     std::vector<RunRecord> runs(const std::string& workload = "") const;
     /// The newest run with this job id, with its epochs.

@@ -207,13 +207,13 @@ ProfileDb::~ProfileDb() {
     if (db_) sqlite3_close_v2(db_);  // statements are all finalized (Stmt is RAII); guard_ goes after
 }
 
-int ProfileDb::write_timeout_ms() const { return guard_ ? guard_->timeout_ms : kWriteBusyTimeoutMs; }
-
-void ProfileDb::upsert_workload(const Workload& w) {
-    if (w.name.empty()) throw Error("profile database " + path_ + ": cannot store a workload without a name");
+namespace {
+// The workload row of `w`, inserted or replaced (ProfileDb::upsert_workload).
+void upsert_workload_row(sqlite3* db, const std::string& path, const Workload& w) {
+    if (w.name.empty()) throw Error("profile database " + path + ": cannot store a workload without a name");
     if (w.params < 0 || w.train_examples < 0 || w.test_examples < 0 || w.activation_floats < 0)
-        throw Error("profile database " + path_ + ": workload " + w.name + " has a negative size");
-    Stmt s(db_, path_,
+        throw Error("profile database " + path + ": workload " + w.name + " has a negative size");
+    Stmt s(db, path,
            "INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated, "
            "activation_floats) VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET model = excluded.model, "
            "dataset = excluded.dataset, params = excluded.params, train_examples = excluded.train_examples, "
@@ -223,6 +223,11 @@ void ProfileDb::upsert_workload(const Workload& w) {
                w.activation_floats);
     s.run();
 }
+}  // namespace
+
+int ProfileDb::write_timeout_ms() const { return guard_ ? guard_->timeout_ms : kWriteBusyTimeoutMs; }
+
+void ProfileDb::upsert_workload(const Workload& w) { upsert_workload_row(db_, path_, w); }
 
 
 
@@ -307,7 +312,9 @@ std::vector<AllreduceSample> ProfileDb::allreduce_samples() const {
     return out;
 }
 
-int64_t ProfileDb::add_run(const RunRecord& r) {
+int64_t ProfileDb::add_run(const RunRecord& r) { return add_run(r, nullptr); }
+
+int64_t ProfileDb::add_run(const RunRecord& r, const Workload* workload) {
     const size_t n = r.epoch_seconds.size();
     if ((!r.epoch_train_loss.empty() && r.epoch_train_loss.size() != n) ||
         (!r.epoch_test_accuracy.empty() && r.epoch_test_accuracy.size() != n))
@@ -315,6 +322,7 @@ int64_t ProfileDb::add_run(const RunRecord& r) {
                     ": run record has per-epoch vectors of different lengths; each must have one value per epoch");
     auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
     Txn t(db_, path_, write_timeout_ms());
+    if (workload) upsert_workload_row(db_, path_, *workload);
     int64_t id = 0;
     {
         RunRecord row = r;  // the row as stored: non-finite values become 0

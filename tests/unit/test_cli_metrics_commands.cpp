@@ -1,0 +1,193 @@
+// Unit tests of the metrics-file commands (cli/metrics_commands.hpp): `tula db record` writes
+// one run from a good file and nothing from a bad one; `tula profile compute --command` stores
+// the samples a stub command prints and nothing when it omits a batch size.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "../../cli/metrics_commands.hpp"
+#include "test_util.hpp"
+#include "tula/db.hpp"
+
+using tula_test::TempDir;
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream o(path, std::ios::binary);
+    o << text;
+}
+
+// (runs, workloads, compute samples) of the database at `path`; zeros when it does not exist.
+std::string counts(const std::string& path) {
+    if (::access(path.c_str(), F_OK) != 0) return "0 0 0";
+    auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadOnly);
+    return std::to_string(db.runs().size()) + " " + std::to_string(db.workloads().size()) + " " +
+           std::to_string(db.compute_samples("").size());
+}
+
+const char* kRun =
+    "{\"type\":\"run\",\"workload\":\"torch-cnn@fashion-mnist\",\"nodes\":2,\"ranks\":4,\"global_batch\":128,"
+    "\"train_examples\":60000,\"test_examples\":10000,\"params\":1000,\"optimizer\":\"sgd\"}\n"
+    "{\"type\":\"step\",\"step\":0,\"seconds\":0.05,\"examples\":128}\n"
+    "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":10,\"test_accuracy\":0.8,\"train_loss\":0.5,\"noise_scale\":200}\n"
+    "{\"type\":\"epoch\",\"epoch\":2,\"seconds\":9.5,\"test_accuracy\":0.85,\"train_loss\":0.4,\"noise_scale\":null}\n";
+
+// Sets an environment variable for the life of the object, then restores it.
+struct EnvVar {
+    std::string name, old;
+    bool had;
+    EnvVar(const std::string& n, const char* v) : name(n) {
+        const char* o = std::getenv(n.c_str());
+        had = o != nullptr;
+        if (had) old = o;
+        if (v) setenv(n.c_str(), v, 1);
+        else unsetenv(n.c_str());
+    }
+    ~EnvVar() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
+}  // namespace
+
+class CliMetricsCommandsTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CliMetricsCommandsTest);
+    CPPUNIT_TEST(test_db_record_good_file);
+    CPPUNIT_TEST(test_db_record_bad_file_writes_nothing);
+    CPPUNIT_TEST(test_profile_command_stores_samples);
+    CPPUNIT_TEST(test_profile_command_missing_batch_stores_nothing);
+    CPPUNIT_TEST(test_combine_rank_profiles);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_db_record_good_file() {
+        TempDir d("record");
+        const std::string db = d / "p.db", f = d / "run.jsonl";
+        write_file(f, kRun);
+        EnvVar job("SLURM_JOB_ID", "4242"), pred("TULA_PREDICTED_SECONDS", "17.5"), cls("TULA_HARDWARE_CLASS", "cpu");
+        std::vector<std::string> warnings;
+        const tula::cli::RecordedRun r = tula::cli::record_metrics_file(f, "", db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(std::string("1 1 0"), counts(db));
+        auto d2 = tula::ProfileDb::open(db, tula::ProfileDb::Mode::ReadOnly);
+        const tula::RunRecord x = d2.runs().at(0);
+        CPPUNIT_ASSERT_EQUAL(r.id, x.id);
+        CPPUNIT_ASSERT_EQUAL(std::string("4242"), x.job_id);
+        CPPUNIT_ASSERT_EQUAL(2, x.nodes);
+        CPPUNIT_ASSERT_EQUAL(2, x.ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(128, x.global_batch);
+        CPPUNIT_ASSERT_EQUAL(2, x.epochs);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(19.5, x.measured_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.85, x.test_accuracy, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(17.5, x.predicted_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(200.0, x.noise_scale, 1e-9);
+        CPPUNIT_ASSERT_EQUAL(std::string("sgd"), x.optimizer);
+        CPPUNIT_ASSERT_EQUAL(std::string("cpu"), x.hardware_class);
+        CPPUNIT_ASSERT_EQUAL(int64_t(60000), x.train_examples);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), x.epoch_seconds.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(9.5, x.epoch_seconds[1], 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.4, x.epoch_train_loss[1], 1e-9);
+        const auto w = d2.workload("torch-cnn@fashion-mnist");
+        CPPUNIT_ASSERT(w && w->params == 1000 && w->train_examples == 60000 && w->test_examples == 10000);
+        const std::string line = tula::cli::recorded_line(r, db);
+        CPPUNIT_ASSERT_MESSAGE(line, tula_test::contains(line, "tula: recorded run 1 of torch-cnn@fashion-mnist (2 nodes x 2 ranks, global batch 128, 2 epochs, 19.50 s) in "));
+        // --job wins over the environment
+        const tula::cli::RecordedRun r2 = tula::cli::record_metrics_file(f, "99", db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(std::string("99"), r2.run.job_id);
+    }
+
+    void test_db_record_bad_file_writes_nothing() {
+        TempDir d("record-bad");
+        const std::string db = d / "p.db", f = d / "run.jsonl";
+        write_file(f, kRun);
+        std::vector<std::string> warnings;
+        tula::cli::record_metrics_file(f, "1", db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(std::string("1 1 0"), counts(db));
+        // a bad last line: nothing more
+        write_file(f, std::string(kRun) + "{\"type\":\"epoch\",\"epoch\":3,\"seconds\":1,\"test_accuracy\":1.5}\n");
+        tula_test::assert_throws_with([&] { tula::cli::record_metrics_file(f, "1", db, &warnings); }, "run.jsonl:5:");
+        CPPUNIT_ASSERT_EQUAL(std::string("1 1 0"), counts(db));
+        // an unknown workload without params: refused, naming the missing fields, and no file created
+        const std::string db2 = d / "new.db";
+        write_file(f, "{\"type\":\"run\",\"workload\":\"x@y\",\"nodes\":1,\"ranks\":1,\"global_batch\":8}\n"
+                      "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":1,\"test_accuracy\":0.5}\n");
+        tula_test::assert_throws_with([&] { tula::cli::record_metrics_file(f, "1", db2, &warnings); },
+                                      "has no \"params\" and \"train_examples\"");
+        CPPUNIT_ASSERT_EQUAL(std::string("0 0 0"), counts(db2));
+    }
+
+    void test_profile_command_stores_samples() {
+        TempDir d("profcmd");
+        const std::string db = d / "p.db";
+        tula::cli::CommandProfile p;
+        p.workload = "stub@data";
+        p.batch_sizes = {16, 32};
+        p.min_seconds = 0.5;
+        p.rounds = 2;
+        p.hardware_class = "cpu";
+        // the stub checks the contract's environment and prints the header and one line per batch
+        p.command = "test \"$TULA_PROFILE_BATCHES\" = 16,32 && test \"$TULA_PROFILE_MIN_SECONDS\" = 0.5 && "
+                    "test \"$TULA_WORKLOAD\" = stub@data && "
+                    "printf '%s\\n' '{\"type\":\"run\",\"workload\":\"stub@data\",\"nodes\":1,\"ranks\":1,\"params\":77,"
+                    "\"train_examples\":1000}' '{\"type\":\"profile\",\"local_batch\":16,\"seconds\":0.01,\"steps\":20}' "
+                    "'{\"type\":\"profile\",\"local_batch\":32,\"seconds\":0.018,\"steps\":11}' > \"$TULA_METRICS\"";
+        const auto got = tula::cli::profile_with_command(p, db);
+        CPPUNIT_ASSERT_EQUAL(size_t(4), got.size());
+        auto d2 = tula::ProfileDb::open(db, tula::ProfileDb::Mode::ReadOnly);
+        const auto s = d2.compute_samples("stub@data");
+        CPPUNIT_ASSERT_EQUAL(size_t(4), s.size());
+        CPPUNIT_ASSERT_EQUAL(32, s[1].local_batch);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.018, s[1].seconds_per_iter, 1e-15);
+        CPPUNIT_ASSERT_EQUAL(11, s[1].iters);
+        CPPUNIT_ASSERT_EQUAL(1, s[1].ranks);
+        CPPUNIT_ASSERT_EQUAL(1, s[1].ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(1, s[1].threads);
+        CPPUNIT_ASSERT_EQUAL(std::string("cpu"), s[1].hardware_class);
+        CPPUNIT_ASSERT(std::isnan(s[1].startup_seconds));
+        const auto w = d2.workload("stub@data");
+        CPPUNIT_ASSERT(w && w->params == 77);
+    }
+
+    void test_profile_command_missing_batch_stores_nothing() {
+        TempDir d("profcmd-miss");
+        const std::string db = d / "p.db";
+        tula::cli::CommandProfile p;
+        p.workload = "stub@data";
+        p.batch_sizes = {16, 32};
+        p.command = "printf '%s\\n' '{\"type\":\"run\",\"workload\":\"stub@data\",\"nodes\":1,\"ranks\":1}' "
+                    "'{\"type\":\"profile\",\"local_batch\":16,\"seconds\":0.01,\"steps\":20}' > \"$TULA_METRICS\"";
+        tula_test::assert_throws_with([&] { tula::cli::profile_with_command(p, db); }, "no \"profile\" line for local batch 32");
+        CPPUNIT_ASSERT_EQUAL(std::string("0 0 0"), counts(db));
+        p.command = "exit 3";
+        tula_test::assert_throws_with([&] { tula::cli::profile_with_command(p, db); }, "exited with status 3");
+        p.command = "true";
+        tula_test::assert_throws_with([&] { tula::cli::profile_with_command(p, db); }, "wrote no metrics file");
+        CPPUNIT_ASSERT_EQUAL(std::string("0 0 0"), counts(db));
+    }
+
+    void test_combine_rank_profiles() {
+        auto sample = [](int b, double s, int it) {
+            tula::ComputeSample c;
+            c.workload = "m@d";
+            c.local_batch = b;
+            c.seconds_per_iter = s;
+            c.iters = it;
+            return c;
+        };
+        const auto out = tula::cli::combine_rank_profiles({{sample(16, 0.01, 10), sample(32, 0.02, 10)},
+                                                           {sample(16, 0.015, 8), sample(32, 0.018, 12)}},
+                                                          2);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), out.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.015, out[0].seconds_per_iter, 1e-15);
+        CPPUNIT_ASSERT_EQUAL(8, out[0].iters);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, out[1].seconds_per_iter, 1e-15);
+        CPPUNIT_ASSERT_EQUAL(2, out[1].ranks);
+        CPPUNIT_ASSERT_EQUAL(2, out[1].ranks_per_node);
+        tula_test::assert_throws_with([&] { tula::cli::combine_rank_profiles({{sample(16, 0.01, 10)}, {sample(32, 0.01, 10)}}, 1); },
+                                      "rank 1 has no \"profile\" line for local batch 16");
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CliMetricsCommandsTest);
