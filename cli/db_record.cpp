@@ -71,8 +71,8 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
         r.hardware_class = hardware_class_from_env(&why);
         if (!why.empty()) warnings->push_back(why);
     }
-    const bool sizes = h.params > 0 && h.train_examples > 0;
-    if (!sizes) {
+    const std::optional<Workload> row = h.workload_row();
+    if (!row) {
         // the database must know the workload already; look without creating the file
         std::optional<Workload> known;
         if (file_exists(db)) known = ProfileDb::open(db, ProfileDb::Mode::ReadOnly).workload(r.workload);
@@ -85,17 +85,19 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
         }
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadWrite);
+    // The workload row: written when the database does not know the workload, or when the
+    // header gives the data set's sizes explicitly (dataset_train_examples); a run on part of
+    // the data set (train_examples alone) never shrinks a known workload.
     Workload w;
-    if (sizes) {
-        if (auto known = d.workload(r.workload)) w = *known;  // keeps what the header does not give
-        w.name = r.workload;
-        split_workload(r.workload, &w.model, &w.dataset);
-        w.params = h.params;
-        w.train_examples = h.train_examples;
-        if (h.test_examples > 0) w.test_examples = h.test_examples;
+    const std::optional<Workload> known = d.workload(r.workload);
+    const bool write_row = row && (!known || h.dataset_train_examples > 0);
+    if (write_row) {
+        w = *row;
+        if (known) w.activation_floats = known->activation_floats;  // keeps what the header does not give
+        if (w.test_examples <= 0 && known) w.test_examples = known->test_examples;
         out.workload_row = true;
     }
-    out.id = d.add_run(r, sizes ? &w : nullptr);
+    out.id = d.add_run(r, write_row ? &w : nullptr);
     return out;
 }
 

@@ -60,18 +60,9 @@ std::vector<ComputeSample> samples_of(const std::string& file, const std::string
     return out;
 }
 
-// The header's workload row of `file` when it gives params and train_examples.
+// The header's workload row of `file` (MetricsHeader::workload_row).
 std::optional<Workload> workload_row(const std::string& file) {
-    const MetricsProfile m = read_metrics_profile_file(file);
-    const MetricsHeader& h = m.header;
-    if (h.params <= 0 || h.train_examples <= 0) return std::nullopt;
-    Workload w;
-    w.name = h.workload;
-    split_workload(h.workload, &w.model, &w.dataset);
-    w.params = h.params;
-    w.train_examples = h.train_examples;
-    w.test_examples = h.test_examples;
-    return w;
+    return read_metrics_profile_file(file).header.workload_row();
 }
 
 // Writes the samples (and the workload row) into `db`. Errors: tula::Error.

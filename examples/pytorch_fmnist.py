@@ -65,6 +65,19 @@ def read_idx(path, limit=None):
     return t[:limit] if limit else t
 
 
+def dataset_size(data_dir, train):
+    """Examples in the whole training (or test) set: the first dimension of its label file."""
+    path = os.path.join(data_dir, ("train" if train else "t10k") + "-labels-idx1-ubyte.gz")
+    try:
+        with gzip.open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        sys.exit("tula: pytorch_fmnist: %s: %s (apt-get install dataset-fashion-mnist)" % (path, e))
+    if len(head) < 8:
+        sys.exit("tula: pytorch_fmnist: %s: too short for an IDX header" % path)
+    return struct.unpack(">I", head[4:8])[0]
+
+
 def load(data_dir, train, limit=None):
     """(x, y): images (N, 1, 28, 28) normalised as tula-train does, labels (N,) int64."""
     pre = os.path.join(data_dir, "train" if train else "t10k")
@@ -141,7 +154,13 @@ def profile_mode(args):
         F.cross_entropy(model(data[0]), data[1]).backward()
         opt.step()
 
-    tula.profile(step, make_batch, batches=batches, workload=os.environ.get("TULA_WORKLOAD") or WORKLOAD)
+    # The header gives the workload row (parameters, data set sizes) for a database that does
+    # not know the workload yet.
+    with tula.Metrics(None, workload=os.environ.get("TULA_WORKLOAD") or WORKLOAD, nodes=1, ranks=1, global_batch=None,
+                      params=sum(p.numel() for p in model.parameters()),
+                      train_examples=dataset_size(args.data_dir, True),
+                      test_examples=dataset_size(args.data_dir, False)) as metrics:
+        tula.profile(step, make_batch, batches=batches, metrics=metrics)
 
 
 def main():
@@ -198,6 +217,8 @@ def train(args):
         metrics = tula.Metrics(args.metrics, workload=WORKLOAD, nodes=plan.nodes, ranks=world,
                                global_batch=global_batch, epochs=epochs, params=params,
                                train_examples=len(xtr), test_examples=len(xte), optimizer="sgd",
+                               dataset_train_examples=dataset_size(args.data_dir, True),
+                               dataset_test_examples=dataset_size(args.data_dir, False),
                                predicted_seconds=plan.predicted_seconds)
         say("%d examples, %d epochs, global batch %d (%d a rank) on %d ranks, %d nodes, %d threads a rank, "
             "rate %.4g, %d warmup steps; metrics %s" % (len(xtr), epochs, global_batch, local, world, plan.nodes,

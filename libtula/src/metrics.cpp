@@ -111,6 +111,8 @@ MetricsHeader read_header(const Line& l) {
     h.train_examples = l.integer("train_examples", 1, false);
     h.test_examples = l.integer("test_examples", 1, false);
     h.params = l.integer("params", 1, false);
+    h.dataset_train_examples = l.integer("dataset_train_examples", 1, false);
+    h.dataset_test_examples = l.integer("dataset_test_examples", 1, false);
     h.optimizer = l.text("optimizer");
     if (l.find("predicted_seconds")) h.predicted_seconds = l.number("predicted_seconds", 0, false, true);
     h.job_id = l.text("job_id");
@@ -120,6 +122,24 @@ MetricsHeader read_header(const Line& l) {
     h.resumed_at_step = l.integer("resumed_at_step", 0, false);
     return h;
 }
+
+}  // namespace
+
+std::optional<Workload> MetricsHeader::workload_row() const {
+    const int64_t train = dataset_train_examples > 0 ? dataset_train_examples : train_examples;
+    if (params <= 0 || train <= 0) return std::nullopt;
+    Workload w;
+    w.name = workload;
+    const size_t at = workload.find('@');
+    w.model = workload.substr(0, at);
+    w.dataset = at == std::string::npos ? "" : workload.substr(at + 1);
+    w.params = params;
+    w.train_examples = train;
+    w.test_examples = dataset_test_examples > 0 ? dataset_test_examples : test_examples;
+    return w;
+}
+
+namespace {
 
 enum class Want { Run, Profile };
 

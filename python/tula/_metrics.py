@@ -14,7 +14,8 @@ from ._env import check_workload, env_int
 LINE_MAX = 64 * 1024  # bytes of one line, its '\n' included
 
 # The optional header fields the reader checks, and what each must be.
-_HEADER_INTS = {"epochs": 1, "train_examples": 1, "test_examples": 1, "params": 1, "resumed_at_step": 0}
+_HEADER_INTS = {"epochs": 1, "train_examples": 1, "test_examples": 1, "params": 1, "dataset_train_examples": 1,
+                "dataset_test_examples": 1, "resumed_at_step": 0}
 _HEADER_STRINGS = ("optimizer", "job_id", "hardware_class")
 
 

@@ -57,6 +57,7 @@ class CliMetricsCommandsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CliMetricsCommandsTest);
     CPPUNIT_TEST(test_db_record_good_file);
     CPPUNIT_TEST(test_db_record_bad_file_writes_nothing);
+    CPPUNIT_TEST(test_db_record_part_of_the_data_set);
     CPPUNIT_TEST(test_profile_command_stores_samples);
     CPPUNIT_TEST(test_profile_command_missing_batch_stores_nothing);
     CPPUNIT_TEST(test_combine_rank_profiles);
@@ -96,6 +97,31 @@ public:
         // --job wins over the environment
         const tula::cli::RecordedRun r2 = tula::cli::record_metrics_file(f, "99", db, &warnings);
         CPPUNIT_ASSERT_EQUAL(std::string("99"), r2.run.job_id);
+    }
+
+    // A run on part of the data set (train_examples 640) records its own examples per epoch
+    // but never shrinks the workload's size; dataset_train_examples sets the size of a new row.
+    void test_db_record_part_of_the_data_set() {
+        TempDir d("record-part");
+        const std::string db = d / "p.db", f = d / "run.jsonl", g = d / "part.jsonl", h = d / "new.jsonl";
+        std::vector<std::string> warnings;
+        write_file(f, kRun);  // train_examples 60000: the workload row
+        tula::cli::record_metrics_file(f, "1", db, &warnings);
+        const std::string head = "{\"type\":\"run\",\"workload\":\"torch-cnn@fashion-mnist\",\"nodes\":1,\"ranks\":1,"
+                                 "\"global_batch\":64,\"params\":1000,\"train_examples\":640,\"test_examples\":500";
+        const std::string epoch = "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5}\n";
+        write_file(g, head + "}\n" + epoch);
+        const tula::cli::RecordedRun r = tula::cli::record_metrics_file(g, "2", db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(int64_t(640), r.run.train_examples);
+        auto d2 = tula::ProfileDb::open(db, tula::ProfileDb::Mode::ReadOnly);
+        const auto w = d2.workload("torch-cnn@fashion-mnist");
+        CPPUNIT_ASSERT(w && w->train_examples == 60000 && w->test_examples == 10000);
+        // a new database: the data set's sizes from dataset_*_examples, not the run's part
+        const std::string db2 = d / "q.db";
+        write_file(h, head + ",\"dataset_train_examples\":60000,\"dataset_test_examples\":10000}\n" + epoch);
+        tula::cli::record_metrics_file(h, "3", db2, &warnings);
+        const auto w2 = tula::ProfileDb::open(db2, tula::ProfileDb::Mode::ReadOnly).workload("torch-cnn@fashion-mnist");
+        CPPUNIT_ASSERT(w2 && w2->train_examples == 60000 && w2->test_examples == 10000);
     }
 
     void test_db_record_bad_file_writes_nothing() {

@@ -5,10 +5,12 @@
 #pragma once
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tula/records.hpp"
+#include "tula/workload.hpp"
 
 namespace tula {
 
@@ -26,6 +28,10 @@ struct MetricsHeader {
     int64_t train_examples = 0; ///< training examples per epoch; 0 = absent
     int64_t test_examples = 0;  ///< test examples; 0 = absent
     int64_t params = 0;         ///< trainable parameters (count); 0 = absent
+    /// The data set's training and test examples (the workload row's sizes) when the run
+    /// trains or tests on part of it; 0 = absent (then train_examples and test_examples).
+    int64_t dataset_train_examples = 0;
+    int64_t dataset_test_examples = 0;
     std::string optimizer;      ///< e.g. "sgd"; "" = absent
     double predicted_seconds = -1;  ///< Tula's prediction, seconds; -1 = absent
     std::string job_id;         ///< "" = absent
@@ -33,6 +39,10 @@ struct MetricsHeader {
     bool has_hardware_class = false;  ///< the header has "hardware_class" (it may be "")
     bool resumed = false;       ///< "resumed": true
     int64_t resumed_at_step = 0;  ///< steps done before a resume
+    /// The workload row the header describes: params, and the data set's sizes
+    /// (dataset_train_examples, else train_examples; the same for the test set); nullopt when
+    /// params or the training examples are absent. Pure.
+    std::optional<Workload> workload_row() const;
     /// Ranks on each node: ranks / nodes (1 when nodes is 0).
     int ranks_per_node() const { return nodes > 0 ? ranks / nodes : 1; }
 };
