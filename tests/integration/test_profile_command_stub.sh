@@ -32,21 +32,21 @@ expect_ok "profile --command on this node" "$TULA" profile compute --workload "$
     --rounds 1 --command "sh $stub" --db "$db"
 expect_ok "tula db show" "$TULA" db show "$W" --db "$db" --format json
 show=$T_OUT
-n1=$(python3 -c 'import json,sys; d=json.load(sys.stdin); c=[s for s in d["compute"] if s["ranks"]==1]; print(" ".join("%d:%.1f" % (s["local_batch"], s["seconds_per_iter"]*1000) for s in sorted(c, key=lambda s: s["local_batch"])))' <<<"$show") ||
+n1=$(python3 -c 'import json,sys; d=json.load(sys.stdin); c=[s for s in d["compute_samples"] if s["ranks"]==1]; print(" ".join("%d:%.1f" % (s["local_batch"], s["seconds_per_iter"]*1000) for s in sorted(c, key=lambda s: s["local_batch"])))' <<<"$show") ||
     fail "cannot read the compute samples" "$(_excerpt "$show")"
 assert_eq "16:16.0 32:32.0" "$n1" "one-rank samples (local batch:ms per step) as the stub timed them"
 
 expect_ok "profile --command --nodes 2" "$TULA" profile compute --workload "$W" --batch-sizes 16,32 \
     --rounds 1 --command "sh $stub" --nodes 2 --db "$db" --timeout 120
 expect_ok "tula db show" "$TULA" db show "$W" --db "$db" --format json
-n2=$(python3 -c 'import json,sys; d=json.load(sys.stdin); c=[s for s in d["compute"] if s["ranks"]==2]; print(" ".join("%d:%.1f" % (s["local_batch"], s["seconds_per_iter"]*1000) for s in sorted(c, key=lambda s: s["local_batch"])))' <<<"$T_OUT")
+n2=$(python3 -c 'import json,sys; d=json.load(sys.stdin); c=[s for s in d["compute_samples"] if s["ranks"]==2]; print(" ".join("%d:%.1f" % (s["local_batch"], s["seconds_per_iter"]*1000) for s in sorted(c, key=lambda s: s["local_batch"])))' <<<"$T_OUT")
 assert_eq "16:24.0 32:48.0" "$n2" "2-rank samples: the slowest rank's time (rank 1, 1.5 ms per example)"
 
-before=$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["compute"]))' <<<"$T_OUT")
+before=$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["compute_samples"]))' <<<"$T_OUT")
 SKIP_BATCH=32 run_cmd "$TULA" profile compute --workload "$W" --batch-sizes 16,32 --rounds 1 --command "sh $stub" --db "$db"
 [ "$T_RC" != 0 ] || fail "a stub without local batch 32 must fail the command"
 assert_contains "$T_ERR" "32" "the error names the missing local batch"
 expect_ok "tula db show" "$TULA" db show "$W" --db "$db" --format json
-after=$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["compute"]))' <<<"$T_OUT")
+after=$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["compute_samples"]))' <<<"$T_OUT")
 assert_eq "$before" "$after" "compute samples after the failed profile (nothing stored)"
 note "ok: profile --command stored $n1 (1 rank) and $n2 (2 nodes), and nothing from a stub that left a batch out"
