@@ -159,7 +159,7 @@ CLI::Option* add_format_option(CLI::App* sub, std::string* format, const std::ve
 void add_target_options(CLI::App* sub, TargetOptions* o) {
     sub->add_option("--workload", o->workload, "workload to plan, MODEL@DATASET (e.g. lenet5@fashion-mnist)")
         ->type_name("W");
-    sub->add_option("--script", o->script, "batch script whose `tula-train --model M --data D` line names the workload")
+    sub->add_option("--script", o->script, "batch script whose `# tula: workload=M@D` directive or `tula-train --model M --data D` line names the workload")
         ->type_name("PATH");
     sub->add_option("--epochs", o->epochs,
                     "epochs that set the accuracy target at the reference batch (default: the script's --epochs, else "
