@@ -177,7 +177,7 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
-.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report clean install bench fuzz
+.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -304,6 +304,10 @@ testbed-report:
 ranks-report:
 	@$(MAKE) --no-print-directory -j2 all
 	@scripts/ranks-report
+
+first-run-report:
+	@$(MAKE) --no-print-directory -j2 all
+	@scripts/first-run-report
 
 bench: all
 	@B=$(B) bench/run
