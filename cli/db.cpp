@@ -69,10 +69,56 @@ std::map<std::string, WorkloadCounts> count_workloads(const ProfileDb& db) {
     return m;
 }
 
+// A within-node allreduce sample: R >= 2 ranks on 1 node (IntraNodeModel).
+bool within_node(const AllreduceSample& s) { return s.nodes == 1 && s.ranks_per_node >= 2; }
+
+// The node counts of the across-node samples, "2, 3, 4".
 std::string node_list(const std::vector<AllreduceSample>& a) {
     std::set<int> nodes;
-    for (const auto& s : a) nodes.insert(s.nodes);
+    for (const auto& s : a)
+        if (!within_node(s)) nodes.insert(s.nodes);
     return join_ints(std::vector<int>(nodes.begin(), nodes.end()), ", ");
+}
+
+// The ranks per node of the within-node samples, "2, 4".
+std::string ranks_list(const std::vector<AllreduceSample>& a) {
+    std::set<int> ranks;
+    for (const auto& s : a)
+        if (within_node(s)) ranks.insert(s.ranks_per_node);
+    return join_ints(std::vector<int>(ranks.begin(), ranks.end()), ", ");
+}
+
+size_t count_within_node(const std::vector<AllreduceSample>& a) {
+    return static_cast<size_t>(std::count_if(a.begin(), a.end(), within_node));
+}
+
+// `tula db show`'s within-node part: the samples of R ranks on one node (a table) and the
+// bandwidth fitted to them (IntraNodeModel; all classes together), or why there is none.
+void print_within_node(const std::vector<AllreduceSample>& within, const std::optional<IntraNodeModel>& im,
+                       const std::string& im_error, bool colour) {
+    if (!within.empty()) {
+        std::printf("\n%s (%zu; all workloads):\n", bold("within-node allreduce samples", colour).c_str(), within.size());
+        Table t;
+        t.header = {"ranks", "bytes", "seconds", "GB/s", "class", "host"};
+        t.right = {true, true, true, true, false, false};
+        for (const auto& a : within) {
+            const double r = a.ranks_per_node, x = 2.0 * (r - 1.0) / r * static_cast<double>(a.bytes);
+            t.rows.push_back({std::to_string(a.ranks_per_node), std::to_string(a.bytes), format_number("%.4g", a.seconds),
+                              a.seconds > 0 ? format_number("%.4g", x / a.seconds / 1e9) : "-",
+                              a.hardware_class.empty() ? "-" : a.hardware_class, a.host});
+        }
+        std::fputs(render_table(t).c_str(), stdout);
+    }
+    if (im)
+        std::printf("%s bandwidth = %s GB/s, latency = %s us  (seconds = a + 2(R-1)/R x bytes / bandwidth, %d samples, "
+                    "ranks per node %s; the planner takes it over tula.conf's intra_node_bandwidth)\n",
+                    bold("within-node model:", colour).c_str(), format_number("%.4g", im->bandwidth / 1e9).c_str(),
+                    format_number("%.2f", im->latency * 1e6).c_str(), im->samples, join_ints(im->ranks, ", ").c_str());
+    else
+        std::printf("%s none (%s)\n", bold("within-node model:", colour).c_str(),
+                    within.empty() ? "no within-node samples; tula.conf's intra_node_bandwidth is used; run tula profile "
+                                     "allreduce --ranks-per-node R"
+                                   : im_error.c_str());
 }
 
 // Throws a tula::Error when a database named explicitly with --db does not exist.
@@ -119,7 +165,8 @@ int run_list(const ListOptions& o) {
                 wl.push_back(std::move(j));
             }
             jd["workloads"] = std::move(wl);
-            jd["allreduce_points"] = allreduce.size();
+            jd["allreduce_points"] = allreduce.size();  // within-node ones included
+            jd["within_node_points"] = count_within_node(allreduce);
             out.push_back(std::move(jd));
             continue;
         }
@@ -145,8 +192,11 @@ int run_list(const ListOptions& o) {
                                   std::to_string(c.runs)});
             std::fputs(render_table(t).c_str(), stdout);
         }
-        std::printf("  allreduce points: %zu%s\n", allreduce.size(),
-                    allreduce.empty() ? "" : (" (nodes " + node_list(allreduce) + ")").c_str());
+        const size_t within = count_within_node(allreduce);
+        std::printf("  allreduce points: %zu%s\n", allreduce.size() - within,
+                    allreduce.size() == within ? "" : (" (nodes " + node_list(allreduce) + ")").c_str());
+        std::printf("  within-node allreduce points: %zu%s\n", within,
+                    within == 0 ? "" : (" (ranks per node " + ranks_list(allreduce) + ")").c_str());
     }
     if (o.format == "json") std::printf("%s\n", out.dump(2).c_str());
     if (status != kExitOk)
@@ -195,6 +245,11 @@ int run_show(const ShowOptions& o) {
     std::string cm_error, am_error;
     const std::optional<ComputeModel> cm = fit_if_any<ComputeModel>(samples, &cm_error);
     const std::optional<AllreduceModel> am = fit_if_any<AllreduceModel>(allreduce, &am_error);
+    std::vector<AllreduceSample> within;
+    for (const auto& a : allreduce)
+        if (within_node(a)) within.push_back(a);
+    std::string im_error;
+    const std::optional<IntraNodeModel> im = fit_if_any<IntraNodeModel>(within, &im_error);
 
     if (o.format == "json") {
         Json j;
@@ -239,6 +294,15 @@ int run_show(const ShowOptions& o) {
                                         {"rmse_seconds", am->rmse}, {"samples", allreduce.size()}};
         else j["allreduce_model"] = nullptr;
         if (!am_error.empty()) j["allreduce_model_error"] = am_error;
+        Json ws = Json::array();
+        for (const auto& a : within)
+            ws.push_back({{"ranks_per_node", a.ranks_per_node}, {"bytes", a.bytes}, {"seconds", a.seconds},
+                          {"hardware_class", a.hardware_class}, {"host", a.host}});
+        j["within_node_samples"] = std::move(ws);
+        if (im) j["within_node_model"] = {{"bandwidth_bytes_per_second", im->bandwidth}, {"latency_seconds", im->latency},
+                                          {"rmse_seconds", im->rmse}, {"samples", im->samples}, {"ranks_per_node", im->ranks}};
+        else j["within_node_model"] = nullptr;
+        if (!im_error.empty()) j["within_node_model_error"] = im_error;
         Json rs = Json::array();
         for (const auto& [r, path] : runs) {
             Json x = run_json(r);
@@ -299,7 +363,7 @@ int run_show(const ShowOptions& o) {
     if (am)
         std::printf("%s alpha = %s us per step, beta = %s ns per byte  (%zu samples, nodes %s; all workloads)\n",
                     bold("allreduce model:", colour).c_str(), format_number("%.2f", am->alpha * 1e6).c_str(),
-                    format_number("%.4f", am->beta * 1e9).c_str(), allreduce.size(), node_list(allreduce).c_str());
+                    format_number("%.4f", am->beta * 1e9).c_str(), allreduce.size() - within.size(), node_list(allreduce).c_str());
     if (am && !am->measured.empty()) {
         std::printf("                 nodes %s: predicted from their own measurements, interpolated between message sizes\n",
                     am->measured_nodes().c_str());
@@ -307,6 +371,7 @@ int run_show(const ShowOptions& o) {
     if (!am)
         std::printf("%s none (%s)\n", bold("allreduce model:", colour).c_str(),
                     am_error.empty() ? "no allreduce samples; run tula profile allreduce" : am_error.c_str());
+    print_within_node(within, im, im_error, colour);
 
     std::printf("\n%s (%zu):\n", bold("runs", colour).c_str(), runs.size());
     if (!runs.empty()) {

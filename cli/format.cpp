@@ -103,6 +103,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("ranks_per_node", std::to_string(c.ranks_per_node));
     kv.emplace_back("gpus_per_node", std::to_string(c.gpus_per_node));
     kv.emplace_back("scaled_from", c.scaled_from);
+    kv.emplace_back("intra_node_bandwidth", format_number("%.6g", c.intra_node_bandwidth));
+    kv.emplace_back("intra_node_source", c.intra_node_source);
     kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));
     kv.emplace_back("queue", r.queue_note);
     for (const auto& l : r.plan.left_out) kv.emplace_back("left_out", l);
@@ -128,7 +130,9 @@ Json candidate_json(const Candidate& c) {
               {"cost_to_target", c.cost_to_target},
               {"expected_accuracy", std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr)},
               {"memory_bytes", c.memory_bytes}, {"partition", c.partition}, {"ranks_per_node", c.ranks_per_node},
-              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from}, {"queue_wait_seconds", c.queue_wait_seconds}};
+              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from},
+              {"intra_node_bandwidth", c.intra_node_bandwidth}, {"intra_node_source", c.intra_node_source},
+              {"queue_wait_seconds", c.queue_wait_seconds}};
     return j;
 }
 

@@ -46,7 +46,8 @@ struct ComputeOptions {
 struct AllreduceOptions {
     CommonOptions common;
     JobOptions job;
-    std::vector<int> nodes{2};
+    std::vector<int> nodes;      // empty: 2 (or, with ranks_per_node > 1, the one node)
+    int ranks_per_node = 1;      // > 1: R ranks on one node, the within-node profile (--ranks-per-node)
     std::vector<int64_t> sizes;  // empty: tula-train's defaults
     std::string workload;        // optional: also measure this workload's gradient size
     std::string trainer;
@@ -81,11 +82,12 @@ size_t count_compute(const std::string& db, const std::string& workload, int ran
     return n;
 }
 
-size_t count_allreduce(const std::string& db, int nodes) {
+// Allreduce samples in `db` of `nodes` nodes with `per_node` ranks on each.
+size_t count_allreduce(const std::string& db, int nodes, int per_node) {
     auto d = open_existing(db);
     if (!d) return 0;
     size_t n = 0;
-    for (const auto& a : d->allreduce_samples()) n += (a.nodes == nodes);
+    for (const auto& a : d->allreduce_samples()) n += (a.nodes == nodes && a.ranks_per_node == per_node);
     return n;
 }
 
@@ -368,8 +370,27 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
     }
 }
 
+// Prints the within-node bandwidth fitted from the samples of one node in `all`, if any.
+void print_intra_fit(const std::vector<AllreduceSample>& all) {
+    if (!IntraNodeModel::has_samples(all)) return;
+    try {
+        const IntraNodeModel m = IntraNodeModel::fit(all);
+        std::printf("profile allreduce: within-node fit (%s ranks on 1 node, %d sizes) bandwidth = %s GB/s, latency = %s us "
+                    "(rmse %s ms)\n",
+                    join_ints(m.ranks).c_str(), m.sizes, format_number("%.4g", m.bandwidth / 1e9).c_str(),
+                    format_number("%.2f", m.latency * 1e6).c_str(), format_number("%.3f", m.rmse * 1e3).c_str());
+    } catch (const std::exception& e) {
+        print_warning(e.what());
+    }
+}
+
 int run_allreduce(const AllreduceOptions& o) {
-    if (o.nodes.empty()) throw UsageError("--nodes: give at least one node count, e.g. 2,3,4");
+    const int R = o.ranks_per_node;
+    if (R > 1 && !o.nodes.empty())
+        throw UsageError("--ranks-per-node measures R ranks on 1 node and --nodes K nodes of 1 rank each; run them "
+                         "separately");
+    // the node counts: --nodes (default 2), or the one node of --ranks-per-node
+    const std::vector<int> node_counts = R > 1 ? std::vector<int>{1} : o.nodes.empty() ? std::vector<int>{2} : o.nodes;
     for (int k : o.nodes)
         if (k < 2 || k > 100000)
             throw UsageError("--nodes: " + std::to_string(k) + " is not in 2..100000 (an allreduce needs 2 nodes or more)");
@@ -391,7 +412,10 @@ int run_allreduce(const AllreduceOptions& o) {
     std::string size_list;
     for (const auto& s : sizes) size_list += (size_list.empty() ? "" : ",") + s;
 
-    std::printf("profile allreduce: %s node(s), into %s\n", join_ints(o.nodes).c_str(), db.c_str());
+    if (R > 1)
+        std::printf("profile allreduce: %d ranks on 1 node, into %s\n", R, db.c_str());
+    else
+        std::printf("profile allreduce: %s node(s), into %s\n", join_ints(node_counts).c_str(), db.c_str());
     // Resumable: a node count whose samples the database already has (every --sizes size, and
     // the workload's gradient size with --workload) is skipped unless --force.
     std::vector<int> todo, done;
@@ -405,12 +429,12 @@ int run_allreduce(const AllreduceOptions& o) {
             else known = false;
         }
         const std::vector<AllreduceSample> have = d ? d->allreduce_samples() : std::vector<AllreduceSample>{};
-        for (int k : o.nodes) {
+        for (int k : node_counts) {
             bool any = false, all = true;
-            for (const auto& a : have) any = any || a.nodes == k;
+            for (const auto& a : have) any = any || (a.nodes == k && a.ranks_per_node == R);
             for (int64_t n : need) {
                 bool f = false;
-                for (const auto& a : have) f = f || (a.nodes == k && a.bytes == n);
+                for (const auto& a : have) f = f || (a.nodes == k && a.ranks_per_node == R && a.bytes == n);
                 all = all && f;
             }
             bool dup = false;
@@ -419,7 +443,9 @@ int run_allreduce(const AllreduceOptions& o) {
             if (!dup) (any && all && known && !o.force ? done : todo).push_back(k);
         }
     }
-    if (!done.empty())
+    if (!done.empty() && R > 1)
+        std::printf("profile allreduce: skipping %d ranks on 1 node, already measured (--force measures again)\n", R);
+    else if (!done.empty())
         std::printf("profile allreduce: skipping node count%s %s, already measured (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
     for (size_t i = 0; i < todo.size(); ++i) {
@@ -429,12 +455,14 @@ int run_allreduce(const AllreduceOptions& o) {
         if (!size_list.empty()) args += " --sizes " + size_list;
         if (!model.empty()) args += " --model " + shell_quote(model);
         run_profile_job("allreduce", o.job, out_dir, k, i, todo.size(), trainer, args, db,
-                        [&] { return count_allreduce(wdb, k); }, job_class, 1);
+                        [&] { return count_allreduce(wdb, k, R); }, job_class, R);
         writer.done();
     }
     ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
     const std::vector<AllreduceSample> all = d.allreduce_samples();
     std::printf("profile allreduce: %zu allreduce samples in %s\n", all.size(), db.c_str());
+    print_intra_fit(all);
+    if (!AllreduceModel::has_inter_node(all)) return kExitOk;  // only the within-node profile so far
     try {
         const AllreduceModel m = AllreduceModel::fit(all);
         std::printf("profile allreduce: fit (%s, the smaller residual) alpha = %s us per step, beta = %s ns per byte (rmse %s ms)\n",
@@ -509,13 +537,18 @@ void add_profile_command(CLI::App& app, Action* action) {
 
     auto a = std::make_shared<AllreduceOptions>();
     CLI::App* ar = prof->add_subcommand("allreduce", "time MPI allreduce on K nodes, one Slurm job per node count (sbatch --wait)");
-    ar->footer("Each job runs: mpirun -np K --map-by node tula-train --profile-allreduce --db DB. Exit status 0 when "
-               "every node count was recorded, 1 on failure, 2 usage error.");
+    ar->footer("Each job runs: mpirun -np K --map-by node tula-train --profile-allreduce --db DB (with --ranks-per-node "
+               "R: one job on 1 node, mpirun -np R). Exit status 0 when every node count was recorded, 1 on failure, 2 "
+               "usage error.");
     add_common_options(ar, &a->common, true);
-    ar->add_option("--nodes", a->nodes, "node counts to measure (comma list, each >= 2)")
+    ar->add_option("--nodes", a->nodes, "node counts to measure (comma list, each >= 2; default 2)")
         ->delimiter(',')
-        ->type_name("K,...")
-        ->capture_default_str();
+        ->type_name("K,...");
+    ar->add_option("--ranks-per-node", a->ranks_per_node,
+                   "instead of --nodes: time R ranks on one node (one job, -N 1 --ntasks-per-node=R), the within-node "
+                   "profile the planner fits the bandwidth between a node's ranks to")
+        ->type_name("R")
+        ->check(CLI::Range(2, 1024));
     ar->add_option("--sizes", a->sizes, "message sizes in bytes (comma list; default: tula-train's)")
         ->delimiter(',')
         ->type_name("BYTES,...");

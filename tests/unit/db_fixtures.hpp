@@ -88,7 +88,7 @@ inline std::vector<std::string> all_rows(const std::string& path) {
          {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
           "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, synced_seconds_per_iter, "
           "hardware_class, ranks_per_node FROM compute_profile ORDER BY id",
-          "SELECT host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile ORDER BY id",
+          "SELECT host, nodes, bytes, seconds, created, hardware_class, ranks_per_node FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
           "created, noise_scale, noise_observations, hardware_class, ranks_per_node FROM run ORDER BY id",
           "SELECT r.job_id, e.epoch, e.seconds, e.train_loss, e.test_accuracy FROM run_epoch e JOIN run r ON "

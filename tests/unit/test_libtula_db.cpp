@@ -14,6 +14,7 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_schema_version_and_wal);
     CPPUNIT_TEST(test_migrate_v1_database);
     CPPUNIT_TEST(test_migrate_v7_database);
+    CPPUNIT_TEST(test_migrate_v8_database);
     CPPUNIT_TEST(test_migration_failure_leaves_v1);
     CPPUNIT_TEST(test_parent_dir_created_0700);
     CPPUNIT_TEST(test_newer_schema_rejected);
@@ -306,7 +307,7 @@ PRAGMA user_version = 7;
         }
         CPPUNIT_ASSERT_EQUAL(std::string("7"), raw_query(p, "PRAGMA user_version"));
         { auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite); }
-        CPPUNIT_ASSERT_EQUAL(std::string("8"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run"));
         CPPUNIT_ASSERT_EQUAL(std::string("2"), raw_query(p, "SELECT nodes FROM run"));  // kept as it was
         CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM compute_profile"));
@@ -344,6 +345,53 @@ PRAGMA user_version = 7;
         CPPUNIT_ASSERT_EQUAL(2, rw.compute_samples("lenet5@fashion-mnist").at(1).ranks_per_node);
         CPPUNIT_ASSERT_EQUAL(size_t(2), rw.compute_samples("lenet5@fashion-mnist").size());
         CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.allreduce_samples().at(1).hardware_class);
+    }
+
+    // Migration 8 -> 9: the old allreduce rows get one rank per node (the across-node profile);
+    // a read-only open of the version-8 file reads them so without migrating it; a within-node
+    // row (1 node, 4 ranks) keeps its ranks per node.
+    void test_migrate_v8_database() {
+        TempDir d;
+        const std::string p = d / "v8.db";
+        make_v7_database(p);
+        raw_exec(p, R"SQL(
+ALTER TABLE compute_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE compute_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE allreduce_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE run ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
+ALTER TABLE run ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+INSERT INTO allreduce_profile VALUES(2, 'n1', 4, 8192, 0.003, 1700000006, 'a100');
+PRAGMA user_version = 8;
+)SQL");
+        {
+            auto ro = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+            CPPUNIT_ASSERT_EQUAL(8, ro.schema_version());
+            const auto a = ro.allreduce_samples();
+            CPPUNIT_ASSERT_EQUAL(size_t(2), a.size());
+            CPPUNIT_ASSERT_EQUAL(1, a[0].ranks_per_node);
+            CPPUNIT_ASSERT_EQUAL(1, a[1].ranks_per_node);
+            CPPUNIT_ASSERT_EQUAL(4, a[1].nodes);
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("8"), raw_query(p, "PRAGMA user_version"));
+        const auto before = raw_rows(p, "SELECT id, host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile");
+        auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        CPPUNIT_ASSERT_EQUAL(std::string("9"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT(before ==
+                       raw_rows(p, "SELECT id, host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT group_concat(DISTINCT ranks_per_node) FROM allreduce_profile"));
+        tula::AllreduceSample a;
+        a.nodes = 1;
+        a.ranks_per_node = 4;
+        a.bytes = 1 << 20;
+        a.seconds = 0.0005;
+        a.hardware_class = "a100";
+        rw.add_allreduce(a);
+        const auto all = rw.allreduce_samples();
+        CPPUNIT_ASSERT_EQUAL(size_t(3), all.size());
+        CPPUNIT_ASSERT_EQUAL(1, all[2].nodes);
+        CPPUNIT_ASSERT_EQUAL(4, all[2].ranks_per_node);
+        a.ranks_per_node = 0;
+        CPPUNIT_ASSERT(!error_of([&] { rw.add_allreduce(a); }).empty());
     }
 
     void test_migration_failure_leaves_v1() {

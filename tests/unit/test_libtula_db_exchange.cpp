@@ -151,13 +151,20 @@ public:
         {
             auto db = tula::ProfileDb::open(a, tula::ProfileDb::Mode::ReadWrite);
             fill_random(db, 7);
+            tula::AllreduceSample w;  // schema 9: a within-node sample, 4 ranks on 1 node
+            w.host = "node0";
+            w.nodes = 1;
+            w.ranks_per_node = 4;
+            w.bytes = 1 << 20;
+            w.seconds = 1e-4;
+            db.add_allreduce(w);
             text = db.export_json();
         }
         auto db = tula::ProfileDb::open(b, tula::ProfileDb::Mode::ReadWrite);
         const auto n = db.import_json(text, "x.json");
         CPPUNIT_ASSERT_EQUAL(size_t(2), n.workloads);
         CPPUNIT_ASSERT_EQUAL(size_t(8), n.compute);
-        CPPUNIT_ASSERT_EQUAL(size_t(2), n.allreduce);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), n.allreduce);
         CPPUNIT_ASSERT_EQUAL(size_t(2), n.runs);
         CPPUNIT_ASSERT_EQUAL(size_t(0), n.skipped);
         const auto ra = all_rows(a), rb = all_rows(b);
@@ -171,9 +178,11 @@ public:
         CPPUNIT_ASSERT_EQUAL(4, db.runs("lenet5@fashion-mnist").at(0).ranks_per_node);
         CPPUNIT_ASSERT_EQUAL(std::string("h100"), db.allreduce_samples().at(0).hardware_class);
         CPPUNIT_ASSERT(contains(text, "\"hardware_class\": \"a100\""));
+        CPPUNIT_ASSERT_EQUAL(4, db.allreduce_samples().at(2).ranks_per_node);  // schema 9's ranks per node travel
+        CPPUNIT_ASSERT_EQUAL(1, db.allreduce_samples().at(0).ranks_per_node);
         // Importing the same file again adds nothing.
         const auto again = db.import_json(text, "x.json");
-        CPPUNIT_ASSERT_EQUAL(size_t(12), again.skipped);
+        CPPUNIT_ASSERT_EQUAL(size_t(13), again.skipped);
         CPPUNIT_ASSERT_EQUAL(size_t(0), again.compute + again.allreduce + again.runs);
         const auto rb2 = all_rows(b);
         CPPUNIT_ASSERT(ra == rb2);

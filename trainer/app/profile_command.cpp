@@ -252,6 +252,19 @@ int profile_allreduce(const Options& o, Comm& comm) {
         say(root, "tula-train: --profile-allreduce: only 1 rank, nothing to measure (start it with mpirun -np K, K >= 2)");
         return 0;
     }
+    // The shape recorded (AllreduceSample): K nodes of R ranks each. All ranks on one node (R >= 2
+    // ranks through shared memory) is the within-node profile, nodes = 1; one rank per node the
+    // across-node one, nodes = K.
+    const int nodes = comm.nodes(), per_node = comm.ranks_per_node();
+    if (nodes < 1 || per_node < 1 || nodes * per_node != comm.size()) {
+        if (root)
+            std::fprintf(stderr, "%s\n",
+                         msg("--profile-allreduce: the " + std::to_string(comm.size()) + " ranks are not spread evenly over " +
+                             std::to_string(nodes) + " nodes (at most " + std::to_string(per_node) +
+                             " on one); start the same number of ranks on every node")
+                             .c_str());
+        return 1;
+    }
     std::vector<int64_t> sizes = o.sizes;
     if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(count_model_params(o.model, input_of(o).shape, input_of(o).classes)));
     std::vector<tula::AllreduceSample> samples;
@@ -264,7 +277,8 @@ int profile_allreduce(const Options& o, Comm& comm) {
                       " bytes: " + fmt("%.3f", s * 1e3) + " ms (20 iters)");
         tula::AllreduceSample a;
         a.host = host_name();
-        a.nodes = comm.size();
+        a.nodes = nodes;
+        a.ranks_per_node = per_node;
         a.bytes = bytes;
         a.seconds = s;
         a.hardware_class = hardware_class;

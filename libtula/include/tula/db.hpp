@@ -6,7 +6,7 @@
 //   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created,
 //                   ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
 //                   ranks_per_node)
-//   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class)
+//   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class, ranks_per_node)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
 //       measured_seconds, test_accuracy, created, noise_scale, noise_observations,
 //       train_examples, optimizer, hardware_class, ranks_per_node)
@@ -48,9 +48,12 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///   8: compute_profile.hardware_class, allreduce_profile.hardware_class and
 ///      run.hardware_class (TEXT, default '' = unknown class, planned as any class's), and
 ///      compute_profile.ranks_per_node and run.ranks_per_node (INTEGER, default 1);
-///      run.nodes counts nodes, not ranks.
+///      run.nodes counts nodes, not ranks;
+///   9: allreduce_profile.ranks_per_node (INTEGER, default 1): a row of nodes = 1 and
+///      ranks_per_node >= 2 is a within-node allreduce (tula profile allreduce
+///      --ranks-per-node).
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -125,7 +128,8 @@ public:
     ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created,
     ///                 ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
     ///                 ranks_per_node}],
-    ///    "allreduce": [{host, nodes, bytes, seconds, created, hardware_class}],
+    ///    "allreduce": [{host, nodes, bytes, seconds, created, hardware_class,
+    ///                   ranks_per_node}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
     ///              measured_seconds, test_accuracy, created, noise_scale, noise_observations,
     ///              train_examples, optimizer, hardware_class, ranks_per_node,

@@ -178,9 +178,13 @@ struct AllreduceModel {
     /// measured at >= 2 message sizes. Empty for a model built from alpha and beta alone.
     std::map<int, std::vector<std::pair<double, double>>> measured;
 
-    /// Errors: tula::Error when there are no samples with nodes >= 2, or fewer than 2
-    /// distinct (nodes, bytes) points, or a sample is negative / non-finite.
+    /// Uses the samples of nodes >= 2 and one rank per node; the within-node samples (nodes = 1,
+    /// IntraNodeModel) and any of several ranks per node are left out.
+    /// Errors: tula::Error when there are no such samples, or fewer than 2 distinct (nodes,
+    /// bytes) points among them, or a sample is negative / non-finite.
     static AllreduceModel fit(const std::vector<AllreduceSample>& samples);
+    /// Whether `samples` hold one that fit() uses (nodes >= 2, one rank per node). Pure.
+    static bool has_inter_node(const std::vector<AllreduceSample>& samples);
 
     /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks: from the
     /// node count's own measurements when there are (see above), else modelled_seconds().
@@ -191,6 +195,33 @@ struct AllreduceModel {
     std::string measured_nodes() const;
     /// "ring" or "rabenseifner".
     const char* algorithm_name() const { return algorithm == Algorithm::Ring ? "ring" : "rabenseifner"; }
+};
+
+/// Within-node bandwidth fitted from allreduce samples of R ranks on one node (nodes = 1,
+/// ranks_per_node = R >= 2; `tula profile allreduce --ranks-per-node R`). The ring allreduce of
+/// n bytes among p ranks costs 2 (p-1) alpha + 2 (p-1)/p n beta (Thakur, Rabenseifner & Gropp
+/// 2005, "Optimization of collective communication operations in MPICH", IJHPCA 19(1), sec.
+/// 4.5); with x = 2 (R-1)/R n [bytes] the samples are fitted by ordinary least squares (closed
+/// form of the two-parameter line) to
+///   seconds = a + x / bandwidth
+/// so a [seconds] takes the latency terms of the sizes measured and bandwidth [bytes/s] = 1 /
+/// slope is what intra_node_allreduce_seconds takes.
+struct IntraNodeModel {
+    double bandwidth = 0;  ///< bytes/s between the ranks of one node (> 0)
+    double latency = 0;    ///< a above, seconds (may be slightly negative: not constrained)
+    double rmse = 0;       ///< root-mean-square residual, seconds
+    int samples = 0;       ///< samples fitted
+    int sizes = 0;         ///< distinct message sizes among them
+    std::vector<int> ranks;  ///< the distinct ranks per node profiled, ascending
+
+    /// Fits the samples with nodes = 1 and ranks_per_node >= 2 (the others are left out).
+    /// Errors: tula::Error when a used sample has bytes < 1 or a negative / non-finite time,
+    /// when they have fewer than 2 distinct message sizes (none at all: "no within-node
+    /// allreduce profile"), or when the fitted slope is not > 0 (the time does not grow with
+    /// the message: no bandwidth to fit).
+    static IntraNodeModel fit(const std::vector<AllreduceSample>& samples);
+    /// Whether `samples` hold a within-node one (nodes = 1, ranks_per_node >= 2). Pure.
+    static bool has_samples(const std::vector<AllreduceSample>& samples);
 };
 
 /// Within-node part of a two-level (hierarchical) allreduce of n = `bytes` bytes among the

@@ -68,6 +68,12 @@ struct Candidate {
     /// The hardware class whose profiles predicted a partition without its own, scaled by the
     /// classes' published figures (PartitionTarget); "" when predicted from its own class.
     std::string scaled_from;
+    /// Bytes/s between the ranks of a node that the within-node part of the allreduce took
+    /// (PartitionTarget::intra_node_bandwidth; 0: not modelled) and where it came from: "fit"
+    /// (the class's within-node allreduce profile, IntraNodeModel), "tula.conf" (the
+    /// partition's intra_node_bandwidth) or "none".
+    double intra_node_bandwidth = 0;
+    std::string intra_node_source = "none";
     /// Expected wait in Slurm's queue before the job starts, seconds (slurmctld's will-run
     /// estimate, apply_queue_waits); 0 when not asked. time_to_target includes it.
     double queue_wait_seconds = 0;
@@ -175,6 +181,16 @@ struct PartitionTarget {
     /// partition predicted from another class gets kScaledIntervalFactor.
     double upper_factor = 1.0;
     std::string scaled_from;   ///< the class whose profiles `compute` and `allreduce` are; "" its own
+    /// Within-node bandwidth fitted from the partition's own class's within-node allreduce
+    /// profile; nullopt: tula.conf's intra_node_bandwidth (conf) is the fallback.
+    std::optional<IntraNodeModel> intra;
+    /// Bytes/s between the ranks of one node: the fitted `intra`, else conf.intra_node_bandwidth
+    /// (0: the within-node part of the allreduce is not modelled). Pure.
+    double intra_node_bandwidth() const { return intra ? intra->bandwidth : conf.intra_node_bandwidth; }
+    /// "fit", "tula.conf" or "none": where intra_node_bandwidth() comes from. Pure.
+    const char* intra_node_source() const {
+        return intra ? "fit" : conf.intra_node_bandwidth > 0 ? "tula.conf" : "none";
+    }
     /// Memory of one rank and its model, when they differ from the request's (the partitions
     /// of a hardware file): bytes (0: PlanRequest::device_memory_bytes) and MemoryModel
     /// (nullopt: PlanRequest::memory).
@@ -197,6 +213,9 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel&
 struct ClassFit {
     ComputeModel compute;                     ///< seconds per iteration of one rank
     std::optional<AllreduceModel> allreduce;  ///< across nodes; nullopt: no usable allreduce profile
+    /// Within-node bandwidth from the class's samples of one node (IntraNodeModel); nullopt:
+    /// none, or too few to fit (tula.conf's intra_node_bandwidth is used then).
+    std::optional<IntraNodeModel> intra;
     /// true: fitted from rows of this class (or, for a database without classes, from all rows
     /// as the first partition's class); false: from the unknown-class rows, its fallback.
     bool own = true;
@@ -211,13 +230,17 @@ struct ClassFit {
 /// them from it), as before classes were recorded. The implicit partition (class "") takes every
 /// row. A class with no rows, or whose compute fit fails, is absent from the result (its
 /// compute fit's error is appended to `warnings`, when given, naming the class); a failed
-/// allreduce fit leaves `allreduce` empty with a warning. Keys: class names. Errors: none.
+/// allreduce fit leaves `allreduce` empty with a warning. The allreduce rows of one node
+/// (nodes = 1, several ranks) are the within-node profile: `intra` is fitted from them
+/// (IntraNodeModel::fit; a failed fit leaves it empty with a warning). Keys: class names.
+/// Errors: none.
 std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector<ComputeSample>& compute,
                                             const std::vector<AllreduceSample>& allreduce,
                                             std::vector<std::string>* warnings);
 
 /// The partitions of `cfg` as planner targets from per-class models (fit_classes): a partition
-/// whose class is in `fits` is planned from that class's models; one whose class is not is
+/// whose class is in `fits` is planned from that class's models (its within-node bandwidth
+/// too: PartitionTarget::intra); one whose class is not is
 /// predicted from the first partition (in tula.conf's order) whose class has rows of its own,
 /// scaled by the published figures as in the form above, or gets `left_out` with the reason
 /// (no profiled class, or no figures for both). Pure.

@@ -44,10 +44,14 @@ struct ComputeSample {
 };
 
 /// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`
-/// bytes across `nodes` ranks, one rank per node.
+/// bytes across `nodes` nodes of `ranks_per_node` ranks each. The across-node profile has
+/// one rank per node (nodes >= 2); the within-node profile has nodes = 1 and
+/// ranks_per_node >= 2 (ranks on one host, which MPI connects through shared memory).
 struct AllreduceSample {
     std::string host;          ///< host of rank 0
     int nodes = 0;
+    /// Ranks on each node; 1 = one rank per node (every profile before schema version 9).
+    int ranks_per_node = 1;
     int64_t bytes = 0;
     double seconds = 0;
     std::string hardware_class;  ///< class of the nodes; "" = unknown (as ComputeSample's)

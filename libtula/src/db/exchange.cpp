@@ -147,11 +147,12 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     if (workload.empty()) {
         Stmt s(db_, path_,
                (std::string("SELECT host, nodes, bytes, seconds, created, ") +
-                (schema_ >= 8 ? "hardware_class" : "''") + " FROM allreduce_profile ORDER BY id")
+                (schema_ >= 8 ? "hardware_class" : "''") + (schema_ >= 9 ? ", ranks_per_node" : ", 1") +
+                " FROM allreduce_profile ORDER BY id")
                    .c_str());
         while (s.step())
             as.push_back({{"host", s.text(0)}, {"nodes", s.i64(1)}, {"bytes", s.i64(2)}, {"seconds", s.dbl(3)},
-                          {"created", s.dbl(4)}, {"hardware_class", s.text(5)}});
+                          {"created", s.dbl(4)}, {"hardware_class", s.text(5)}, {"ranks_per_node", s.i64(6)}});
     }
     doc["allreduce"] = std::move(as);
     ExJson rs = ExJson::array();
@@ -270,6 +271,8 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         a.created = r.number("created", true, kMaxTime);
         if (version >= 8 && ja[i].contains("hardware_class"))  // optional: missing = "", unknown class
             a.s.hardware_class = r.text("hardware_class", false);
+        if (version >= 9 && ja[i].contains("ranks_per_node"))  // optional: missing = 1 (one rank per node)
+            a.s.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
         as.push_back(a);
     }
     std::vector<ImportedRun> rs;
@@ -354,16 +357,16 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     for (const auto& a : as) {
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM allreduce_profile WHERE host = ? AND nodes = ? AND bytes = ? AND seconds = ? AND "
-               "created = ? AND hardware_class = ?");
-        q.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class);
+               "created = ? AND hardware_class = ? AND ranks_per_node = ?");
+        q.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class, a.s.ranks_per_node);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;
         }
         Stmt s(db_, path_,
-               "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class) "
-               "VALUES(?, ?, ?, ?, ?, ?)");
-        s.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class);
+               "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class, ranks_per_node) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?)");
+        s.bind_all(a.s.host, a.s.nodes, a.s.bytes, a.s.seconds, a.created, a.s.hardware_class, a.s.ranks_per_node);
         s.run();
         ++n.allreduce;
     }

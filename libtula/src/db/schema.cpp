@@ -123,10 +123,18 @@ ALTER TABLE run ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
 PRAGMA user_version = 8;
 )SQL";
 
+// Migration 8 -> 9: the ranks per node of an allreduce point (AllreduceSample::ranks_per_node):
+// a point of nodes = 1 and ranks_per_node R >= 2 measured R ranks on one host, the within-node
+// profile; old rows had one rank per node: 1.
+constexpr const char* kMigrateV8toV9 = R"SQL(
+ALTER TABLE allreduce_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+PRAGMA user_version = 9;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
 constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
-                                       kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8};
+                                       kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8, kMigrateV8toV9};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of every version (index = version; 0 = an empty database), read from a

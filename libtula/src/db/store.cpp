@@ -290,23 +290,27 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
 }
 
 void ProfileDb::add_allreduce(const AllreduceSample& a) {
-    if (a.nodes < 1 || a.bytes < 0 || !std::isfinite(a.seconds) || a.seconds < 0)
+    if (a.nodes < 1 || a.ranks_per_node < 1 || a.bytes < 0 || !std::isfinite(a.seconds) || a.seconds < 0)
         throw Error("profile database " + path_ + ": refusing an invalid allreduce sample (" + std::to_string(a.nodes) +
-                    " nodes, " + std::to_string(a.bytes) + " bytes, " + std::to_string(a.seconds) + " s)");
+                    " nodes x " + std::to_string(a.ranks_per_node) + " ranks, " + std::to_string(a.bytes) + " bytes, " +
+                    std::to_string(a.seconds) + " s)");
     Stmt s(db_, path_,
-           "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class) VALUES(?, ?, ?, ?, ?, ?)");
-    s.bind_all(a.host, a.nodes, a.bytes, a.seconds, now_seconds(), a.hardware_class);
+           "INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, hardware_class, ranks_per_node) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?)");
+    s.bind_all(a.host, a.nodes, a.bytes, a.seconds, now_seconds(), a.hardware_class, a.ranks_per_node);
     s.run();
 }
 
 std::vector<AllreduceSample> ProfileDb::allreduce_samples() const {
     const std::string sql = std::string("SELECT host, nodes, bytes, seconds, ") +
-                            (schema_ >= 8 ? "hardware_class" : "''") + " FROM allreduce_profile ORDER BY id";
+                            (schema_ >= 8 ? "hardware_class" : "''") + (schema_ >= 9 ? ", ranks_per_node" : ", 1") +
+                            " FROM allreduce_profile ORDER BY id";
     Stmt s(db_, path_, sql.c_str());
     std::vector<AllreduceSample> out;
     while (s.step()) {
         AllreduceSample a;
-        s.get_from(0, a.host, a.nodes, a.bytes, a.seconds, a.hardware_class);
+        s.get_from(0, a.host, a.nodes, a.bytes, a.seconds, a.hardware_class, a.ranks_per_node);
+        a.ranks_per_node = std::max(1, a.ranks_per_node);
         out.push_back(a);
     }
     return out;

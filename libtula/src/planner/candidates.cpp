@@ -92,7 +92,7 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
     std::vector<double> comm(static_cast<size_t>(n_nodes), 0.0);
     for (int K = req.min_nodes; K <= max_nodes; ++K)
         comm[static_cast<size_t>(K - req.min_nodes)] =
-            hierarchical_allreduce_seconds(allreduce, K, R, bytes, t.conf.intra_node_bandwidth);
+            hierarchical_allreduce_seconds(allreduce, K, R, bytes, t.intra_node_bandwidth());
     const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
                                                                       std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
                                                                 : 0.0;  // t quantile * sigma
@@ -124,6 +124,8 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.global_batch = B;
             c.local_batch = b;
             c.scaled_from = t.scaled_from;
+            c.intra_node_bandwidth = R > 1 ? t.intra_node_bandwidth() : 0.0;
+            c.intra_node_source = R > 1 ? t.intra_node_source() : "none";
             // 1 unless ranks were profiled at once (R per node, when such a profile exists)
             const double conc = compute.concurrency_at(K, R, b);
             const double tc = f * compute.seconds_per_iter(b) * conc;
@@ -264,7 +266,16 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
             continue;
         }
         const std::vector<AllreduceSample> as = rows_of(allreduce, cls, &ar_own);
-        if (!as.empty()) {
+        if (IntraNodeModel::has_samples(as)) {
+            try {
+                f.intra = IntraNodeModel::fit(as);
+            } catch (const Error& e) {
+                if (warnings) warnings->push_back(std::string(e.what()) + "; " +
+                                                  (cls.empty() ? std::string("") : "class " + cls + ": ") +
+                                                  "within-node allreduce from tula.conf's intra_node_bandwidth");
+            }
+        }
+        if (AllreduceModel::has_inter_node(as)) {
             try {
                 f.allreduce = AllreduceModel::fit(as);
             } catch (const Error& e) {
@@ -293,6 +304,7 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std:
         if (it != fits.end()) {
             const ClassFit& f = it->second;
             out.push_back(scaled_target(p, p, f.compute, f.allreduce ? &*f.allreduce : nullptr));
+            out.back().intra = f.intra;
         } else if (profiled) {
             const ClassFit& f = fits.at(profiled->hardware_class);
             out.push_back(scaled_target(p, *profiled, f.compute, f.allreduce ? &*f.allreduce : nullptr));

@@ -522,7 +522,15 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         reason += "; partition " + ch.partition + " has no profile of its own: predicted from class " + ch.scaled_from +
                   " (compute x" + fmt("%.3g", t.compute_factor) + " by the published figures, interval upper end x" +
                   fmt("%.3g", t.upper_factor) + ")";
-    if (ch.ranks_per_node > 1) reason += "; " + std::to_string(ch.ranks_per_node) + " ranks per node";
+    if (ch.ranks_per_node > 1) {
+        reason += "; " + std::to_string(ch.ranks_per_node) + " ranks per node, within-node allreduce ";
+        if (ch.intra_node_source == "fit")
+            reason += "at " + fmt("%.4g", ch.intra_node_bandwidth / 1e9) + " GB/s fitted from the within-node profile";
+        else if (ch.intra_node_source == "tula.conf")
+            reason += "at " + fmt("%.4g", ch.intra_node_bandwidth / 1e9) + " GB/s from tula.conf's intra_node_bandwidth";
+        else
+            reason += "not modelled (no within-node allreduce profile and no intra_node_bandwidth in tula.conf)";
+    }
     if (!plan.left_out.empty()) {
         reason += "; left out: ";
         for (size_t i = 0; i < plan.left_out.size(); ++i) reason += (i ? "; " : "") + plan.left_out[i];
@@ -630,7 +638,7 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
 
     std::optional<AllreduceModel> allreduce;
     std::string allreduce_error;
-    if (!set.allreduce.empty()) {
+    if (AllreduceModel::has_inter_node(set.allreduce)) {  // rows of one node are the within-node profile
         try {
             allreduce = AllreduceModel::fit(set.allreduce);
         } catch (const Error& e) {
@@ -670,9 +678,13 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         for (const RunRecord* r : rs) {
             const auto it = r->hardware_class.empty() ? fits.end() : fits.find(r->hardware_class);
             const bool own = it != fits.end();
-            double intra = 0;  // the within-node bandwidth of the run's class, when tula.conf gives it
+            // the within-node bandwidth of the run's class: fitted from its within-node profile,
+            // else tula.conf's (0: not modelled)
+            double intra = 0;
             for (const PartitionConf& p : parts)
                 if (p.hardware_class == r->hardware_class && p.intra_node_bandwidth > 0) intra = p.intra_node_bandwidth;
+            const auto fit_it = fits.find(r->hardware_class);
+            if (fit_it != fits.end() && fit_it->second.intra) intra = fit_it->second.intra->bandwidth;
             const AllreduceModel* am = own ? (it->second.allreduce ? &*it->second.allreduce : nullptr) : pooled_ar;
             for (const IterationSample& q : iteration_samples({r}, *w, own ? it->second.compute : compute, am, intra))
                 out.push_back(q);
