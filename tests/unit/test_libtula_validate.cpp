@@ -39,6 +39,7 @@ class LibtulaValidateTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_known_error);
     CPPUNIT_TEST(test_partial_and_errors);
     CPPUNIT_TEST(test_check_runs_interval_vs_naive);
+    CPPUNIT_TEST(test_within_node_allreduce);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -90,6 +91,39 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(1), vs.points.size());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(std::floor(600.0 / 64) * (1e-3 + 1e-4 * 64), vs.points[0].predicted_epoch_seconds, 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), vs.mape_epoch_time, 1e-9);
+    }
+
+    // A run of 2 ranks on one node: its step holds the within-node allreduce 2 (R-1)/R n / bw,
+    // which validation models at the bandwidth fitted to the within-node samples, and leaves
+    // out (0) without them.
+    void test_within_node_allreduce() {
+        const double t0 = 1e-3, t1 = 1e-4, bw = 1e6, n = 4000;  // grad bytes: 4 x 1000 params
+        std::vector<tula::ComputeSample> c;
+        for (int b : {16, 32, 64, 128}) c.push_back(cs(b, t0 + t1 * b));
+        const double steps = std::floor(6000.0 / 128);
+        const double comm = 2.0 * (2 - 1) / 2 * n / bw;  // 4 ms
+        tula::RunRecord r = tula_test::run_record("", "", 1, 128, 1, steps * (t0 + t1 * 64 + comm), 0);
+        r.ranks_per_node = 2;
+        std::vector<tula::AllreduceSample> a;
+        for (int64_t bytes : {int64_t(10000), int64_t(1000000)}) {
+            tula::AllreduceSample s;
+            s.nodes = 1;
+            s.ranks_per_node = 2;
+            s.bytes = bytes;
+            s.seconds = 1e-5 + 2.0 * (2 - 1) / 2 * bytes / bw;
+            a.push_back(s);
+        }
+        auto run_point = [](const tula::ValidationResult& v) {
+            for (const auto& p : v.points)
+                if (p.kind == "run") return p;
+            CPPUNIT_FAIL("no run point");
+            return tula::ValidationPoint{};
+        };
+        const auto with = run_point(tula::validate_workload(wl(), c, a, {r}, false, 1.0));
+        CPPUNIT_ASSERT_EQUAL(2, with.ranks_per_node);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(r.measured_seconds, with.predicted_epoch_seconds, 1e-9);
+        const auto without = run_point(tula::validate_workload(wl(), c, {}, {r}, false, 1.0));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * (t0 + t1 * 64), without.predicted_epoch_seconds, 1e-9);
     }
 
     void test_partial_and_errors() {

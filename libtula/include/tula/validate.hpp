@@ -35,7 +35,9 @@ struct ValidationResult {
 ///    on the other batches (needs >= 2 left), and the epoch time at 1 node, global batch b,
 ///    floor(D/b) x t(b), is compared with the measured mean;
 ///  - runs: each finished run (K, B) is predicted from the compute and allreduce models and
-///    the overlap gamma fitted on the other runs; epoch time = measured_seconds / epochs.
+///    the overlap gamma fitted on the other runs; epoch time = measured_seconds / epochs. A
+///    run with several ranks per node adds the within-node allreduce at the bandwidth fitted
+///    to the within-node samples of `allreduce` (IntraNodeModel; not modelled without them).
 /// `partial`: the models only see the smallest and largest profiled local batch and the
 /// smallest and largest profiled node count (>= 2), as Scavenger's partial search.
 /// Cost = nodes x epoch seconds / 3600 x `price`. Errors: tula::Error when the workload has

@@ -44,11 +44,12 @@ bool usable_run(const RunRecord& run) {
 }
 
 // The modelled parts of one run's iteration and its measured seconds per iteration.
+// `intra_bw`: the fitted within-node bandwidth (IntraNodeModel), bytes/s; 0 = not modelled.
 IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const AllreduceModel* am, double D,
-                             double grad_bytes) {
+                             double grad_bytes, double intra_bw) {
     IterationSample q;
     q.compute_seconds = cm.seconds_per_iter(run.local_batch()) * cm.concurrency_at(run.nodes, run.ranks_per_node, run.local_batch());
-    q.comm_seconds = hierarchical_allreduce_seconds(am, run.nodes, run.ranks_per_node, grad_bytes, 0.0);
+    q.comm_seconds = hierarchical_allreduce_seconds(am, run.nodes, run.ranks_per_node, grad_bytes, intra_bw);
     q.nodes = run.nodes;
     q.ranks_per_node = std::max(1, run.ranks_per_node);
     q.local_batch = run.local_batch();
@@ -56,14 +57,27 @@ IterationSample iteration_of(const RunRecord& run, const ComputeModel& cm, const
     return q;
 }
 
+// The within-node bandwidth fitted to the samples with several ranks on one node
+// (IntraNodeModel), bytes/s; 0 when they have none or the fit fails (then `notes`, when given,
+// says why). All hardware classes pooled, as the other models here.
+double fitted_intra_bandwidth(const std::vector<AllreduceSample>& samples, std::vector<std::string>* notes) {
+    if (!IntraNodeModel::has_samples(samples)) return 0.0;
+    try {
+        return IntraNodeModel::fit(samples).bandwidth;
+    } catch (const Error& e) {
+        if (notes) notes->push_back(std::string("within-node allreduce: ") + e.what());
+        return 0.0;
+    }
+}
+
 // Gamma fitted on the multi-node runs of `good` except the one at `skip`; gamma = 1 when the
 // fit fails or there are none.
 OverlapModel overlap_without(const std::vector<const RunRecord*>& good, size_t skip, const ComputeModel& cm,
-                             const AllreduceModel* am, double D, double grad_bytes) {
+                             const AllreduceModel* am, double D, double grad_bytes, double intra_bw) {
     std::vector<IterationSample> others;
     for (size_t j = 0; j < good.size(); ++j) {
         if (j == skip || good[j]->nodes < 2 || !am) continue;
-        const IterationSample q = iteration_of(*good[j], cm, am, D, grad_bytes);
+        const IterationSample q = iteration_of(*good[j], cm, am, D, grad_bytes, intra_bw);
         if (std::isfinite(q.measured_seconds)) others.push_back(q);
     }
     try {
@@ -135,11 +149,12 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             r.notes.push_back(std::string("allreduce: ") + e.what());
         }
         const AllreduceModel* amp = am ? &*am : nullptr;
+        const double intra_bw = fitted_intra_bandwidth(allreduce_in, &r.notes);
         for (size_t i = 0; i < good.size(); ++i) {
             const RunRecord& run = *good[i];
             if (run.nodes > 1 && !am) continue;
-            const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
-            const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
+            const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes, intra_bw);
+            const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes, intra_bw);
             // the online time calibration of the other runs (as plan_workload would have had it)
             std::vector<const RunRecord*> others;
             for (size_t j = 0; j < good.size(); ++j)
@@ -147,7 +162,8 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
             std::stable_sort(others.begin(), others.end(),
                              [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
             const auto synced = step_synced_ratios(cm, amp, ov, grad_bytes);
-            const TimeCalibration cal = TimeCalibration::fit(iteration_samples(others, w, cm, amp), ov, synced);
+            const TimeCalibration cal =
+                TimeCalibration::fit(iteration_samples(others, w, cm, amp, intra_bw), ov, synced);
             ValidationPoint p;
             p.kind = "run";
             p.nodes = run.nodes;
@@ -191,6 +207,7 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         am.reset();  // multi-node runs are then not checked
     }
     const AllreduceModel* amp = am ? &*am : nullptr;
+    const double intra_bw = fitted_intra_bandwidth(allreduce_in, nullptr);
     const double D = static_cast<double>(w.train_examples);
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
     // Newest first; ties keep the input order.
@@ -201,8 +218,8 @@ std::vector<RunCheck> check_runs(const Workload& w, const std::vector<ComputeSam
         if (out.size() >= max_checked) break;
         const RunRecord& run = *good[i];
         if ((run.nodes > 1 && !am) || (!job_id.empty() && run.job_id != job_id)) continue;
-        const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes);
-        const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes);
+        const OverlapModel ov = overlap_without(good, i, cm, amp, D, grad_bytes, intra_bw);
+        const IterationSample q = iteration_of(run, cm, amp, D, grad_bytes, intra_bw);
         const double b = run.local_batch();
         const double h = cm.interval(b, level) * cm.concurrency_at(run.nodes, run.ranks_per_node, b);  // as the compute part
         const double n_it = std::floor(run.examples_per_epoch(D) / run.global_batch) * run.epochs;
