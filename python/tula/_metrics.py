@@ -105,7 +105,9 @@ class Metrics:
                 raise ValueError("tula: metrics %s: header field %r is given twice" % (path, key))
             head[key] = value
         self.global_batch = global_batch
-        self._last_step = head.get("resumed_at_step", -1)
+        # resumed_at_step counts the steps done before the resume: with steps numbered from 0
+        # it is the next step's number (tula-jobs(7))
+        self._last_step = head.get("resumed_at_step", 0) - 1
         self._last_epoch = 0
         if resume and os.path.exists(path):
             self._continue(path, head)

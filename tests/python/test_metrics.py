@@ -129,14 +129,16 @@ class MetricsTest(unittest.TestCase):
             m.epoch(1, 1.0, 0.5)
         with open(self.path, "ab") as f:
             f.write(b'{"type":"step","st')  # cut short by a kill
-        with self.open(resume=True, resumed_at_step=0) as m:
+        with self.open(resume=True, resumed_at_step=1) as m:
             with self.assertRaises(ValueError):
                 m.epoch(1, 1.0, 0.6)
+            with self.assertRaises(ValueError):  # before the steps done
+                m.step(0, 0.1, 128)
             m.step(1, 0.1, 128)
             m.epoch(2, 1.0, 0.6)
         lines = self.read().splitlines()
         self.assertEqual(lines[4], b'{"type":"run","workload":"lenet5@fashion-mnist","nodes":2,"ranks":4,'
-                                   b'"global_batch":128,"resumed":true,"resumed_at_step":0}')
+                                   b'"global_batch":128,"resumed":true,"resumed_at_step":1}')
         self.assertEqual([json.loads(x)["type"] for x in lines],
                          ["run", "step", "step", "epoch", "run", "step", "epoch"])
         with self.assertRaises(ValueError):
