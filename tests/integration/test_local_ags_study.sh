@@ -1,0 +1,120 @@
+#!/bin/bash
+# scripts/ags-study on logs written by the test (no training) and with a stand-in trainer:
+#  1. --from-logs on fabricated logs: the selection table marks each row's best validation
+#     accuracy (a run without a done line shows "failed"), the test table has the mean ± 95 %
+#     t half-width of the chosen configuration's test seeds and the diverged seeds, each
+#     method's critical batch (within 0.01 of tuned SGD at the reference batch, no seed
+#     diverged) and AGS's multiplier over the best baseline, and the seed-paired AGS minus
+#     tuned SGD and AGS minus the weak baseline (SGD x1 cosine, the selection seed included);
+#  2. a missing test log shows as missing and takes the batch out of the critical batch, and so
+#     does a test accuracy below 0.2 (a diverged seed);
+#  3. with a stand-in trainer: each run once with the recipe's options, one progress line per
+#     run, and a second invocation trains nothing (every log has its done line);
+#  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report.
+. "$(dirname "$0")/lib.sh"
+make_workdir
+script=$REPO/scripts/ags-study
+command -v python3 > /dev/null || skip "python3 is not installed"
+
+grid=(--methods "sgd lars ags" --batches "256 1024" --reference-batch 64 --lr-mults "1 2" --schedules cosine
+      --select-seed 1 --seeds "2 3" --epochs 1 --val-split 1000)
+mkdir logs
+# fake METHOD BATCH MULT SEED TEST [VAL]: a finished run's log (cosine)
+fake() {
+    printf 'tula: ags-study: command: tula-train --batch-size %s\n' "$2" > "logs/$1-$2-lr$3-cosine-seed$4.log"
+    printf 'tula-train: done: train_seconds=1 test_accuracy=%s global_batch=%s nodes=1 ranks=1 epochs=1%s\n' \
+        "$5" "$2" "${6:+ val_accuracy=$6}" >> "logs/$1-$2-lr$3-cosine-seed$4.log"
+}
+# selection runs (seed 1): test accuracies only matter for the weak-baseline pairs
+fake sgd 64 1 1 0.89 0.90;    fake sgd 64 2 1 0.80 0.80
+fake sgd 256 1 1 0.84 0.85;   fake sgd 256 2 1 0.87 0.88
+fake sgd 1024 1 1 0.70 0.70;  fake sgd 1024 2 1 0.75 0.75
+fake lars 256 1 1 0.85 0.86;  echo "tula-train: training diverged in epoch 1 (loss nan)" > logs/lars-256-lr2-cosine-seed1.log
+fake lars 1024 1 1 0.60 0.60; fake lars 1024 2 1 0.65 0.65
+fake ags 256 1 1 0.88 0.89;   fake ags 256 2 1 0.86 0.87
+fake ags 1024 1 1 0.87 0.88;  fake ags 1024 2 1 0.89 0.89
+# test seeds of the chosen configurations
+fake sgd 64 1 2 0.90;   fake sgd 64 1 3 0.91     # reference: 0.905, target 0.895
+fake sgd 256 2 2 0.90;  fake sgd 256 2 3 0.89    # 0.895: just within
+fake sgd 1024 2 2 0.88; fake sgd 1024 2 3 0.90    # 0.89: 0.015 short
+fake lars 256 1 2 0.92; fake lars 256 1 3 0.93
+fake lars 1024 2 2 0.91                          # seed 3 diverged (no done line):
+echo "tula-train: training diverged in epoch 1 (loss nan)" > logs/lars-1024-lr2-cosine-seed3.log
+fake ags 256 1 2 0.90;  fake ags 256 1 3 0.91
+fake ags 1024 2 2 0.90; fake ags 1024 2 3 0.90
+# the weak baseline (sgd x1 cosine) on the test seeds
+fake sgd 256 1 2 0.85;  fake sgd 256 1 3 0.86
+fake sgd 1024 1 2 0.70; fake sgd 1024 1 3 0.70
+
+expect_ok "from logs" timeout 60 "$script" "${grid[@]}" --logs logs --from-logs --out report.md
+report=$(cat report.md)
+assert_contains "$report" "| sgd | 64 (reference) | **0.9000** | 0.8000 | x1 cosine *edge* |" "selection of the reference"
+assert_contains "$report" "| sgd | 256 | 0.8500 | **0.8800** | x2 cosine *edge* |" "selection of sgd 256"
+assert_contains "$report" "| lars | 256 | **0.8600** | failed | x1 cosine *edge* |" "a diverged selection run"
+assert_contains "$report" "| ags | 1024 | 0.8800 | **0.8900** | x2 cosine *edge* |" "selection of ags 1024"
+# seeds 0.90, 0.91: sd 0.00707, t(1) 12.706, half-width 12.706 * 0.00707 / sqrt(2) = 0.0635
+assert_contains "$report" "| 64 (reference) | 0.9050 ± 0.0635 | - | - |" "reference row"
+assert_contains "$report" "| 256 | 0.8950 ± 0.0635 | 0.9250 ± 0.0635 | 0.9050 ± 0.0635 |" "test row of batch 256"
+assert_contains "$report" "| 1024 | 0.8900 ± 0.1271 | 0.9100 (one seed, no interval); diverged: seed 3 | 0.9000 ± 0.0000 |" "test row of batch 1024"
+assert_contains "$report" "mean test accuracy 0.9050" "the target"
+crit=$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' report.md)
+assert_contains "$crit" "| sgd | 256 |" "critical batch of sgd (1024 is 0.015 short)"
+assert_contains "$crit" "| lars | 256 |" "critical batch of lars (1024 has a diverged seed)"
+assert_contains "$crit" "| ags | 1024 |" "critical batch of ags"
+assert_contains "$report" "1024 / 256 = 4." "critical-batch multiplier"
+tuned=$(sed -n '/^## AGS minus tuned SGD/,/^## AGS minus untuned/p' report.md)
+assert_contains "$tuned" "| 256 | 2 | +0.0100 ± 0.1271 |" "AGS - tuned SGD at 256"
+assert_contains "$tuned" "| 1024 | 2 | +0.0100 ± 0.1271 |" "AGS - tuned SGD at 1024"
+assert_contains "$tuned" "Mean over the 2 batches with pairs: +0.0100" "AGS - tuned SGD over the batches"
+weak=$(sed -n '/^## AGS minus untuned/,/^## Not measured/p' report.md)
+# 256: (0.88, 0.90, 0.91) - (0.84, 0.85, 0.86); 1024: (0.89, 0.90, 0.90) - 0.70
+assert_contains "$weak" "| 256 | 3 | +0.0467 ± 0.0143 |" "AGS - weak baseline at 256 (selection seed paired too)"
+assert_contains "$weak" "| 1024 | 3 | +0.1967 ± 0.0143 |" "AGS - weak baseline at 1024"
+assert_contains "$weak" "weak baseline" "the weak baseline is labelled"
+assert_not_contains "$report" "Incomplete" "every run has a log"
+
+rm logs/ags-1024-lr2-cosine-seed3.log
+fake sgd 256 2 3 0.19
+expect_ok "from logs, one missing" timeout 60 "$script" "${grid[@]}" --logs logs --from-logs --out missing.md
+missing=$(cat missing.md)
+assert_contains "$missing" "0.9000 (one seed, no interval); missing: seed 3 |" "a missing test seed"
+assert_contains "$missing" "| 256 | 0.5450 ± 4.5106; diverged: seed 3 |" "a test accuracy below 0.2 is a diverged seed"
+crit=$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' missing.md)
+assert_contains "$crit" "| sgd | none |" "sgd's critical batch with a diverged seed"
+assert_contains "$crit" "| ags | 256 |" "AGS's critical batch without its 1024 seed"
+assert_contains "$missing" "256 / 256 = 1." "multiplier without AGS's 1024 seed"
+assert_contains "$missing" "Incomplete: 1 run of the study has no log yet." "the missing run is counted"
+
+# stand-in trainer: val and test accuracy from the batch and the rate; records its arguments
+cat > fake-train <<'EOF'
+#!/bin/bash
+b=0 lr=0 args="$*"
+while [ $# -gt 0 ]; do case "$1" in --batch-size) b=$2; shift ;; --lr) lr=$2; shift ;; esac; shift; done
+echo "$args" >> "$(dirname "$0")/calls"
+acc=$(awk -v b="$b" -v lr="$lr" 'BEGIN { printf "%.4f", 0.9 - b / 100000 - (lr - 0.05) ^ 2 }')
+echo "tula-train: done: train_seconds=1 test_accuracy=$acc global_batch=$b nodes=1 ranks=1 epochs=1 val_accuracy=$acc"
+EOF
+chmod +x fake-train
+small=(--methods "sgd ags" --batches 512 --lr-mults "0.5 1" --schedules cosine --seeds 2 --epochs 1 --val-split 100)
+expect_ok "stand-in trainer" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out run.md --jobs 2
+calls=$(cat calls)
+# selection: 3 cells x 2 rates; weak baseline: sgd 512 x1 on seed 2 (seed 1 is in the grid);
+# tests: 3 cells on seed 2, of which sgd 512 x1 is the weak baseline's run when x1 is chosen
+n=$(count_lines "$calls" '.')
+assert_eq 9 "$n" "runs of the stand-in study"
+assert_eq "$n" "$(sort -u calls | wc -l)" "no run twice"
+assert_match "$calls" '--optimizer sgd --lr-scaling linear --lr-max 0 --lr 0.025 --schedule cosine' "sgd recipe at x0.5"
+assert_match "$calls" '--seed 1 --val-split 100 --threads 1 --no-db --quiet --optimizer ags --lr 0.05 --schedule cosine' "ags recipe"
+assert_eq "$n" "$(count_lines "$T_ERR" '^tula: ags-study: \[[0-9]+/[0-9]+\] ')" "one progress line per run"
+assert_match "$T_ERR" '^tula: ags-study: \[[0-9]+/9\] ags B=512 lr x1 cosine seed 2: test 0\.8949 \([0-9]+ s\)$' "progress line of a test run"
+rm calls
+expect_ok "resumed" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out again.md
+[ ! -e calls ] || fail "a finished run was trained again" "$(cat calls)"
+assert_eq "$(sed 6d run.md)" "$(sed 6d again.md)" "the resumed report (but its command line)"
+
+run_cmd timeout 60 "$script" --trainer "$T_WORK/fake-train" --seeds "1 2" --out bad.md
+assert_eq 2 "$T_RC" "selection seed among the test seeds: exit status"
+assert_eq 1 "$(count_lines "$T_ERR" '.')" "one message"
+assert_match "$T_ERR" '^tula: ags-study: --seeds: 1 is the selection seed' "the message names the problem"
+[ ! -e bad.md ] || fail "a report was written for bad options"
+note "ok"
