@@ -484,8 +484,8 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         if (b > 0 && (smallest == 0 || b < smallest)) smallest = b;
     plan.reference_batch = req.reference_batch > 0 ? req.reference_batch : std::max(1, smallest);
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
-    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
-    // per partition; step_time_factor multiplies them by the multi-node runs' residual once there are 2.
+    // The synchronized-step profile's ratios to the modelled step of each profiled shape (K x R), per
+    // partition (its within-node bandwidth); step_time_factor multiplies them by the runs' residual.
     std::vector<SyncedRatios> synced;
     std::string first_error;
     for (const PartitionTarget& t : targets) {
