@@ -14,6 +14,7 @@ class LibtulaCalibrationTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_time_calibration);
     CPPUNIT_TEST(test_time_calibration_curve);
     CPPUNIT_TEST(test_time_calibration_by_nodes);
+    CPPUNIT_TEST(test_synced_profile_per_shape);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -371,6 +372,81 @@ public:
         std::vector<tula::IterationSample> wild{sample(2, 64, 9.0), sample(2, 128, 1.0)};
         CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::TimeCalibration::kMax, tula::TimeCalibration::fit(wild, ov).factor_for(2, 64.0),
                                      1e-12);
+    }
+
+    // The synchronized-step profile per shape (SyncedRatios, step_synced_ratios): a profile of 3
+    // nodes x 2 ranks whose synced step is 2x the planner's modelled step of that shape
+    // (compute x the 2-rank-per-node concurrency, the within-node and the across-node
+    // allreduce) gives 3 x 2 steps the factor 2, and 4 x 2 steps too (the largest profiled K),
+    // 2 x 2 steps the 1-node 2-rank profile's 1.5; the one-rank-per-node profile of 3 ranks
+    // (1.25) keeps serving 3 x 1 and, with no 3-rank-per-node profile, 1 x 3. A 1-node 2-rank
+    // profile needs no across-node model.
+    void test_synced_profile_per_shape() {
+        auto t = [](double b) { return 1e-3 + 1e-4 * b; };
+        std::vector<tula::ComputeSample> all;
+        for (int b : {16, 32, 64, 128}) all.push_back(cs(b, t(b)));
+        auto at_once = [&](int ranks, int R, double conc) {
+            tula::ComputeSample s = cs(32, conc * t(32));
+            s.ranks = ranks;
+            s.ranks_per_node = R;
+            all.push_back(s);
+            return all.size() - 1;
+        };
+        const size_t i32 = at_once(6, 2, 1.5), i31 = at_once(3, 1, 1.0), i12 = at_once(2, 2, 1.2);
+        const double n = 4000, bw = 1e8;  // gradient bytes, within-node bytes/s
+        const auto am = tula::AllreduceModel::fit({as(2, 1000, 2e-4), as(2, 100000, 3e-4), as(4, 1000, 6e-4),
+                                                   as(4, 100000, 8e-4)});
+        tula::OverlapModel ov;
+        ov.gamma = 2.0;
+        const auto m0 = tula::ComputeModel::fit(all);  // no synced times yet: the modelled steps
+        auto modelled = [&](int K, int R) {
+            return ov.combine(m0.seconds_per_iter(32) * m0.concurrency_at(K, R, 32),
+                              tula::hierarchical_allreduce_seconds(&am, K, R, n, bw));
+        };
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m0.concurrency_at(3, 2, 32), 1e-9);  // in the denominator
+        all[i32].synced_seconds_per_iter = 2.0 * modelled(3, 2);
+        all[i31].synced_seconds_per_iter = 1.25 * modelled(3, 1);
+        all[i12].synced_seconds_per_iter = 1.5 * modelled(1, 2);
+        const auto m = tula::ComputeModel::fit(all);
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, m.synced.size());  // one rank per node: 3 ranks
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, m.synced_on_node.at(2).size());  // 2 per node: 1 and 3 nodes
+        const auto sr = tula::step_synced_ratios(m, &am, ov, n, bw);
+        const tula::TimeCalibration none;
+        bool from = false;
+        for (double b : {16.0, 32.0, 128.0}) {  // one profiled batch: flat
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0, tula::step_time_factor(none, sr, 3, 2, b, &from), 1e-9);
+            CPPUNIT_ASSERT(from);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0, tula::step_time_factor(none, sr, 4, 2, b), 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, tula::step_time_factor(none, sr, 3, 1, b), 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, tula::step_time_factor(none, sr, 3, b), 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(none, sr, 2, 2, b), 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(none, sr, 1, 2, b), 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, tula::step_time_factor(none, sr, 1, 3, b), 1e-9);  // 3 ranks: 3 x 1's
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, tula::step_time_factor(none, sr, 2, 1, b, &from), 0.0);
+            CPPUNIT_ASSERT(!from);
+        }
+        std::pair<int, int> timed;
+        CPPUNIT_ASSERT(sr.serving(5, 2, &timed) && timed == std::make_pair(3, 2));
+        CPPUNIT_ASSERT(sr.serving(1, 3, &timed) && timed == std::make_pair(3, 1));
+        CPPUNIT_ASSERT(!sr.serving(2, 1, &timed) && timed == std::make_pair(0, 0));
+        // without an across-node model only the 1-node shape is left
+        const auto local = tula::step_synced_ratios(m, nullptr, ov, n, bw);
+        CPPUNIT_ASSERT(local.one_per_node.empty() && local.on_node.size() == 1 && local.on_node.at(2).size() == 1);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(none, local, 1, 2, 32.0), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, tula::step_time_factor(none, local, 3, 2, 32.0), 1e-9);
+        // the one-rank-per-node form of synced_ratios leaves the on-node knots out
+        CPPUNIT_ASSERT(m.synced_ratios([&](int k, double) { return modelled(k, 1); }).on_node.empty());
+        // a run of 3 x 2 measured 2.2x its modelled step: its residual over the profile is 1.1
+        tula::IterationSample q;
+        q.nodes = 3;
+        q.ranks_per_node = 2;
+        q.local_batch = 32;
+        q.compute_seconds = m.seconds_per_iter(32) * m.concurrency_at(3, 2, 32);
+        q.comm_seconds = tula::hierarchical_allreduce_seconds(&am, 3, 2, n, bw);
+        q.measured_seconds = 2.2 * modelled(3, 2);
+        const auto cal = tula::TimeCalibration::fit({q}, ov, sr);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cal.factor_at(3, 2, 32), 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.2, tula::step_time_factor(cal, sr, 3, 2, 32.0), 1e-9);
     }
 };
 

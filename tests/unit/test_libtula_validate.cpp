@@ -40,6 +40,7 @@ class LibtulaValidateTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_partial_and_errors);
     CPPUNIT_TEST(test_check_runs_interval_vs_naive);
     CPPUNIT_TEST(test_within_node_allreduce);
+    CPPUNIT_TEST(test_synced_profile_of_two_ranks_per_node);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -124,6 +125,52 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(r.measured_seconds, with.predicted_epoch_seconds, 1e-9);
         const auto without = run_point(tula::validate_workload(wl(), c, {}, {r}, false, 1.0));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * (t0 + t1 * 64), without.predicted_epoch_seconds, 1e-9);
+    }
+
+    // Runs of 2 ranks per node on 1-3 nodes whose measured steps are the synchronized steps
+    // the compute profile timed for exactly those shapes (each a different multiple of the
+    // modelled step, as on the testbed): each run's predicted epoch is its measured one, the
+    // profile of its own shape serving (not the other shapes' runs' calibration).
+    void test_synced_profile_of_two_ranks_per_node() {
+        const double t0 = 1e-3, t1 = 1e-4, bw = 1e8;
+        std::vector<tula::ComputeSample> c;
+        for (int b : {16, 32, 64, 128}) c.push_back(cs(b, t0 + t1 * b));
+        const double synced[] = {0, 5e-3, 7e-3, 10e-3};  // K nodes x 2 ranks at local batch 32
+        std::vector<tula::RunRecord> runs;
+        for (int K : {1, 2, 3}) {
+            tula::ComputeSample s = cs(32, t0 + t1 * 32);
+            s.ranks = 2 * K;
+            s.ranks_per_node = 2;
+            s.synced_seconds_per_iter = synced[K];
+            c.push_back(s);
+            const int B = 64 * K;
+            tula::RunRecord r = tula_test::run_record(std::to_string(K), "", K, B, 1, std::floor(6000.0 / B) * synced[K], K);
+            r.ranks_per_node = 2;
+            runs.push_back(r);
+        }
+        std::vector<tula::AllreduceSample> a;
+        auto add = [&](int nodes, int R, int64_t bytes, double secs) {
+            tula::AllreduceSample s;
+            s.nodes = nodes;
+            s.ranks_per_node = R;
+            s.bytes = bytes;
+            s.seconds = secs;
+            a.push_back(s);
+        };
+        for (int64_t bytes : {int64_t(10000), int64_t(1000000)}) {
+            add(1, 2, bytes, 1e-5 + bytes / bw);  // within the node: 2 (R-1)/R n / bw
+            for (int k : {2, 4}) add(k, 1, bytes, 2.0 * (k - 1) * 1e-4 + 2.0 * (k - 1) / k * bytes * 1e-9);
+        }
+        const auto v = tula::validate_workload(wl(), c, a, runs, false, 1.0);
+        int checked = 0;
+        for (const auto& p : v.points) {
+            if (p.kind != "run") continue;
+            ++checked;
+            CPPUNIT_ASSERT_EQUAL(2, p.ranks_per_node);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(p.measured_epoch_seconds, p.predicted_epoch_seconds,
+                                         0.01 * p.measured_epoch_seconds);
+        }
+        CPPUNIT_ASSERT_EQUAL(3, checked);
     }
 
     void test_partial_and_errors() {

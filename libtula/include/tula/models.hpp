@@ -18,7 +18,7 @@ namespace tula {
 void numerics_never_abort();
 
 /// The node count whose profile serves `nodes` nodes in a map keyed by profiled node count
-/// (ComputeModel::concurrent, synced, or their ratios): the largest key <= nodes; 0 when
+/// (ComputeModel::concurrent, synced, SyncedRatios::one_per_node): the largest key <= nodes; 0 when
 /// nodes <= 1 or no key is that small. Pure.
 template <class V>
 int profiled_count(const std::map<int, V>& by_count, int nodes) {
@@ -26,6 +26,33 @@ int profiled_count(const std::map<int, V>& by_count, int nodes) {
     auto it = by_count.upper_bound(nodes);
     return it == by_count.begin() ? 0 : std::prev(it)->first;
 }
+
+/// Knots over the local batch: (local batch in examples, value) ascending in the local batch.
+using BatchKnots = std::vector<std::pair<double, double>>;
+
+/// The synchronized-step profile's knots divided by the modelled step of the shape they were
+/// timed as (step_synced_ratios, ComputeModel::synced_ratios), kept per shape: nodes K x ranks
+/// per node R. Dimensionless ratios; empty: no profile to use.
+struct SyncedRatios {
+    /// One rank per node: ranks K (= nodes, > 1) -> knots.
+    std::map<int, BatchKnots> one_per_node;
+    /// Several ranks per node: ranks per node R > 1 -> nodes K >= 1 -> knots.
+    std::map<int, std::map<int, BatchKnots>> on_node;
+
+    SyncedRatios() = default;
+    /// One-rank-per-node ratios alone, keyed by rank count (implicit, so that such a map serves
+    /// where SyncedRatios is asked for).
+    SyncedRatios(std::map<int, BatchKnots> one) : one_per_node(std::move(one)) {}  // NOLINT(google-explicit-constructor)
+    /// Whether there are no knots at all. Pure.
+    bool empty() const { return one_per_node.empty() && on_node.empty(); }
+    /// The knots that serve a step of `nodes` nodes of `ranks_per_node` ranks each: for R =
+    /// ranks_per_node > 1, those of the same R and the largest profiled K <= nodes
+    /// (on_node); otherwise, or when there are none, those of the largest profiled rank count
+    /// <= nodes x R of one rank per node (one_per_node, profiled_count: none for 1 rank).
+    /// nullptr when none serves. Sets *timed (when given) to the (nodes, ranks per node) the
+    /// knots were timed as, (0, 0) when none. Pure.
+    const BatchKnots* serving(int nodes, int ranks_per_node, std::pair<int, int>* timed = nullptr) const;
+};
 
 /// Compute time of one training iteration vs local batch b (examples per rank), seconds:
 /// linear t(b) = t0 + t1 b (Scavenger, Tyagi & Sharma 2023), flat-then-linear
@@ -73,9 +100,15 @@ struct ComputeModel {
     /// `synced`: R ranks on one host contend for its cores and memory, which ranks on separate
     /// nodes do not.
     std::map<int, std::map<int, std::vector<std::pair<double, double>>>> concurrent_on_node;
-    /// Synchronized-step knots: ranks K -> (local batch in examples, median synced seconds
-    /// per iteration) ascending in the local batch; empty without such samples.
+    /// Synchronized-step knots of one rank per node: ranks K (= nodes) -> (local batch in
+    /// examples, median synced seconds per iteration) ascending in the local batch; empty
+    /// without such samples.
     std::map<int, std::vector<std::pair<double, double>>> synced;
+    /// The same from samples of several ranks sharing each node: ranks per node R > 1 -> nodes
+    /// K >= 1 (ranks / R) -> knots. Kept apart from `synced`: such a step has a within-node
+    /// part of its allreduce and R ranks contending for one host, which the one-rank-per-node
+    /// step of K R ranks has not.
+    std::map<int, std::map<int, BatchKnots>> synced_on_node;
     /// Start-up knots: (local batch, median start-up seconds) ascending; empty when the
     /// profile has no measured start-up.
     std::vector<std::pair<int, double>> startup_knots;
@@ -86,10 +119,11 @@ struct ComputeModel {
     /// batches, or any sample has a local batch < 1 or a non-positive or non-finite time.
     static ComputeModel fit(const std::vector<ComputeSample>& samples);
     /// Sets `concurrent` (and `synced`) from samples with ranks > 1 and one rank per node, and
-    /// `concurrent_on_node` from those with several ranks per node, against this model's
-    /// seconds_per_iter; fit() calls it. Errors: tula::Error for a sample with a local batch
-    /// < 1 or a non-positive or non-finite time (a non-positive or non-finite synced time
-    /// counts as not measured).
+    /// `concurrent_on_node` (and `synced_on_node`, from samples whose ranks are a multiple of
+    /// their ranks per node) from those with several ranks per node, the concurrency knots
+    /// against this model's seconds_per_iter; fit() calls it. Errors: tula::Error for a sample
+    /// with a local batch < 1 or a non-positive or non-finite time (a non-positive or
+    /// non-finite synced time counts as not measured).
     void fit_concurrent(const std::vector<ComputeSample>& together);
 
     /// Predicted seconds per iteration at local batch `b` (> 0): the interpolated form inside
@@ -105,22 +139,32 @@ struct ComputeModel {
     /// largest profiled rank count <= nodes x R (concurrent_on_node); otherwise
     /// concurrency_factor(nodes x R, b). Dimensionless. Pure.
     double concurrency_at(int nodes, int ranks_per_node, double b) const;
-    /// y_K(b) (see above), dimensionless: the synced knots of the largest profiled K <= nodes,
-    /// each divided by modelled(K, b_j), the caller's predicted seconds of that step from the
-    /// compute and allreduce models; 1 for nodes <= 1, without synced samples, or where
-    /// modelled is not > 0. Pure (modelled must be).
+    /// y_K(b) (see above) of one rank per node, dimensionless: the synced knots of the largest
+    /// profiled K <= nodes, each divided by modelled(K, b_j), the caller's predicted seconds of
+    /// that step from the compute and allreduce models; 1 for nodes <= 1, without synced
+    /// samples, or where modelled is not > 0. Pure (modelled must be).
     double synced_factor(int nodes, double b, const std::function<double(int, double)>& modelled) const {
         return synced_factor_at(synced_ratios(modelled), nodes, b);
     }
-    /// The ratio knots behind synced_factor, computed once for many candidates: ranks K ->
-    /// (local batch in examples, synced / modelled(K, b_j)) ascending; knots where modelled
-    /// is not > 0 are left out. Pure (modelled must be).
-    std::map<int, std::vector<std::pair<double, double>>> synced_ratios(
-        const std::function<double(int, double)>& modelled) const;
-    /// y at `nodes` and local batch `b` from synced_ratios' result (the largest K <= nodes;
-    /// 1 for nodes <= 1 or none), clamped to [TimeCalibration::kMin, kMax]. Pure.
-    static double synced_factor_at(const std::map<int, std::vector<std::pair<double, double>>>& ratios, int nodes,
-                                   double b);
+    /// The ratio knots behind the sync factor, computed once for many candidates, per shape
+    /// (SyncedRatios): the knots of `synced` (K nodes, 1 rank each) and `synced_on_node` (K
+    /// nodes, R ranks each), each synced time divided by modelled(K, R, b_j), the caller's
+    /// predicted seconds of a step of that shape at local batch b_j; knots where modelled is
+    /// not > 0 are left out (so are shapes left without knots). Pure (modelled must be).
+    SyncedRatios synced_ratios(const std::function<double(int nodes, int ranks_per_node, double b)>& modelled) const;
+    /// synced_ratios of the one-rank-per-node knots alone: modelled(K, b_j) (the knots of several
+    /// ranks per node are left out). Pure (modelled must be).
+    SyncedRatios synced_ratios(const std::function<double(int, double)>& modelled) const;
+    /// y of a step of `nodes` nodes of `ranks_per_node` ranks each at local batch `b` from
+    /// synced_ratios' result: curve_at of the knots SyncedRatios::serving picks (the same R and
+    /// the largest profiled K <= nodes, else one rank per node and the largest rank count <=
+    /// nodes x R), clamped to [TimeCalibration::kMin, kMax]; 1 when none serves (one rank in
+    /// all, or no such profile). Dimensionless. Pure.
+    static double synced_factor_at(const SyncedRatios& ratios, int nodes, int ranks_per_node, double b);
+    /// synced_factor_at with one rank per node. Pure.
+    static double synced_factor_at(const SyncedRatios& ratios, int nodes, double b) {
+        return synced_factor_at(ratios, nodes, 1, b);
+    }
     /// Whether synced_factor(nodes, ...) has synced knots to use. Pure.
     bool has_synced(int nodes) const;
     /// s(b), seconds a training run at local batch `b` spends once on start-up (see above);
@@ -302,11 +346,11 @@ struct OverlapModel {
 /// network, which runs on other node counts did not (docs/models.md, "Time calibration", has
 /// the measurement that motivated it). This project's rule.
 ///
-/// Where the synchronized-step profile covers a multi-node run's node count, the run's
-/// prediction already carried the sync factor y_K(b) (ComputeModel::synced_factor_at), so its
-/// ratio is taken against that: measured / (modelled x y_K(b)), the residual of what the
-/// profile of K ranks at once did not foresee (the host's speed since the profile, a job's
-/// steady state). step_time_factor multiplies y_K(b) by it. Calibrating the residual keeps the
+/// Where the synchronized-step profile covers a run's shape (SyncedRatios::serving: its own
+/// nodes x ranks per node first), the run's prediction already carried the sync factor y(b)
+/// (ComputeModel::synced_factor_at), so its ratio is taken against that: measured / (modelled
+/// x y(b)), the residual of what the profile of that shape did not foresee (the host's speed
+/// since the profile, a job's steady state). step_time_factor multiplies y_K(b) by it. Calibrating the residual keeps the
 /// profile's dependence on the local batch: a 2-node run at local batch 64 says little about
 /// the synchronization overhead at local batch 32, which the profile measured.
 struct TimeCalibration {
@@ -372,39 +416,42 @@ struct TimeCalibration {
     }
     /// `samples` oldest first (the newest kNewest are used); samples with a non-finite or
     /// non-positive measured or predicted time are skipped. `synced_ratios`
-    /// (ComputeModel::synced_ratios; empty: none) turns a multi-node sample's ratio into the
-    /// residual over the sync factor (see above). Errors: none.
+    /// (step_synced_ratios, per shape; empty: none) turns the ratio of a sample whose shape
+    /// (nodes, ranks_per_node) it serves into the residual over the sync factor (see above).
+    /// Errors: none.
     static TimeCalibration fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
-                               const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios = {});
+                               const SyncedRatios& synced_ratios = {});
     /// The curve through `knots` ((local batch, ratio), ascending, non-empty) at local batch b:
     /// linear in log b between knots, the end knots' ratios outside. Pure.
     static double curve_at(const std::vector<std::pair<double, double>>& knots, double b);
 };
 
-/// ComputeModel::synced_ratios against the planner's modelled step of K ranks at local batch
-/// b: overlap.combine(compute.seconds_per_iter(b, K), allreduce->seconds(K, grad_bytes))
-/// (grad_bytes: bytes allreduced per step, 4 x params for float32). Empty without
-/// `allreduce` (no multi-node prediction to correct). Pure.
-std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const ComputeModel& compute,
-                                                                         const AllreduceModel* allreduce,
-                                                                         const OverlapModel& overlap,
-                                                                         double grad_bytes);
+/// ComputeModel::synced_ratios against the planner's modelled step of each profiled shape (K
+/// nodes of R ranks each) at local batch b, as enumerate_partition models a candidate's step:
+///   overlap.combine(compute.seconds_per_iter(b) x compute.concurrency_at(K, R, b),
+///                   hierarchical_allreduce_seconds(allreduce, K, R, grad_bytes, intra_bandwidth))
+/// (grad_bytes: bytes allreduced per step, 4 x params for float32; intra_bandwidth: bytes/s
+/// between a node's ranks, 0: the within-node part not modelled, as
+/// PartitionTarget::intra_node_bandwidth). Shapes of more than one node need `allreduce` (left
+/// out without it: no multi-node prediction to correct); a 1-node shape of R > 1 ranks has only
+/// the within-node part and is kept without it. Pure.
+SyncedRatios step_synced_ratios(const ComputeModel& compute, const AllreduceModel* allreduce, const OverlapModel& overlap,
+                                double grad_bytes, double intra_bandwidth = 0);
 
 /// The factor on the modelled seconds of a step of `nodes` nodes with `ranks_per_node` ranks
 /// each (K R ranks in all) at local batch `b` as the planner applies it
-/// (Candidate::time_factor). On more than one rank, when `synced_ratios`
-/// (ComputeModel::synced_ratios, by ranks timed at once) covers a count <= K R: the
-/// synchronized-step profile's ComputeModel::synced_factor_at(K R, b), times
-/// calibration.factor_at(K, R, b) once `calibration` has runs of its own kind (own_kind;
-/// fitted with the same synced_ratios, so it is the residual over the profile), clamped to
-/// [TimeCalibration::kMin, kMax]. Otherwise calibration.factor_at(K, R, b). Sets *from_synced
-/// (when given) to whether the profile entered. Dimensionless. Pure.
-double step_time_factor(const TimeCalibration& calibration,
-                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+/// (Candidate::time_factor). When `synced_ratios` (step_synced_ratios, per shape) has knots
+/// that serve the shape (SyncedRatios::serving: the same R and the largest profiled K <=
+/// nodes, else one rank per node and the largest rank count <= K R): the synchronized-step
+/// profile's ComputeModel::synced_factor_at(K, R, b), times calibration.factor_at(K, R, b)
+/// once `calibration` has runs of its own kind (own_kind; fitted with the same synced_ratios,
+/// so it is the residual over the profile), clamped to [TimeCalibration::kMin, kMax].
+/// Otherwise calibration.factor_at(K, R, b). Sets *from_synced (when given) to whether the
+/// profile entered. Dimensionless. Pure.
+double step_time_factor(const TimeCalibration& calibration, const SyncedRatios& synced_ratios, int nodes,
                         int ranks_per_node, double b, bool* from_synced = nullptr);
 /// step_time_factor with one rank per node. Pure.
-inline double step_time_factor(const TimeCalibration& calibration,
-                               const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
+inline double step_time_factor(const TimeCalibration& calibration, const SyncedRatios& synced_ratios, int nodes,
                                double b, bool* from_synced = nullptr) {
     return step_time_factor(calibration, synced_ratios, nodes, 1, b, from_synced);
 }

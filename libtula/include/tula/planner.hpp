@@ -80,10 +80,11 @@ struct Candidate {
     double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce), seconds; the
                                   ///< allreduce of the gradient bytes is hierarchical
                                   ///< (hierarchical_allreduce_seconds: within the node, then across nodes)
-    /// Dimensionless factor on the modelled step (step_time_factor): on more than one node,
-    /// when the profile has one, the synchronized-step profile's ComputeModel::synced_factor
-    /// (synced_profile true), times the run history's TimeCalibration residual once 2
-    /// multi-node runs are in it; otherwise the TimeCalibration factor.
+    /// Dimensionless factor on the modelled step (step_time_factor): on more than one rank,
+    /// when the profile has one for the candidate's shape (SyncedRatios::serving: its own
+    /// ranks per node first), the synchronized-step profile's ComputeModel::synced_factor_at
+    /// (synced_profile true), times the run history's TimeCalibration residual once runs of
+    /// its kind are in it; otherwise the TimeCalibration factor.
     double time_factor = 1.0;
     bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
     double epoch_seconds = 0;     ///< floor(D / global_batch) * iter_seconds, D =

@@ -38,6 +38,9 @@ struct ValidationResult {
 ///    the overlap gamma fitted on the other runs; epoch time = measured_seconds / epochs. A
 ///    run with several ranks per node adds the within-node allreduce at the bandwidth fitted
 ///    to the within-node samples of `allreduce` (IntraNodeModel; not modelled without them).
+///    The modelled step is scaled as the planner scales it (step_time_factor): by the
+///    synchronized-step profile of the run's shape, K nodes x R ranks (step_synced_ratios with
+///    that bandwidth), and the time calibration of the other runs.
 /// `partial`: the models only see the smallest and largest profiled local batch and the
 /// smallest and largest profiled node count (>= 2), as Scavenger's partial search.
 /// Cost = nodes x epoch seconds / 3600 x `price`. Errors: tula::Error when the workload has

@@ -132,33 +132,20 @@ void ComputeModel::fit_concurrent(const std::vector<ComputeSample>& together) {
     concurrent_on_node.clear();
     for (const auto& [r, counts] : on_node)
         for (const auto& [k, batches] : counts) concurrent_on_node[r][k] = ratio_knots(batches);
-    std::map<int, std::map<int, std::vector<double>>> sync;  // ranks -> local batch -> synced seconds
-    for (const auto& s : together)
-        if (s.ranks_per_node <= 1 && std::isfinite(s.synced_seconds_per_iter) && s.synced_seconds_per_iter > 0)
-            sync[s.ranks][s.local_batch].push_back(s.synced_seconds_per_iter);
+    // (ranks per node R, nodes K) -> local batch -> synced seconds; R = 1: K = ranks
+    std::map<std::pair<int, int>, std::map<int, std::vector<double>>> sync;
+    for (const auto& s : together) {
+        if (!std::isfinite(s.synced_seconds_per_iter) || !(s.synced_seconds_per_iter > 0)) continue;
+        const int R = std::max(1, s.ranks_per_node);
+        if (s.ranks % R != 0) continue;  // not K whole nodes: no shape to key it by
+        sync[{R, s.ranks / R}][s.local_batch].push_back(s.synced_seconds_per_iter);
+    }
     synced.clear();
-    for (const auto& [k, batches] : sync)
-        for (const auto& [b, times] : batches) synced[k].emplace_back(b, median(times));
-}
-
-bool ComputeModel::has_synced(int nodes) const { return profiled_count(synced, nodes) > 0; }
-
-std::map<int, std::vector<std::pair<double, double>>> ComputeModel::synced_ratios(
-    const std::function<double(int, double)>& modelled) const {
-    std::map<int, std::vector<std::pair<double, double>>> out;
-    for (const auto& [k, knots] : synced)
-        for (const auto& [bj, secs] : knots) {
-            const double m = modelled(k, bj);
-            if (m > 0 && std::isfinite(m)) out[k].emplace_back(bj, secs / m);
-        }
-    return out;
-}
-
-double ComputeModel::synced_factor_at(const std::map<int, std::vector<std::pair<double, double>>>& ratios, int nodes,
-                                      double b) {
-    const int k = profiled_count(ratios, nodes);
-    if (k == 0) return 1.0;
-    return std::min(TimeCalibration::kMax, std::max(TimeCalibration::kMin, TimeCalibration::curve_at(ratios.at(k), b)));
+    synced_on_node.clear();
+    for (const auto& [shape, batches] : sync) {
+        auto& knots = shape.first <= 1 ? synced[shape.second] : synced_on_node[shape.first][shape.second];
+        for (const auto& [b, times] : batches) knots.emplace_back(b, median(times));
+    }
 }
 
 double ComputeModel::concurrency_factor(int nodes, double b) const {
@@ -476,29 +463,6 @@ double TimeCalibration::curve_at(const std::vector<std::pair<double, double>>& k
     return r0 + t * (r1 - r0);
 }
 
-std::map<int, std::vector<std::pair<double, double>>> step_synced_ratios(const ComputeModel& compute,
-                                                                         const AllreduceModel* allreduce,
-                                                                         const OverlapModel& overlap,
-                                                                         double grad_bytes) {
-    if (!allreduce) return {};
-    return compute.synced_ratios([&](int k, double b) {
-        return overlap.combine(compute.seconds_per_iter(b, k), allreduce->seconds(k, grad_bytes));
-    });
-}
-
-double step_time_factor(const TimeCalibration& calibration,
-                        const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios, int nodes,
-                        int ranks_per_node, double b, bool* from_synced) {
-    const int ranks = nodes * ranks_per_node;
-    const bool synced = profiled_count(synced_ratios, ranks) > 0;
-    if (from_synced) *from_synced = synced;
-    if (!synced) return calibration.factor_at(nodes, ranks_per_node, b);
-    const double y = ComputeModel::synced_factor_at(synced_ratios, ranks, b);
-    if (!calibration.own_kind(nodes, ranks_per_node)) return y;
-    return std::min(TimeCalibration::kMax,
-                    std::max(TimeCalibration::kMin, y * calibration.factor_at(nodes, ranks_per_node, b)));
-}
-
 double TimeCalibration::factor_at(int nodes, int ranks_per_node, double local_batch) const {
     if (!by_local_batch(nodes, ranks_per_node)) return shape_factor(nodes, ranks_per_node);
     const NodeGroup* g = node_group(nodes, ranks_per_node);
@@ -542,7 +506,7 @@ bool curve_beats_median(const std::vector<std::pair<double, double>>& pts) {
 }  // namespace
 
 TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples, const OverlapModel& overlap,
-                                     const std::map<int, std::vector<std::pair<double, double>>>& synced_ratios) {
+                                     const SyncedRatios& synced_ratios) {
     // the newest kNewest usable samples whose shape (nodes, ranks per node) `in_group` accepts,
     // as (local batch, measured / (modelled x the sync factor the prediction carried))
     auto group_points = [&](const auto& in_group) {
@@ -551,7 +515,7 @@ TimeCalibration TimeCalibration::fit(const std::vector<IterationSample>& samples
             const int rpn = std::max(1, it->ranks_per_node);
             if (!in_group(Shape{it->nodes, rpn})) continue;
             const double lb = std::isfinite(it->local_batch) ? it->local_batch : 0.0;
-            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes * rpn, lb) : 1.0;
+            const double y = lb > 0 ? ComputeModel::synced_factor_at(synced_ratios, it->nodes, rpn, lb) : 1.0;
             const double pred = overlap.combine(it->compute_seconds, it->comm_seconds) * y;
             const double r = it->measured_seconds / pred;
             if (std::isfinite(r) && r > 0 && pred > 0)

@@ -161,7 +161,7 @@ ValidationResult validate_workload(const Workload& w, const std::vector<ComputeS
                 if (j != i) others.push_back(good[j]);
             std::stable_sort(others.begin(), others.end(),
                              [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
-            const auto synced = step_synced_ratios(cm, amp, ov, grad_bytes);
+            const auto synced = step_synced_ratios(cm, amp, ov, grad_bytes, intra_bw);
             const TimeCalibration cal =
                 TimeCalibration::fit(iteration_samples(others, w, cm, amp, intra_bw), ov, synced);
             ValidationPoint p;

@@ -55,6 +55,19 @@ PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& comp
     return t;
 }
 
+std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_per_node) {
+    std::pair<int, int> timed;
+    synced.serving(nodes, ranks_per_node, &timed);
+    return timed.second > 1 ? nodes_str(timed.first) + " x " + std::to_string(timed.second) + " ranks"
+                            : std::to_string(timed.first) + " ranks at once";
+}
+
+SyncedRatios pooled_synced_ratios(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
+                                  const std::vector<PartitionTarget>& targets) {
+    return step_synced_ratios(compute, allreduce, req.overlap, 4.0 * static_cast<double>(req.workload.params),
+                              targets.empty() ? 0.0 : targets.front().intra_node_bandwidth());
+}
+
 void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* out) {
     const Workload& w = req.workload;
     const ComputeModel& compute = t.compute;

@@ -11,10 +11,6 @@
 namespace tula {
 namespace planner_detail {
 
-/// Node count -> (local batch, measured / modelled seconds) of the synchronized-step profile
-/// (step_synced_ratios).
-using SyncedRatios = std::map<int, std::vector<std::pair<double, double>>>;
-
 /// A local batch more than this factor outside the profiled range is not predicted: the
 /// linear compute model is not trusted that far (memory, cache effects).
 constexpr double kExtrapolation = 4.0;
@@ -51,12 +47,24 @@ int whole_epochs(double epochs_to_target, int fallback);
 /// and `allreduce` (null: 1 node only). Pure.
 PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
 
+/// The shape whose synchronized-step profile serves a step of `nodes` nodes of `ranks_per_node`
+/// ranks (SyncedRatios::serving) in words: "3 nodes x 2 ranks", "4 ranks at once" (one rank
+/// per node), "0 ranks at once" when none serves. Pure.
+std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_per_node);
+
+/// The synchronized-step ratios the run history's TimeCalibration is fitted against: those of
+/// the pooled models (`compute`, `allreduce`: every class's rows) with the within-node bandwidth
+/// of the first of `targets` (0 when there is none), the class the pooled fit stands for.
+/// Pure.
+SyncedRatios pooled_synced_ratios(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
+                                  const std::vector<PartitionTarget>& targets);
+
 /// Appends every feasible (nodes K, global batch B) candidate of partition `t` to
 /// plan->candidates (fewest nodes first, then the smallest batch): K in [req.min_nodes,
 /// min(req.max_nodes, t.conf.nodes)] (1 without an across-node allreduce), R =
 /// t.conf.ranks_per_node ranks per node, B a multiple of K R with the local batch B / (K R)
 /// within the profiled range and device memory. `synced`: the synchronized-step ratios of
-/// t's models. Sets plan->max_local_batch. Errors: tula::Error naming why, when the partition
+/// t's models per shape (step_synced_ratios with t's within-node bandwidth). Sets plan->max_local_batch. Errors: tula::Error naming why, when the partition
 /// has no feasible candidate (memory, divisibility, the profiled range).
 void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* plan);
 

@@ -24,7 +24,6 @@ namespace {
 using planner_detail::config_str;
 using planner_detail::fmt;
 using planner_detail::nodes_str;
-using planner_detail::SyncedRatios;
 
 // "X.Xx faster than <what> for Y% more cost" comparing a (faster) to b (cheaper).
 std::string tradeoff(const Candidate& a, const Candidate& b, const std::string& what) {
@@ -429,17 +428,16 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
                                                       : "";
         return std::to_string(n) + " finished " + kind + "run" + (n == 1 ? "" : "s");
     };
+    const std::string prof = planner_detail::synced_shape_str(synced, K, R);
     const double run_factor = cal.factor_at(K, R, ch.local_batch);
     const char* curve = cal.by_local_batch(K, R) ? ", interpolated over their local batches" : "";
     if (ch.synced_profile && cal.own_kind(K, R)) {
-        reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ranks)) + " ranks at once (x" +
-                  fmt("%.3g", ComputeModel::synced_factor_at(synced, ranks, ch.local_batch)) + ") and " +
+        reason += "; times x" + fmt("%.3g", ch.time_factor) + ": the synchronized-step profile of " + prof + " (x" +
+                  fmt("%.3g", ComputeModel::synced_factor_at(synced, K, R, ch.local_batch)) + ") and " +
                   runs_text(cal.runs_for(K, R)) + " (x" + fmt("%.3g", run_factor) + ", measured / profiled" + curve + ")";
     } else if (ch.synced_profile) {
-        reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " +
-                  std::to_string(profiled_count(synced, ranks)) +
-                  " ranks at once (measured / modelled; no finished run on " + std::to_string(K) + " nodes" +
+        reason += "; times x" + fmt("%.3g", ch.time_factor) + " from the synchronized-step profile of " + prof +
+                  " (measured / modelled; no finished run on " + std::to_string(K) + " nodes" +
                   (R > 1 ? " of " + std::to_string(R) + " ranks" : std::string()) +
                   " and fewer than 2 finished multi-node runs to calibrate it)";
     } else if (cal.runs > 0) {
@@ -486,12 +484,13 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         if (b > 0 && (smallest == 0 || b < smallest)) smallest = b;
     plan.reference_batch = req.reference_batch > 0 ? req.reference_batch : std::max(1, smallest);
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
-    // The synchronized-step profile's ratios to the modelled step (ComputeModel::synced_factor),
-    // per partition; step_time_factor multiplies them by the multi-node runs' residual once there are 2.
+    // The synchronized-step profile's ratios to the modelled step of each profiled shape (K x R), per
+    // partition (its within-node bandwidth); step_time_factor multiplies them by the runs' residual.
     std::vector<SyncedRatios> synced;
     std::string first_error;
     for (const PartitionTarget& t : targets) {
-        synced.push_back(step_synced_ratios(t.compute, t.allreduce ? &*t.allreduce : nullptr, req.overlap, grad_bytes));
+        synced.push_back(step_synced_ratios(t.compute, t.allreduce ? &*t.allreduce : nullptr, req.overlap, grad_bytes,
+                                            t.intra_node_bandwidth()));
         if (!t.left_out.empty()) {
             plan.left_out.push_back(t.conf.name + ": " + t.left_out);
             continue;
@@ -709,10 +708,10 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         }
     }
     const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
-    req.calibration = TimeCalibration::fit(samples_of(by_time, ar), req.overlap,
-                                           step_synced_ratios(compute, ar, req.overlap, 4.0 * static_cast<double>(w->params)));
-    const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
     const std::vector<PartitionTarget> targets = site_targets(cfg, fits);
+    req.calibration = TimeCalibration::fit(samples_of(by_time, ar), req.overlap,
+                                           planner_detail::pooled_synced_ratios(req, compute, ar, targets));
+    const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
     std::vector<Plan> plans;
     for (const int fixed_nodes : counts) {
         PlanRequest r = req;
