@@ -52,7 +52,7 @@ bad "negative time" 's/"seconds_per_iter": 0.0070/"seconds_per_iter": -0.007/' "
 bad "zero batch" 's/"local_batch": 16/"local_batch": 0/' "compute row 1: local_batch"
 bad "string count" 's/"nodes": 2, "bytes"/"nodes": "2", "bytes"/' "allreduce row 1: nodes must be an integer"
 bad "NaN" 's/"seconds": 0.0001/"seconds": NaN/' "not valid JSON"
-bad "schema" 's/"schema_version": 1/"schema_version": 9/' "upgrade tula"
+bad "schema" 's/"schema_version": 1/"schema_version": 999/' "upgrade tula"
 bad "truncated" '$d' "not valid JSON"
 expect_ok "list" "$TULA" db list --db c.db --format json
 assert_contains "$T_OUT" '"workloads": []' "nothing added by rejected files"
