@@ -5,12 +5,16 @@
 #     t half-width of the chosen configuration's test seeds and the diverged seeds, each
 #     method's critical batch (within 0.01 of tuned SGD at the reference batch, no seed
 #     diverged) and AGS's multiplier over the best baseline, and the seed-paired AGS minus
-#     tuned SGD and AGS minus the weak baseline (SGD x1 cosine, the selection seed included);
+#     tuned SGD and AGS minus the weak baseline (method "linear": SGD, uncapped linear scaling,
+#     x1 cosine, the selection seed included);
 #  2. a missing test log shows as missing and takes the batch out of the critical batch, and so
 #     does a test accuracy below 0.2 (a diverged seed);
-#  3. with a stand-in trainer: each run once with the recipe's options, one progress line per
-#     run, and a second invocation trains nothing (every log has its done line);
-#  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report.
+#  3. with a stand-in trainer: each run once with the recipe's options (sgd capped at 0.4 x the
+#     multiplier, lamb with square-root scaling from 0.01, the weak baseline uncapped), one
+#     progress line per run, and a second invocation trains nothing (every log has its done line);
+#     --note's paragraph is in the report;
+#  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report;
+#  5. SIGTERM stops the study and the trainings in flight (none is left running), no report.
 . "$(dirname "$0")/lib.sh"
 make_workdir
 script=$REPO/scripts/ags-study
@@ -42,9 +46,9 @@ fake lars 1024 2 2 0.91                          # seed 3 diverged (no done line
 echo "tula-train: training diverged in epoch 1 (loss nan)" > logs/lars-1024-lr2-cosine-seed3.log
 fake ags 256 1 2 0.90;  fake ags 256 1 3 0.91
 fake ags 1024 2 2 0.90; fake ags 1024 2 3 0.90
-# the weak baseline (sgd x1 cosine) on the test seeds
-fake sgd 256 1 2 0.85;  fake sgd 256 1 3 0.86
-fake sgd 1024 1 2 0.70; fake sgd 1024 1 3 0.70
+# the weak baseline (linear x1 cosine) on the selection and test seeds
+fake linear 256 1 1 0.84;  fake linear 256 1 2 0.85;  fake linear 256 1 3 0.86
+fake linear 1024 1 1 0.70; fake linear 1024 1 2 0.70; fake linear 1024 1 3 0.70
 
 expect_ok "from logs" timeout 60 "$script" "${grid[@]}" --logs logs --from-logs --out report.md
 report=$(cat report.md)
@@ -95,20 +99,25 @@ acc=$(awk -v b="$b" -v lr="$lr" 'BEGIN { printf "%.4f", 0.9 - b / 100000 - (lr -
 echo "tula-train: done: train_seconds=1 test_accuracy=$acc global_batch=$b nodes=1 ranks=1 epochs=1 val_accuracy=$acc"
 EOF
 chmod +x fake-train
-small=(--methods "sgd ags" --batches 512 --lr-mults "0.5 1" --schedules cosine --seeds 2 --epochs 1 --val-split 100)
-expect_ok "stand-in trainer" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out run.md --jobs 2
+small=(--methods "sgd lamb ags" --batches 512 --lr-mults "0.5 1" --schedules cosine --seeds 2 --epochs 1 --val-split 100)
+expect_ok "stand-in trainer" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out run.md --jobs 2 \
+    --note "Runs made by the stand-in trainer."
 calls=$(cat calls)
-# selection: 3 cells x 2 rates; weak baseline: sgd 512 x1 on seed 2 (seed 1 is in the grid);
-# tests: 3 cells on seed 2, of which sgd 512 x1 is the weak baseline's run when x1 is chosen
+# selection: 4 cells (sgd 64, sgd 512, lamb 512, ags 512) x 2 rates; weak baseline: linear 512
+# x1 on seeds 1 and 2; tests: 4 cells on seed 2
 n=$(count_lines "$calls" '.')
-assert_eq 9 "$n" "runs of the stand-in study"
+assert_eq 14 "$n" "runs of the stand-in study"
 assert_eq "$n" "$(sort -u calls | wc -l)" "no run twice"
-assert_match "$calls" '--optimizer sgd --lr-scaling linear --lr-max 0 --lr 0.025 --schedule cosine' "sgd recipe at x0.5"
+assert_match "$calls" '--batch-size 512 .*--optimizer sgd --lr-scaling linear --lr-max 0.2 --lr 0.025 --schedule cosine' "sgd recipe at x0.5"
+assert_match "$calls" '--optimizer lamb --lr-scaling sqrt --lr 0.01 --schedule cosine' "lamb recipe at x1"
+assert_match "$calls" '--batch-size 512 --seed 2 .*--optimizer sgd --lr-scaling linear --lr-max 0 --lr 0.05 --schedule cosine' "weak baseline recipe"
+assert_contains "$(cat run.md)" "Runs made by the stand-in trainer." "the note"
 assert_match "$calls" '--seed 1 --val-split 100 --threads 1 --no-db --quiet --optimizer ags --lr 0.05 --schedule cosine' "ags recipe"
 assert_eq "$n" "$(count_lines "$T_ERR" '^tula: ags-study: \[[0-9]+/[0-9]+\] ')" "one progress line per run"
-assert_match "$T_ERR" '^tula: ags-study: \[[0-9]+/9\] ags B=512 lr x1 cosine seed 2: test 0\.8949 \([0-9]+ s\)$' "progress line of a test run"
+assert_match "$T_ERR" '^tula: ags-study: \[[0-9]+/14\] ags B=512 lr x1 cosine seed 2: test 0\.8949 \([0-9]+ s\)$' "progress line of a test run"
 rm calls
-expect_ok "resumed" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out again.md
+expect_ok "resumed" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out again.md \
+    --note "Runs made by the stand-in trainer."
 [ ! -e calls ] || fail "a finished run was trained again" "$(cat calls)"
 assert_eq "$(sed 6d run.md)" "$(sed 6d again.md)" "the resumed report (but its command line)"
 
@@ -117,4 +126,19 @@ assert_eq 2 "$T_RC" "selection seed among the test seeds: exit status"
 assert_eq 1 "$(count_lines "$T_ERR" '.')" "one message"
 assert_match "$T_ERR" '^tula: ags-study: --seeds: 1 is the selection seed' "the message names the problem"
 [ ! -e bad.md ] || fail "a report was written for bad options"
+# SIGTERM: a trainer that runs until it is killed; the study and its trainings stop
+printf '#!/bin/bash\necho started >> "$(dirname "$0")/slow-started"\nexec sleep 321\n' > slow-train
+chmod +x slow-train
+"$script" --trainer "$T_WORK/slow-train" "${small[@]}" --logs slow --out slow.md --jobs 2 2> slow.err &
+study=$!
+for _ in $(seq 100); do [ "$(cat slow-started 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
+[ "$(cat slow-started 2>/dev/null | wc -l)" -ge 2 ] || fail "the stand-in trainings did not start" "$(cat slow.err)"
+kill -TERM "$study"
+wait "$study"
+assert_eq 130 "$?" "exit status after SIGTERM"
+sleep 0.5
+n_left=$(ps -eo args | grep -c '^sleep 321$')
+ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "321" { print $1 }' | xargs -r kill 2>/dev/null
+assert_eq 0 "$n_left" "trainings left running after SIGTERM"
+[ ! -e slow.md ] || fail "a report was written after SIGTERM"
 note "ok"
