@@ -13,21 +13,27 @@ namespace train {
 namespace cuda {
 namespace {
 
-// Host-staged: device -> host, sum over ranks with MPI, divide, host -> device.
+// Host-staged: device -> host, sum over ranks with MPI, divide, host -> device. The copies are
+// ordered on the context's stream, which is a non-blocking stream: a plain cudaMemcpy runs on
+// the legacy default stream and would not wait for the backward kernels that write buf.
 class MpiStagedAllreduce final : public GpuAllreduce {
 public:
-    explicit MpiStagedAllreduce(Comm& comm) : comm_(comm) {}
+    MpiStagedAllreduce(GpuContext& ctx, Comm& comm) : ctx_(ctx), comm_(comm) {}
     const char* name() const override { return "mpi"; }
     void mean(float* buf, size_t n) override {
         host_.resize(n);
-        CUDA_CHECK(cudaMemcpy(host_.data(), buf, sizeof(float) * n, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpyAsync(host_.data(), buf, sizeof(float) * n, cudaMemcpyDeviceToHost, ctx_.stream()));
+        CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
         comm_.allreduce_sum(host_.data(), n);
         const float inv = 1.0f / static_cast<float>(comm_.size());
         for (float& v : host_) v *= inv;
-        CUDA_CHECK(cudaMemcpy(buf, host_.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpyAsync(buf, host_.data(), sizeof(float) * n, cudaMemcpyHostToDevice, ctx_.stream()));
+        // host_ must outlive the copy (the next call may reallocate it)
+        CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
     }
 
 private:
+    GpuContext& ctx_;
     Comm& comm_;
     std::vector<float> host_;
 };
@@ -81,7 +87,7 @@ std::unique_ptr<GpuAllreduce> make_gpu_allreduce(GpuContext& ctx, Comm& comm, co
     for (const std::string& m : methods) {
         if (m == "mpi") {
             if (fallback_why) *fallback_why = why;
-            return std::make_unique<MpiStagedAllreduce>(comm);
+            return std::make_unique<MpiStagedAllreduce>(ctx, comm);
         }
         if (m != "nccl") throw std::invalid_argument("unknown GPU allreduce method '" + m + "'; valid: nccl, mpi");
 #ifdef TULA_HAVE_NCCL

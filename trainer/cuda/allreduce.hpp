@@ -30,7 +30,7 @@ public:
 ///    with NCCL; the communicator is set up from a unique id that rank 0 broadcasts over
 ///    `comm`, and the set-up's success is agreed on by all ranks.
 ///  - "mpi": host-staged, device -> host, Comm::allreduce_sum, divide by the ranks,
-///    host -> device.
+///    host -> device; both copies are ordered on the context's stream and waited for.
 /// When an earlier method could not be used, *fallback_why (if given) says why.
 /// Errors: std::invalid_argument for an unknown method name, or when no method of the list
 /// can be used (naming why).

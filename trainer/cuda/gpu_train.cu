@@ -217,7 +217,9 @@ double GpuTrainer::step(const Dataset& d, const int* idx, int n, double lr, bool
     } else {  // LAMB: the CPU rule on host copies
         g_->download(&hp_, &hg_, nullptr);
         host_opt_->step(hp_.data(), hg_.data(), lr);
-        CUDA_CHECK(cudaMemcpy(g_->params(), hp_.data(), sizeof(float) * np, cudaMemcpyHostToDevice));
+        // on the stream (non-blocking: a plain cudaMemcpy would not order with its kernels); a
+        // pageable source is staged before the call returns
+        CUDA_CHECK(cudaMemcpyAsync(g_->params(), hp_.data(), sizeof(float) * np, cudaMemcpyHostToDevice, ctx_.stream()));
     }
     return loss;
 }
@@ -244,7 +246,7 @@ void GpuTrainer::trust_ratio_step(double lr) {
                                                                          oc_.s_min, oc_.s_max)
                                                             : lars_factor(wn, gn, oc_.eta_trust, wd));
     }
-    CUDA_CHECK(cudaMemcpy(seg_scale_.get(), scale_.data(), sizeof(float) * ns, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpyAsync(seg_scale_.get(), scale_.data(), sizeof(float) * ns, cudaMemcpyHostToDevice, ctx_.stream()));
     scaled_momentum_update(ctx_.stream(), g_->params(), g_->grads(), static_cast<float*>(vel_.get()),
                            static_cast<const int*>(blk_seg_.get()), static_cast<const size_t*>(blk_beg_.get()),
                            static_cast<const size_t*>(blk_end_.get()), nblocks_,
@@ -257,7 +259,8 @@ EvalResult GpuTrainer::evaluate(const Dataset& d, int batch) {
         std::vector<float> st;
         g_->download(nullptr, nullptr, &st);
         comm_.broadcast(st.data(), st.size(), 0);
-        CUDA_CHECK(cudaMemcpy(g_->state(), st.data(), sizeof(float) * st.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpyAsync(g_->state(), st.data(), sizeof(float) * st.size(), cudaMemcpyHostToDevice, ctx_.stream()));
+        ctx_.sync();  // st is a local
     }
     return evaluate_sharded(d, batch, comm_, [&](const int* idx, int n, int64_t* right) {
         gather(d, idx, n);
