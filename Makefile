@@ -177,7 +177,7 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
-.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report clean install bench fuzz
+.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
 all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
 
 deps-report:
@@ -308,6 +308,15 @@ ranks-report:
 first-run-report:
 	@$(MAKE) --no-print-directory -j2 all
 	@scripts/first-run-report
+
+# The tuned large-batch study's reports rewritten from its logs in docs/ags-logs (no training):
+# docs/ags-report.md (lenet5, CPU) and docs/ags-report-fmnist-cnn.md (GPU). The runs themselves
+# are scripts/ags-study with the same options and without --from-logs.
+ags-report:
+	@scripts/ags-study --model lenet5 --batches "256 512 1024 2048 4096 8192" --from-logs \
+	    --logs docs/ags-logs/lenet5 --out docs/ags-report.md
+	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd ags" --from-logs \
+	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda
 
 bench: all
 	@B=$(B) bench/run

@@ -12,7 +12,7 @@
 #  3. with a stand-in trainer: each run once with the recipe's options (sgd capped at 0.4 x the
 #     multiplier, lamb with square-root scaling from 0.01, the weak baseline uncapped), one
 #     progress line per run, and a second invocation trains nothing (every log has its done line);
-#     --note's paragraph is in the report;
+#     --note's paragraph is in the report (and the log directory's NOTE.md in 1.);
 #  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report;
 #  5. SIGTERM stops the study and the trainings in flight (none is left running), no report.
 . "$(dirname "$0")/lib.sh"
@@ -50,6 +50,7 @@ fake ags 1024 2 2 0.90; fake ags 1024 2 3 0.90
 fake linear 256 1 1 0.84;  fake linear 256 1 2 0.85;  fake linear 256 1 3 0.86
 fake linear 1024 1 1 0.70; fake linear 1024 1 2 0.70; fake linear 1024 1 3 0.70
 
+printf 'Made by fake().\n' > logs/NOTE.md
 expect_ok "from logs" timeout 60 "$script" "${grid[@]}" --logs logs --from-logs --out report.md
 report=$(cat report.md)
 assert_contains "$report" "| sgd | 64 (reference) | **0.9000** | 0.8000 | x1 cosine *edge* |" "selection of the reference"
@@ -76,6 +77,7 @@ assert_contains "$weak" "| 256 | 3 | +0.0467 ± 0.0143 |" "AGS - weak baseline a
 assert_contains "$weak" "| 1024 | 3 | +0.1967 ± 0.0143 |" "AGS - weak baseline at 1024"
 assert_contains "$weak" "weak baseline" "the weak baseline is labelled"
 assert_not_contains "$report" "Incomplete" "every run has a log"
+assert_contains "$report" "Made by fake()." "the log directory's NOTE.md"
 
 rm logs/ags-1024-lr2-cosine-seed3.log
 fake sgd 256 2 3 0.19
