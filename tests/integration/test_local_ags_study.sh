@@ -10,7 +10,8 @@
 #  2. a missing test log shows as missing and takes the batch out of the critical batch, and so
 #     does a test accuracy below 0.2 (a diverged seed);
 #  3. with a stand-in trainer: each run once with the recipe's options (sgd capped at 0.4 x the
-#     multiplier, lamb with square-root scaling from 0.01, the weak baseline uncapped), one
+#     multiplier, lamb with square-root scaling from 0.01, ags-sqrt with AGS's square-root rate
+#     rule, the weak baseline uncapped), one
 #     progress line per run, and a second invocation trains nothing (every log has its done line);
 #     --note's paragraph is in the report (and the log directory's NOTE.md in 1.);
 #  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report;
@@ -101,22 +102,23 @@ acc=$(awk -v b="$b" -v lr="$lr" 'BEGIN { printf "%.4f", 0.9 - b / 100000 - (lr -
 echo "tula-train: done: train_seconds=1 test_accuracy=$acc global_batch=$b nodes=1 ranks=1 epochs=1 val_accuracy=$acc"
 EOF
 chmod +x fake-train
-small=(--methods "sgd lamb ags" --batches 512 --lr-mults "0.5 1" --schedules cosine --seeds 2 --epochs 1 --val-split 100)
+small=(--methods "sgd lamb ags ags-sqrt" --batches 512 --lr-mults "0.5 1" --schedules cosine --seeds 2 --epochs 1 --val-split 100)
 expect_ok "stand-in trainer" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out run.md --jobs 2 \
     --note "Runs made by the stand-in trainer."
 calls=$(cat calls)
-# selection: 4 cells (sgd 64, sgd 512, lamb 512, ags 512) x 2 rates; weak baseline: linear 512
-# x1 on seeds 1 and 2; tests: 4 cells on seed 2
+# selection: 5 cells (sgd 64, sgd 512, lamb 512, ags 512, ags-sqrt 512) x 2 rates; weak
+# baseline: linear 512 x1 on seeds 1 and 2; tests: 5 cells on seed 2
 n=$(count_lines "$calls" '.')
-assert_eq 14 "$n" "runs of the stand-in study"
+assert_eq 17 "$n" "runs of the stand-in study"
 assert_eq "$n" "$(sort -u calls | wc -l)" "no run twice"
 assert_match "$calls" '--batch-size 512 .*--optimizer sgd --lr-scaling linear --lr-max 0.2 --lr 0.025 --schedule cosine' "sgd recipe at x0.5"
 assert_match "$calls" '--optimizer lamb --lr-scaling sqrt --lr 0.01 --schedule cosine' "lamb recipe at x1"
+assert_match "$calls" '--optimizer ags --ags-rate-rule sqrt --lr 0.025 --schedule cosine' "ags-sqrt recipe at x0.5"
 assert_match "$calls" '--batch-size 512 --seed 2 .*--optimizer sgd --lr-scaling linear --lr-max 0 --lr 0.05 --schedule cosine' "weak baseline recipe"
 assert_contains "$(cat run.md)" "Runs made by the stand-in trainer." "the note"
 assert_match "$calls" '--seed 1 --val-split 100 --threads 1 --no-db --quiet --optimizer ags --lr 0.05 --schedule cosine' "ags recipe"
 assert_eq "$n" "$(count_lines "$T_ERR" '^tula: ags-study: \[[0-9]+/[0-9]+\] ')" "one progress line per run"
-assert_match "$T_ERR" '^tula: ags-study: \[[0-9]+/14\] ags B=512 lr x1 cosine seed 2: test 0\.8949 \([0-9]+ s\)$' "progress line of a test run"
+assert_match "$T_ERR" '^tula: ags-study: \[[0-9]+/17\] ags B=512 lr x1 cosine seed 2: test 0\.8949 \([0-9]+ s\)$' "progress line of a test run"
 rm calls
 expect_ok "resumed" timeout 120 "$script" --trainer "$T_WORK/fake-train" "${small[@]}" --logs run --out again.md \
     --note "Runs made by the stand-in trainer."
