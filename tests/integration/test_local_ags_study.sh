@@ -5,7 +5,7 @@
 #     t half-width of the chosen configuration's test seeds and the diverged seeds, each
 #     method's critical batch (within 0.01 of tuned SGD at the reference batch, no seed
 #     diverged) and AGS's multiplier over the best baseline, and the seed-paired AGS minus
-#     tuned SGD and AGS minus the weak baseline (method "linear": SGD, uncapped linear scaling,
+#     tuned SGD, AGS minus the best tuned baseline without a diverged seed, and AGS minus the weak baseline (method "linear": SGD, uncapped linear scaling,
 #     x1 cosine, the selection seed included);
 #  2. a missing test log shows as missing and takes the batch out of the critical batch, and so
 #     does a test accuracy below 0.2 (a diverged seed);
@@ -72,6 +72,10 @@ tuned=$(sed -n '/^## AGS minus tuned SGD/,/^## AGS minus untuned/p' report.md)
 assert_contains "$tuned" "| 256 | 2 | +0.0100 ± 0.1271 |" "AGS - tuned SGD at 256"
 assert_contains "$tuned" "| 1024 | 2 | +0.0100 ± 0.1271 |" "AGS - tuned SGD at 1024"
 assert_contains "$tuned" "Mean over the 2 batches with pairs: +0.0100" "AGS - tuned SGD over the batches"
+best=$(sed -n '/^## AGS minus the best tuned baseline/,/^## AGS minus untuned/p' report.md)
+# 256: lars (0.925) is best; 1024: lars has a diverged seed, sgd (0.89) is the only one left
+assert_contains "$best" "| 256 | lars | 2 | -0.0200 ± 0.0000 |" "AGS - the best baseline at 256"
+assert_contains "$best" "| 1024 | sgd | 2 | +0.0100 ± 0.1271 |" "AGS - the best baseline at 1024 (lars has a diverged seed)"
 weak=$(sed -n '/^## AGS minus untuned/,/^## Not measured/p' report.md)
 # 256: (0.88, 0.90, 0.91) - (0.84, 0.85, 0.86); 1024: (0.89, 0.90, 0.90) - 0.70
 assert_contains "$weak" "| 256 | 3 | +0.0467 ± 0.0143 |" "AGS - weak baseline at 256 (selection seed paired too)"
