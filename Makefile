@@ -313,7 +313,8 @@ first-run-report:
 # docs/ags-report.md (lenet5, CPU) and docs/ags-report-fmnist-cnn.md (GPU). The runs themselves
 # are scripts/ags-study with the same options and without --from-logs.
 ags-report:
-	@scripts/ags-study --model lenet5 --batches "256 512 1024 2048 4096 8192" --from-logs \
+	@scripts/ags-study --model lenet5 --batches "256 512 1024 2048 4096 8192" \
+	    --methods "sgd lars lamb ags ags-sqrt" --from-logs \
 	    --logs docs/ags-logs/lenet5 --out docs/ags-report.md
 	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd ags" --from-logs \
 	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda
