@@ -15,7 +15,8 @@
 #     progress line per run, and a second invocation trains nothing (every log has its done line);
 #     --note's paragraph is in the report (and the log directory's NOTE.md in 1.);
 #  4. a bad option: exit status 2, one `tula: ags-study: ` message, no report;
-#  5. SIGTERM stops the study and the trainings in flight (none is left running), no report.
+#  5. SIGTERM stops the study and the trainings in flight (none is left running), no report;
+#  6. --print-selection prints each cell's choice and the reference accuracy, and no report.
 . "$(dirname "$0")/lib.sh"
 make_workdir
 script=$REPO/scripts/ags-study
@@ -83,6 +84,11 @@ assert_contains "$weak" "| 1024 | 3 | +0.1967 ± 0.0143 |" "AGS - weak baseline 
 assert_contains "$weak" "weak baseline" "the weak baseline is labelled"
 assert_not_contains "$report" "Incomplete" "every run has a log"
 assert_contains "$report" "Made by fake()." "the log directory's NOTE.md"
+expect_ok "print the selection" timeout 60 "$script" "${grid[@]}" --logs logs --print-selection --out nothing.md
+assert_contains "$T_OUT" "chosen ags 1024 2 cosine" "a chosen configuration"
+assert_contains "$T_OUT" "chosen lars 256 1 cosine" "the choice beside a failed run"
+assert_contains "$T_OUT" "reference 64 0.905000 0.010000" "the reference line"
+[ ! -e nothing.md ] || fail "--print-selection wrote a report"
 
 rm logs/ags-1024-lr2-cosine-seed3.log
 fake sgd 256 2 3 0.19

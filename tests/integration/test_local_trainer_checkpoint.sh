@@ -10,7 +10,11 @@
 #  4. a requeued Slurm job (SLURM_RESTART_COUNT=1, same SLURM_JOB_ID) resumes by itself
 #     from the default checkpoint tula-train-$SLURM_JOB_ID.ckpt;
 #  5. a truncated, a corrupted and a foreign checkpoint, one of another configuration, and
-#     --resume without a checkpoint are refused with one tula-train: message, exit 2, no crash.
+#     --resume without a checkpoint are refused with one tula-train: message, exit 2, no crash;
+#  6. branches: a constant-rate run with --save-epochs 1 leaves FILE.e1; a wsd decay branched off
+#     it (--branch-from) has the step trajectory of the same wsd run trained from the start, bit
+#     for bit, from step 50 on; a branch with another rate, --save-epochs without --checkpoint,
+#     --decay-epochs without wsd and --branch-from with --resume are refused (exit 2, one message).
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN"
 command -v python3 >/dev/null || fail "python3 is needed to parse the metrics"
@@ -112,4 +116,33 @@ printf 'hello\n' > foreign.ckpt
 expect_refused "foreign file" "not a tula-train checkpoint" foreign.ckpt
 expect_refused "missing checkpoint" "cannot open" nothere.ckpt
 expect_refused "another configuration" "lr is 0.1 here but 0.05" b.ckpt --lr 0.1
+
+note "6: a decay branched off a saved epoch"
+# 3200 / 64 = 50 steps an epoch: the trunk saves after step 50, the branch decays over epoch 2
+expect_ok "constant-rate trunk" "$TULA_TRAIN" "${run[@]}" --schedule constant --checkpoint t.ckpt --save-epochs 1
+[ -s t.ckpt.e1 ] || fail "--save-epochs 1 left no t.ckpt.e1"
+expect_ok "wsd from the start" "$TULA_TRAIN" "${run[@]}" --schedule wsd --decay-epochs 1 --metrics w.jsonl
+expect_ok "wsd branch" "$TULA_TRAIN" "${run[@]}" --schedule wsd --decay-epochs 1 --branch-from t.ckpt.e1 --metrics x.jsonl
+[ "$(grep -c '"type":"step"' x.jsonl)" = 50 ] || fail "the branch ran $(grep -c '"type":"step"' x.jsonl) steps, expected 50"
+python3 - w.jsonl x.jsonl <<'EOF' || fail "the branch's steps differ from the wsd run's"
+import json, sys
+w = {o["step"]: o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "step"}
+x = {o["step"]: o for o in map(json.loads, open(sys.argv[2])) if o["type"] == "step"}
+assert sorted(x) == list(range(50, 100)), sorted(x)[:3]
+for t in x:
+    for k in ("loss", "lr", "grad_norm"):
+        assert w[t][k] == x[t][k], (t, k, w[t][k], x[t][k])
+EOF
+# refused_branch WHAT NEEDLE ARGS...
+refused_branch() {
+    local what=$1 needle=$2; shift 2
+    run_cmd "$TULA_TRAIN" "${run[@]}" "$@"
+    [ "$T_RC" = 2 ] || fail "$what: exit $T_RC, expected 2" "$T_OUT" "$T_ERR"
+    [ "$(grep -c '^tula-train: ' <<<"$T_ERR")" = 1 ] && grep -qiF -- "$needle" <<<"$T_ERR" ||
+        fail "$what: not one tula-train: message naming '$needle'" "$T_ERR"
+}
+refused_branch "branch with another rate" "lr is 0.1 here but 0.05" --schedule wsd --decay-epochs 1 --branch-from t.ckpt.e1 --lr 0.1
+refused_branch "--save-epochs without a file" "--save-epochs needs --checkpoint" --save-epochs 1
+refused_branch "--decay-epochs without wsd" "--decay-epochs is for --schedule wsd" --decay-epochs 1
+refused_branch "--branch-from with --resume" "not both" --branch-from t.ckpt.e1 --resume --checkpoint t.ckpt
 exit 0

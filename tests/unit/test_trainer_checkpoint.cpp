@@ -128,6 +128,36 @@ std::vector<double> run_gather_mix(bool prefetch, std::vector<float>* weights, i
     return losses;
 }
 
+// One run of the branch test: lenet5 on 70 synthetic 12x12 images, global batch 15 (4 steps
+// an epoch), 4 epochs, base rate 0.05 scaled to 0.1 with 1 epoch of warmup, the noise scale
+// measured every 2nd step. decay_steps 0: a constant rate after warmup; > 0: warmup-stable-decay
+// with that many decay steps. `save` epochs are written to CKPT.eK; `from` is branched off.
+// Returns the step losses; *weights the final weights, *epochs the run's epoch results.
+std::vector<double> run_branch(int64_t decay_steps, const std::vector<int>& save, const std::string& ckpt,
+                               const Checkpoint* from, std::vector<float>* weights, std::vector<EpochResult>* epochs) {
+    const SyntheticSpec spec{Shape{1, 12, 12}, 4};
+    const Dataset tr = make_synthetic(spec, 70, 11), te = make_synthetic(spec, 20, 12);
+    auto m = build_model("lenet5", spec.shape, spec.classes);
+    m->init(5);
+    TrainConfig cfg = testing::train_config(4, 15, 0.05, 20);
+    cfg.lr.base_batch = 8;
+    cfg.lr.warmup_epochs = 1;
+    cfg.lr.cosine = false;
+    cfg.lr.decay_steps = decay_steps;
+    cfg.noise_every = 2;
+    TrainHooks h;
+    h.save_epochs = save;
+    Comm serial;
+    std::vector<double> losses;
+    h.config = "unit";
+    h.checkpoint_path = ckpt;
+    h.resume = from;
+    h.on_step = [&](const StepRecord& r) { losses.push_back(r.loss); };
+    *epochs = train(*m, tr, te, cfg, serial, nullptr, &h);
+    weights->assign(m->params(), m->params() + m->num_params());
+    return losses;
+}
+
 }  // namespace
 
 class TrainerCheckpointTest : public CppUnit::TestFixture {
@@ -137,6 +167,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_stop_and_resume);
     CPPUNIT_TEST(test_stop_and_resume_dropout);
     CPPUNIT_TEST(test_prefetch_same_trajectory);
+    CPPUNIT_TEST(test_branch_off_saved_epoch);
     CPPUNIT_TEST(test_metrics_lines);
     CPPUNIT_TEST(test_backward_callback);
     CPPUNIT_TEST_SUITE_END();
@@ -218,6 +249,38 @@ public:
         part.insert(part.end(), rest.begin(), rest.end());
         CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
         for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);  // bit for bit
+    }
+
+    // A decay branched off the state a constant-rate run saved at the end of epoch 2 is the
+    // same run, bit for bit, as warmup-stable-decay trained from the start with the same
+    // decay steps: the same last 8 step losses and final weights; its epoch results start
+    // with the constant run's 2 epochs. The constant run itself ends elsewhere.
+    void test_branch_off_saved_epoch() {
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string p = d_dir / "trunk.ckpt";
+        std::vector<float> w_trunk, w_wsd, w_branch;
+        std::vector<EpochResult> e_trunk, e_wsd, e_branch;
+        run_branch(0, {2}, p, nullptr, &w_trunk, &e_trunk);
+        const std::vector<double> wsd = run_branch(6, {}, "", nullptr, &w_wsd, &e_wsd);
+        const Checkpoint c = read_checkpoint(saved_epoch_path(p, 2));
+        CPPUNIT_ASSERT_EQUAL(3, c.epoch);
+        CPPUNIT_ASSERT_EQUAL(int64_t{0}, c.step_in_epoch);
+        CPPUNIT_ASSERT_EQUAL(int64_t{8}, c.global_step);
+        const std::vector<double> branch = run_branch(6, {}, "", &c, &w_branch, &e_branch);
+        CPPUNIT_ASSERT_EQUAL(size_t{16}, wsd.size());
+        CPPUNIT_ASSERT_EQUAL(size_t{8}, branch.size());
+        for (size_t i = 0; i < 8; ++i) CPPUNIT_ASSERT_EQUAL(wsd[8 + i], branch[i]);
+        CPPUNIT_ASSERT(w_branch == w_wsd);
+        CPPUNIT_ASSERT(w_trunk != w_wsd);
+        CPPUNIT_ASSERT_EQUAL(size_t{4}, e_branch.size());
+        for (size_t i = 0; i < 4; ++i) {
+            CPPUNIT_ASSERT_EQUAL(static_cast<int>(i + 1), e_branch[i].epoch);
+            CPPUNIT_ASSERT_EQUAL(e_wsd[i].test_accuracy, e_branch[i].test_accuracy);
+            CPPUNIT_ASSERT_EQUAL(e_wsd[i].train_loss, e_branch[i].train_loss);
+        }
+        CPPUNIT_ASSERT_EQUAL(e_trunk[1].train_loss, e_branch[1].train_loss);
+        // saving needs a checkpoint file
+        CPPUNIT_ASSERT_THROW(run_branch(0, {2}, "", nullptr, &w_trunk, &e_trunk), TrainError);
     }
 
     void test_stop_and_resume_dropout() {

@@ -367,6 +367,18 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 * (100 - 60) / 80.0, s.at(60), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, s.decay(0.0), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, s.decay(1.0), 1e-12);
+        // decay_steps: the last 15 steps decay, whatever the run's length, after warmup fixed
+        // or data-driven; the stable phase of a 100-step and a 70-step run is the same
+        s.decay_steps = 15;
+        for (int epochs : {10, 7}) {
+            s.epochs = epochs;
+            const int T = 10 * epochs;
+            for (int t = 0; t < T; ++t) {
+                const double want = t < 20 ? 0.05 + (0.8 - 0.05) * t / 20.0 : t < T - 15 ? 0.8 : 0.8 * (T - t) / 15.0;
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(want, s.at(t), 1e-12);
+                if (t >= 4) CPPUNIT_ASSERT_DOUBLES_EQUAL(t < T - 15 ? 0.8 : 0.8 * (T - t) / 15.0, s.at_adaptive(t, 4), 1e-12);
+            }
+        }
     }
 
     // warmup_from: the ramp starts there instead of at lr (all three schedules).

@@ -44,6 +44,7 @@ struct Options {
     double warmup_epochs = -1;  // -1: automatic
     std::string schedule = "cosine";  // cosine | constant | wsd
     double decay_fraction = 0.3;      // wsd: fraction of the post-warmup steps spent decaying
+    double decay_epochs = 0;          // wsd: > 0: decay over the last D epochs instead (rounded to steps)
     std::string optimizer = "sgd";  // sgd | ags | lars | lamb | auto (resolved to sgd or ags once the batch is known)
     std::string optimizer_why;      // for the header line: how auto chose
     int sgd_max_batch = 0;          // auto: largest global batch trained with plain SGD (0: 4 x lr_base_batch)
@@ -85,6 +86,8 @@ struct Options {
     int metrics_every = 1;
     std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
     bool resume = false;
+    std::vector<int> save_epochs;  // --save-epochs: also write the state to CHECKPOINT.eK at the end of epoch K
+    std::string branch_from;       // --branch-from FILE: start from a saved state with this run's schedule
     double bucket_mb = 25;
     std::string augment;        // none | crop | flip | crop-flip; "": crop-flip for CIFAR, else none
     int threads = 0;            // 0: $SLURM_CPUS_PER_TASK, else 1

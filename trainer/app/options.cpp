@@ -128,6 +128,9 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->capture_default_str();
     app.add_option("--decay-fraction", o.decay_fraction, "wsd: fraction of the post-warmup steps spent decaying")
         ->capture_default_str();
+    app.add_option("--decay-epochs", o.decay_epochs,
+                   "wsd: decay over the last D epochs instead of --decay-fraction (the stable phase is then the same "
+                   "for every --epochs; D may be fractional)");
     app.add_option("--optimizer", o.optimizer,
                    "sgd, ags (adaptive gradient scaling), lars, lamb, or auto (sgd up to --sgd-max-batch, ags above)")
         ->capture_default_str();
@@ -193,6 +196,13 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     app.add_option("--checkpoint", o.checkpoint,
                    "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
     app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
+    app.add_option("--save-epochs", o.save_epochs,
+                   "also write the training state to CHECKPOINT.eK at the end of each epoch K listed (comma-separated), "
+                   "and go on: the branch points for --branch-from")
+        ->delimiter(',');
+    app.add_option("--branch-from", o.branch_from,
+                   "start from a state saved by --save-epochs (or a checkpoint) with this run's --epochs and schedule, "
+                   "e.g. a wsd decay off a constant-rate run; every other option must match the saved run's");
     app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size in MiB for the overlapped allreduce (0: one blocking allreduce)")
         ->capture_default_str();
     app.add_option("--augment", o.augment,
@@ -269,6 +279,24 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--decay-fraction must be in (0, 1] (the fraction of the post-warmup steps spent decaying)");
     if (app.count("--decay-fraction") && o.schedule != "wsd")
         return bad("--decay-fraction is for --schedule wsd");
+    if (app.count("--decay-epochs")) {
+        if (o.schedule != "wsd") return bad("--decay-epochs is for --schedule wsd");
+        if (!(o.decay_epochs > 0 && o.decay_epochs <= o.epochs))
+            return bad("--decay-epochs must be in (0, --epochs] (the epochs at the end spent decaying)");
+        if (app.count("--decay-fraction")) return bad("give --decay-epochs or --decay-fraction, not both");
+    }
+    for (int e : o.save_epochs)
+        if (e < 1 || e > o.epochs)
+            return bad("--save-epochs: epoch " + std::to_string(e) + " is not between 1 and --epochs (" +
+                       std::to_string(o.epochs) + ")");
+    if (!o.save_epochs.empty() && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
+        return bad("--save-epochs needs --checkpoint FILE (the saved states are FILE.eK)");
+    if (!o.branch_from.empty() && o.resume)
+        return bad("give --branch-from or --resume, not both");
+    if ((!o.save_epochs.empty() || !o.branch_from.empty() || app.count("--decay-epochs")) &&
+        (o.device == "cuda" || o.local_steps > 0))
+        return bad("--save-epochs, --branch-from and --decay-epochs are not implemented with --device cuda or "
+                   "--local-steps yet");
     if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
     if (o.val_split < 0) return bad("--val-split must be >= 0 examples (0: none)");
     if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <limits>
@@ -54,7 +55,9 @@ std::string run_config(const Options& o, const TrainConfig& c) {
                     " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
                     " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
                     " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
-                    (o.schedule == "wsd" ? " decay_fraction=" + num(o.decay_fraction) : std::string()) +
+                    (o.schedule == "wsd" ? (o.decay_epochs > 0 ? " decay_epochs=" + num(o.decay_epochs)
+                                                               : " decay_fraction=" + num(o.decay_fraction))
+                                         : std::string()) +
                     " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
                     " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
                     " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
@@ -63,6 +66,25 @@ std::string run_config(const Options& o, const TrainConfig& c) {
                     (o.target_accuracy > 0 ? " target_accuracy=" + num(o.target_accuracy) : std::string()) +
                     " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
     return s;
+}
+
+// `config` (run_config) without the keys a branch may change: the run's length and its rate
+// schedule after the branch point (epochs, schedule, decay_fraction, decay_epochs,
+// target_accuracy).
+std::string branch_invariant(const std::string& config) {
+    static const char* kFree[] = {"epochs=", "schedule=", "decay_fraction=", "decay_epochs=", "target_accuracy="};
+    std::string out;
+    size_t p = 0;
+    while (p < config.size()) {
+        size_t q = config.find(' ', p);
+        if (q == std::string::npos) q = config.size();
+        const std::string kv = config.substr(p, q - p);
+        bool keep = true;
+        for (const char* k : kFree) keep = keep && kv.compare(0, std::strlen(k), k) != 0;
+        if (keep) out += (out.empty() ? "" : " ") + kv;
+        p = q + 1;
+    }
+    return out;
 }
 
 // The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
@@ -159,6 +181,8 @@ int run_training(const Options& o, Comm& comm) {
                                                            : 0.0;
     cfg.lr.cosine = o.schedule == "cosine";
     cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
+    if (o.schedule == "wsd" && o.decay_epochs > 0)
+        cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(tr.count / o.batch)));
     cfg.lr.global_batch = o.batch;
     cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
                      : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt" ? LrScaling::NoiseSqrt : LrScaling::Noise)
@@ -193,14 +217,22 @@ int run_training(const Options& o, Comm& comm) {
     if (o.device != "cuda") hooks.checkpoint_path = checkpoint_path(o);
     struct stat sb;
     const bool ck_exists = !hooks.checkpoint_path.empty() && ::stat(hooks.checkpoint_path.c_str(), &sb) == 0;
-    const bool resume = o.resume || (requeued() && ck_exists);
+    const bool branch = !o.branch_from.empty();
+    const bool resume = branch || o.resume || (requeued() && ck_exists);
+    const std::string ck_path = branch ? o.branch_from : hooks.checkpoint_path;
+    hooks.save_epochs = o.save_epochs;
     Checkpoint ck;
     if (resume) {
         std::string err;
         try {
-            ck = read_checkpoint(hooks.checkpoint_path);
-            if (ck.config != hooks.config)
-                err = hooks.checkpoint_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
+            ck = read_checkpoint(ck_path);
+            if (branch && branch_invariant(ck.config) != branch_invariant(hooks.config))
+                err = ck_path + " was saved by a run that differs in more than its schedule (" +
+                      first_difference(branch_invariant(hooks.config), branch_invariant(ck.config)) +
+                      "); branch with the saved run's options, changing only --epochs, --schedule, --decay-epochs, "
+                      "--decay-fraction or --target-accuracy";
+            else if (!branch && ck.config != hooks.config)
+                err = ck_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
                       "); resume with the same options, or start afresh without --resume";
         } catch (const CheckpointError& e) {
             err = e.what();
@@ -266,7 +298,7 @@ int run_training(const Options& o, Comm& comm) {
             }
         }
     };
-    if (resume) say(root && !o.quiet, "tula-train: resuming from " + hooks.checkpoint_path + " at epoch " + std::to_string(ck.epoch) +
+    if (resume) say(root && !o.quiet, std::string("tula-train: ") + (branch ? "branching" : "resuming") + " from " + ck_path + " at epoch " + std::to_string(ck.epoch) +
                                           ", step " + std::to_string(ck.step_in_epoch) + " of the epoch (" +
                                           std::to_string(ck.global_step) + " steps done)");
 
@@ -286,7 +318,9 @@ int run_training(const Options& o, Comm& comm) {
                                  "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
                       "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
-                      (o.schedule == "wsd" ? fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction) : "") +
+                      (o.schedule != "wsd"     ? std::string()
+                       : o.decay_epochs > 0 ? fmt(" (linear decay over the last %g epochs)", o.decay_epochs)
+                                            : fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction)) +
                       ", momentum " +
                       fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
                       std::to_string(o.seed) +

@@ -15,6 +15,12 @@ double LrSchedule::decay(double f) const {
     return 0.5 * (1.0 + std::cos(3.141592653589793 * f));
 }
 
+double LrSchedule::tail(int64_t t, int64_t start, int64_t total) const {
+    if (decay_steps > 0)
+        return std::min(1.0, std::max<double>(0.0, static_cast<double>(total - t)) / static_cast<double>(decay_steps));
+    return decay(static_cast<double>(t - start) / static_cast<double>(total - start));
+}
+
 double LrSchedule::at(int64_t t) const {
     const double pk = peak();
     const int64_t total = std::max<int64_t>(1, steps_per_epoch * static_cast<int64_t>(epochs));
@@ -22,7 +28,7 @@ double LrSchedule::at(int64_t t) const {
     const double lr = warm_start();
     const int64_t warm = pk <= lr ? 0 : std::min<int64_t>(total - 1, std::max<int64_t>(0, std::llround(warmup_epochs * steps_per_epoch)));
     if (t < warm) return lr + (pk - lr) * static_cast<double>(t) / static_cast<double>(warm);
-    return pk * decay(static_cast<double>(t - warm) / static_cast<double>(total - warm));
+    return pk * tail(t, warm, total);
 }
 
 double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
@@ -40,7 +46,7 @@ double LrSchedule::at_adaptive(int64_t t, int64_t warm_end) const {
         return from_set ? warmup_from + (pk - warmup_from) * std::min(1.0, static_cast<double>(t) / c)
                         : pk * std::min(1.0, static_cast<double>(t + 1) / c);
     const int64_t we = std::min(warm_end, total - 1);
-    return pk * decay(static_cast<double>(t - we) / static_cast<double>(total - we));
+    return pk * tail(t, we, total);
 }
 
 double LrSchedule::at_progress(double p, int B) const {

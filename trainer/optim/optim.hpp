@@ -58,9 +58,19 @@ struct LrSchedule {
     /// > 0: warmup-stable-decay, the fraction of the post-warmup steps (0, 1] over which the
     /// rate falls linearly to 0 after holding the peak; takes precedence over `cosine`.
     double decay_fraction = 0;
+    /// > 0: warmup-stable-decay whose decay is the run's last decay_steps steps instead of a
+    /// fraction: lr(t) = peak * min(1, (T - t) / decay_steps). The stable phase then does not
+    /// depend on T, so runs of several lengths share it, and a decay can branch off a
+    /// checkpoint of a constant-rate run (Hägele et al. 2024, §3). Takes precedence over
+    /// decay_fraction and `cosine` in at() and at_adaptive(); at_progress() ignores it.
+    int64_t decay_steps = 0;
     /// The multiplier of the peak at fraction f in [0, 1] of the post-warmup steps: cosine,
     /// constant or warmup-stable-decay as configured (see above). Pure.
     double decay(double f) const;
+    /// The multiplier of the peak at step t of a run whose post-warmup phase spans steps
+    /// [start, total): min(1, (total - t) / decay_steps) when decay_steps > 0, else
+    /// decay((t - start) / (total - start)). Pure.
+    double tail(int64_t t, int64_t start, int64_t total) const;
     int64_t steps_per_epoch = 1;
     int epochs = 1;
 

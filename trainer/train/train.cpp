@@ -346,6 +346,46 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         cpu->set_augment(cfg.augment, cfg.seed, t);
         cpu->set_prefetch(cfg.prefetch);
     }
+    // Writes the training state at a step boundary (epoch e in progress, s steps of it done,
+    // t steps in all) to `path`: every rank's partial sums of the epoch are gathered, rank 0
+    // writes; the same verdict on every rank (TrainError when the write failed).
+    auto save = [&](const std::string& path, int e, int64_t s, int64_t t_done, double secs) {
+        Checkpoint c;
+        c.config = hooks->config;
+        c.ranks = K;
+        c.epoch = e;
+        c.step_in_epoch = s;
+        c.global_step = t_done;
+        c.epoch_seconds = secs;
+        c.lr = lr_now;
+        c.noise_scale = sched.noise_scale;
+        c.rank_sums.assign(2 * static_cast<size_t>(K), 0.0);
+        c.rank_sums[2 * comm.rank()] = loss_sum;
+        c.rank_sums[2 * comm.rank() + 1] = static_cast<double>(correct);
+        comm.allreduce_sum(c.rank_sums.data(), c.rank_sums.size());
+        std::string err;
+        if (comm.rank() == 0) {
+            c.noise_estimator = bytes_of(noise);
+            c.warmup = bytes_of(warm);
+            const auto* p = reinterpret_cast<const uint8_t*>(out.data());
+            c.epochs_done.assign(p, p + out.size() * sizeof(EpochResult));
+            c.params.assign(model.params(), model.params() + model.num_params());
+            c.state.assign(model.state(), model.state() + model.state_size());
+            if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
+            c.layer_rng = model.rng_states();
+            try {
+                write_checkpoint(path, c);
+            } catch (const CheckpointError& x) {
+                err = x.what();
+            }
+        }
+        double failed = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&failed, 1);
+        if (failed > 0) throw TrainError(err.empty() ? "rank 0 could not write the checkpoint" : err);
+    };
+    if (hooks && !hooks->save_epochs.empty() && (engine || hooks->checkpoint_path.empty()))
+        throw TrainError(engine ? "checkpoints (--save-epochs) are not implemented with --device cuda"
+                                : "saving epochs needs a checkpoint file (--checkpoint FILE)");
     tr.begin();
     for (int e = e0; e <= cfg.epochs; ++e) {
         data_rng.shuffle(perm.data(), perm.size());
@@ -400,38 +440,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
             }
             t_prev = t1;
             if (agree[1] == 0) continue;
-            Checkpoint c;
-            c.config = hooks->config;
-            c.ranks = K;
-            c.epoch = e;
-            c.step_in_epoch = s + 1;
-            c.global_step = t + 1;
-            c.epoch_seconds = secs0 + (now_seconds() - t0);
-            c.lr = lr_now;
-            c.noise_scale = sched.noise_scale;
-            c.rank_sums.assign(2 * static_cast<size_t>(K), 0.0);
-            c.rank_sums[2 * comm.rank()] = loss_sum;
-            c.rank_sums[2 * comm.rank() + 1] = static_cast<double>(correct);
-            comm.allreduce_sum(c.rank_sums.data(), c.rank_sums.size());
-            std::string err;
-            if (comm.rank() == 0) {
-                c.noise_estimator = bytes_of(noise);
-                c.warmup = bytes_of(warm);
-                const auto* p = reinterpret_cast<const uint8_t*>(out.data());
-                c.epochs_done.assign(p, p + out.size() * sizeof(EpochResult));
-                c.params.assign(model.params(), model.params() + model.num_params());
-                c.state.assign(model.state(), model.state() + model.state_size());
-                if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
-                c.layer_rng = model.rng_states();
-                try {
-                    write_checkpoint(hooks->checkpoint_path, c);
-                } catch (const CheckpointError& x) {
-                    err = x.what();
-                }
-            }
-            double failed = err.empty() ? 0.0 : 1.0;
-            comm.allreduce_sum(&failed, 1);
-            if (failed > 0) throw TrainError(err.empty() ? "rank 0 could not write the checkpoint" : err);
+            save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0));
             hooks->stopped = true;
             if (cpu) hooks->prefetched = cpu->prefetched();
             return out;
@@ -459,10 +468,19 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.hessian_eig = hess ? hess->last() : 0;
         r.batch = B;
         finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch, cfg.val_set);
+        if (hooks && std::find(hooks->save_epochs.begin(), hooks->save_epochs.end(), e) != hooks->save_epochs.end()) {
+            loss_sum = 0;  // the next epoch starts with empty sums
+            correct = 0;
+            save(saved_epoch_path(hooks->checkpoint_path, e), e + 1, 0, t, 0.0);
+        }
         if (reached_target(r.test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
     }
     tr.end();
     return out;
+}
+
+std::string saved_epoch_path(const std::string& checkpoint_path, int epoch) {
+    return checkpoint_path + ".e" + std::to_string(epoch);
 }
 
 bool reached_target(double accuracy, double target) { return target > 0 && accuracy >= target; }

@@ -144,8 +144,14 @@ struct TrainHooks {
     std::string checkpoint_path;
     /// The run's canonical configuration (stored in, and compared with, checkpoints).
     std::string config;
-    /// Continue from this state (read_checkpoint; config already compared), or nullptr.
+    /// Continue from this state (read_checkpoint; config already compared), or nullptr. A
+    /// branch (a checkpoint of another schedule) is resumed the same way: its weights,
+    /// optimizer, warmup and noise state and position, with this run's schedule.
     const Checkpoint* resume = nullptr;
+    /// Epochs (1-based) at whose end the state is also written, to
+    /// saved_epoch_path(checkpoint_path, epoch), and training goes on: the branch points of
+    /// warmup-stable-decay runs (Hägele et al. 2024, §3). Needs checkpoint_path.
+    std::vector<int> save_epochs;
     /// Output: set when train() returned early after writing a checkpoint on a signal.
     bool stopped = false;
     /// Output, set at the end of every epoch: the run's gradient noise scale for the profile
@@ -161,6 +167,11 @@ struct TrainHooks {
     /// gathered in advance (TrainConfig::prefetch; 0 when off or with another engine).
     int64_t prefetched = 0;
 };
+
+/// The file of the state saved at the end of `epoch` (TrainHooks::save_epochs):
+/// checkpoint_path + ".e" + epoch, e.g. "run.ckpt.e8". Its position is the start of the next
+/// epoch. Pure.
+std::string saved_epoch_path(const std::string& checkpoint_path, int epoch);
 
 /// Mean loss and accuracy on a data set.
 struct EvalResult {
