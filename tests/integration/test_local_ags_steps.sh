@@ -3,7 +3,8 @@
 #  1. --from-logs on logs written by the test: each T's mean final test accuracy with its 95 %
 #     t half-width, a seed's steps to the target (T x the steps per epoch its header gives, of
 #     the shortest branch reaching the study's reference minus 0.01), "not reached" when no
-#     branch does, and the seed-paired ratio of the baseline's steps to AGS's;
+#     branch does, and the seed-paired ratio of the baseline's steps to AGS's; --note and the
+#     log directory's NOTE.md are in the report;
 #  2. with the real tula-train on 2,000 images: a trunk and one branch per T run with the
 #     chosen multiplier's recipe (constant rate and --save-epochs for the trunk, wsd
 #     --decay-epochs D --branch-from for the branches), the saved states are removed, a second
@@ -34,8 +35,11 @@ fake ags 3 3 0.84;  fake ags 3 5 0.89;  fake ags 3 10 0.90
 fake lamb 2 3 0.80; fake lamb 2 5 0.88; fake lamb 2 10 0.896
 fake lamb 3 3 0.81; fake lamb 3 5 0.87; fake lamb 3 10 0.89
 opts=(--selection sel.txt --batches 1000 --methods "ags lamb" --seeds "2 3" --totals "3 5 10")
-expect_ok "from logs" timeout 60 "$script" "${opts[@]}" --logs logs --from-logs --out report.md
+printf 'Made by fake().\n' > logs/NOTE.md
+expect_ok "from logs" timeout 60 "$script" "${opts[@]}" --logs logs --from-logs --out report.md --note "A note."
 report=$(cat report.md)
+assert_contains "$report" "A note." "--note"
+assert_contains "$report" "Made by fake()." "the log directory's NOTE.md"
 assert_contains "$report" "minus 0.01: **0.8950**" "the target"
 # ags T=5: 0.90, 0.89: mean 0.895, sd 0.00707, t(1) 12.706: half-width 0.0635
 assert_contains "$report" "| ags | 1000 | 0.8450 ± 0.0635 | 0.8950 ± 0.0635 | 0.9050 ± 0.0635 |" "accuracy row of ags"
