@@ -64,7 +64,7 @@ struct Options {
     double target_accuracy = 0;     // > 0: stop after the first epoch whose test accuracy reaches it
     int64_t val_split = 0;          // last N training examples (after --limit-train) held out for validation
     int max_batch = 0;              // cap on the adaptive global batch (0: the training set)
-    double max_batch_growth = 0;    // largest factor the adaptive batch grows by per round (0: unlimited)
+    double max_batch_growth = 2;    // largest factor the adaptive batch grows by per round (0: unlimited)
     uint64_t seed = 1;
     int64_t limit_train = 0, limit_test = 0;
     std::string db;
