@@ -334,6 +334,16 @@ int run_training(const Options& o, Comm& comm) {
                       (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
                       (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + " over 10 steps" : "") +
                       (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : "") +
+                      (o.local_steps > 0
+                           ? "; Local SGD: " + std::to_string(o.local_steps) + " local steps per averaging round, batch test " +
+                                 o.batch_test +
+                                 (o.batch_test == "none"
+                                      ? std::string(" (fixed batch)")
+                                      : " (EMA weight " + fmt("%g", o.batch_test_beta) + ", growth " +
+                                            (o.max_batch_growth > 0 ? fmt("at most x%g per round", o.max_batch_growth)
+                                                                    : std::string("unlimited")) +
+                                            ")")
+                           : std::string()) +
                       (o.val_split > 0 ? "; " + std::to_string(val.count) + " training examples held out for validation" : "") +
                       (o.target_accuracy > 0 ? "; stops at the first epoch with test accuracy >= " + fmt("%g", o.target_accuracy)
                                              : ""));
