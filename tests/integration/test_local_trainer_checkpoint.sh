@@ -14,7 +14,8 @@
 #  6. branches: a constant-rate run with --save-epochs 1 leaves FILE.e1; a wsd decay branched off
 #     it (--branch-from) has the step trajectory of the same wsd run trained from the start, bit
 #     for bit, from step 50 on; a branch with another rate, --save-epochs without --checkpoint,
-#     --decay-epochs without wsd and --branch-from with --resume are refused (exit 2, one message).
+#     --decay-epochs without wsd or with --local-steps, and --branch-from with --resume are refused
+#     (exit 2, one message).
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA_TRAIN"
 command -v python3 >/dev/null || fail "python3 is needed to parse the metrics"
@@ -145,4 +146,5 @@ refused_branch "branch with another rate" "lr is 0.1 here but 0.05" --schedule w
 refused_branch "--save-epochs without a file" "--save-epochs needs --checkpoint" --save-epochs 1
 refused_branch "--decay-epochs without wsd" "--decay-epochs is for --schedule wsd" --decay-epochs 1
 refused_branch "--branch-from with --resume" "not both" --branch-from t.ckpt.e1 --resume --checkpoint t.ckpt
+refused_branch "--decay-epochs with Local SGD" "--decay-epochs is not implemented with --local-steps" --schedule wsd --decay-epochs 1 --local-steps 2
 exit 0

@@ -293,10 +293,10 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         return bad("--save-epochs needs --checkpoint FILE (the saved states are FILE.eK)");
     if (!o.branch_from.empty() && o.resume)
         return bad("give --branch-from or --resume, not both");
-    if ((!o.save_epochs.empty() || !o.branch_from.empty() || app.count("--decay-epochs")) &&
-        (o.device == "cuda" || o.local_steps > 0))
-        return bad("--save-epochs, --branch-from and --decay-epochs are not implemented with --device cuda or "
-                   "--local-steps yet");
+    if ((!o.save_epochs.empty() || !o.branch_from.empty()) && (o.device == "cuda" || o.local_steps > 0))
+        return bad("--save-epochs and --branch-from are not implemented with --device cuda or --local-steps yet");
+    if (app.count("--decay-epochs") && o.local_steps > 0)
+        return bad("--decay-epochs is not implemented with --local-steps (its schedule follows the examples seen)");
     if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
     if (o.val_split < 0) return bad("--val-split must be >= 0 examples (0: none)");
     if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
