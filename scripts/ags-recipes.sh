@@ -1,6 +1,7 @@
 # scripts/ags-recipes.sh: the tuned large-batch study's recipes, sourced by scripts/ags-study
 # and scripts/ags-steps (not run on its own). A method's tula-train options at learning-rate
-# multiplier m are `recipe METHOD m` plus `--lr $(base_lr METHOD) x m`.
+# multiplier m are `recipe METHOD m` plus `--lr $(base_lr METHOD) x m`. Their analyses share
+# scripts/ags_stats.py.
 
 # base_lr METHOD: the method's --lr at multiplier 1 (for --lr-base-batch 64)
 base_lr() { case "$1" in lamb) echo 0.01 ;; *) echo 0.05 ;; esac; }

@@ -68,39 +68,36 @@ std::string run_config(const Options& o, const TrainConfig& c) {
     return s;
 }
 
+// The "key=value" fields of a run_config string, in order.
+std::vector<std::string> config_fields(const std::string& s) {
+    std::vector<std::string> v;
+    size_t p = 0;
+    while (p < s.size()) {
+        size_t q = s.find(' ', p);
+        if (q == std::string::npos) q = s.size();
+        v.push_back(s.substr(p, q - p));
+        p = q + 1;
+    }
+    return v;
+}
+
 // `config` (run_config) without the keys a branch may change: the run's length and its rate
 // schedule after the branch point (epochs, schedule, decay_fraction, decay_epochs,
 // target_accuracy).
 std::string branch_invariant(const std::string& config) {
     static const char* kFree[] = {"epochs=", "schedule=", "decay_fraction=", "decay_epochs=", "target_accuracy="};
     std::string out;
-    size_t p = 0;
-    while (p < config.size()) {
-        size_t q = config.find(' ', p);
-        if (q == std::string::npos) q = config.size();
-        const std::string kv = config.substr(p, q - p);
+    for (const std::string& kv : config_fields(config)) {
         bool keep = true;
         for (const char* k : kFree) keep = keep && kv.compare(0, std::strlen(k), k) != 0;
         if (keep) out += (out.empty() ? "" : " ") + kv;
-        p = q + 1;
     }
     return out;
 }
 
 // The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
 std::string first_difference(const std::string& now, const std::string& then) {
-    auto split = [](const std::string& s) {
-        std::vector<std::string> v;
-        size_t p = 0;
-        while (p < s.size()) {
-            size_t q = s.find(' ', p);
-            if (q == std::string::npos) q = s.size();
-            v.push_back(s.substr(p, q - p));
-            p = q + 1;
-        }
-        return v;
-    };
-    const auto a = split(now), b = split(then);
+    const auto a = config_fields(now), b = config_fields(then);
     for (size_t i = 0; i < a.size(); ++i) {
         if (i < b.size() && a[i] == b[i]) continue;
         const std::string key = a[i].substr(0, a[i].find('='));
