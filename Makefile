@@ -317,9 +317,7 @@ AGS_LENET5 := --model lenet5 --batches "256 512 1024 2048 4096 8192" --methods "
     --logs docs/ags-logs/lenet5
 ags-report:
 	@scripts/ags-study $(AGS_LENET5) --from-logs --out docs/ags-report.md
-	@mkdir -p $(B)
-	@scripts/ags-study $(AGS_LENET5) --print-selection > $(B)/ags-selection-lenet5.txt
-	@scripts/ags-steps --selection $(B)/ags-selection-lenet5.txt --model lenet5 --batches "1024 4096" \
+	@scripts/ags-steps --selection docs/ags-logs/lenet5-steps/selection.txt --model lenet5 --batches "1024 4096" \
 	    --methods "ags lamb sgd lars" --logs docs/ags-logs/lenet5-steps --from-logs --out docs/ags-steps-lenet5.md
 	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd ags" --from-logs \
 	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda

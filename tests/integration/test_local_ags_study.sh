@@ -26,10 +26,12 @@ grid=(--methods "sgd lars ags" --batches "256 1024" --reference-batch 64 --lr-mu
       --select-seed 1 --seeds "2 3" --epochs 1 --val-split 1000)
 mkdir logs
 # fake METHOD BATCH MULT SEED TEST [VAL]: a finished run's log (cosine)
+# (in the directory $D, default logs)
 fake() {
-    printf 'tula: ags-study: command: tula-train --batch-size %s\n' "$2" > "logs/$1-$2-lr$3-cosine-seed$4.log"
+    local f="${D:-logs}/$1-$2-lr$3-cosine-seed$4.log"
+    printf 'tula: ags-study: command: tula-train --batch-size %s\n' "$2" > "$f"
     printf 'tula-train: done: train_seconds=1 test_accuracy=%s global_batch=%s nodes=1 ranks=1 epochs=1%s\n' \
-        "$5" "$2" "${6:+ val_accuracy=$6}" >> "logs/$1-$2-lr$3-cosine-seed$4.log"
+        "$5" "$2" "${6:+ val_accuracy=$6}" >> "$f"
 }
 # selection runs (seed 1): test accuracies only matter for the weak-baseline pairs
 fake sgd 64 1 1 0.89 0.90;    fake sgd 64 2 1 0.80 0.80
@@ -155,4 +157,39 @@ n_left=$(ps -eo args | grep -c '^sleep 321$')
 ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "321" { print $1 }' | xargs -r kill 2>/dev/null
 assert_eq 0 "$n_left" "trainings left running after SIGTERM"
 [ ! -e slow.md ] || fail "a report was written after SIGTERM"
+
+# --extend-edges: a choice at its row's lowest (highest) multiplier adds the next one below
+# (above), by the grid's own ratio, with every schedule; fabricated logs, then a stand-in study
+ext=(--methods "sgd ags" --batches 1024 --reference-batch 64 --lr-mults "1 2" --schedules cosine
+     --select-seed 1 --seeds 2 --epochs 1 --val-split 1000)
+mkdir ext-logs
+fakex() { D=ext-logs fake "$@"; }
+fakex sgd 64 1 1 0.90 0.90;    fakex sgd 64 2 1 0.80 0.80;    fakex sgd 64 0.5 1 0.85 0.85
+fakex sgd 1024 1 1 0.70 0.70;  fakex sgd 1024 2 1 0.75 0.75;  fakex sgd 1024 4 1 0.60 0.60
+fakex ags 1024 1 1 0.88 0.88;  fakex ags 1024 2 1 0.89 0.89
+expect_ok "extended grid, one extension not run" timeout 60 "$script" "${ext[@]}" --extend-edges 1 --logs ext-logs --from-logs --out ext1.md
+assert_contains "$(cat ext1.md)" "| sgd | 64 (reference) | 0.8500 | **0.9000** | 0.8000 | - | x1 cosine |" "the low edge extended: x1 is inside"
+assert_contains "$(cat ext1.md)" "| sgd | 1024 | - | 0.7000 | **0.7500** | 0.6000 | x2 cosine |" "the high edge extended: x2 is inside"
+assert_contains "$(cat ext1.md)" "| ags | 1024 | - | 0.8800 | **0.8900** | missing | x2 cosine |" "the extension's run not yet made"
+assert_contains "$(cat ext1.md)" "Incomplete: 4 runs of the study have no log yet." "the extension and the test seeds are counted"
+fakex ags 1024 4 1 0.895 0.895
+expect_ok "extended grid" timeout 60 "$script" "${ext[@]}" --extend-edges 1 --logs ext-logs --from-logs --out ext2.md
+assert_contains "$(cat ext2.md)" "| ags | 1024 | - | 0.8800 | 0.8900 | **0.8950** | x4 cosine *edge* |" "one extension at most: still at the edge"
+expect_ok "extended selection" timeout 60 "$script" "${ext[@]}" --extend-edges 1 --logs ext-logs --print-selection
+assert_contains "$T_OUT" "chosen ags 1024 4 cosine" "the extended choice is printed"
+expect_ok "no extension" timeout 60 "$script" "${ext[@]}" --logs ext-logs --print-selection
+assert_contains "$T_OUT" "chosen ags 1024 2 cosine" "--extend-edges 0: the given grid only"
+run_cmd timeout 60 "$script" "${ext[@]}" --extend-edges 9 --logs ext-logs --from-logs --out bad.md
+assert_eq 2 "$T_RC" "--extend-edges 9: exit status"
+assert_match "$T_ERR" "^tula: ags-study: --extend-edges: '9' is not an integer from 0 to 4" "--extend-edges out of range"
+# stand-in: the best rate is 0.05; sgd (base 0.05) from x0.25 x0.5 goes up to x1 (best) and x2;
+# lamb (base 0.01) goes up twice, to x2, and stays at the edge
+rm -f calls
+expect_ok "stand-in, extended" timeout 120 "$script" --trainer "$T_WORK/fake-train" --methods "sgd lamb" --batches 512 \
+    --lr-mults "0.25 0.5" --schedules cosine --seeds 2 --epochs 1 --val-split 100 --extend-edges 2 --logs ext-run --out ext-run.md
+assert_eq 15 "$(count_lines "$(cat calls)" '.')" "runs: 3 cells x (2 + 2 extensions), 3 test runs"
+assert_contains "$T_ERR" "round 2 of the edge extension: 3 selection runs" "the second round"
+assert_match "$(cat ext-run.md)" '^\| sgd \| 512 \| .* \| x1 cosine \|$' "sgd's extended choice, inside its grid"
+assert_match "$(cat ext-run.md)" '^\| lamb \| 512 \| .* \| x2 cosine \*edge\* \|$' "lamb at the edge after two extensions"
+assert_match "$(cat calls)" '--batch-size 512 --seed 2 .*--optimizer lamb --lr-scaling sqrt --lr 0.02 ' "lamb's test runs at x2"
 note "ok"
