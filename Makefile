@@ -313,7 +313,7 @@ first-run-report:
 # docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU), and
 # docs/ags-steps-lenet5.md (steps to the target with WSD branches, scripts/ags-steps, at the
 # lenet5 study's choices). The runs themselves are the same commands without --from-logs.
-AGS_LENET5 := --model lenet5 --batches "256 512 1024 2048 4096 8192" --methods "sgd lars lamb ags ags-sqrt" --extend-edges 2 \
+AGS_LENET5 := --model lenet5 --batches "256 512 1024 2048 4096 8192" --methods "sgd lars lamb ags ags-sqrt" --extend-edges 3 \
     --logs docs/ags-logs/lenet5
 ags-report:
 	@scripts/ags-study $(AGS_LENET5) --from-logs --out docs/ags-report.md
