@@ -158,6 +158,25 @@ ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "321" { print $1 }' | xargs -r k
 assert_eq 0 "$n_left" "trainings left running after SIGTERM"
 [ ! -e slow.md ] || fail "a report was written after SIGTERM"
 
+# the mean over the large batches (1024 up): each seed's mean difference over them, then a
+# t-interval over the seeds; 1024: AGS - SGD = +0.02, +0.04 (seeds 2, 3), 2048: +0.08, +0.02, so
+# the seeds' means are 0.05 and 0.03: +0.0400 ± 12.706 x 0.01414 / sqrt(2) = 0.1271 (pooling the
+# four differences instead would give ± 0.0450)
+mkdir mean-logs
+for c in "sgd 64 0.90" "sgd 1024 0.80" "sgd 2048 0.80" "ags 1024 0.85" "ags 2048 0.85"; do
+    read -r m b v <<<"$c"; D=mean-logs fake "$m" "$b" 1 1 "$v" "$v"
+done
+D=mean-logs fake sgd 64 1 2 0.90;    D=mean-logs fake sgd 64 1 3 0.91
+D=mean-logs fake sgd 1024 1 2 0.88;  D=mean-logs fake sgd 1024 1 3 0.86
+D=mean-logs fake ags 1024 1 2 0.90;  D=mean-logs fake ags 1024 1 3 0.90
+D=mean-logs fake sgd 2048 1 2 0.80;  D=mean-logs fake sgd 2048 1 3 0.85
+D=mean-logs fake ags 2048 1 2 0.88;  D=mean-logs fake ags 2048 1 3 0.87
+expect_ok "mean over the large batches" timeout 60 "$script" --methods "sgd ags" --batches "1024 2048" --lr-mults 1 \
+    --schedules cosine --seeds "2 3" --epochs 1 --val-split 1000 --logs mean-logs --from-logs --out mean.md
+tuned=$(sed -n '/^## AGS minus tuned SGD/,/^## AGS minus the best/p' mean.md)
+assert_contains "$tuned" "| 2048 | 2 | +0.0500 ± 0.3812 |" "AGS - tuned SGD at 2048"
+assert_contains "$tuned" "Mean over the batches from 1024 up (1024, 2048): +0.0400 ± 0.1271, over 2 seeds" "the large batches' mean and its interval over the seeds"
+
 # --extend-edges: a choice at its row's lowest (highest) multiplier adds the next one below
 # (above), by the grid's own ratio, with every schedule; fabricated logs, then a stand-in study
 ext=(--methods "sgd ags" --batches 1024 --reference-batch 64 --lr-mults "1 2" --schedules cosine
