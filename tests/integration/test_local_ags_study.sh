@@ -194,6 +194,7 @@ assert_contains "$(cat ext1.md)" "Incomplete: 4 runs of the study have no log ye
 fakex ags 1024 4 1 0.895 0.895
 expect_ok "extended grid" timeout 60 "$script" "${ext[@]}" --extend-edges 1 --logs ext-logs --from-logs --out ext2.md
 assert_contains "$(cat ext2.md)" "| ags | 1024 | - | 0.8800 | 0.8900 | **0.8950** | x4 cosine *edge* |" "one extension at most: still at the edge"
+assert_contains "$(cat ext2.md)" "(the grid and its extensions): sgd 3, ags 3" "selection runs per method (the reference batch's not counted)"
 expect_ok "extended selection" timeout 60 "$script" "${ext[@]}" --extend-edges 1 --logs ext-logs --print-selection
 assert_contains "$T_OUT" "chosen ags 1024 4 cosine" "the extended choice is printed"
 expect_ok "no extension" timeout 60 "$script" "${ext[@]}" --logs ext-logs --print-selection
