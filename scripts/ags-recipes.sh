@@ -13,6 +13,7 @@ recipe() {
         linear) echo "--optimizer sgd --lr-scaling linear --lr-max 0" ;;
         lamb) echo "--optimizer lamb --lr-scaling sqrt" ;;
         ags-sqrt) echo "--optimizer ags --ags-rate-rule sqrt" ;;
+        ags-first) echo "--optimizer ags --ags-rate-rule first" ;;
         *) echo "--optimizer $1" ;;
     esac
 }

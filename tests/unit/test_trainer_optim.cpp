@@ -78,6 +78,7 @@ class TrainerOptimTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_lamb_steps_match_naive);
     CPPUNIT_TEST(test_rejects_bad_hyperparameters);
     CPPUNIT_TEST(test_lr_scaling_rules);
+    CPPUNIT_TEST(test_noise_first_holds_first_estimate);
     CPPUNIT_TEST(test_norm_warmup_matches_naive);
     CPPUNIT_TEST(test_norm_warmup_cap);
     CPPUNIT_TEST(test_adaptive_schedule);
@@ -237,6 +238,31 @@ class TrainerOptimTest : public CppUnit::TestFixture {
         CPPUNIT_ASSERT_THROW(make(c), std::invalid_argument);
         c = OptimConfig();
         CPPUNIT_ASSERT_THROW(Optimizer(p.segs, p.w.size() - 1, c), std::invalid_argument);
+    }
+
+    // --ags-rate-rule first: the schedule keeps the first B_noise estimate; the plain noise rule
+    // follows every estimate. Rates against the formula written out.
+    void test_noise_first_holds_first_estimate() {
+        const double lr0 = 0.05;
+        auto rate = [&](double bn) { return lr0 * (1024.0 / 64) / (1 + 1024.0 / bn) * (1 + 64.0 / bn); };
+        for (LrScaling rule : {LrScaling::Noise, LrScaling::NoiseFirst}) {
+            LrSchedule s;
+            s.lr = lr0;
+            s.base_batch = 64;
+            s.global_batch = 1024;
+            s.scaling = rule;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, s.peak(), 1e-12);  // no estimate yet
+            s.observe_noise_scale(std::nan(""));
+            s.observe_noise_scale(0);
+            s.observe_noise_scale(-3);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, s.noise_scale, 0.0);  // bad estimates ignored
+            s.observe_noise_scale(14);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(rate(14), s.peak(), 1e-12);
+            s.observe_noise_scale(217);
+            const double want = rule == LrScaling::NoiseFirst ? rate(14) : rate(217);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, s.peak(), 1e-12);
+            CPPUNIT_ASSERT(rate(217) > 2 * rate(14));  // the growth the first rule holds back
+        }
     }
 
     void test_lr_scaling_rules() {

@@ -51,7 +51,7 @@ struct Options {
     std::string lr_scaling;         // linear | sqrt | noise; "": linear, noise with ags
     // eta_trust -1: 0.2 with ags (lenet5 at batch 4096: 0.879 vs 0.817 with 0.02), 0.02 with lars
     double eta_trust = -1, s_min = 0.01, s_max = 10.0, ags_lambda = 0.0;
-    std::string ags_rate_rule = "linear";  // with --lr-scaling noise: linear (the ratio) | sqrt (its square root)
+    std::string ags_rate_rule = "linear";  // with --lr-scaling noise: linear (the ratio) | sqrt (its square root) | first (held)
     int noise_every = -1;           // -1: 10 with ags, else 0 (off)
     double warmup_threshold = -1;   // -1: 0.05 with ags, else 0 (fixed warmup)
     double warmup_from = -1;        // -1: --lr (Goyal et al.'s warmup from the small-batch rate)

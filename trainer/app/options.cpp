@@ -139,7 +139,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
                    "(default 4 x --lr-base-batch)");
     app.add_option("--lr-scaling", o.lr_scaling, "linear, sqrt or noise (noise-scale aware); default noise with ags, else linear");
     app.add_option("--ags-rate-rule", o.ags_rate_rule,
-                   "with --lr-scaling noise: linear (McCandlish et al.'s rate ratio) or sqrt (its square root)")
+                   "with --lr-scaling noise: linear (McCandlish et al.'s rate ratio), sqrt (its square root) or first "
+                   "(the ratio of the first noise-scale estimate, held)")
         ->capture_default_str();
     app.add_option("--eta-trust", o.eta_trust, "AGS / LARS trust coefficient; default 0.2 with ags, 0.02 with lars");
     app.add_option("--s-min", o.s_min, "AGS lower bound of the scaling factor (> 0)")->capture_default_str();
@@ -301,8 +302,8 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.val_split < 0) return bad("--val-split must be >= 0 examples (0: none)");
     if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
         return bad("--target-accuracy must be a fraction in (0, 1] (0: train all epochs)");
-    if (o.ags_rate_rule != "linear" && o.ags_rate_rule != "sqrt")
-        return bad("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt");
+    if (o.ags_rate_rule != "linear" && o.ags_rate_rule != "sqrt" && o.ags_rate_rule != "first")
+        return bad("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt, first");
     if (!(o.batch_test_beta >= 0 && o.batch_test_beta < 1)) return bad("--batch-test-beta must be in [0, 1)");
     if (o.optimizer != "sgd" && o.optimizer != "ags" && o.optimizer != "lars" && o.optimizer != "lamb" &&
         o.optimizer != "auto")

@@ -182,7 +182,9 @@ int run_training(const Options& o, Comm& comm) {
         cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(tr.count / o.batch)));
     cfg.lr.global_batch = o.batch;
     cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
-                     : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt" ? LrScaling::NoiseSqrt : LrScaling::Noise)
+                     : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt"    ? LrScaling::NoiseSqrt
+                                                  : o.ags_rate_rule == "first" ? LrScaling::NoiseFirst
+                                                                               : LrScaling::Noise)
                                                : LrScaling::Linear;
     cfg.target_accuracy = o.target_accuracy;
     cfg.val_set = o.val_split > 0 ? &val : nullptr;
@@ -310,7 +312,9 @@ int run_training(const Options& o, Comm& comm) {
                       (o.lr_scaling == "noise"
                            ? std::string("the base rate for ") + std::to_string(o.lr_base_batch) +
                                  " until the first noise-scale estimate, then the noise-scale rule" +
-                                 (o.ags_rate_rule == "sqrt" ? " (its square root)" : "")
+                                 (o.ags_rate_rule == "sqrt"    ? " (its square root)"
+                                  : o.ags_rate_rule == "first" ? " (held at the first estimate)"
+                                                               : "")
                            : fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) +
                                  "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
                       (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +

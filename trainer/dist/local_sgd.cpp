@@ -370,7 +370,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                 if (lc.test != BatchTest::None) {
                     const BatchStatistics bs = bv.finish(comm, inner);
                     if (add_local_noise(noise_est, bs) && noise_est.ready())
-                        noise = sched.noise_scale = noise_est.value();
+                        sched.observe_noise_scale(noise = noise_est.value());
                     double nb = next_local_batch(lc.test, b, test_ema.add(bs), lc.eta, lc.theta, cap, lc.max_growth,
                                                  b0);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank

@@ -68,7 +68,7 @@ double scaled_lr(LrScaling rule, double lr0, int base_batch, int global_batch, d
     double p = lr0 * r;
     if (rule == LrScaling::Sqrt) {
         p = lr0 * std::sqrt(r);
-    } else if (rule == LrScaling::Noise || rule == LrScaling::NoiseSqrt) {
+    } else if (rule == LrScaling::Noise || rule == LrScaling::NoiseSqrt || rule == LrScaling::NoiseFirst) {
         double ratio = 1.0;  // no estimate yet: the limit Bn -> 0
         if (noise_scale > 0 && std::isfinite(noise_scale)) {
             const double b = global_batch, b0 = base_batch;

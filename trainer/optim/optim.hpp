@@ -1,6 +1,7 @@
 // tula-train: the optimizers (SGD with momentum, AGS, LARS, LAMB), the learning-rate scaling
 // rules and schedules, and the gradient-norm warmup.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,10 +26,14 @@ namespace train {
 ///          normalised per tensor, as the square-root rule derived for adaptive methods
 ///          (Malladi et al. 2022, "On the SDEs and scaling rules for adaptive gradient
 ///          algorithms"). lr0 before the first estimate, as Noise.
-enum class LrScaling { Linear, Sqrt, Noise, NoiseSqrt };
+///  NoiseFirst: Noise with Bn held at its first estimate for the rest of the run
+///          (LrSchedule::observe_noise_scale). B_simple grows 10-100x during training, and
+///          under Noise the rate follows it up to lr0 (Bn + B0)/B0; held, the rate ratio
+///          stays the one of the first estimate.
+enum class LrScaling { Linear, Sqrt, Noise, NoiseSqrt, NoiseFirst };
 
 /// Scaled peak rate for batch B as LrScaling describes; capped at max_lr when max_lr > 0.
-/// noise_scale (examples) is used by Noise only. Errors: none (B, B0 > 0 assumed).
+/// noise_scale (examples) is used by the Noise rules only. Errors: none (B, B0 > 0 assumed).
 double scaled_lr(LrScaling rule, double lr0, int base_batch, int global_batch, double noise_scale, double max_lr);
 
 /// Learning rate per optimizer step.
@@ -81,7 +86,15 @@ struct LrSchedule {
     double warmup_from = -1;
     /// The warmup's starting rate: warmup_from when >= 0, else lr.
     double warm_start() const { return warmup_from >= 0 ? warmup_from : lr; }
-    double noise_scale = 0;    ///< B_noise for LrScaling::Noise, examples; <= 0: not yet known
+    double noise_scale = 0;    ///< B_noise for the LrScaling::Noise rules, examples; <= 0: not yet known
+    /// A new estimate of B_noise (examples): becomes noise_scale, except under
+    /// LrScaling::NoiseFirst once noise_scale is known (> 0), which holds the first one. Pure
+    /// but for noise_scale; non-finite or non-positive estimates are ignored.
+    void observe_noise_scale(double bn) {
+        if (!(bn > 0) || !std::isfinite(bn)) return;
+        if (scaling == LrScaling::NoiseFirst && noise_scale > 0) return;
+        noise_scale = bn;
+    }
 
     /// scaled_lr(scaling, lr, B0, B, noise_scale, max_lr): lr * B / B0 by default.
     double peak() const { return scaled_lr(scaling, lr, base_batch, global_batch, noise_scale, max_lr); }

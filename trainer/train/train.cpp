@@ -415,8 +415,8 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                 if (cfg.on_hessian) cfg.on_hessian(t, hess->last(), std::sqrt(st.grad_norm2));
             }
             if (st.noise && noise.add(st.b_small, st.g2_small, st.b_big, st.g2_big) && noise.ready()) {
-                sched.noise_scale = noise.value();
-                noise_trace.push_back(sched.noise_scale);
+                sched.observe_noise_scale(noise.value());
+                noise_trace.push_back(noise.value());
             }
             if (!watch && !(hooks && hooks->on_step)) continue;
             // the step's global mean loss and whether any rank got a stop signal: one allreduce
