@@ -46,6 +46,17 @@ assert_contains "$report" "| ags | 1000 | 0.8450 ± 0.0635 | 0.8950 ± 0.0635 | 
 assert_contains "$report" "| ags | 1000 | 40 | seed 2: 200 (5), seed 3: 400 (10) | 300 ± 1271 | 7.5 ± 31.8 |" "steps of ags"
 assert_contains "$report" "| lamb | 1000 | 40 | seed 2: 400 (10), seed 3: not reached in 10 epochs | not every seed | - |" "steps of lamb"
 assert_contains "$report" "- batch 1000, lamb / ags: 2.00 (left out: seed 3)" "the paired ratio"
+# an AGS variant is compared with the baselines and with ags: ags-first reaches the target at
+# T=10 (seed 2) and T=5 (seed 3)
+echo "chosen ags-first 1000 1 wsd" >> sel.txt
+fake ags-first 2 3 0.80; fake ags-first 2 5 0.89; fake ags-first 2 10 0.90
+fake ags-first 3 3 0.85; fake ags-first 3 5 0.90; fake ags-first 3 10 0.90
+expect_ok "from logs, a variant" timeout 60 "$script" "${opts[@]/ags lamb/ags lamb ags-first}" --logs logs --from-logs --out variant.md
+variant=$(cat variant.md)
+assert_contains "$variant" "- batch 1000, lamb / ags: 2.00 (left out: seed 3)" "the ratio of the baseline to ags"
+assert_contains "$variant" "- batch 1000, lamb / ags-first: 1.00 (left out: seed 3)" "the ratio of the baseline to the variant"
+# ags / ags-first: seed 2 200 / 400, seed 3 400 / 200: 0.5 and 2, mean 1.25
+assert_contains "$variant" "- batch 1000, ags / ags-first: 1.25 ± " "the ratio of ags to the variant"
 
 note "the real trainer"
 small=(--selection sel.txt --batches 1000 --methods "ags lamb" --seeds 2 --totals "2 3" --val-split 1000 --jobs 2
