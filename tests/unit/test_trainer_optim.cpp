@@ -252,16 +252,18 @@ class TrainerOptimTest : public CppUnit::TestFixture {
             s.global_batch = 1024;
             s.scaling = rule;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, s.peak(), 1e-12);  // no estimate yet
-            s.observe_noise_scale(std::nan(""));
-            s.observe_noise_scale(0);
-            s.observe_noise_scale(-3);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, s.noise_scale, 0.0);  // bad estimates ignored
-            s.observe_noise_scale(14);
+            for (double bad : {std::nan(""), 0.0, -3.0}) {       // not known: still the base rate
+                s.observe_noise_scale(bad);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(lr0, s.peak(), 1e-12);
+            }
+            s.observe_noise_scale(14);  // the first known estimate
             CPPUNIT_ASSERT_DOUBLES_EQUAL(rate(14), s.peak(), 1e-12);
             s.observe_noise_scale(217);
-            const double want = rule == LrScaling::NoiseFirst ? rate(14) : rate(217);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, s.peak(), 1e-12);
+            const bool held = rule == LrScaling::NoiseFirst;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(held ? rate(14) : rate(217), s.peak(), 1e-12);
             CPPUNIT_ASSERT(rate(217) > 2 * rate(14));  // the growth the first rule holds back
+            s.observe_noise_scale(-5);  // a negative estimate: the noise rule drops to the base rate
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(held ? rate(14) : lr0, s.peak(), 1e-12);
         }
     }
 

@@ -88,11 +88,11 @@ struct LrSchedule {
     double warm_start() const { return warmup_from >= 0 ? warmup_from : lr; }
     double noise_scale = 0;    ///< B_noise for the LrScaling::Noise rules, examples; <= 0: not yet known
     /// A new estimate of B_noise (examples): becomes noise_scale, except under
-    /// LrScaling::NoiseFirst once noise_scale is known (> 0), which holds the first one. Pure
-    /// but for noise_scale; non-finite or non-positive estimates are ignored.
+    /// LrScaling::NoiseFirst once noise_scale is known (> 0 and finite), which holds that
+    /// first one. An estimate <= 0 (the smoothed trace can be negative) stands for "not
+    /// known", so the rate is lr until a positive one comes (scaled_lr). Changes noise_scale only.
     void observe_noise_scale(double bn) {
-        if (!(bn > 0) || !std::isfinite(bn)) return;
-        if (scaling == LrScaling::NoiseFirst && noise_scale > 0) return;
+        if (scaling == LrScaling::NoiseFirst && noise_scale > 0 && std::isfinite(noise_scale)) return;
         noise_scale = bn;
     }
 
