@@ -3,6 +3,9 @@
 # multiplier m are `recipe METHOD m` plus `--lr $(base_lr METHOD) x m`. Their analyses share
 # scripts/ags_stats.py.
 
+# the study's methods (the weak baseline "linear" aside); known_method M: M is one of them
+methods_known="sgd lars lamb ags ags-sqrt ags-first"
+known_method() { [[ " $methods_known " == *" $1 "* ]]; }
 # base_lr METHOD: the method's --lr at multiplier 1 (for --lr-base-batch 64)
 base_lr() { case "$1" in lamb) echo 0.01 ;; *) echo 0.05 ;; esac; }
 # recipe METHOD MULT: the method's tula-train options (besides --lr and --schedule); "linear" is
