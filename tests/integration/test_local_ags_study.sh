@@ -8,7 +8,8 @@
 #     tuned SGD, AGS minus the best tuned baseline without a diverged seed, and AGS minus the weak baseline (method "linear": SGD, uncapped linear scaling,
 #     x1 cosine, the selection seed included);
 #  2. a missing test log shows as missing and takes the batch out of the critical batch, and so
-#     does a test accuracy below 0.2 (a diverged seed);
+#     does a test accuracy below 0.2 (a diverged seed); a cell without any log is named as not
+#     measured beside the critical batch and the multiplier;
 #  3. with a stand-in trainer: each run once with the recipe's options (sgd capped at 0.4 x the
 #     multiplier, lamb with square-root scaling from 0.01, ags-sqrt with AGS's square-root rate
 #     rule, the weak baseline uncapped), one
@@ -103,6 +104,21 @@ assert_contains "$crit" "| sgd | none |" "sgd's critical batch with a diverged s
 assert_contains "$crit" "| ags | 256 |" "AGS's critical batch without its 1024 seed"
 assert_contains "$missing" "256 / 256 = 1." "multiplier without AGS's 1024 seed"
 assert_contains "$missing" "Incomplete: 1 run of the study has no log yet." "the missing run is counted"
+
+# a cell without any log (lars and ags not run at 1024): its critical batch and the multiplier
+# say where the method was not measured, instead of reading it as not met
+mkdir partial
+cp logs/*.log partial/
+rm partial/lars-1024-* partial/ags-1024-*
+expect_ok "from logs, unmeasured cells" timeout 60 "$script" "${grid[@]}" --logs partial --from-logs --out partial.md
+crit=$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' partial.md)
+assert_contains "$crit" "| lars | 256; not measured at 1024 |" "a critical batch below an unmeasured batch"
+assert_contains "$crit" "| sgd | none |" "a method measured at every batch has no note (its 256 has a diverged seed)"
+assert_contains "$crit" "256 / 256 = 1." "the multiplier from the measured batches"
+assert_contains "$crit" "(lars at 1024), so AGS's multiplier may be smaller" "the baselines' unmeasured batches bound the multiplier"
+assert_contains "$crit" "AGS's may be larger where it was not measured (at 1024)" "AGS's unmeasured batches bound it too"
+assert_not_contains "$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' report.md)" "Not every batch was measured" \
+    "a complete study has no such note"
 
 # stand-in trainer: val and test accuracy from the batch and the rate; records its arguments
 cat > fake-train <<'EOF'
