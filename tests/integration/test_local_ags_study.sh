@@ -115,10 +115,15 @@ crit=$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' partial.md)
 assert_contains "$crit" "| lars | 256; not measured at 1024 |" "a critical batch below an unmeasured batch"
 assert_contains "$crit" "| sgd | none |" "a method measured at every batch has no note (its 256 has a diverged seed)"
 assert_contains "$crit" "256 / 256 = 1." "the multiplier from the measured batches"
-assert_contains "$crit" "(lars at 1024), so AGS's multiplier may be smaller" "the baselines' unmeasured batches bound the multiplier"
-assert_contains "$crit" "AGS's may be larger where it was not measured (at 1024)" "AGS's unmeasured batches bound it too"
+assert_contains "$crit" "(lars at 1024), which would lower AGS's multiplier" "the baselines' unmeasured batches bound the multiplier"
+assert_contains "$crit" "AGS's may be larger where it was not measured (at 1024), which would raise it" "AGS's unmeasured batches bound it too"
 assert_not_contains "$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' report.md)" "Not every batch was measured" \
     "a complete study has no such note"
+rm partial/lars-256-*
+expect_ok "from logs, no baseline measured where it meets the target" timeout 60 "$script" "${grid[@]}" --logs partial \
+    --from-logs --out partial2.md
+assert_contains "$(cat partial2.md)" "| lars | none; not measured at 256, 1024 |" "a method measured nowhere"
+assert_contains "$(cat partial2.md)" "no baseline at any batch of the grid where it was measured" "the undefined multiplier says so"
 
 # stand-in trainer: val and test accuracy from the batch and the rate; records its arguments
 cat > fake-train <<'EOF'
