@@ -124,6 +124,19 @@ expect_ok "from logs, no baseline measured where it meets the target" timeout 60
     --from-logs --out partial2.md
 assert_contains "$(cat partial2.md)" "| lars | none; not measured at 256, 1024 |" "a method measured nowhere"
 assert_contains "$(cat partial2.md)" "no baseline at any batch of the grid where it was measured" "the undefined multiplier says so"
+# a baseline unmeasured only at or below the largest baseline critical batch (sgd at 256, lars
+# meeting the target at 1024) cannot change the multiplier: its row says where, the bound does not
+mkdir partial3
+cp logs/*.log partial3/
+rm partial3/sgd-256-*
+D=partial3 fake lars 1024 2 3 0.91
+expect_ok "from logs, unmeasured below the baselines' critical batch" timeout 60 "$script" "${grid[@]}" --logs partial3 \
+    --from-logs --out partial3.md
+crit=$(sed -n '/^## Critical batch/,/^## AGS minus tuned/p' partial3.md)
+assert_contains "$crit" "| sgd | none; not measured at 256 |" "the row names the unmeasured batch"
+assert_contains "$crit" "| lars | 1024 |" "the largest baseline critical batch"
+assert_contains "$crit" "256 / 1024 = 0.25." "the multiplier"
+assert_not_contains "$crit" "Not every batch was measured" "no bound from batches that cannot raise the largest baseline critical batch"
 
 # stand-in trainer: val and test accuracy from the batch and the rate; records its arguments
 cat > fake-train <<'EOF'
