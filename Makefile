@@ -310,7 +310,7 @@ first-run-report:
 	@scripts/first-run-report
 
 # The tuned large-batch study's reports rewritten from its logs in docs/ags-logs (no training):
-# docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; LAMB's runs on the CPU), and
+# docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; the baselines above batch 64 on the CPU), and
 # docs/ags-steps-lenet5.md (steps to the target with WSD branches, scripts/ags-steps, at the
 # lenet5 study's choices). The runs themselves are the same commands without --from-logs.
 AGS_LENET5 := --model lenet5 --batches "256 512 1024 2048 4096 8192" --methods "sgd lars lamb ags ags-sqrt ags-first" --extend-edges 3 \
@@ -319,7 +319,7 @@ ags-report:
 	@scripts/ags-study $(AGS_LENET5) --from-logs --out docs/ags-report.md
 	@scripts/ags-steps --selection docs/ags-logs/lenet5-steps/selection.txt --model lenet5 --batches "1024 4096" \
 	    --methods "ags lamb sgd lars ags-first" --logs docs/ags-logs/lenet5-steps --from-logs --out docs/ags-steps-lenet5.md
-	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd lamb ags" --extend-edges 3 --from-logs \
+	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd lars lamb ags" --extend-edges 3 --from-logs \
 	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda
 
 bench: all
