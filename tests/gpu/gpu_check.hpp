@@ -388,11 +388,13 @@ inline void model_eval(GpuContext& ctx, const std::string& name, int n, const Sh
 }
 
 // GpuTrainer (the StepEngine of tula-train --device cuda) against the CPU Trainer: same
-// model, weights, examples and optimizer; losses and final weights after `steps` steps.
+// model, weights, examples and optimizer; losses and final weights after `steps` steps of 16
+// examples, taken from the end of a synthetic set of `examples` (N, 1, 28, 28) images drawn
+// with `data_seed`.
 inline void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind kind, int steps,
-                   const std::vector<std::string>& allreduce = {}) {
+                   const std::vector<std::string>& allreduce = {}, int examples = 64, uint64_t data_seed = 5) {
     const SyntheticSpec spec = parse_synthetic("synthetic:1x28x28:10");
-    const Dataset d = make_synthetic(spec, 64, 5);
+    const Dataset d = make_synthetic(spec, examples, data_seed);
     auto cpu = build_model(name);
     auto host = build_model(name);
     cpu->init(3);
@@ -412,7 +414,8 @@ inline void trainer_steps(GpuContext& ctx, const std::string& name, OptimKind ki
     const int n = 16;
     for (int step = 0; step < steps; ++step) {
         std::vector<int> idx(n);
-        for (int i = 0; i < n; ++i) idx[i] = (step * n + 3 * i) % d.count;
+        // from the set's end backwards: (step n + 3 i) mod count, mirrored
+        for (int i = 0; i < n; ++i) idx[i] = d.count - 1 - (step * n + 3 * i) % d.count;
         StepStats cs, gs;
         const bool noise = step % 2 == 0;  // the micro-batch noise-scale observation on even steps
         const float l = static_cast<float>(ct.step(d, idx.data(), n, 0.05, true, nullptr, &cs, noise));

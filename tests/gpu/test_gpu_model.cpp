@@ -32,6 +32,13 @@ std::vector<Test> model_tests() {
 #endif
     t.push_back({"gpu_trainer_lamb_steps", true,
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Lamb, 3); }});
+    t.push_back({"gpu_trainer_fresh_data_steps", true, [](GpuContext* c) {
+                     // the first step of a new trainer on a new data set, at the set's last images:
+                     // it must see the set just copied, not what its buffer held before (each set
+                     // has other images, 4096 x 28 x 28 bytes, so a copy still in flight shows)
+                     for (uint64_t seed = 11; seed < 19; ++seed)
+                         trainer_steps(*c, "lenet5", OptimKind::Sgd, 1, {}, 4096, seed);
+                 }});
     // ---- bf16 (Precision::Bf16), each on its own context ----
     // On bf16-representable parameters, x and dy the GPU's own rounding of them is exact and
     // the products are exact in float32, so the only differences from the float32 CPU layer

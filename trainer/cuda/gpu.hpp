@@ -369,7 +369,8 @@ void mul_tensors(cudaStream_t s, const float* a, const float* b, float* y, size_
 void scaled_momentum_update(cudaStream_t s, float* w, const float* g, float* v, const int* block_seg,
                             const size_t* block_begin, const size_t* block_end, int nblocks, const float* seg_scale,
                             const float* seg_wd, float lr, float momentum);
-/// y[i] = a * x[i] + b * y[i], i < n (combining micro-batch gradients).
+/// y[i] = a * x[i] + b * y[i], i < n (combining micro-batch gradients); with b = 0, y[i] = a * x[i]
+/// and y's old values are not read (they may be uninitialised, NaN included).
 void axpby(cudaStream_t s, const float* x, float a, float* y, float b, size_t n);
 /// Per-channel scaling: y[p][i] = x[p][i] * scale[p] over `planes` planes of `hw` values.
 void channel_scale_forward(cudaStream_t s, const float* x, const float* scale, float* y, int planes, int hw);

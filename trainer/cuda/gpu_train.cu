@@ -124,8 +124,13 @@ void GpuTrainer::gather(const Dataset& d, const int* idx, int n) {
     const size_t px = static_cast<size_t>(d.channels) * d.rows * d.cols;
     if (cached_ != &d) {  // the set's bytes go to the device once
         images_.reserve(std::max<size_t>(1, d.images.size()));
+        // on the context's stream, so that the gather below reads them: a plain cudaMemcpy from
+        // pageable memory runs on the legacy stream, which does not order with the non-blocking
+        // one, and may return before its last DMA has landed (the first step then read stale
+        // images). The pageable source is staged before the call returns.
         if (!d.images.empty())
-            CUDA_CHECK(cudaMemcpy(images_.get(), d.images.data(), d.images.size(), cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpyAsync(images_.get(), d.images.data(), d.images.size(), cudaMemcpyHostToDevice,
+                                       ctx_.stream()));
         cached_ = &d;
     }
     labels_.resize(n);

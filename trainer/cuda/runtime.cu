@@ -47,7 +47,13 @@ __global__ void k_add(const float* __restrict__ a, const float* __restrict__ b, 
 }
 
 __global__ void k_axpby(const float* __restrict__ x, float a, float* __restrict__ y, float b, size_t n) {
-    TULA_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
+    // b = 0 overwrites y without reading it (the BLAS convention for beta = 0): y may be a
+    // fresh buffer whose old bits are NaN, and 0 * NaN is NaN
+    if (b == 0.0f) {
+        TULA_GRID_STRIDE(i, n) y[i] = a * x[i];
+    } else {
+        TULA_GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
+    }
 }
 
 // One block per chunk of one segment (block_seg/begin/end), so a single launch updates
