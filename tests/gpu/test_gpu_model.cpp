@@ -34,8 +34,9 @@ std::vector<Test> model_tests() {
                  [](GpuContext* c) { trainer_steps(*c, "lenet5", OptimKind::Lamb, 3); }});
     t.push_back({"gpu_trainer_fresh_data_steps", true, [](GpuContext* c) {
                      // the first step of a new trainer on a new data set, at the set's last images:
-                     // it must see the set just copied, not what its buffer held before (each set
-                     // has other images, 4096 x 28 x 28 bytes, so a copy still in flight shows)
+                     // it must read only the set just copied and values it wrote itself, never what
+                     // a reused device buffer held before (each set has other images, 4096 x 28 x 28
+                     // bytes, so stale images or stale bits, NaN included, change the loss or |g|^2)
                      for (uint64_t seed = 11; seed < 19; ++seed)
                          trainer_steps(*c, "lenet5", OptimKind::Sgd, 1, {}, 4096, seed);
                  }});

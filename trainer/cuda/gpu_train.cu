@@ -122,7 +122,8 @@ void GpuTrainer::end() {
 
 void GpuTrainer::gather(const Dataset& d, const int* idx, int n) {
     const size_t px = static_cast<size_t>(d.channels) * d.rows * d.cols;
-    if (cached_ != &d) {  // the set's bytes go to the device once
+    if (cached_ != &d) {  // the set's bytes go to the device when the set changes (the training and
+                          // evaluation sets alternate, so each epoch copies each of them once)
         images_.reserve(std::max<size_t>(1, d.images.size()));
         // on the context's stream, so that the gather below reads them: a plain cudaMemcpy from
         // pageable memory runs on the legacy stream, which does not order with the non-blocking
