@@ -1,5 +1,6 @@
-# Tula: plain GNU make. `make` builds everything into build/; `make check` runs the tests;
-# `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
+# Tula: plain GNU make. `make` builds the programs into build/; `make test` builds and runs the
+# tests that need no root and no cluster (unit, Python, submission filter); `make check` runs
+# every test; `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
 # (docs/eval-report.md). See README.md.
 # `make fuzz` builds the libFuzzer targets (clang++) and runs each FUZZ_SECONDS seconds (default 30);
 # it is not part of `make check`.
@@ -7,15 +8,13 @@
 #   USE_MPI=auto|yes|no    MPI data parallelism in tula-train (OpenMPI's mpicxx)
 #   USE_CUDA=auto|yes|no   CUDA/cuDNN backend of tula-train (CUDA_HOME, default /usr/local/cuda)
 #   prefix=/usr/local DESTDIR=   for `make install`
+#   JOBS=N                       parallel compile jobs of check, test and demo (default: nproc)
 #   PYTHON=/usr/bin/python3      the Python the tula package is installed for (Debian's)
 
 prefix      ?= /usr/local
 bindir      ?= $(prefix)/bin
-libdir      ?= $(prefix)/lib
-includedir  ?= $(prefix)/include
 mandir      ?= $(prefix)/share/man
-pkgconfigdir ?= $(libdir)/pkgconfig
-# The version: one source, the file VERSION (tula --version, tula.pc)
+# The version: one source, the file VERSION (tula --version)
 TULA_VERSION := $(shell cat VERSION)
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
@@ -130,7 +129,6 @@ TEST_SRC    := $(wildcard tests/unit/*.cpp)
 TEST_OBJ    := $(TEST_SRC:%.cpp=$(B)/obj/%.o)
 
 LIBTULA_A   := $(B)/lib/libtula.a
-LIBTULA_SO  := $(B)/lib/libtula.so.0
 TULA        := $(B)/bin/tula
 TULA_TRAIN  := $(B)/bin/tula-train
 SPANK_SO    := $(B)/lib/tula.so
@@ -171,14 +169,17 @@ SYSCONF_STAMP := $(B)/.make-sysconfdir
 ifneq ($(sysconfdir),$(shell cat $(SYSCONF_STAMP) 2>/dev/null))
   $(shell mkdir -p $(B) && printf '%s\n' '$(sysconfdir)' > $(SYSCONF_STAMP))
 endif
-SYSCONF_OBJ := $(B)/obj/libtula/src/c_api.o $(B)/obj/cli/common.o
+SYSCONF_OBJ := $(B)/obj/cli/common.o
 $(SYSCONF_OBJ): $(SYSCONF_STAMP)
 $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
-.PHONY: all deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
-all: deps-report $(LIBTULA_A) $(LIBTULA_SO) $(TULA) $(TULA_TRAIN) $(SPANK_SO) $(UNIT_TESTS) $(GPU_TESTS) $(BENCH_PLANNER)
+.PHONY: all tests test deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
+# `make` builds the programs; the test programs build with the tests (`tests`), the benchmark
+# with `make bench`.
+all: deps-report $(TULA) $(TULA_TRAIN) $(SPANK_SO)
+tests: all $(UNIT_TESTS) $(GPU_TESTS) $(PLUGIN_LINKCHECK)
 
 deps-report:
 	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
@@ -203,10 +204,6 @@ $(B)/obj/%.o: %.c $(SETTINGS)
 $(LIBTULA_A): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
-$(LIBTULA_SO): $(LIB_OBJ)
-	@mkdir -p $(@D)
-	$(CXX) -shared -Wl,-soname,libtula.so.0 -o $@ $^ -lsqlite3 $(GSL_LIBS)
-	ln -sf libtula.so.0 $(B)/lib/libtula.so
 $(TULA): $(CLI_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(CLI_OBJ) $(TULA_LIBS)
@@ -267,46 +264,56 @@ $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread
 endif
 
+# Parallel compile jobs of the goals below that build first (a -j given to make wins).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
+
 check:
 	@scripts/install-deps
-	@$(MAKE) --no-print-directory -j2 all $(PLUGIN_LINKCHECK)
+	@$(SUBMAKE) tests
 	@B=$(B) tests/run
+
+# The tier without root or a cluster: unit tests, Python tests and the submission filter's
+# tests (tests/run --tier fast).
+test:
+	@$(SUBMAKE) tests
+	@B=$(B) tests/run --tier fast
 
 unit: $(UNIT_TESTS)
 	@$(UNIT_TESTS)
 
 demo:
 	@scripts/install-deps
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/demo
 
 # The PyTorch example end to end (scripts/demo-pytorch): profile, plan, sbatch --tula=auto, the
 # run recorded from its metrics file, and a second plan that uses it. Needs python3-torch.
 demo-pytorch:
 	@scripts/install-deps --torch
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/demo-pytorch
 
 # The end-to-end evaluation: Tula vs large batch vs small batch on the local cluster (scripts/eval;
 # EVAL_MODELS, EVAL_EPOCHS, EVAL_LIMIT_TRAIN); writes docs/eval-report.md and docs/eval-*.png.
 eval:
 	@scripts/install-deps
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/eval
 
 # What the isolated testbed does to communication and to Tula's choices: allreduce against the
 # shaped link and the fitted model, the knee at three link rates (scripts/testbed-report);
 # writes docs/testbed-report.md.
 testbed-report:
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/testbed-report
 
 ranks-report:
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@scripts/ranks-report
 
 first-run-report:
-	@$(MAKE) --no-print-directory -j2 all
+	@$(SUBMAKE) all
 	@scripts/first-run-report
 
 # The tuned large-batch study's reports rewritten from its logs in docs/ags-logs (no training):
@@ -322,7 +329,7 @@ ags-report:
 	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd lars lamb ags" --extend-edges 3 --from-logs \
 	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda
 
-bench: all
+bench: all $(BENCH_PLANNER)
 	@B=$(B) bench/run
 
 # ---- fuzzing: libFuzzer targets of tests/fuzz/ (clang++ -fsanitize=fuzzer,address), libtula
@@ -357,15 +364,11 @@ fuzz: $(FUZZ_BINS)
 	done; echo "fuzz: all targets ran $(FUZZ_SECONDS) s without a crash"
 
 install: all
-	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/tula \
+	install -d $(DESTDIR)$(bindir) \
 	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
 	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 \
 	  $(DESTDIR)$(mandir)/man8
 	install -m 755 $(TULA) $(TULA_TRAIN) $(DESTDIR)$(bindir)/
-	install -m 644 $(LIBTULA_A) $(DESTDIR)$(libdir)/
-	install -m 755 $(LIBTULA_SO) $(DESTDIR)$(libdir)/
-	ln -sf libtula.so.0 $(DESTDIR)$(libdir)/libtula.so
-	install -m 644 libtula/include/tula/*.h libtula/include/tula/*.hpp $(DESTDIR)$(includedir)/tula/
 	install -m 755 $(SPANK_SO) $(DESTDIR)$(slurmplugindir)/tula.so
 	sed -e 's|@PLUGINDIR@|$(slurmplugindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
 	  etc/plugstack.conf.d/tula.conf > $(DESTDIR)$(sysconfdir)/plugstack.conf.d/tula.conf
@@ -375,9 +378,6 @@ install: all
 	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
 	install -d $(DESTDIR)$(pythondir)/tula
 	install -m 644 python/tula/*.py $(DESTDIR)$(pythondir)/tula/
-	install -d $(DESTDIR)$(pkgconfigdir)
-	sed -e 's|@PREFIX@|$(prefix)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@INCLUDEDIR@|$(includedir)|g' \
-	  -e 's|@VERSION@|$(TULA_VERSION)|g' etc/tula.pc.in > $(DESTDIR)$(pkgconfigdir)/tula.pc
 
 clean:
 	rm -rf $(B)

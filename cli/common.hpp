@@ -139,6 +139,7 @@ void add_plan_command(CLI::App& app, Action* action);
 void add_profile_command(CLI::App& app, Action* action);
 void add_db_command(CLI::App& app, Action* action);
 void add_explain_command(CLI::App& app, Action* action);
+void add_predict_command(CLI::App& app, Action* action);  // cli/predict.cpp
 void add_plot_command(CLI::App& app, Action* action);
 
 }  // namespace tula::cli

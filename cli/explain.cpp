@@ -116,7 +116,7 @@ int run_explain(const ExplainOptions& o) {
         }
         std::vector<std::string> ignored;  // databases were reported above
         const std::optional<RunCheck> check =
-            check_recorded_run(read_db_paths(o.common, lc.config, &ignored), *best, &ignored);
+            check_recorded_run(lc.config, read_db_paths(o.common, lc.config, &ignored), *best, &ignored);
         if (o.format == "kv") {
             std::fputs(render_kv(explain_kv(*best, best_db, check)).c_str(), stdout);
         } else if (o.format == "json") {

@@ -1,6 +1,6 @@
-// tula: the command-line interface of Tula (tula(1)): plan, profile, db, explain, plot, validate.
-// Each command group lives in its own file (plan.cpp, profile.cpp, db.cpp, explain.cpp, plot.cpp,
-// validate.cpp);
+// tula: the command-line interface of Tula (tula(1)): plan, profile, db, explain, plot, validate,
+// predict. Each command group lives in its own file (plan.cpp, profile.cpp, db.cpp, explain.cpp,
+// plot.cpp, validate.cpp, predict.cpp);
 // this file parses the command line and maps errors to exit statuses:
 //   0 success, 1 runtime error, 2 usage error; messages on stderr start with "tula: ".
 #include <cstdio>
@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
     };
     static const Group kGroups[] = {{"plan", add_plan_command},       {"profile", add_profile_command},
                                     {"db", add_db_command},           {"explain", add_explain_command},
-                                    {"plot", add_plot_command},       {"validate", add_validate_command}};
+                                    {"plot", add_plot_command},       {"validate", add_validate_command},
+                                    {"predict", add_predict_command}};
     const Group* only = nullptr;
     for (const Group& g : kGroups)
         if (argc > 1 && std::strcmp(argv[1], g.name) == 0) only = &g;

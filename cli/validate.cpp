@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "format.hpp"
 #include "tula/error.hpp"
+#include "tula/predict.hpp"
 #include "tula/validate.hpp"
 
 namespace tula::cli {
@@ -16,6 +17,7 @@ struct ValidateOptions {
     CommonOptions common;
     std::string workload;  // "" = every workload with a profile
     bool partial = false;
+    std::string without;  // --without LIST: corrections switched off (Corrections::without)
     std::string format = "kv";
 };
 
@@ -23,6 +25,12 @@ std::string pct(double v) { return std::isfinite(v) ? format_number("%.2f", v) :
 
 int run_validate(const ValidateOptions& o) {
     std::vector<std::string> warnings;
+    Corrections corrections;
+    try {
+        corrections = Corrections::without(o.without);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--without: ") + bare_message(e.what()));
+    }
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     const ProfileSet set = load_profiles(dbs, &warnings);
@@ -51,9 +59,10 @@ int run_validate(const ValidateOptions& o) {
         for (const auto& r : runs)
             if (r.workload == w.name) mine.push_back(r);
         try {
-            results.push_back(validate_workload(w, set.compute_for(w.name), set.allreduce, mine, o.partial,
+            results.push_back(validate_workload(lc.config, w, set.compute_for(w.name), set.allreduce, mine, o.partial,
                                                 lc.config.price_per_node_hour +
-                                                    lc.config.gpus_per_node * lc.config.price_per_gpu_hour));
+                                                    lc.config.gpus_per_node * lc.config.price_per_gpu_hour,
+                                                corrections));
         } catch (const Error& e) {
             warnings.push_back(std::string("cannot validate ") + w.name + ": " + bare_message(e.what()));
         }
@@ -62,6 +71,7 @@ int run_validate(const ValidateOptions& o) {
         Json j;
         j["status"] = "ok";
         j["partial"] = o.partial;
+        j["without"] = o.without;
         Json arr = Json::array();
         for (const auto& r : results) {
             Json x;
@@ -117,6 +127,10 @@ void add_validate_command(CLI::App& app, Action* action) {
     add_common_options(sub, &o->common, false);
     sub->add_option("--workload", o->workload, "validate only this workload, MODEL@DATASET")->type_name("W");
     sub->add_flag("--partial", o->partial, "use only the smallest and largest profiled local batch and node count");
+    sub->add_option("--without", o->without,
+                    "switch corrections off (a comma list of concurrency, synced-step, calibration, class-scaling): "
+                    "the ablation of docs/models.md")
+        ->type_name("LIST");
     add_format_option(sub, &o->format, {"kv", "json"});
     sub->callback([o, action] { *action = [o] { return run_validate(*o); }; });
 }

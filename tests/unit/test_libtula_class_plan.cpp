@@ -12,6 +12,7 @@
 #include "planner_fixtures.hpp"
 #include "tula/conf.hpp"
 #include "tula/planner.hpp"
+#include "tula/predict.hpp"
 
 using namespace planner_test;
 
@@ -232,9 +233,10 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * (t0 + t1 * 64), p.candidates[0].iter_seconds, 1e-12);
     }
 
-    // The online refit checks a run against the profile of its own class: a 1-node run of class
-    // "new" at batch 64 is predicted floor(60000 / 64) x (t0 + t1 64) from the "new" rows; one of
-    // unknown class from all rows together, which differs.
+    // The online refit checks a run against the profile of its own class (a partition of
+    // tula.conf): a 1-node run of class "new" at batch 64 is predicted from the "new" rows, as
+    // Predictor::run with the other run's calibration gives it; one of unknown class from all
+    // rows together, which differs.
     void test_run_checked_against_its_class() {
         TempDir d;
         const std::string path = d / "p.db";
@@ -249,12 +251,21 @@ public:
             db.add_run(r);
         }
         const auto runs = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadOnly).runs();
-        const double want = std::floor(60000.0 / 64) * (1e-3 + 5e-5 * 64);
+        const tula::Config cfg = tula::parse_config(kTwo);
+        const auto rows = join(linear_rows("old", 4e-3, 3e-4), linear_rows("new", 1e-3, 5e-5));
         for (const auto& r : runs) {
-            const auto c = tula::check_recorded_run({path}, r, nullptr);
+            std::vector<tula::RunRecord> others;
+            for (const auto& o : runs)
+                if (o.job_id != r.job_id) others.push_back(o);
+            const tula::TimeModels m = tula::fit_time_models(cfg, workload(61706, 60000), rows, {}, others, {}, nullptr);
+            const tula::PartitionTarget t = m.run_target(r.hardware_class);
+            const double want = tula::Predictor(m, t).run(r).seconds;
+            const auto c = tula::check_recorded_run(cfg, {path}, r, nullptr);
             CPPUNIT_ASSERT_MESSAGE(r.job_id, c.has_value());
-            if (r.job_id == "7") CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c->predicted_seconds, 1e-9 * want);
-            else CPPUNIT_ASSERT(std::fabs(c->predicted_seconds - want) > 0.1 * want);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c->predicted_seconds, 1e-9 * want);
+            const double own = 1e-3 + 5e-5 * 64;  // the "new" rows' step at local batch 64
+            if (r.job_id == "7") CPPUNIT_ASSERT_DOUBLES_EQUAL(own, t.compute.seconds_per_iter(64), 1e-12);
+            else CPPUNIT_ASSERT(std::fabs(t.compute.seconds_per_iter(64) - own) > 0.1 * own);
         }
     }
 };

@@ -19,7 +19,6 @@
 #include "test_util.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
-#include "tula/tula.h"
 #include "record_builders.hpp"
 
 namespace {
@@ -109,7 +108,6 @@ class LibtulaDbGuardTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_row_cap_and_deadline);
     CPPUNIT_TEST(test_network_fs_names);
     CPPUNIT_TEST(test_trust_check);
-    CPPUNIT_TEST(test_c_api_skips_untrusted_system_db);
     CPPUNIT_TEST(test_concurrent_writers_wal);
     CPPUNIT_TEST(test_concurrent_writers_rollback_journal);
     CPPUNIT_TEST(test_staged_publish);
@@ -332,38 +330,6 @@ public:
         const std::string link = dir + "/link.db";
         CPPUNIT_ASSERT_EQUAL(0, symlink(p.c_str(), link.c_str()));
         CPPUNIT_ASSERT(contains(tula::system_db_distrust(link, 0), "is a symbolic link"));
-    }
-
-    // tula_plan_job (the SPANK plugin's entry): a group-writable system database is skipped,
-    // and the failed plan's message says why; once fixed, the same database plans.
-    void test_c_api_skips_untrusted_system_db() {
-        if (geteuid() != 0) return;  // the temporary files must be root's
-        TempDir d;
-        const std::string p = d / "system.db";
-        make_valid(p);
-        CPPUNIT_ASSERT_EQUAL(0, chmod(d.path.c_str(), 0755));
-        CPPUNIT_ASSERT_EQUAL(0, chmod(p.c_str(), 0664));
-        const std::string conf = d / "tula.conf";
-        {
-            FILE* f = std::fopen(conf.c_str(), "w");
-            std::fputs("max_nodes = 2\n", f);
-            std::fclose(f);
-        }
-        tula_job_query q;
-        std::memset(&q, 0, sizeof q);
-        q.conf_path = conf.c_str();
-        q.system_db = p.c_str();
-        q.workload = "lenet5@fashion-mnist";
-        q.home = d.path.c_str();  // the user's database d/.local/share/tula/profiles.db: missing
-        q.nodes = 2;
-        tula_job_plan out;
-        CPPUNIT_ASSERT_EQUAL(-1, tula_plan_job(&q, &out));
-        CPPUNIT_ASSERT_MESSAGE(out.message, std::strncmp(out.message, "tula: ", 6) == 0);
-        CPPUNIT_ASSERT_MESSAGE(out.message, contains(out.message, p + " is group-writable (mode 0664)"));
-        CPPUNIT_ASSERT_EQUAL(0, chmod(p.c_str(), 0644));
-        const int rc = tula_plan_job(&q, &out);
-        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(out.message), 0, rc);
-        CPPUNIT_ASSERT_EQUAL(2, out.nodes);
     }
 
     void test_concurrent_writers_wal() { concurrent_writers("wal"); }

@@ -334,19 +334,15 @@ public:
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim2.train_examples);
     }
 
-    // A profile of 20,000 distinct local batches (one rank, 1..20,000, a floor then a line with
-    // 1 % noise): ComputeModel::fit and plan_workload each finish in under 200 ms, timed in a
-    // child process (a quadratic fit took over a second at 200 batches). The fit still finds
-    // the floor and the slope.
-    void test_plan_20000_profiled_batches() {
-        TempDir d;
-        const std::string db_path = d / "p.db";
+    // A profile of n distinct local batches (one rank, 1..n, a floor then a line with 1 %
+    // noise) written to `db_path` with sqlite3 in one transaction (a commit per add_compute
+    // takes seconds); returns the samples.
+    static std::vector<tula::ComputeSample> floor_line_profile(const std::string& db_path, int n) {
         std::mt19937 rng(3);
         std::normal_distribution<double> noise(0.0, 0.01);
         std::vector<tula::ComputeSample> samples;
-        // the rows go in with sqlite3 in one transaction (a commit per add_compute takes seconds)
         std::string sql = "BEGIN;";
-        for (int b = 1; b <= 20000; ++b) {
+        for (int b = 1; b <= n; ++b) {
             tula::ComputeSample c;
             c.workload = "lenet5@fashion-mnist";
             c.local_batch = b;
@@ -366,27 +362,55 @@ public:
         const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
         sqlite3_close(db);
         CPPUNIT_ASSERT_EQUAL(SQLITE_OK, rc);
-        CPPUNIT_ASSERT_EQUAL(size_t(20000), tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadOnly)
-                                                .compute_samples("lenet5@fashion-mnist")
-                                                .size());
-        const double fit_s = seconds_in_child(
-            [&] {
-                const auto t = std::chrono::steady_clock::now();
-                tula::ComputeModel::fit(samples);
-                return seconds_since(t);
-            },
-            5.0);
-        CPPUNIT_ASSERT_MESSAGE(std::to_string(fit_s * 1000) + " ms", fit_s < 0.2);
+        return samples;
+    }
+
+    // The least of 3 timings of f() in a child process (seconds; +inf past 10 s).
+    template <class F>
+    static double least_seconds(F f) {
+        double best = std::numeric_limits<double>::infinity();
+        for (int i = 0; i < 3; ++i)
+            best = std::min(best, seconds_in_child(
+                                      [&] {
+                                          const auto t = std::chrono::steady_clock::now();
+                                          f();
+                                          return seconds_since(t);
+                                      },
+                                      10.0));
+        return best;
+    }
+
+    // A profile of 20,000 distinct local batches: ComputeModel::fit and plan_workload grow
+    // about linearly with the profile, checked as the time at 20,000 batches over the time
+    // at 2,000: well under the 100 of a quadratic algorithm (a quadratic fit took over a
+    // second at 200 batches). bench/bench-planner reports the absolute figures. The fit
+    // still finds the floor and the slope.
+    void test_plan_20000_profiled_batches() {
+        TempDir d;
         tula::Config cfg;
         cfg.global_batches = {1024, 4096, 16384};
-        const double plan_s = seconds_in_child(
-            [&] {
-                const auto t = std::chrono::steady_clock::now();
+        double fit_s[2], plan_s[2];
+        std::vector<tula::ComputeSample> samples;
+        const int sizes[2] = {2000, 20000};
+        for (int i = 0; i < 2; ++i) {
+            const std::string db_path = d / ("p" + std::to_string(sizes[i]) + ".db");
+            samples = floor_line_profile(db_path, sizes[i]);
+            CPPUNIT_ASSERT_EQUAL(size_t(sizes[i]), tula::ProfileDb::open(db_path, tula::ProfileDb::Mode::ReadOnly)
+                                                       .compute_samples("lenet5@fashion-mnist")
+                                                       .size());
+            fit_s[i] = least_seconds([&] { tula::ComputeModel::fit(samples); });
+            plan_s[i] = least_seconds([&] {
                 tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 2, 0, 0, tula::Policy::Auto, nullptr);
-                return seconds_since(t);
-            },
-            5.0);
-        CPPUNIT_ASSERT_MESSAGE(std::to_string(plan_s * 1000) + " ms", plan_s < 0.2);
+            });
+        }
+        const std::string times = "fit " + std::to_string(fit_s[0] * 1e3) + " -> " + std::to_string(fit_s[1] * 1e3) +
+                                  " ms, plan " + std::to_string(plan_s[0] * 1e3) + " -> " +
+                                  std::to_string(plan_s[1] * 1e3) + " ms";
+        CPPUNIT_ASSERT_MESSAGE(times, std::isfinite(fit_s[1]) && std::isfinite(plan_s[1]));
+        // 1 ms is added to the smaller time: below it the ratio would measure timer noise
+        CPPUNIT_ASSERT_MESSAGE(times, fit_s[1] / (fit_s[0] + 1e-3) < 40);
+        CPPUNIT_ASSERT_MESSAGE(times, plan_s[1] / (plan_s[0] + 1e-3) < 40);
+        const std::string db_path = d / "p20000.db";
         const auto m = tula::ComputeModel::fit(samples);
         CPPUNIT_ASSERT(m.flat);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, m.t_min, 0.01 * 0.02);

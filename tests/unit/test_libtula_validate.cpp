@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "tula/error.hpp"
+#include "tula/planner.hpp"
+#include "tula/predict.hpp"
 #include "tula/validate.hpp"
 #include "record_builders.hpp"
 
@@ -31,6 +33,13 @@ tula::Workload wl() {
     return w;
 }
 
+// The profile-side time models of wl() from `c` and `a`, with the corrections named in `off`
+// switched off (Corrections::without).
+tula::TimeModels models(const std::vector<tula::ComputeSample>& c, const std::vector<tula::AllreduceSample>& a,
+                        const std::string& off = "") {
+    return tula::fit_profile_models(tula::Config{}, wl(), c, a, tula::Corrections::without(off), nullptr);
+}
+
 }  // namespace
 
 class LibtulaValidateTest : public CppUnit::TestFixture {
@@ -39,6 +48,8 @@ class LibtulaValidateTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_known_error);
     CPPUNIT_TEST(test_partial_and_errors);
     CPPUNIT_TEST(test_check_runs_interval_vs_naive);
+    CPPUNIT_TEST(test_check_runs_is_the_plan_prediction);
+    CPPUNIT_TEST(test_corrections_without);
     CPPUNIT_TEST(test_within_node_allreduce);
     CPPUNIT_TEST(test_synced_profile_of_two_ranks_per_node);
     CPPUNIT_TEST_SUITE_END();
@@ -67,7 +78,7 @@ public:
             r.measured_seconds = 2 * std::floor(6000.0 / r.global_batch) * (t0 + t1 * 64 + tm);
             runs.push_back(r);
         }
-        const auto v = tula::validate_workload(wl(), c, a, runs, false, 2.0);
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, a, runs, false, 2.0);
         CPPUNIT_ASSERT_EQUAL(size_t(5 + 3), v.points.size());
         CPPUNIT_ASSERT(v.mape_epoch_time < 1e-6);
         CPPUNIT_ASSERT(v.mape_cost < 1e-6);
@@ -78,7 +89,7 @@ public:
         std::vector<tula::ComputeSample> c;
         for (int b : {16, 32}) c.push_back(cs(b, 1e-3 + 1e-4 * b));
         tula::RunRecord r = tula_test::run_record("", "", 1, 64, 1, 1.1 * std::floor(6000.0 / 64) * (1e-3 + 1e-4 * 64), 0);
-        const auto v = tula::validate_workload(wl(), c, {}, {r}, false, 1.0);
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, {}, {r}, false, 1.0);
         CPPUNIT_ASSERT_EQUAL(size_t(1), v.points.size());  // 2 batches: no compute leave-one-out
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), v.mape_epoch_time, 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(v.mape_epoch_time, v.mape_cost, 1e-9);
@@ -88,7 +99,7 @@ public:
         tula::RunRecord small = r;
         small.train_examples = 600;
         small.measured_seconds = 1.1 * std::floor(600.0 / 64) * (1e-3 + 1e-4 * 64);
-        const auto vs = tula::validate_workload(wl(), c, {}, {small}, false, 1.0);
+        const auto vs = tula::validate_workload(tula::Config{}, wl(), c, {}, {small}, false, 1.0);
         CPPUNIT_ASSERT_EQUAL(size_t(1), vs.points.size());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(std::floor(600.0 / 64) * (1e-3 + 1e-4 * 64), vs.points[0].predicted_epoch_seconds, 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0 * (1 - 1 / 1.1), vs.mape_epoch_time, 1e-9);
@@ -120,10 +131,10 @@ public:
             CPPUNIT_FAIL("no run point");
             return tula::ValidationPoint{};
         };
-        const auto with = run_point(tula::validate_workload(wl(), c, a, {r}, false, 1.0));
+        const auto with = run_point(tula::validate_workload(tula::Config{}, wl(), c, a, {r}, false, 1.0));
         CPPUNIT_ASSERT_EQUAL(2, with.ranks_per_node);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(r.measured_seconds, with.predicted_epoch_seconds, 1e-9);
-        const auto without = run_point(tula::validate_workload(wl(), c, {}, {r}, false, 1.0));
+        const auto without = run_point(tula::validate_workload(tula::Config{}, wl(), c, {}, {r}, false, 1.0));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * (t0 + t1 * 64), without.predicted_epoch_seconds, 1e-9);
     }
 
@@ -161,7 +172,7 @@ public:
             add(1, 2, bytes, 1e-5 + bytes / bw);  // within the node: 2 (R-1)/R n / bw
             for (int k : {2, 4}) add(k, 1, bytes, 2.0 * (k - 1) * 1e-4 + 2.0 * (k - 1) / k * bytes * 1e-9);
         }
-        const auto v = tula::validate_workload(wl(), c, a, runs, false, 1.0);
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, a, runs, false, 1.0);
         int checked = 0;
         for (const auto& p : v.points) {
             if (p.kind != "run") continue;
@@ -176,14 +187,14 @@ public:
     void test_partial_and_errors() {
         std::vector<tula::ComputeSample> c;
         for (int b : {8, 16, 32, 64}) c.push_back(cs(b, 1e-3 + 1e-4 * b));
-        const auto v = tula::validate_workload(wl(), c, {}, {}, true, 1.0);
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, {}, {}, true, 1.0);
         CPPUNIT_ASSERT(v.points.empty());  // 2 batches left, no runs
         CPPUNIT_ASSERT(std::isnan(v.mape_epoch_time));
         tula::Workload w = wl();
         w.train_examples = 0;
         bool threw = false;
         try {
-            tula::validate_workload(w, c, {}, {}, false, 1.0);
+            tula::validate_workload(tula::Config{}, w, c, {}, {}, false, 1.0);
         } catch (const tula::Error&) {
             threw = true;
         }
@@ -193,7 +204,9 @@ public:
     // Online refit flagging: single-node runs against the interval of the linear compute fit,
     // recomputed here with the textbook formulas (closed-form least squares, leverage
     // 1/n + (b - mean)^2 / Sxx, Student t from GSL): a run at the model's time is inside, runs
-    // 50 % slower or faster are flagged; max_checked keeps the newest; job_id filters.
+    // 50 % slower or faster are flagged; max_checked keeps the newest; job_id filters. The
+    // runs' time calibration is switched off here, so that the textbook interval applies
+    // (test_check_runs_is_the_plan_prediction covers it).
     void test_check_runs_interval_vs_naive() {
         std::vector<tula::ComputeSample> c;
         // +-x pairs: each batch's median lies on the line, so the interpolated form (if chosen)
@@ -227,7 +240,7 @@ public:
         tula::RunRecord multi = run("4", 64, 1.0, 400);
         multi.nodes = 2;  // no allreduce profile: not checked
         runs.push_back(multi);
-        const auto checks = tula::check_runs(wl(), c, {}, runs, 10);
+        const auto checks = tula::check_runs(models(c, {}, "calibration"), runs, 10);
         CPPUNIT_ASSERT_EQUAL(size_t{3}, checks.size());
         // Newest first.
         CPPUNIT_ASSERT_EQUAL(std::string("3"), checks[0].job_id);
@@ -247,13 +260,80 @@ public:
         CPPUNIT_ASSERT(!checks[2].flagged);  // at the model's time
         CPPUNIT_ASSERT(checks[1].flagged);   // 50 % slower
         CPPUNIT_ASSERT(checks[0].flagged);   // 50 % faster
-        CPPUNIT_ASSERT_EQUAL(size_t{2}, tula::check_runs(wl(), c, {}, runs, 2).size());
-        const auto only = tula::check_runs(wl(), c, {}, runs, 10, 0.95, "2");
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, tula::check_runs(models(c, {}, "calibration"), runs, 2).size());
+        const auto only = tula::check_runs(models(c, {}, "calibration"), runs, 10, 0.95, "2");
         CPPUNIT_ASSERT_EQUAL(size_t{1}, only.size());
         CPPUNIT_ASSERT_EQUAL(std::string("2"), only[0].job_id);
         // Two compute samples at two batches: no residual degrees of freedom, no flag.
-        const auto none = tula::check_runs(wl(), {cs(16, 2.6e-3), cs(32, 4.2e-3)}, {}, runs, 10);
+        const auto none = tula::check_runs(models({cs(16, 2.6e-3), cs(32, 4.2e-3)}, {}), runs, 10);
         for (const auto& ch : none) CPPUNIT_ASSERT(!ch.has_interval && !ch.flagged);
+    }
+
+    // One prediction: a run checked against the models without it (check_runs), the same run
+    // held out by validate_workload, and the planner's candidate of its shape planned from the
+    // other runs (make_plan with their overlap and calibration) predict the same seconds, time
+    // calibration and all. Reference: Predictor::run on fit_time_models of the other runs.
+    void test_check_runs_is_the_plan_prediction() {
+        std::vector<tula::ComputeSample> c;
+        for (int b : {8, 16, 32, 64, 128}) c.push_back(cs(b, 1e-3 + 1e-4 * b));
+        // three runs, each slower than the model by its own factor: the calibration is not 1
+        std::vector<tula::RunRecord> runs = {
+            tula_test::run_record("1", "", 1, 64, 2, 1.2 * 2 * std::floor(6000.0 / 64) * (1e-3 + 1e-4 * 64), 100),
+            tula_test::run_record("2", "", 1, 32, 2, 1.3 * 2 * std::floor(6000.0 / 32) * (1e-3 + 1e-4 * 32), 200),
+            tula_test::run_record("3", "", 1, 128, 2, 1.1 * 2 * std::floor(6000.0 / 128) * (1e-3 + 1e-4 * 128), 300)};
+        const auto checks = tula::check_runs(models(c, {}), runs, 10);
+        CPPUNIT_ASSERT_EQUAL(size_t{3}, checks.size());
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, {}, runs, false, 1.0);
+        for (const auto& ch : checks) {
+            std::vector<tula::RunRecord> others;
+            const tula::RunRecord* self = nullptr;
+            for (const auto& r : runs) {
+                if (r.job_id == ch.job_id) self = &r;
+                else others.push_back(r);
+            }
+            const tula::TimeModels m = tula::fit_time_models(tula::Config{}, wl(), c, {}, others, {}, nullptr);
+            CPPUNIT_ASSERT(m.calibration.runs > 0);
+            const double want = tula::Predictor(m, m.run_target("")).run(*self).seconds;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, ch.predicted_seconds, 1e-9 * want);
+            // the naive step without the calibration differs: the check includes it
+            CPPUNIT_ASSERT(std::fabs(want - 2 * std::floor(6000.0 / ch.global_batch) * (1e-3 + 1e-4 * ch.global_batch)) >
+                           1e-3 * want);
+            bool found = false;
+            for (const auto& p : v.points)
+                if (p.kind == "run" && p.global_batch == ch.global_batch) {
+                    CPPUNIT_ASSERT_DOUBLES_EQUAL(want / 2, p.predicted_epoch_seconds, 1e-9 * want);
+                    found = true;
+                }
+            CPPUNIT_ASSERT(found);
+            // the planner's candidate of the same shape, planned with the other runs' models
+            tula::PlanRequest req;
+            req.workload = wl();
+            req.epochs = 2;
+            req.fixed_epochs = true;
+            req.global_batches = {ch.global_batch};
+            req.overlap = m.overlap;
+            req.calibration = m.calibration;
+            const tula::Plan plan = tula::make_plan(req, m.compute, nullptr);
+            CPPUNIT_ASSERT_EQUAL(size_t{1}, plan.candidates.size());
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, plan.candidates[0].total_seconds, 1e-9 * want);
+        }
+    }
+
+    // Corrections::without: the names switch their correction off; a bad name is refused
+    // with the list of valid ones.
+    void test_corrections_without() {
+        const tula::Corrections all = tula::Corrections::without("");
+        CPPUNIT_ASSERT(all.concurrency && all.synced_step && all.calibration && all.class_scaling);
+        const tula::Corrections some = tula::Corrections::without("synced-step,class-scaling");
+        CPPUNIT_ASSERT(some.concurrency && !some.synced_step && some.calibration && !some.class_scaling);
+        bool threw = false;
+        try {
+            tula::Corrections::without("calibration,overlap");
+        } catch (const tula::Error& e) {
+            threw = std::string(e.what()).find("'overlap'") != std::string::npos &&
+                    std::string(e.what()).find("class-scaling") != std::string::npos;
+        }
+        CPPUNIT_ASSERT(threw);
     }
 };
 

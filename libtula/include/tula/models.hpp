@@ -456,6 +456,11 @@ inline double step_time_factor(const TimeCalibration& calibration, const SyncedR
     return step_time_factor(calibration, synced_ratios, nodes, 1, b, from_synced);
 }
 
+/// A finished run the time models can predict and learn from: at least one node, one example
+/// per rank, one epoch and a finite positive training time. The one definition (fitting,
+/// validation and the run check use it). Pure.
+bool usable_run(const RunRecord& run);
+
 /// A finished run's measured training seconds without the start-up the compute model
 /// predicts at its local batch (ComputeModel::startup_seconds), not below half the measured
 /// time (a start-up model that explains more of a run than that is not trusted for it).

@@ -10,7 +10,7 @@
 
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
-#include "tula/validate.hpp"
+#include "tula/records.hpp"
 #include "tula/workload.hpp"
 
 namespace tula {
@@ -393,11 +393,12 @@ std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::
                                       std::vector<std::string>* warnings, int64_t train_examples = 0);
 
 /// The run `run` (as read from a profile database) checked against the prediction interval
-/// of the models fitted from the profiles and the other runs in `db_paths` (check_runs).
-/// nullopt when it cannot be checked: no profile of its workload, too few compute samples,
-/// a multi-node run without an allreduce profile, or a run the models cannot predict.
-/// Never throws for a bad database (its reason goes to `warnings`).
-std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
-                                           std::vector<std::string>* warnings);
+/// of the models fitted from the profiles and the other runs in `db_paths` (check_runs, with
+/// the hardware classes of `cfg`'s partitions). nullopt when it cannot be checked: no profile
+/// of its workload, too few compute samples, a multi-node run without an allreduce profile, or
+/// a run the models cannot predict. Never throws for a bad database (its reason goes to
+/// `warnings`).
+std::optional<RunCheck> check_recorded_run(const Config& cfg, const std::vector<std::string>& db_paths,
+                                           const RunRecord& run, std::vector<std::string>* warnings);
 
 }  // namespace tula

@@ -98,4 +98,22 @@ struct RunRecord {
     std::vector<double> epoch_test_accuracy;  ///< (epochs,) fraction
 };
 
+/// A finished run checked against the prediction interval of the models refitted without it
+/// (online refit: every other finished run is in the overlap fit, so the next prediction uses
+/// this one too).
+struct RunCheck {
+    std::string job_id;
+    int nodes = 0;
+    int global_batch = 0;
+    int epochs = 0;
+    double created = 0;             ///< Unix seconds, of the run
+    double measured_seconds = 0;    ///< training seconds the run recorded
+    double predicted_seconds = 0;   ///< Predictor::run of the models without this run, seconds
+    double lower_seconds = 0;       ///< lower end of the prediction interval, seconds
+    double upper_seconds = 0;       ///< upper end, seconds
+    bool has_interval = false;      ///< false when the compute fit has no residual degrees of freedom
+    bool flagged = false;           ///< has_interval and measured outside [lower, upper]
+    int ranks_per_node = 1;         ///< ranks on each node of the run
+};
+
 }  // namespace tula

@@ -1,8 +1,6 @@
-/* libtula C API: the narrow interface the SPANK plugin uses.
- *
- * Every function here is noexcept from C's point of view: C++ exceptions are caught
- * inside and turned into a return value of -1 plus a one-line message that starts with
- * "tula: ". Nothing here calls exit(), abort() or prints.
+/* The C declarations shared by the tula command and the SPANK plugin: Tula's version, the
+ * site configuration directory, message sizes, and the grammar of what users type (names.c,
+ * pure C, linked into both). Nothing here calls exit(), abort() or prints.
  */
 #ifndef TULA_TULA_H
 #define TULA_TULA_H
@@ -28,41 +26,6 @@ extern "C" {
 #ifndef TULA_VERSION
 #define TULA_VERSION "unknown"
 #endif
-
-/* What the job asks for. All strings may be NULL. */
-typedef struct tula_job_query {
-    const char *conf_path;      /* tula.conf; NULL or "" = TULA_DEFAULT_CONF */
-    const char *system_db;      /* overrides tula.conf's system_db when non-empty */
-    const char *xdg_data_home;  /* the job user's $XDG_DATA_HOME (user database) */
-    const char *home;           /* the job user's $HOME */
-    const char *workload;       /* "<model>@<dataset>"; NULL or "" = read script_path */
-    const char *script_path;    /* batch script to read the tula-train line from */
-    const char *policy;         /* "auto" | "time" | "cost"; NULL = "auto" */
-    int nodes;                  /* nodes actually allocated (> 0) */
-} tula_job_query;
-
-/* The plan for the allocated node count. */
-typedef struct tula_job_plan {
-    int nodes;                       /* = query nodes */
-    int global_batch;                /* examples per step over all ranks */
-    int epochs;                      /* epochs the job trains: those its global batch needs to reach
-                                        what the script's epochs reach at the script's batch (64
-                                        without --batch-size), or the script's with fixed_epochs */
-    double predicted_seconds;        /* predicted training time, seconds */
-    char workload[TULA_NAME_MAX];    /* the workload planned for */
-    char message[TULA_MSG_MAX];      /* on error: why; on success: a one-line summary */
-    /* The shape of the chosen candidate (tula.conf partition sections, tula.conf(5)); appended
-       after the fields above, which keep their offsets. */
-    char partition[TULA_NAME_MAX];   /* its partition; "" for a tula.conf without sections */
-    int ranks_per_node;              /* training processes per node (1 without sections) */
-    int gpus_per_node;               /* GPUs of each node of the partition (0: CPU nodes) */
-} tula_job_plan;
-
-/* Plans the global batch for a job that has `q->nodes` nodes. The caller must already run
- * with the job user's privileges (files are opened as the caller). The script is read with
- * O_NOFOLLOW, at most 1 MiB. A missing tula.conf falls back to built-in defaults.
- * Returns 0 on success, -1 on any error (out->message says why). Never throws. */
-int tula_plan_job(const tula_job_query *q, tula_job_plan *out);
 
 /* ---- The one grammar of what users type (names.c; pure C, also linked into the plugin).
  * Every function writes one line that starts with "tula: " to `err` (err_len bytes, always

@@ -422,6 +422,11 @@ OverlapModel OverlapModel::fit(const std::vector<IterationSample>& samples) {
     return m;
 }
 
+bool usable_run(const RunRecord& run) {
+    return run.nodes >= 1 && run.global_batch >= run.ranks() && run.epochs >= 1 && run.measured_seconds > 0 &&
+           std::isfinite(run.measured_seconds);
+}
+
 double steady_seconds(const RunRecord& r, const ComputeModel& compute) {
     if (r.ranks() < 1) return r.measured_seconds;
     const double s = compute.startup_seconds(r.local_batch());
@@ -434,8 +439,7 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
     std::vector<IterationSample> out;
     const double grad_bytes = 4.0 * static_cast<double>(w.params);
     for (const RunRecord* r : runs) {
-        if (r->ranks() < 1 || r->global_batch < r->ranks() || r->epochs < 1 || !(r->measured_seconds > 0)) continue;
-        if (r->nodes > 1 && !allreduce) continue;
+        if (!usable_run(*r) || (r->nodes > 1 && !allreduce)) continue;
         const double n_iter =
             std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
         if (!(n_iter > 0)) continue;

@@ -62,14 +62,9 @@ std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_pe
                             : std::to_string(timed.first) + " ranks at once";
 }
 
-SyncedRatios pooled_synced_ratios(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
-                                  const std::vector<PartitionTarget>& targets) {
-    return step_synced_ratios(compute, allreduce, req.overlap, 4.0 * static_cast<double>(req.workload.params),
-                              targets.empty() ? 0.0 : targets.front().intra_node_bandwidth());
-}
-
-void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* out) {
+void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* out) {
     const Workload& w = req.workload;
+    const PartitionTarget& t = pred.target();
     const ComputeModel& compute = t.compute;
     const AllreduceModel* allreduce = t.allreduce ? &*t.allreduce : nullptr;
     const std::string where = t.conf.name.empty() ? std::string() : " on partition " + t.conf.name;
@@ -89,7 +84,6 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
     std::sort(batches.begin(), batches.end());
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
 
-    const double bytes = 4.0 * static_cast<double>(w.params);
     const std::optional<MemoryModel>& memory = t.memory ? t.memory : req.memory;
     const double device_memory = t.device_memory_bytes > 0 ? t.device_memory_bytes : req.device_memory_bytes;
     const bool mem_bound = memory && device_memory > 0;
@@ -97,21 +91,10 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
     plan.max_local_batch = mem_bound ? max_b : 0;
     int too_big = 0, smallest_too_big = 0;
     const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
-    // The compute interval is evaluated once per distinct local batch: at 4,096 nodes the
-    // same b recurs for many (K, B) pairs and the Student-t quantile is the costly part.
-    const double q_level = req.interval_level;
     const int n_nodes = max_nodes - req.min_nodes + 1;
     plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
-    std::vector<double> comm(static_cast<size_t>(n_nodes), 0.0);
-    for (int K = req.min_nodes; K <= max_nodes; ++K)
-        comm[static_cast<size_t>(K - req.min_nodes)] =
-            hierarchical_allreduce_seconds(allreduce, K, R, bytes, t.intra_node_bandwidth());
-    const double sigma_q = compute.dof > 0 && compute.sigma > 0 ? compute.interval(0.0, q_level) /
-                                                                      std::sqrt(1.0 + std::max(0.0, compute.xtx_inv[0]))
-                                                                : 0.0;  // t quantile * sigma
-    // the interpolated form's interval is relative: t quantile * RMS leave-one-out error
-    const double rel_q = compute.relative_interval(q_level);
-    const double f = t.compute_factor;
+    std::vector<double> comm(static_cast<size_t>(n_nodes), 0.0);  // the allreduce of each node count
+    for (int K = req.min_nodes; K <= max_nodes; ++K) comm[static_cast<size_t>(K - req.min_nodes)] = pred.comm_seconds(K, R);
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
@@ -139,19 +122,13 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.scaled_from = t.scaled_from;
             c.intra_node_bandwidth = R > 1 ? t.intra_node_bandwidth() : 0.0;
             c.intra_node_source = R > 1 ? t.intra_node_source() : "none";
-            // 1 unless ranks were profiled at once (R per node, when such a profile exists)
-            const double conc = compute.concurrency_at(K, R, b);
-            const double tc = f * compute.seconds_per_iter(b) * conc;
-            const double tm = comm[static_cast<size_t>(K - req.min_nodes)];
-            const double cal = step_time_factor(req.calibration, synced, K, R, b, &c.synced_profile);
-            c.time_factor = cal;
-            c.iter_seconds = cal * req.overlap.combine(tc, tm);
-            const double lever = compute.xtx_inv[0] + 2.0 * b * compute.xtx_inv[1] + double(b) * b * compute.xtx_inv[2];
-            const double half = compute.interpolated ? rel_q * tc : f * conc * sigma_q * std::sqrt(1.0 + std::max(0.0, lever));
-            const double iter_upper = t.upper_factor * cal * req.overlap.combine(tc + half, tm);
+            const StepPrediction p = pred.step(K, R, b, comm[static_cast<size_t>(K - req.min_nodes)]);
+            c.synced_profile = p.synced_profile;
+            c.time_factor = p.time_factor;
+            c.iter_seconds = p.seconds;
             const double iters = std::floor(static_cast<double>(D) / B);
             c.epoch_seconds = iters * c.iter_seconds;
-            c.startup_seconds = f * compute.startup_seconds(b);  // once per run
+            c.startup_seconds = p.startup_seconds;  // once per run
             const double startup = c.startup_seconds;
             c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
             const bool ci = req.convergence.confidence > 0;
@@ -165,7 +142,7 @@ void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const
             c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
             c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
             c.cost = c.node_hours * price;
-            c.total_seconds_upper = c.epochs * iters * iter_upper + t.upper_factor * startup;
+            c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
             c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
             c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
             c.cost_to_target = c.cost;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tula/planner.hpp"
+#include "tula/predict.hpp"
 
 namespace tula {
 namespace planner_detail {
@@ -52,21 +53,14 @@ PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& comp
 /// per node), "0 ranks at once" when none serves. Pure.
 std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_per_node);
 
-/// The synchronized-step ratios the run history's TimeCalibration is fitted against: those of
-/// the pooled models (`compute`, `allreduce`: every class's rows) with the within-node bandwidth
-/// of the first of `targets` (0 when there is none), the class the pooled fit stands for.
-/// Pure.
-SyncedRatios pooled_synced_ratios(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce,
-                                  const std::vector<PartitionTarget>& targets);
-
-/// Appends every feasible (nodes K, global batch B) candidate of partition `t` to
-/// plan->candidates (fewest nodes first, then the smallest batch): K in [req.min_nodes,
-/// min(req.max_nodes, t.conf.nodes)] (1 without an across-node allreduce), R =
-/// t.conf.ranks_per_node ranks per node, B a multiple of K R with the local batch B / (K R)
-/// within the profiled range and device memory. `synced`: the synchronized-step ratios of
-/// t's models per shape (step_synced_ratios with t's within-node bandwidth). Sets plan->max_local_batch. Errors: tula::Error naming why, when the partition
-/// has no feasible candidate (memory, divisibility, the profiled range).
-void enumerate_partition(const PlanRequest& req, const PartitionTarget& t, const SyncedRatios& synced, Plan* plan);
+/// Appends every feasible (nodes K, global batch B) candidate of the partition of `pred`
+/// (Predictor::target, t) to plan->candidates (fewest nodes first, then the smallest batch): K
+/// in [req.min_nodes, min(req.max_nodes, t.conf.nodes)] (1 without an across-node allreduce),
+/// R = t.conf.ranks_per_node ranks per node, B a multiple of K R with the local batch B / (K R)
+/// within the profiled range and device memory; each predicted by pred.step. Sets
+/// plan->max_local_batch. Errors: tula::Error naming why, when the partition has no feasible
+/// candidate (memory, divisibility, the profiled range).
+void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* plan);
 
 }  // namespace planner_detail
 }  // namespace tula

@@ -14,6 +14,8 @@
 
 
 #include "candidates.hpp"
+#include "tula/predict.hpp"
+#include "tula/validate.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "util.hpp"
@@ -91,26 +93,6 @@ void keep_free_choice(Plan& plan, const PlanRequest& free_req, const std::vector
 // were recorded), newest first over all classes, at most `max_checked`. Errors: tula::Error
 // from check_runs when there is one class and its compute fit fails; a class whose fit fails
 // among several is left unchecked.
-std::vector<RunCheck> check_runs_by_class(const Workload& w, const std::vector<ComputeSample>& compute,
-                                          const std::vector<AllreduceSample>& allreduce,
-                                          const std::vector<RunRecord>& runs, size_t max_checked, double level,
-                                          const std::string& job_id = "") {
-    std::map<std::string, std::vector<RunRecord>> by_class;
-    for (const RunRecord& r : runs) by_class[r.hardware_class].push_back(r);
-    std::vector<RunCheck> out;
-    for (const auto& [cls, rs] : by_class) {
-        try {
-            for (RunCheck& c : check_runs(w, planner_detail::class_rows(compute, cls),
-                                          planner_detail::class_rows(allreduce, cls), rs, max_checked, level, job_id))
-                out.push_back(std::move(c));
-        } catch (const Error&) {
-            if (by_class.size() == 1) throw;
-        }
-    }
-    std::stable_sort(out.begin(), out.end(), [](const RunCheck& a, const RunCheck& b) { return a.created > b.created; });
-    if (out.size() > max_checked) out.resize(max_checked);
-    return out;
-}
 
 }  // namespace
 
@@ -483,20 +465,18 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
     for (int b : req.global_batches)
         if (b > 0 && (smallest == 0 || b < smallest)) smallest = b;
     plan.reference_batch = req.reference_batch > 0 ? req.reference_batch : std::max(1, smallest);
-    const double grad_bytes = 4.0 * static_cast<double>(w.params);
-    // The synchronized-step profile's ratios to the modelled step of each profiled shape (K x R), per
-    // partition (its within-node bandwidth); step_time_factor multiplies them by the runs' residual.
-    std::vector<SyncedRatios> synced;
+    // The one prediction of each partition (predict.hpp): its models, the overlap and the runs'
+    // calibration, with the synchronized-step profile's ratios per shape.
+    std::vector<Predictor> predictors;
     std::string first_error;
     for (const PartitionTarget& t : targets) {
-        synced.push_back(step_synced_ratios(t.compute, t.allreduce ? &*t.allreduce : nullptr, req.overlap, grad_bytes,
-                                            t.intra_node_bandwidth()));
+        predictors.emplace_back(t, w, req.overlap, req.calibration, req.interval_level);
         if (!t.left_out.empty()) {
             plan.left_out.push_back(t.conf.name + ": " + t.left_out);
             continue;
         }
         try {
-            planner_detail::enumerate_partition(req, t, synced.back(), &plan);
+            planner_detail::enumerate_partition(req, predictors.back(), &plan);
         } catch (const Error& e) {
             if (targets.size() == 1) throw;  // one partition: its reason is the whole answer
             if (first_error.empty()) first_error = e.what();
@@ -516,7 +496,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
     size_t ti = 0;
     while (ti + 1 < targets.size() && targets[ti].conf.name != ch.partition) ++ti;
     const PartitionTarget& t = targets[ti];
-    reason += explain_choice(req, t.allreduce ? &*t.allreduce : nullptr, synced[ti], plan);
+    reason += explain_choice(req, t.allreduce ? &*t.allreduce : nullptr, predictors[ti].synced(), plan);
     if (!ch.scaled_from.empty())
         reason += "; partition " + ch.partition + " has no profile of its own: predicted from class " + ch.scaled_from +
                   " (compute x" + fmt("%.3g", t.compute_factor) + " by the published figures, interval upper end x" +
@@ -633,26 +613,23 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
     const ProfileSet set = load_profiles(db_paths, warn, workload, &runs);
     const std::optional<Workload> w = set.find(workload);
     if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
-    const ComputeModel compute = ComputeModel::fit(set.compute_for(workload));
-
-    std::optional<AllreduceModel> allreduce;
-    std::string allreduce_error;
-    if (AllreduceModel::has_inter_node(set.allreduce)) {  // rows of one node are the within-node profile
-        try {
-            allreduce = AllreduceModel::fit(set.allreduce);
-        } catch (const Error& e) {
-            allreduce_error = e.what();
-            warn->push_back(allreduce_error + "; planning for 1 node only");
-        }
-    }
+    // The time models: per hardware class and pooled, the overlap and the calibration of the runs.
+    const TimeModels profile_models =
+        fit_profile_models(cfg, *w, set.compute_for(workload), set.allreduce, Corrections{}, warn);
+    const TimeModels tm = fit_run_models(profile_models, runs, warn);
+    const AllreduceModel* ar = tm.allreduce ? &*tm.allreduce : nullptr;
+    const std::string& allreduce_error = tm.allreduce_error;
+    const std::vector<PartitionTarget>& targets = tm.targets;
     PlanRequest req = make_plan_request(cfg, *w, epochs, max_nodes, policy.policy);
     req.deadline_seconds = policy.deadline_seconds;
     req.budget = policy.budget;
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.train_examples = train_examples;
-    // The run history: overlap exponent and accuracy (of the runs comparable with the job:
-    // its epochs, the full data set unless it trains on part of it).
+    req.overlap = tm.overlap;
+    req.calibration = tm.calibration;
+    // The run history: accuracy (of the runs comparable with the job: its epochs, the full
+    // data set unless it trains on part of it) and the epochs to the target.
     req.accuracy = AccuracyModel::fit(runs, req.epochs, req.examples_per_epoch(), w->train_examples);
     req.convergence = ConvergenceModel::from_runs(runs, cfg.noise_scale);  // measured B_noise, else tula.conf's
     {  // B_crit fitted to the runs' epochs to the target (given, or the requested epochs' at B_ref); prior: above
@@ -664,59 +641,12 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
             history_convergence(runs, *w, policy.target_accuracy, ref, req.epochs, req.convergence, warn,
                                 policy.optimizer);
     }
-    // Each hardware class's models; a run's modelled step is taken with its class's (the
-    // pooled models above for a run of unknown class), so that runs on other hardware calibrate
-    // what the profiles of their own class missed.
-    std::vector<std::string> class_warnings;
-    const std::map<std::string, ClassFit> fits = fit_classes(cfg, set.compute_for(workload), set.allreduce, &class_warnings);
-    for (const std::string& m : class_warnings)
-        if (std::find(warn->begin(), warn->end(), m) == warn->end()) warn->push_back(m);
-    const std::vector<PartitionConf> parts = cfg.site_partitions();
-    auto samples_of = [&](const std::vector<const RunRecord*>& rs, const AllreduceModel* pooled_ar) {
-        std::vector<IterationSample> out;
-        for (const RunRecord* r : rs) {
-            const auto it = r->hardware_class.empty() ? fits.end() : fits.find(r->hardware_class);
-            const bool own = it != fits.end();
-            // the within-node bandwidth of the run's class: fitted from its within-node profile,
-            // else tula.conf's (0: not modelled)
-            double intra = 0;
-            for (const PartitionConf& p : parts)
-                if (p.hardware_class == r->hardware_class && p.intra_node_bandwidth > 0) intra = p.intra_node_bandwidth;
-            const auto fit_it = fits.find(r->hardware_class);
-            if (fit_it != fits.end() && fit_it->second.intra) intra = fit_it->second.intra->bandwidth;
-            const AllreduceModel* am = own ? (it->second.allreduce ? &*it->second.allreduce : nullptr) : pooled_ar;
-            for (const IterationSample& q : iteration_samples({r}, *w, own ? it->second.compute : compute, am, intra))
-                out.push_back(q);
-        }
-        return out;
-    };
-    std::vector<const RunRecord*> by_time;  // usable runs, oldest first, for the time calibration
-    for (const auto& r : runs)
-        if (r.nodes >= 1 && r.global_batch >= r.ranks() && r.epochs >= 1 && r.measured_seconds > 0 &&
-            (r.nodes == 1 || allreduce))
-            by_time.push_back(&r);
-    std::stable_sort(by_time.begin(), by_time.end(),
-                     [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
-    if (allreduce) {
-        std::vector<const RunRecord*> multi;  // the overlap is fitted on multi-node runs
-        for (const auto& r : runs)
-            if (r.nodes >= 2) multi.push_back(&r);
-        try {
-            req.overlap = OverlapModel::fit(samples_of(multi, &*allreduce));
-        } catch (const Error& e) {
-            warn->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
-        }
-    }
-    const AllreduceModel* ar = allreduce ? &*allreduce : nullptr;
-    const std::vector<PartitionTarget> targets = site_targets(cfg, fits);
-    req.calibration = TimeCalibration::fit(samples_of(by_time, ar), req.overlap,
-                                           planner_detail::pooled_synced_ratios(req, compute, ar, targets));
     const PlanRequest& free_req = req;  // over every node count, for a given one's consistency below
     std::vector<Plan> plans;
     for (const int fixed_nodes : counts) {
         PlanRequest r = req;
         if (fixed_nodes > 0) {
-            if (fixed_nodes > 1 && !allreduce)
+            if (fixed_nodes > 1 && !ar)
                 throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
                             (allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
                                                      : allreduce_error));
@@ -734,14 +664,9 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         if (fixed_nodes > 0) keep_free_choice(plans.back(), free_req, targets, fixed_nodes);
     }
     // Online refit: the newest runs checked against the interval of the models without them.
-    try {
-        for (auto& c : check_runs_by_class(*w, set.compute_for(workload), set.allreduce, runs, kCheckedRuns,
-                                           req.interval_level))
-            if (c.flagged)
-                for (Plan& p : plans) p.flagged_runs.push_back(c);
-    } catch (const Error&) {
-        // the compute fit succeeded above; nothing else in check_runs throws
-    }
+    for (const RunCheck& c : check_runs(profile_models, runs, kCheckedRuns, req.interval_level))
+        if (c.flagged)
+            for (Plan& p : plans) p.flagged_runs.push_back(c);
     return plans;
 }
 
@@ -764,7 +689,7 @@ std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::
     return plan_counts(cfg, db_paths, workload, epochs, hi, counts, policy, warnings, train_examples);
 }
 
-std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_paths, const RunRecord& run,
+std::optional<RunCheck> check_recorded_run(const Config& cfg, const std::vector<std::string>& db_paths, const RunRecord& run,
                                            std::vector<std::string>* warnings) {
     std::vector<std::string> local;
     std::vector<RunRecord> runs;
@@ -772,10 +697,11 @@ std::optional<RunCheck> check_recorded_run(const std::vector<std::string>& db_pa
     const std::optional<Workload> w = set.find(run.workload);
     if (!w) return std::nullopt;
     try {
+        const TimeModels models =
+            fit_profile_models(cfg, *w, set.compute_for(run.workload), set.allreduce, Corrections{}, nullptr);
         // Only the run's own job id is checked; the newest such run is the one asked for
         // unless `run` itself is older (then it is matched by its creation time).
-        for (auto& c : check_runs_by_class(*w, set.compute_for(run.workload), set.allreduce, runs, runs.size(), 0.95,
-                                           run.job_id))
+        for (auto& c : check_runs(models, runs, runs.size(), 0.95, run.job_id))
             if (c.created == run.created) return c;
     } catch (const Error&) {
         return std::nullopt;

@@ -1,0 +1,152 @@
+// tula CLI: `tula predict` -- the predicted training time of one configuration (nodes, ranks
+// per node, global batch, epochs) of a workload, from the same prediction the planner ranks
+// candidates with (tula/predict.hpp). The report scripts read its JSON (tula(1), "tula predict").
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+#include "format.hpp"
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/predict.hpp"
+
+namespace tula::cli {
+namespace {
+
+struct PredictOptions {
+    CommonOptions common;
+    std::string workload;
+    std::string partition;  // "" : the first partition that can be predicted
+    int nodes = 1;
+    int ranks_per_node = 1;
+    int global_batch = 0;
+    int epochs = 1;
+    int64_t limit_train = 0;  // training examples per epoch (tula-train --limit-train); 0: all
+    std::string without;      // corrections switched off (Corrections::without)
+    std::string format = "json";
+};
+
+// The target of partition `name` in `m` ("" : the first without a reason to leave it out).
+// Errors: tula::Error naming the partitions when there is none such.
+const PartitionTarget& find_target(const TimeModels& m, const std::string& name) {
+    std::string names;
+    for (const PartitionTarget& t : m.targets) {
+        if ((name.empty() || t.conf.name == name) && t.left_out.empty()) return t;
+        if (!name.empty() && t.conf.name == name) throw Error("partition " + name + " cannot be predicted: " + t.left_out);
+        names += (names.empty() ? "" : ", ") + (t.conf.name.empty() ? std::string("(implicit)") : t.conf.name);
+    }
+    throw Error(name.empty() ? "no partition of tula.conf can be predicted for " + m.workload.name
+                             : "no partition " + name + " in tula.conf (its partitions: " + names + ")");
+}
+
+Json prediction_json(const PredictOptions& o, const PartitionTarget& t, const RunPrediction& p, double examples,
+                     const std::vector<std::string>& warnings) {
+    const StepPrediction& s = p.step;
+    Json j;
+    j["status"] = "ok";
+    j["workload"] = o.workload;
+    j["partition"] = t.conf.name;
+    j["nodes"] = o.nodes;
+    j["ranks_per_node"] = o.ranks_per_node;
+    j["global_batch"] = o.global_batch;
+    j["local_batch"] = o.global_batch / (o.nodes * o.ranks_per_node);
+    j["epochs"] = o.epochs;
+    j["examples_per_epoch"] = static_cast<int64_t>(examples);
+    j["steps_per_epoch"] = p.steps_per_epoch;
+    j["predicted_seconds"] = p.seconds;
+    j["lower_seconds"] = p.lower;
+    j["upper_seconds"] = p.upper;
+    j["interval_level"] = 0.95;
+    j["has_interval"] = s.has_interval;
+    j["step"] = {{"seconds", s.seconds},
+                 {"compute_seconds", s.compute_seconds},
+                 {"comm_seconds", s.comm_seconds},
+                 {"exposed_comm_seconds", s.exposed_comm_seconds},
+                 {"time_factor", s.time_factor},
+                 {"synced_profile", s.synced_profile},
+                 {"startup_seconds", s.startup_seconds}};
+    j["without"] = o.without;
+    Json w = Json::array();
+    for (const auto& x : warnings) w.push_back(bare_message(x));
+    j["warnings"] = std::move(w);
+    return j;
+}
+
+int run_predict(const PredictOptions& o) {
+    std::vector<std::string> warnings;
+    if (!valid_workload_name(o.workload))
+        throw UsageError("--workload '" + one_line(o.workload, 80) +
+                         "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
+    Corrections corrections;
+    try {
+        corrections = Corrections::without(o.without);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--without: ") + bare_message(e.what()));
+    }
+    const LoadedConfig lc = load_cli_config(o.common);
+    const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
+    std::vector<RunRecord> runs;
+    const ProfileSet set = load_profiles(dbs, &warnings, o.workload, &runs);
+    const std::optional<Workload> w = set.find(o.workload);
+    if (!w) throw Error("no profile for workload " + o.workload + "; run `tula profile compute --workload " + o.workload + "`");
+    const TimeModels m =
+        fit_time_models(lc.config, *w, set.compute_for(o.workload), set.allreduce, runs, corrections, &warnings);
+    const PartitionTarget& t = find_target(m, o.partition);
+    if (o.nodes > 1 && !t.allreduce)
+        throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +
+                    (m.allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
+                                               : m.allreduce_error));
+    const double examples = static_cast<double>(
+        o.limit_train > 0 ? std::min<int64_t>(o.limit_train, w->train_examples) : w->train_examples);
+    const RunPrediction p = Predictor(m, t).run(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
+    if (o.format == "json") {
+        std::printf("%s\n", prediction_json(o, t, p, examples, warnings).dump(2).c_str());
+    } else {
+        KeyValues kv = {{"status", "ok"},
+                        {"workload", o.workload},
+                        {"partition", t.conf.name},
+                        {"predicted_seconds", format_number("%.6g", p.seconds)},
+                        {"lower_seconds", format_number("%.6g", p.lower)},
+                        {"upper_seconds", format_number("%.6g", p.upper)},
+                        {"step_seconds", format_number("%.6g", p.step.seconds)}};
+        for (const auto& x : warnings) kv.emplace_back("warning", bare_message(x));
+        std::fputs(render_kv(kv).c_str(), stdout);
+    }
+    for (const auto& x : warnings) print_warning(x);
+    return kExitOk;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, Action* action) {
+    auto o = std::make_shared<PredictOptions>();
+    CLI::App* sub = app.add_subcommand(
+        "predict", "predict the training time of one configuration (nodes, ranks per node, global batch, epochs)");
+    sub->footer("The same prediction as tula plan's candidates (profiles, and the run history's overlap and time "
+                "calibration), with its 95 % interval and the parts of one step. Exit status: 0 predicted, 1 error "
+                "(unknown workload, a configuration the models cannot predict), 2 usage error. See tula(1).");
+    add_common_options(sub, &o->common, false);
+    sub->add_option("--workload", o->workload, "MODEL@DATASET")->type_name("W")->required();
+    sub->add_option("--nodes", o->nodes, "nodes (default 1)")->type_name("K")->check(CLI::Range(1, 1000000));
+    sub->add_option("--ranks-per-node", o->ranks_per_node, "ranks (Slurm tasks) per node (default 1)")
+        ->type_name("R")
+        ->check(CLI::Range(1, 1024));
+    sub->add_option("--global-batch", o->global_batch, "examples per step over all ranks, a multiple of K x R")
+        ->type_name("B")
+        ->required()
+        ->check(CLI::Range(1, 1 << 30));
+    sub->add_option("--epochs", o->epochs, "epochs (default 1)")->type_name("E")->check(CLI::Range(1, 100000));
+    sub->add_option("--limit-train", o->limit_train, "training examples per epoch (tula-train --limit-train; default all)")
+        ->type_name("N")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+    sub->add_option("--partition", o->partition, "the partition of tula.conf (default: the first that can be predicted)")
+        ->type_name("NAME");
+    sub->add_option("--without", o->without,
+                    "switch corrections off (concurrency, synced-step, calibration, class-scaling; a comma list)")
+        ->type_name("LIST");
+    add_format_option(sub, &o->format, {"json", "kv"});
+    sub->callback([o, action] { *action = [o] { return run_predict(*o); }; });
+}
+
+}  // namespace tula::cli

@@ -1,0 +1,143 @@
+// libtula: the one prediction of a job's training time. The planner's candidates, `tula
+// predict`, `tula validate` (leave-one-out) and the check of finished runs all call it, so the
+// accuracy Tula reports measures the code that plans jobs. Pure: no SQLite, no Slurm.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tula/conf.hpp"
+#include "tula/models.hpp"
+#include "tula/planner.hpp"
+#include "tula/records.hpp"
+#include "tula/workload.hpp"
+
+namespace tula {
+
+/// The corrections on the modelled step (docs/models.md, "Corrections"), each switchable for
+/// the ablation of `tula validate --without`. Off means the fitted models are used without it:
+///  - concurrency: ComputeModel::concurrency_at, the slowdown of ranks profiled at once (1);
+///  - synced_step: the synchronized-step profile's factor (step_synced_ratios; none);
+///  - calibration: TimeCalibration from finished runs, a factor by shape interpolated over the
+///    local batch (1);
+///  - class_scaling: per-hardware-class models and partitions predicted from another class by
+///    published figures (every run and partition takes the pooled models, factor 1).
+struct Corrections {
+    bool concurrency = true;
+    bool synced_step = true;
+    bool calibration = true;
+    bool class_scaling = true;
+    /// Parses a comma list of names to switch off ("concurrency,synced-step,calibration,
+    /// class-scaling"; "" or "none": none). Errors: tula::Error naming the bad name.
+    static Corrections without(const std::string& list);
+};
+
+/// The time models of one workload fitted to its profiles and finished runs
+/// (fit_time_models): per hardware class and pooled, with the overlap exponent and the time
+/// calibration of the runs.
+struct TimeModels {
+    Workload workload;
+    ComputeModel compute;                     ///< pooled over classes: seconds per iteration of one rank
+    std::optional<AllreduceModel> allreduce;  ///< pooled, across nodes; nullopt: none (1 node only)
+    std::string allreduce_error;              ///< why the allreduce fit failed ("" when it did not)
+    std::map<std::string, ClassFit> classes;  ///< per hardware class (fit_classes)
+    std::vector<PartitionTarget> targets;     ///< the Config's partitions (site_targets)
+    OverlapModel overlap;                     ///< Pollux gamma of the multi-node runs (1 without)
+    TimeCalibration calibration;              ///< factor of the runs on the modelled step (1 without)
+    Corrections corrections;
+    /// The models that predict a run of hardware class `cls` ("" unknown): that class's
+    /// fit when it has one, else the pooled models, with the class's within-node bandwidth
+    /// (its fit, else tula.conf's intra_node_bandwidth of a partition of the class).
+    PartitionTarget run_target(const std::string& cls) const;
+};
+
+/// Fits the run-independent part of TimeModels: compute and allreduce models pooled and per
+/// hardware class of `cfg`'s partitions, and the partitions as targets. `allreduce` holds
+/// every allreduce row (those of one node are the within-node profile). The corrections
+/// switched off are stripped from the models. Warnings (failed class or allreduce fits) are
+/// appended to `warnings` when given. Errors: tula::Error when the pooled compute model cannot
+/// be fitted (ComputeModel::fit).
+TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
+                              const std::vector<AllreduceSample>& allreduce, const Corrections& corrections,
+                              std::vector<std::string>* warnings);
+
+/// `m` with the overlap exponent (OverlapModel::fit on the multi-node runs) and the time
+/// calibration (TimeCalibration::fit on every usable run, oldest first) fitted to `runs`,
+/// each run's modelled step taken with its class's models (TimeModels::run_target). Runs of
+/// other workloads are ignored. A failed overlap fit leaves gamma = 1 with a warning.
+/// Errors: none.
+TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings);
+
+/// fit_run_models(fit_profile_models(...), runs, ...). Errors: as fit_profile_models.
+TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
+                           const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
+                           const Corrections& corrections, std::vector<std::string>* warnings);
+
+/// One step predicted: tau = factor x overlap(f x compute(b) x concurrency, allreduce), seconds.
+struct StepPrediction {
+    double compute_seconds = 0;  ///< f x compute(b) x concurrency(K, R, b), seconds
+    double comm_seconds = 0;     ///< hierarchical allreduce of the gradient, seconds
+    double time_factor = 1;      ///< step_time_factor (synchronized-step profile x calibration)
+    bool synced_profile = false; ///< time_factor includes the synchronized-step profile
+    double seconds = 0;          ///< time_factor x overlap(compute, comm), seconds
+    double exposed_comm_seconds = 0;  ///< seconds - time_factor x compute: communication not hidden
+    double lower = 0, upper = 0; ///< the prediction interval of `seconds` (upper x upper_factor)
+    double startup_seconds = 0;  ///< f x ComputeModel::startup_seconds(b): once per run, seconds
+    bool has_interval = false;   ///< the compute model gives an interval (residual dof or LOO)
+};
+
+/// A run (or candidate) predicted: E epochs of floor(D / B) steps plus the start-up.
+struct RunPrediction {
+    StepPrediction step;
+    double steps_per_epoch = 0;  ///< floor(D / B)
+    double seconds = 0;          ///< E x floor(D / B) x step.seconds + startup, seconds
+    double lower = 0;            ///< E x floor(D / B) x step.lower + startup
+    double upper = 0;            ///< E x floor(D / B) x step.upper + upper_factor x startup
+};
+
+/// The prediction of steps and runs on one partition (its target and the time models), with
+/// the Student-t quantiles of the compute interval computed once. Scavenger (Tyagi & Sharma
+/// 2023) eq. 1-2, the overlap of Pollux (Qiao et al. 2021, eq. 5) and the hierarchical
+/// allreduce (docs/models.md).
+class Predictor {
+public:
+    /// `level`: of the prediction intervals, in (0, 1). Errors: none.
+    Predictor(const TimeModels& models, const PartitionTarget& target, double level = 0.95)
+        : Predictor(target, models.workload, models.overlap, models.calibration, level) {}
+    /// The same from the parts: `w` gives the gradient bytes (4 x params) and the examples.
+    Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
+              const TimeCalibration& calibration, double level = 0.95);
+    /// The hierarchical allreduce of one step on K nodes of R ranks, seconds (0 on 1 rank).
+    double comm_seconds(int nodes, int ranks_per_node) const;
+    /// One step of K nodes x R ranks at local batch b (examples per rank), with the allreduce
+    /// seconds given (comm_seconds(K, R), which the planner computes once per K).
+    StepPrediction step(int nodes, int ranks_per_node, double local_batch, double comm_seconds) const;
+    StepPrediction step(int nodes, int ranks_per_node, double local_batch) const {
+        return step(nodes, ranks_per_node, local_batch, comm_seconds(nodes, ranks_per_node));
+    }
+    /// E epochs of floor(D / B) steps at global batch B on K nodes x R ranks (B / (K R) examples
+    /// per rank), D = examples_per_epoch. Errors: tula::Error when B < K R or D < B.
+    RunPrediction run(int nodes, int ranks_per_node, int global_batch, int epochs, double examples_per_epoch) const;
+    /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
+    /// workload's unless it trained on fewer), at its mean local batch B / (K R).
+    RunPrediction run(const RunRecord& r) const;
+    const PartitionTarget& target() const { return target_; }
+    const SyncedRatios& synced() const { return synced_; }
+
+private:
+    RunPrediction assemble(const StepPrediction& step, double steps_per_epoch, int epochs) const;
+    PartitionTarget target_;
+    OverlapModel overlap_;
+    TimeCalibration calibration_;
+    SyncedRatios synced_;
+    double grad_bytes_ = 0;
+    double examples_ = 0;  // the workload's training examples per epoch
+    double level_ = 0.95;
+    double sigma_q_ = 0;  // Student-t quantile x residual standard error (parametric form)
+    double rel_q_ = 0;    // Student-t quantile x RMS leave-one-out error (interpolated form)
+};
+
+}  // namespace tula

@@ -1,0 +1,236 @@
+// libtula: the one prediction of a step and a run, and the fit of the time models it reads
+// (see predict.hpp; derivations in docs/models.md).
+//
+// For K nodes of R ranks at local batch b, global batch B = K R b, D examples per epoch, E epochs:
+//   compute   t_c = f x compute(b) x concurrency(K, R, b)     f: the partition's compute factor
+//   allreduce t_m = hierarchical(K, R, 4 x params bytes)      within the node, then across nodes
+//   step      tau = factor(K, R, b) x overlap_gamma(t_c, t_m) factor: synchronized-step profile
+//                                                             x time calibration of the runs
+//   run       T   = E x floor(D / B) x tau + f x startup(b)
+// The interval of tau widens t_c by the compute model's Student-t half-width h(b); its upper
+// end is multiplied by the partition's upper_factor (kScaledIntervalFactor when scaled).
+#include "tula/predict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "candidates.hpp"
+#include "tula/error.hpp"
+
+namespace tula {
+
+Corrections Corrections::without(const std::string& list) {
+    Corrections c;
+    std::stringstream ss(list);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+        if (name.empty() || name == "none") continue;
+        if (name == "concurrency") c.concurrency = false;
+        else if (name == "synced-step") c.synced_step = false;
+        else if (name == "calibration") c.calibration = false;
+        else if (name == "class-scaling") c.class_scaling = false;
+        else
+            throw Error("unknown correction '" + name +
+                        "'; the corrections are concurrency, synced-step, calibration, class-scaling");
+    }
+    return c;
+}
+
+
+namespace {
+
+// `m` without the corrections switched off in `c` (the profile-side ones: concurrency and
+// the synchronized-step profile).
+ComputeModel stripped(ComputeModel m, const Corrections& c) {
+    if (!c.concurrency) {
+        m.concurrent.clear();
+        m.concurrent_on_node.clear();
+    }
+    if (!c.synced_step) {
+        m.synced.clear();
+        m.synced_on_node.clear();
+    }
+    return m;
+}
+
+}  // namespace
+
+TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
+                              const std::vector<AllreduceSample>& allreduce, const Corrections& corrections,
+                              std::vector<std::string>* warnings) {
+    std::vector<std::string> local;
+    std::vector<std::string>* warn = warnings ? warnings : &local;
+    TimeModels m;
+    m.workload = w;
+    m.corrections = corrections;
+    m.compute = stripped(ComputeModel::fit(compute), corrections);
+    if (AllreduceModel::has_inter_node(allreduce)) {  // rows of one node are the within-node profile
+        try {
+            m.allreduce = AllreduceModel::fit(allreduce);
+        } catch (const Error& e) {
+            m.allreduce_error = e.what();
+            warn->push_back(m.allreduce_error + "; planning for 1 node only");
+        }
+    }
+    if (corrections.class_scaling) {
+        std::vector<std::string> class_warnings;
+        m.classes = fit_classes(cfg, compute, allreduce, &class_warnings);
+        for (const std::string& s : class_warnings)
+            if (std::find(warn->begin(), warn->end(), s) == warn->end()) warn->push_back(s);
+        for (auto& kv : m.classes) kv.second.compute = stripped(kv.second.compute, corrections);
+        m.targets = site_targets(cfg, m.classes);
+    } else {
+        // every partition and run takes the pooled models, at their own figures
+        std::optional<IntraNodeModel> intra;
+        if (IntraNodeModel::has_samples(allreduce)) {
+            try {
+                intra = IntraNodeModel::fit(allreduce);
+            } catch (const Error&) {
+                intra.reset();  // tula.conf's intra_node_bandwidth then
+            }
+        }
+        m.targets = site_targets(cfg, m.compute, m.allreduce ? &*m.allreduce : nullptr);
+        for (PartitionTarget& t : m.targets) {
+            t.compute_factor = t.upper_factor = 1.0;
+            t.scaled_from.clear();
+            t.allreduce = m.allreduce;
+            t.left_out = t.conf.unavailable;
+            t.intra = intra;
+        }
+        ClassFit pooled;
+        pooled.compute = m.compute;
+        pooled.allreduce = m.allreduce;
+        pooled.intra = intra;
+        m.classes.emplace("", std::move(pooled));
+    }
+    return m;
+}
+
+PartitionTarget TimeModels::run_target(const std::string& cls) const {
+    PartitionTarget t;
+    const auto it = cls.empty() || !corrections.class_scaling ? classes.end() : classes.find(cls);
+    const bool own = it != classes.end();
+    t.compute = own ? it->second.compute : compute;
+    if (own) t.allreduce = it->second.allreduce;
+    else t.allreduce = allreduce;
+    for (const PartitionTarget& p : targets)
+        if (p.conf.hardware_class == cls && p.conf.intra_node_bandwidth > 0)
+            t.conf.intra_node_bandwidth = p.conf.intra_node_bandwidth;
+    const auto fit = classes.find(corrections.class_scaling ? cls : std::string());
+    if (fit != classes.end() && fit->second.intra) t.intra = fit->second.intra;
+    return t;
+}
+
+TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings) {
+    const Workload& w = m.workload;
+    // each run's modelled step with its class's models, so that runs on other hardware
+    // calibrate what the profiles of their own class missed
+    auto samples_of = [&](const std::vector<const RunRecord*>& rs) {
+        std::vector<IterationSample> out;
+        for (const RunRecord* r : rs) {
+            const PartitionTarget t = m.run_target(r->hardware_class);
+            for (const IterationSample& q : iteration_samples({r}, w, t.compute, t.allreduce ? &*t.allreduce : nullptr,
+                                                              t.intra_node_bandwidth()))
+                out.push_back(q);
+        }
+        return out;
+    };
+    std::vector<const RunRecord*> usable, multi;  // usable: oldest first, for the time calibration
+    for (const RunRecord& r : runs) {
+        if (!r.workload.empty() && r.workload != w.name) continue;
+        if (usable_run(r) && (r.nodes == 1 || m.allreduce)) usable.push_back(&r);
+        if (r.nodes >= 2) multi.push_back(&r);  // the overlap is fitted on multi-node runs
+    }
+    std::stable_sort(usable.begin(), usable.end(),
+                     [](const RunRecord* a, const RunRecord* b) { return a->created < b->created; });
+    m.overlap = OverlapModel{};
+    m.calibration = TimeCalibration{};
+    if (m.allreduce) {
+        try {
+            m.overlap = OverlapModel::fit(samples_of(multi));
+        } catch (const Error& e) {
+            if (warnings) warnings->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
+        }
+    }
+    if (m.corrections.calibration) {
+        const double intra = m.targets.empty() ? 0.0 : m.targets.front().intra_node_bandwidth();
+        const SyncedRatios pooled = step_synced_ratios(m.compute, m.allreduce ? &*m.allreduce : nullptr, m.overlap,
+                                                       4.0 * static_cast<double>(w.params), intra);
+        m.calibration = TimeCalibration::fit(samples_of(usable), m.overlap, pooled);
+    }
+    return m;
+}
+
+TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
+                           const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
+                           const Corrections& corrections, std::vector<std::string>* warnings) {
+    return fit_run_models(fit_profile_models(cfg, w, compute, allreduce, corrections, warnings), runs, warnings);
+}
+
+Predictor::Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
+                     const TimeCalibration& calibration, double level)
+    : target_(target), overlap_(overlap), calibration_(calibration), level_(level) {
+    grad_bytes_ = 4.0 * static_cast<double>(w.params);
+    examples_ = static_cast<double>(w.train_examples);
+    synced_ = step_synced_ratios(target_.compute, target_.allreduce ? &*target_.allreduce : nullptr, overlap_,
+                                 grad_bytes_, target_.intra_node_bandwidth());
+    const ComputeModel& c = target_.compute;
+    sigma_q_ = c.dof > 0 && c.sigma > 0 ? c.interval(0.0, level) / std::sqrt(1.0 + std::max(0.0, c.xtx_inv[0])) : 0.0;
+    rel_q_ = c.relative_interval(level);
+}
+
+double Predictor::comm_seconds(int nodes, int ranks_per_node) const {
+    return hierarchical_allreduce_seconds(target_.allreduce ? &*target_.allreduce : nullptr, nodes,
+                                          std::max(1, ranks_per_node), grad_bytes_, target_.intra_node_bandwidth());
+}
+
+StepPrediction Predictor::step(int K, int R, double b, double comm) const {
+    const ComputeModel& c = target_.compute;
+    const double f = target_.compute_factor;
+    R = std::max(1, R);
+    StepPrediction p;
+    const double conc = c.concurrency_at(K, R, b);  // 1 unless ranks were profiled at once
+    p.compute_seconds = f * c.seconds_per_iter(b) * conc;
+    p.comm_seconds = comm;
+    p.time_factor = step_time_factor(calibration_, synced_, K, R, b, &p.synced_profile);
+    p.seconds = p.time_factor * overlap_.combine(p.compute_seconds, comm);
+    p.exposed_comm_seconds = std::max(0.0, p.seconds - p.time_factor * p.compute_seconds);
+    const double lever = c.xtx_inv[0] + 2.0 * b * c.xtx_inv[1] + b * b * c.xtx_inv[2];
+    const double half = c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
+    p.has_interval = half > 0 && std::isfinite(half);
+    const double h = p.has_interval ? half : 0.0;
+    p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, comm);
+    p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), comm);
+    p.startup_seconds = f * c.startup_seconds(b);
+    return p;
+}
+
+RunPrediction Predictor::assemble(const StepPrediction& step, double steps_per_epoch, int epochs) const {
+    RunPrediction r;
+    r.step = step;
+    r.steps_per_epoch = steps_per_epoch;
+    const double n = epochs * steps_per_epoch;
+    r.seconds = n * step.seconds + step.startup_seconds;
+    r.lower = n * step.lower + step.startup_seconds;
+    r.upper = n * step.upper + target_.upper_factor * step.startup_seconds;
+    return r;
+}
+
+RunPrediction Predictor::run(int K, int R, int B, int E, double D) const {
+    R = std::max(1, R);
+    if (K < 1 || B < K * R || B % (K * R) != 0 || !(D >= B) || E < 1)
+        throw Error("cannot predict " + std::to_string(E) + " epochs of global batch " + std::to_string(B) + " on " +
+                    planner_detail::nodes_str(K) + " of " + std::to_string(R) + " rank" + (R == 1 ? "" : "s") +
+                    " each with " + planner_detail::fmt("%.0f", D) +
+                    " examples per epoch: the global batch must be a multiple of the ranks, and at most the examples");
+    return assemble(step(K, R, B / (K * R)), std::floor(D / B), E);
+}
+
+RunPrediction Predictor::run(const RunRecord& rec) const {
+    // a recorded run's global batch need not divide by its ranks: its mean local batch
+    const StepPrediction s = step(std::max(1, rec.nodes), std::max(1, rec.ranks_per_node), rec.local_batch());
+    return assemble(s, std::floor(rec.examples_per_epoch(examples_) / rec.global_batch), rec.epochs);
+}
+
+}  // namespace tula
