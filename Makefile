@@ -179,7 +179,6 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 # `make` builds the programs; the test programs build with the tests (`tests`), the benchmark
 # with `make bench`.
 all: deps-report $(TULA) $(TULA_TRAIN) $(SPANK_SO)
-tests: all $(UNIT_TESTS) $(GPU_TESTS) $(PLUGIN_LINKCHECK)
 
 deps-report:
 	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
@@ -237,8 +236,9 @@ $(PLUGIN_LINKCHECK): $(PLUGIN_OBJ) plugin/tula.map
 	$(CC) -shared -fPIC $(HARDEN_LDFLAGS) -Wl,-z,defs -Wl,--version-script=plugin/tula.map -o $@ $(PLUGIN_OBJ) \
 	  $(SLURM_LINK)
 # The metrics-file commands (tula db record, tula profile compute --command) are unit-tested
-# through their plain functions (cli/metrics_commands.hpp), with what they link of the CLI.
-UNIT_CLI_CMDS := $(addprefix $(B)/obj/cli/,db_record.o profile_command.o profile_jobs.o common.o process.o)
+# through their plain functions (cli/metrics_commands.hpp), with what they link of the CLI; so
+# are the submission filter's decisions (cli/submit.hpp).
+UNIT_CLI_CMDS := $(addprefix $(B)/obj/cli/,db_record.o profile_command.o profile_jobs.o common.o process.o submit.o)
 # cli/format.o, cli/text.o and cli/slurm_reply.o: the CLI's pure reports, text helpers and
 # slurmctld reply protocol are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o \
@@ -263,6 +263,9 @@ $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_LIBS) $(CUDA_LIBS) -lz -lpthread
 endif
+
+# The test programs: the unit tests, the GPU tests (with CUDA), the plugin's link check.
+tests: all $(UNIT_TESTS) $(GPU_TESTS) $(PLUGIN_LINKCHECK)
 
 # Parallel compile jobs of the goals below that build first (a -j given to make wins).
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
@@ -372,7 +375,7 @@ install: all
 	install -m 755 $(SPANK_SO) $(DESTDIR)$(slurmplugindir)/tula.so
 	sed -e 's|@PLUGINDIR@|$(slurmplugindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
 	  etc/plugstack.conf.d/tula.conf > $(DESTDIR)$(sysconfdir)/plugstack.conf.d/tula.conf
-	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' -e 's|@TULA_CONF@|$(sysconfdir)/tula.conf|g' \
+	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' \
 	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
 	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true

@@ -48,12 +48,17 @@ LoadedConfig load_cli_config(const CommonOptions& o) {
     } else {
         lc.path = kDefaultConfPath;
     }
+    bool defaults = false;
     if (!explicit_conf) {
         struct stat st;
-        if (::stat(lc.path.c_str(), &st) != 0 && errno == ENOENT) return lc;  // built-in defaults
+        defaults = ::stat(lc.path.c_str(), &st) != 0 && errno == ENOENT;  // built-in defaults
     }
-    lc.config = load_config(lc.path);
-    lc.from_file = true;
+    if (!defaults) {
+        lc.config = load_config(lc.path);
+        lc.from_file = true;
+    }
+    if (!o.system_db.empty()) lc.config.system_db = o.system_db;
+    if (o.time_margin >= 0) lc.config.time_margin = o.time_margin;
     return lc;
 }
 
@@ -219,6 +224,21 @@ std::optional<std::string> find_in_path(const std::string& name) {
         start = end + 1;
     }
     return std::nullopt;
+}
+
+void add_without_option(CLI::App* sub, std::string* without) {
+    sub->add_option("--without", *without,
+                    "switch corrections off (a comma list of concurrency, synced-step, calibration, class-scaling): "
+                    "the ablation of docs/models.md")
+        ->type_name("LIST");
+}
+
+Corrections corrections_without(const std::string& without) {
+    try {
+        return Corrections::without(without);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--without: ") + bare_message(e.what()));
+    }
 }
 
 }  // namespace tula::cli

@@ -12,6 +12,7 @@
 
 #include "tula/conf.hpp"
 #include "tula/db.hpp"
+#include "tula/predict.hpp"
 
 namespace tula::cli {
 
@@ -36,12 +37,22 @@ constexpr const char* kDefaultConfPath = TULA_DEFAULT_CONF;  // tula.h: sysconfd
 struct CommonOptions {
     std::string conf;              ///< --conf; empty when not given
     std::vector<std::string> dbs;  ///< --db, in order; empty when not given
+    /// Site settings over tula.conf's (the plugstack line's db= and margin=, tula
+    /// submit-filter): its system_db ("" : tula.conf's) and time_margin (< 0 : tula.conf's).
+    std::string system_db;
+    double time_margin = -1;
 };
 
 /// Adds --conf PATH and --db PATH to `sub`. `write` = the command writes one database:
 /// --db then takes one path (default: the user's database), else it is repeatable (default:
 /// the system database of tula.conf, then the user's).
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write);
+
+/// Adds --without LIST to `sub`: the corrections of the modelled step to switch off
+/// (Corrections::without; the ablation of docs/models.md).
+void add_without_option(CLI::App* sub, std::string* without);
+/// The corrections of --without LIST. Errors: UsageError naming a bad name.
+Corrections corrections_without(const std::string& without);
 
 /// Adds --format FMT to `sub`, one of `choices` ("table", "kv", "json"); the default is
 /// *format's value. Returns the option (for excludes()).
@@ -73,7 +84,8 @@ struct LoadedConfig {
 };
 
 /// Loads --conf, else $TULA_CONF, else kDefaultConfPath (sysconfdir/tula.conf). A file that does not exist
-/// gives the built-in defaults unless it was named with --conf. Errors: tula::Error for an
+/// gives the built-in defaults unless it was named with --conf. CommonOptions::system_db and
+/// time_margin, when set, replace the file's. Errors: tula::Error for an
 /// explicit --conf that is missing, an unreadable file, or a parse error (names the line).
 LoadedConfig load_cli_config(const CommonOptions& o);
 
@@ -140,6 +152,7 @@ void add_profile_command(CLI::App& app, Action* action);
 void add_db_command(CLI::App& app, Action* action);
 void add_explain_command(CLI::App& app, Action* action);
 void add_predict_command(CLI::App& app, Action* action);  // cli/predict.cpp
+void add_submit_filter_command(CLI::App& app, Action* action);  // cli/submit_filter.cpp
 void add_plot_command(CLI::App& app, Action* action);
 
 }  // namespace tula::cli

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     static const Group kGroups[] = {{"plan", add_plan_command},       {"profile", add_profile_command},
                                     {"db", add_db_command},           {"explain", add_explain_command},
                                     {"plot", add_plot_command},       {"validate", add_validate_command},
-                                    {"predict", add_predict_command}};
+                                    {"predict", add_predict_command},   {"submit-filter", add_submit_filter_command}};
     const Group* only = nullptr;
     for (const Group& g : kGroups)
         if (argc > 1 && std::strcmp(argv[1], g.name) == 0) only = &g;

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "plan.hpp"
+
 #include "common.hpp"
 #include "format.hpp"
 #include "site.hpp"
@@ -22,22 +24,6 @@
 #include "tula/workload.hpp"
 
 namespace tula::cli {
-namespace {
-
-constexpr size_t kMaxScriptBytes = 1 << 20;  // parse_train_command reads at most 1 MiB too
-
-struct PlanOptions : TargetOptions {
-    CommonOptions common;
-    std::string node_range;  // --node-range LO-HI: Slurm may give the job any count in it
-    std::string policy = "auto";
-    std::string hardware;  // --hardware FILE: simulation mode
-    double target_accuracy = -1;  // --target-accuracy A: a fraction in (0, 1]; -1: not given
-    std::string format = "table";
-    bool json = false;
-    int timeout = 0;  // --timeout SECONDS; 0: no limit
-    std::string partition;  // --partition LIST (sbatch -p): plan only these partitions
-    int ranks_per_node = 0;  // --ranks-per-node N (sbatch --ntasks-per-node); 0: each partition's
-};
 
 // --timeout: `seconds` (> 0) of wall-clock time from now, SIGALRM ends the process with its
 // default action (killed by SIGALRM; a shell reports exit status 142), printing nothing, as
@@ -58,6 +44,11 @@ void arm_timeout(int seconds) {
         throw Error(std::string("--timeout: cannot set up SIGALRM: ") + std::strerror(errno));
     ::alarm(static_cast<unsigned>(seconds));
 }
+
+namespace {
+
+constexpr size_t kMaxScriptBytes = 1 << 20;  // parse_train_command reads at most 1 MiB too
+
 
 // The human-readable plan: candidates table, choice, reason, time limit.
 void print_table(const PlanReport& r, const SimulatedModels* sim) {
@@ -255,165 +246,175 @@ std::string table_row(const Candidate& c) {
     return row;
 }
 
+}  // namespace
+
+PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warnings_out, std::string* table,
+                            std::optional<SimulatedModels>* sim) {
+    std::vector<std::string>& warnings = *warnings_out;
+    if (o.workload.empty() && o.script.empty() && o.hardware.empty())
+        throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
+    if (o.nodes > 0 && !o.node_range.empty())
+        throw UsageError("give --nodes or --node-range, not both");
+    if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
+        throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
+                         std::to_string(o.max_nodes));
+    if (o.target_accuracy != -1 && !(o.target_accuracy > 0 && o.target_accuracy <= 1))
+        throw UsageError("--target-accuracy must be a test accuracy in (0, 1], e.g. 0.759 for 75.9 %");
+    if (!o.workload.empty() && !valid_workload_name(o.workload))
+        throw UsageError("--workload '" + one_line(o.workload, 80) +
+                         "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
+    const LoadedConfig lc = load_cli_config(o.common);
+    std::optional<HardwareSpec> hw;  // the first (or only) partition of --hardware
+    std::vector<HardwareSpec> hw_parts;  // all of them
+    if (!o.hardware.empty()) {
+        hw_parts = load_hardware_partitions(o.hardware);
+        hw = hw_parts.front();
+        if (!o.workload.empty() && o.workload != hw->workload.name)
+            throw UsageError("--workload " + o.workload + " differs from the workload of --hardware " + o.hardware +
+                             " (" + hw->workload.name + "); leave --workload out or change workload.name there");
+    }
+
+    std::string workload = o.workload;
+    int epochs = o.epochs;
+    int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
+    int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
+    std::string script_optimizer;  // TrainCommand::optimizer of the script ("" : none)
+    if (!o.script.empty()) {
+        // --workload (e.g. from --tula-workload) names the workload; the script still
+        // gives the epoch count when it has a tula-train line.
+        TrainCommand tc;
+        try {
+            tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
+        } catch (const std::exception& e) {
+            if (workload.empty()) throw;
+            warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
+        }
+        if (workload.empty() && hw) workload = hw->workload.name;
+        if (workload.empty()) {
+            if (!tc.problem.empty()) throw Error(tc.problem + " in " + o.script);
+            if (!tc.found)
+                throw Error("no `tula-train --model NAME` line and no `# tula: workload=MODEL@DATASET` directive in " +
+                            o.script + "; add the directive, or name the workload with --workload MODEL@DATASET "
+                            "(sbatch: --tula-workload=MODEL@DATASET)");
+            workload = tc.workload();
+            if (!valid_workload_name(workload))
+                throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
+                            "', which is not of the form MODEL@DATASET");
+        }
+        if (epochs <= 0 && tc.found) epochs = tc.epochs;
+        if (tc.found) limit_train = tc.limit_train;
+        if (tc.found) script_batch = tc.reference_batch();
+        if (tc.found) script_optimizer = tc.optimizer;
+    }
+    if (workload.empty() && hw) workload = hw->workload.name;
+    PolicySpec spec;
+    try {
+        spec = parse_policy_spec(o.policy);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--policy: ") + bare_message(e.what()));
+    }
+    const Policy policy = spec.policy;
+    // The target: the epochs at the batch they were written for (--batch-size, the script's,
+    // else tula-train's default; a hardware plan without one: the smallest global batch).
+    spec.reference_batch =
+        o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
+    spec.fixed_epochs = o.fixed_epochs;
+    spec.optimizer = script_optimizer;
+    spec.target_accuracy = o.target_accuracy > 0 ? o.target_accuracy : 0;
+
+    PlanReport r;
+    r.workload = workload;
+    if (epochs <= 0 && hw) epochs = hw->epochs;
+    r.epochs = epochs > 0 ? epochs : lc.config.default_epochs;  // as make_plan_request does
+    r.policy = policy;
+    r.deadline_seconds = spec.deadline_seconds;
+    r.budget = spec.budget;
+    r.price_per_node_hour = lc.config.price_per_node_hour;
+    r.gpus_per_node = lc.config.gpus_per_node;
+    r.price_per_gpu_hour = lc.config.price_per_gpu_hour;
+    r.watts_per_node = lc.config.watts_per_node;
+    r.time_margin = lc.config.time_margin;
+    r.time_overhead = lc.config.time_overhead;
+    r.fixed_nodes = o.nodes;
+    if (hw) {
+        // Simulation mode: no profile database is read.
+        r.simulated = true;
+        auto shape = [](const HardwareSpec& h) {
+            return nodes_phrase(h.nodes) + " x " + std::to_string(h.gpus_per_node) +
+                   (h.gpus_per_node == 1 ? " device" : " devices");
+        };
+        r.hardware = o.hardware + " (cluster " + hw->name + ", ";
+        if (hw_parts.size() == 1) r.hardware += shape(*hw) + ")";
+        for (size_t i = 0; hw_parts.size() > 1 && i < hw_parts.size(); ++i)
+            r.hardware += (i ? ", " : "partitions ") + hw_parts[i].partition + " " + shape(hw_parts[i]) +
+                          (i + 1 == hw_parts.size() ? ")" : "");
+        r.price_per_node_hour = hw->price_per_node_hour;
+        r.gpus_per_node = hw->gpus_per_node;
+        r.price_per_gpu_hour = hw->price_per_gpu_hour;
+        r.watts_per_node = hw->watts_per_node;
+        // With --db, the run history of the file's workload gives the epochs to the target.
+        std::vector<RunRecord> runs;
+        if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
+        if (hw_parts.size() == 1) {
+            *sim = derive_models(*hw);
+            r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
+        } else {
+            r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
+        }
+    } else if (!o.node_range.empty()) {
+        // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
+        // plan shown for the largest, and a time limit that covers the slowest row. The
+        // user asked for these counts, so tula.conf's max_nodes does not cut them.
+        const auto [lo, hi] = parse_node_range(o.node_range);
+        Config cfg = lc.config;
+        narrow_site(&cfg, o.partition, o.ranks_per_node);
+        cfg.max_nodes = std::max(cfg.max_nodes, hi);
+        for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
+        SiteQueue q = apply_slurm_limits(&cfg, &warnings);
+        r.queue_note = q.note;
+        const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
+        *table = workload;
+        int limit = 0;
+        std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
+        // One job runs in one partition: when the counts chose different ones, every row is
+        // planned again in the partition of the largest count (what the job is submitted to).
+        bool mixed = false;
+        for (const Plan& p : rows) mixed = mixed || p.choice().partition != rows.back().choice().partition;
+        if (mixed) {
+            narrow_site(&cfg, rows.back().choice().partition, 0);
+            rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
+        }
+        for (const Plan& p : rows) {
+            *table += ";" + table_row(p.choice());
+            limit = std::max(limit, p.time_limit_minutes);
+        }
+        r.plan = std::move(rows.back());
+        r.plan.time_limit_minutes = limit;
+        r.fixed_nodes = hi;
+    } else {
+        Config cfg = lc.config;
+        narrow_site(&cfg, o.partition, o.ranks_per_node);
+        SiteQueue q = apply_slurm_limits(&cfg, &warnings);
+        const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
+        r.plan = plan_workload(cfg, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
+        apply_queue(&r, cfg, spec, &q, &warnings);
+        r.queue_note = q.note;
+        *table = workload + ";" + table_row(r.plan.choice());
+    }
+    r.warnings = warnings;
+    return r;
+}
+
+namespace {
+
 int run_plan(const PlanOptions& o) {
     const std::string format = o.json ? "json" : o.format;
     std::vector<std::string> warnings;
     try {
         arm_timeout(o.timeout);
-        if (o.workload.empty() && o.script.empty() && o.hardware.empty())
-            throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
-        if (o.nodes > 0 && !o.node_range.empty())
-            throw UsageError("give --nodes or --node-range, not both");
-        if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
-            throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
-                             std::to_string(o.max_nodes));
-        if (o.target_accuracy != -1 && !(o.target_accuracy > 0 && o.target_accuracy <= 1))
-            throw UsageError("--target-accuracy must be a test accuracy in (0, 1], e.g. 0.759 for 75.9 %");
-        if (!o.workload.empty() && !valid_workload_name(o.workload))
-            throw UsageError("--workload '" + one_line(o.workload, 80) +
-                             "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
-        const LoadedConfig lc = load_cli_config(o.common);
-        std::optional<HardwareSpec> hw;  // the first (or only) partition of --hardware
-        std::vector<HardwareSpec> hw_parts;  // all of them
-        if (!o.hardware.empty()) {
-            hw_parts = load_hardware_partitions(o.hardware);
-            hw = hw_parts.front();
-            if (!o.workload.empty() && o.workload != hw->workload.name)
-                throw UsageError("--workload " + o.workload + " differs from the workload of --hardware " + o.hardware +
-                                 " (" + hw->workload.name + "); leave --workload out or change workload.name there");
-        }
-
-        std::string workload = o.workload;
-        int epochs = o.epochs;
-        int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
-        int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
-        std::string script_optimizer;  // TrainCommand::optimizer of the script ("" : none)
-        if (!o.script.empty()) {
-            // --workload (e.g. from --tula-workload) names the workload; the script still
-            // gives the epoch count when it has a tula-train line.
-            TrainCommand tc;
-            try {
-                tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
-            } catch (const std::exception& e) {
-                if (workload.empty()) throw;
-                warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
-            }
-            if (workload.empty() && hw) workload = hw->workload.name;
-            if (workload.empty()) {
-                if (!tc.problem.empty()) throw Error(tc.problem + " in " + o.script);
-                if (!tc.found)
-                    throw Error("no `tula-train --model NAME` line and no `# tula: workload=MODEL@DATASET` directive in " +
-                                o.script + "; add the directive, or name the workload with --workload MODEL@DATASET "
-                                "(sbatch: --tula-workload=MODEL@DATASET)");
-                workload = tc.workload();
-                if (!valid_workload_name(workload))
-                    throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
-                                "', which is not of the form MODEL@DATASET");
-            }
-            if (epochs <= 0 && tc.found) epochs = tc.epochs;
-            if (tc.found) limit_train = tc.limit_train;
-            if (tc.found) script_batch = tc.reference_batch();
-            if (tc.found) script_optimizer = tc.optimizer;
-        }
-        if (workload.empty() && hw) workload = hw->workload.name;
-        PolicySpec spec;
-        try {
-            spec = parse_policy_spec(o.policy);
-        } catch (const Error& e) {
-            throw UsageError(std::string("--policy: ") + bare_message(e.what()));
-        }
-        const Policy policy = spec.policy;
-        // The target: the epochs at the batch they were written for (--batch-size, the script's,
-        // else tula-train's default; a hardware plan without one: the smallest global batch).
-        spec.reference_batch =
-            o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
-        spec.fixed_epochs = o.fixed_epochs;
-        spec.optimizer = script_optimizer;
-        spec.target_accuracy = o.target_accuracy > 0 ? o.target_accuracy : 0;
-
-        PlanReport r;
-        r.workload = workload;
-        if (epochs <= 0 && hw) epochs = hw->epochs;
-        r.epochs = epochs > 0 ? epochs : lc.config.default_epochs;  // as make_plan_request does
-        r.policy = policy;
-        r.deadline_seconds = spec.deadline_seconds;
-        r.budget = spec.budget;
-        r.price_per_node_hour = lc.config.price_per_node_hour;
-        r.gpus_per_node = lc.config.gpus_per_node;
-        r.price_per_gpu_hour = lc.config.price_per_gpu_hour;
-        r.watts_per_node = lc.config.watts_per_node;
-        r.time_margin = lc.config.time_margin;
-        r.time_overhead = lc.config.time_overhead;
-        r.fixed_nodes = o.nodes;
-        std::optional<SimulatedModels> sim;
         std::string table;  // the kv key `table`: the plan table the job receives (spank-tula(8))
-        if (hw) {
-            // Simulation mode: no profile database is read.
-            r.simulated = true;
-            auto shape = [](const HardwareSpec& h) {
-                return nodes_phrase(h.nodes) + " x " + std::to_string(h.gpus_per_node) +
-                       (h.gpus_per_node == 1 ? " device" : " devices");
-            };
-            r.hardware = o.hardware + " (cluster " + hw->name + ", ";
-            if (hw_parts.size() == 1) r.hardware += shape(*hw) + ")";
-            for (size_t i = 0; hw_parts.size() > 1 && i < hw_parts.size(); ++i)
-                r.hardware += (i ? ", " : "partitions ") + hw_parts[i].partition + " " + shape(hw_parts[i]) +
-                              (i + 1 == hw_parts.size() ? ")" : "");
-            r.price_per_node_hour = hw->price_per_node_hour;
-            r.gpus_per_node = hw->gpus_per_node;
-            r.price_per_gpu_hour = hw->price_per_gpu_hour;
-            r.watts_per_node = hw->watts_per_node;
-            // With --db, the run history of the file's workload gives the epochs to the target.
-            std::vector<RunRecord> runs;
-            if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
-            if (hw_parts.size() == 1) {
-                sim = derive_models(*hw);
-                r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
-            } else {
-                r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
-            }
-        } else if (!o.node_range.empty()) {
-            // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
-            // plan shown for the largest, and a time limit that covers the slowest row. The
-            // user asked for these counts, so tula.conf's max_nodes does not cut them.
-            const auto [lo, hi] = parse_node_range(o.node_range);
-            Config cfg = lc.config;
-            narrow_site(&cfg, o.partition, o.ranks_per_node);
-            cfg.max_nodes = std::max(cfg.max_nodes, hi);
-            for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
-            SiteQueue q = apply_slurm_limits(&cfg, &warnings);
-            r.queue_note = q.note;
-            const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
-            table = workload;
-            int limit = 0;
-            std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
-            // One job runs in one partition: when the counts chose different ones, every row is
-            // planned again in the partition of the largest count (what the job is submitted to).
-            bool mixed = false;
-            for (const Plan& p : rows) mixed = mixed || p.choice().partition != rows.back().choice().partition;
-            if (mixed) {
-                narrow_site(&cfg, rows.back().choice().partition, 0);
-                rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
-            }
-            for (const Plan& p : rows) {
-                table += ";" + table_row(p.choice());
-                limit = std::max(limit, p.time_limit_minutes);
-            }
-            r.plan = std::move(rows.back());
-            r.plan.time_limit_minutes = limit;
-            r.fixed_nodes = hi;
-        } else {
-            Config cfg = lc.config;
-            narrow_site(&cfg, o.partition, o.ranks_per_node);
-            SiteQueue q = apply_slurm_limits(&cfg, &warnings);
-            const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
-            r.plan = plan_workload(cfg, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
-            apply_queue(&r, cfg, spec, &q, &warnings);
-            r.queue_note = q.note;
-            table = workload + ";" + table_row(r.plan.choice());
-        }
-        r.warnings = warnings;
-
+        std::optional<SimulatedModels> sim;
+        const PlanReport r = make_plan_report(o, &warnings, &table, &sim);
         if (format == "kv") {
             KeyValues kv = plan_kv(r);
             if (!table.empty()) kv.emplace_back("table", table);

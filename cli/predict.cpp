@@ -78,12 +78,7 @@ int run_predict(const PredictOptions& o) {
     if (!valid_workload_name(o.workload))
         throw UsageError("--workload '" + one_line(o.workload, 80) +
                          "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
-    Corrections corrections;
-    try {
-        corrections = Corrections::without(o.without);
-    } catch (const Error& e) {
-        throw UsageError(std::string("--without: ") + bare_message(e.what()));
-    }
+    const Corrections corrections = corrections_without(o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     std::vector<RunRecord> runs;
@@ -142,9 +137,7 @@ void add_predict_command(CLI::App& app, Action* action) {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
     sub->add_option("--partition", o->partition, "the partition of tula.conf (default: the first that can be predicted)")
         ->type_name("NAME");
-    sub->add_option("--without", o->without,
-                    "switch corrections off (concurrency, synced-step, calibration, class-scaling; a comma list)")
-        ->type_name("LIST");
+    add_without_option(sub, &o->without);
     add_format_option(sub, &o->format, {"json", "kv"});
     sub->callback([o, action] { *action = [o] { return run_predict(*o); }; });
 }

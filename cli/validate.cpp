@@ -25,12 +25,7 @@ std::string pct(double v) { return std::isfinite(v) ? format_number("%.2f", v) :
 
 int run_validate(const ValidateOptions& o) {
     std::vector<std::string> warnings;
-    Corrections corrections;
-    try {
-        corrections = Corrections::without(o.without);
-    } catch (const Error& e) {
-        throw UsageError(std::string("--without: ") + bare_message(e.what()));
-    }
+    const Corrections corrections = corrections_without(o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     const ProfileSet set = load_profiles(dbs, &warnings);
@@ -127,10 +122,7 @@ void add_validate_command(CLI::App& app, Action* action) {
     add_common_options(sub, &o->common, false);
     sub->add_option("--workload", o->workload, "validate only this workload, MODEL@DATASET")->type_name("W");
     sub->add_flag("--partial", o->partial, "use only the smallest and largest profiled local batch and node count");
-    sub->add_option("--without", o->without,
-                    "switch corrections off (a comma list of concurrency, synced-step, calibration, class-scaling): "
-                    "the ablation of docs/models.md")
-        ->type_name("LIST");
+    add_without_option(sub, &o->without);
     add_format_option(sub, &o->format, {"kv", "json"});
     sub->callback([o, action] { *action = [o] { return run_validate(*o); }; });
 }

@@ -23,7 +23,7 @@ synopsis() {
     sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$man1" | awk '
         /^\.B tula [a-z]/ { if (cmd != "") print cmd "\t" opts; cmd = $0; sub(/^\.B tula /, "", cmd); opts = ""
                             gsub(/\\-/, "-", cmd); n = split(cmd, w, " "); cmd = ""
-                            for (i = 1; i <= n && w[i] ~ /^[a-z]+$/; i++) cmd = cmd (cmd == "" ? "" : " ") w[i] }
+                            for (i = 1; i <= n && w[i] ~ /^[a-z][a-z-]*$/; i++) cmd = cmd (cmd == "" ? "" : " ") w[i] }
         /^\.br/ || /^\.SH/ { if (cmd != "") print cmd "\t" opts; cmd = ""; next }
         cmd != "" { line = $0; gsub(/\\-/, "-", line)
                     while (match(line, /-(-[a-z][a-z-]*|[a-z])([^a-z-]|$)/)) {

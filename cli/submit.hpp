@@ -1,0 +1,113 @@
+// tula CLI: the submission filter's decisions (`tula submit-filter`, which etc/cli_filter.lua
+// runs at `sbatch --tula`): the mode, the policy with its deadline or budget, the job's source,
+// what the user fixed of its shape, and what to set from the plan. Pure: the plan comes from a
+// function the caller passes (the command plans in the same process); unit-tested.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tula::cli {
+
+/// What sbatch was given, as cli_filter/lua shows it: `options` holds the Slurm options read
+/// (nodes, time, partition, ntasks, ntasks-per-node, nodelist, gpus, gpus-per-node, gres,
+/// gpus-per-task, gpus-per-socket, wrap, and argv1: the batch script's path), absent when
+/// nil; `spank` the plugin's options (tula, tula-workload, tula-deadline, tula-budget,
+/// tula-epochs) that were given; `env` the variables the filter reads (TULA_MODE,
+/// TULA_WORKLOAD, TULA_DEADLINE, TULA_BUDGET and the plugstack's TULA_PLUGSTACK_*); `type`
+/// sbatch, salloc or srun; `offset` the heterogeneous job component; `stdin_script` the batch
+/// script read from standard input when that is a regular file (nullopt: a pipe, a terminal).
+struct SubmitInput {
+    std::string type = "sbatch";
+    int offset = 0;
+    std::map<std::string, std::string> options;
+    std::map<std::string, std::string> spank;
+    std::map<std::string, std::string> env;
+    std::optional<std::string> stdin_script;
+};
+
+/// The site settings of the plugstack line, from the environment tula.so sets in sbatch
+/// (spank-tula(8)): conf= (TULA_PLUGSTACK_CONF), db= and margin= (TULA_PLUGSTACK_DB,
+/// TULA_PLUGSTACK_MARGIN: absolute paths below 1024 bytes and plain decimals; other values
+/// are ignored), whether the plugin is loaded, its memory file for the plan table, why it is
+/// disabled, and strict.
+struct SiteSettings {
+    std::string conf;    ///< "" : the default tula.conf
+    std::string db;      ///< "" : tula.conf's system_db
+    double margin = -1;  ///< < 0: tula.conf's time_margin
+    std::string plan;    ///< the plugin's memory file ("" : none)
+    std::string disabled;  ///< why the plugin refused its plugstack arguments ("" : it did not)
+    bool loaded = false;
+    bool strict = false;
+};
+/// SiteSettings from `env` (SubmitInput::env). Pure.
+SiteSettings site_settings(const std::map<std::string, std::string>& env);
+
+/// What the filter asks the planner (tula plan's options): the policy ("auto", "time",
+/// "cost", "deadline=HH:MM:SS", "budget=X"), the workload and/or the script (its path, or its
+/// text with a display name for --wrap and standard input), the node range the user asked
+/// for ("" : none), fixed epochs, and the partitions and ranks per node the user fixed.
+struct PlanCall {
+    std::string policy;
+    std::string workload;
+    std::string script;       ///< a path, or a display name when script_text is set
+    std::string script_text;  ///< the script itself (--wrap, standard input)
+    std::string node_range;   ///< "LO-HI"
+    bool fixed_epochs = false;
+    std::string partition;    ///< -p NAME[,NAME...] ("" : not given or not a name list)
+    int ranks_per_node = 0;   ///< --ntasks-per-node (0 : not given)
+};
+
+/// What the filter reads of a plan (tula plan's kv contract): the chosen node count, the time
+/// limit (minutes), the one-line summary, the plan table for the plugin, and the partition,
+/// ranks per node and GPUs per node of the choice ("" / 0 : none).
+struct PlanAnswer {
+    int nodes = 0;
+    int time_limit = 0;
+    std::string summary;
+    std::string table;
+    std::string partition;
+    int ranks_per_node = 0;
+    int gpus_per_node = 0;
+};
+
+/// What the filter does: leave the job unchanged (silently or with `said` lines), change it
+/// (`sets`: option name and value, in order; `table`: the plan table for the plugin's memory
+/// file) or refuse it (strict sites). `said`: the lines to print, each starting "tula: ".
+struct SubmitOutcome {
+    enum class Kind { Unchanged, Changed, Refused };
+    Kind kind = Kind::Unchanged;
+    std::vector<std::pair<std::string, std::string>> sets;
+    std::string table;
+    std::vector<std::string> said;
+};
+
+/// The planner the filter asks: returns the plan or throws std::exception with the reason
+/// (its first warning, when there is one, in parentheses).
+using Planner = std::function<PlanAnswer(const PlanCall&, const SiteSettings&)>;
+
+/// The whole decision of one submission (etc/cli_filter.lua's former pre_submit), in order:
+/// only sbatch's first component; the mode (--tula, else $TULA_MODE, else auto when
+/// --tula-deadline or --tula-budget was given, else off; a bare --tula, shown as "set", is
+/// auto); salloc is told it is not planned; a disabled or absent plugin, a bad mode, policy,
+/// workload or node range is a problem; the plan; then --nodes and --time set only where the
+/// user left them open, and the partition, ranks per node and GPUs per node likewise
+/// (shape_changes). A problem leaves the job unchanged with one `tula: warning: ...; job
+/// submitted unchanged` line, or under strict refuses it with one `tula: error: ...` line.
+/// dry-run says what it would set and changes nothing. Errors: none (the planner's are
+/// problems).
+SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner);
+
+/// Whole minutes (seconds rounded up) of a Slurm time string: M, M:S, H:M:S, D-H, D-H:M,
+/// D-H:M:S. nullopt for UNLIMITED, 0, empty or anything unparsable (no limit given), and for
+/// Slurm's NO_VAL (4294967294 minutes, what 22.05 shows for a --time not given). Pure.
+std::optional<long> time_minutes(const std::string& t);
+
+/// The node counts asked for with --nodes as cli_filter shows them: "N" or "LO-HI" (LO >= 1,
+/// HI <= 1000000); nullopt for "1-0" (not given), empty or anything else. Pure.
+std::optional<std::pair<int, int>> node_request(const std::string& nodes);
+
+}  // namespace tula::cli
