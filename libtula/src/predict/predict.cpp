@@ -15,7 +15,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "candidates.hpp"
+#include "planner/candidates.hpp"
 #include "tula/error.hpp"
 
 namespace tula {

@@ -1,0 +1,116 @@
+// libtula: the across-node allreduce model and the hierarchical allreduce of one step
+// (AllreduceModel, hierarchical_allreduce_seconds; models.hpp).
+#include "tula/models.hpp"
+
+#include <Eigen/Dense>
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit_nlinear.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "fit_util.hpp"
+#include "tula/error.hpp"
+
+namespace tula {
+
+using namespace models_detail;
+
+AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) {
+    const std::string todo = "; run `tula profile allreduce` on 2 or more nodes";
+    std::vector<const AllreduceSample*> use;
+    std::set<std::pair<int, int64_t>> points;
+    for (const auto& s : samples) {
+        if (s.nodes < 1 || s.bytes < 0 || !std::isfinite(s.seconds) || s.seconds < 0)
+            throw Error("allreduce profile has an invalid sample (" + std::to_string(s.nodes) + " nodes, " +
+                        std::to_string(s.bytes) + " bytes, " + std::to_string(s.seconds) + " s)" + todo);
+        if (s.nodes < 2) continue;  // T(1, n) = 0 across nodes; nodes = 1 is the within-node profile
+        if (s.ranks_per_node > 1) continue;  // several ranks per node: a two-level allreduce, not this model
+        use.push_back(&s);
+        points.insert({s.nodes, s.bytes});
+    }
+    if (use.empty()) throw Error("no allreduce profile with 2 or more nodes" + todo);
+    if (points.size() < 2)
+        throw Error("allreduce profile has only 1 distinct (nodes, bytes) point; need at least 2" + todo +
+                    " with 2 node counts or 2 message sizes");
+    const Eigen::Index n = static_cast<Eigen::Index>(use.size());
+    std::set<int> node_counts;
+    for (const auto* s : use) node_counts.insert(s->nodes);
+    auto fit_alg = [&](Algorithm alg) {
+        Eigen::MatrixXd A(n, 2);
+        Eigen::VectorXd y(n);
+        for (Eigen::Index i = 0; i < n; ++i) {
+            const double K = use[static_cast<size_t>(i)]->nodes;
+            A(i, 0) = alg == Algorithm::Ring ? 2.0 * (K - 1.0) : 2.0 * std::ceil(std::log2(K) - 1e-12);
+            A(i, 1) = 2.0 * (K - 1.0) / K * static_cast<double>(use[static_cast<size_t>(i)]->bytes);
+            y(i) = use[static_cast<size_t>(i)]->seconds;
+        }
+        const Eigen::VectorXd x = nnls_small(A, y);
+        AllreduceModel m;
+        m.alpha = x(0);
+        m.beta = x(1);
+        m.rmse = rmse_of(A, x, y);
+        m.algorithm = alg;
+        return m;
+    };
+    AllreduceModel best = fit_alg(Algorithm::Ring);
+    if (node_counts.size() >= 3) {
+        const AllreduceModel rab = fit_alg(Algorithm::Rabenseifner);
+        if (rab.rmse < best.rmse) best = rab;
+    }
+    // each node count's own measurements: the median seconds per message size
+    std::map<int, std::map<double, std::vector<double>>> by_k;
+    for (const auto* s : use) by_k[s->nodes][static_cast<double>(s->bytes)].push_back(s->seconds);
+    for (auto& [k, sizes] : by_k) {
+        if (sizes.size() < 2) continue;
+        auto& pts = best.measured[k];
+        for (auto& [bytes, ts] : sizes) pts.emplace_back(bytes, median(ts));
+    }
+    return best;
+}
+
+double AllreduceModel::seconds(int nodes, double bytes) const {
+    if (nodes <= 1) return 0.0;
+    const auto it = measured.find(nodes);
+    if (it == measured.end()) return modelled_seconds(nodes, bytes);  // fit() keeps >= 2 sizes
+    const auto& p = it->second;
+    if (!(bytes > p.front().first)) return p.front().second;
+    const size_t i = knot_segment(p, bytes);
+    const auto& [n0, t0] = p[i - 1];
+    const auto& [n1, t1] = p[i];
+    const double slope = (t1 - t0) / (n1 - n0);
+    if (bytes > n1) return t1 + std::max(0.0, slope) * (bytes - n1);  // beyond the largest size
+    return t0 + slope * (bytes - n0);
+}
+
+std::string AllreduceModel::measured_nodes() const {
+    std::string ks;
+    for (const auto& kv : measured) ks += (ks.empty() ? "" : ",") + std::to_string(kv.first);
+    return ks;
+}
+
+double AllreduceModel::modelled_seconds(int nodes, double bytes) const {
+    if (nodes <= 1) return 0.0;
+    const double K = nodes;
+    const double steps = algorithm == Algorithm::Ring ? 2.0 * (K - 1.0) : 2.0 * std::ceil(std::log2(K) - 1e-12);
+    return steps * alpha + 2.0 * (K - 1.0) / K * bytes * beta;
+}
+
+bool AllreduceModel::has_inter_node(const std::vector<AllreduceSample>& samples) {
+    return std::any_of(samples.begin(), samples.end(),
+                       [](const AllreduceSample& s) { return s.nodes >= 2 && s.ranks_per_node <= 1; });
+}
+
+double hierarchical_allreduce_seconds(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
+                                      double intra_bandwidth) {
+    const double inter = across && nodes > 1 ? across->seconds(nodes, bytes) : 0.0;
+    return intra_node_allreduce_seconds(ranks_per_node, bytes, intra_bandwidth) + inter;
+}
+
+}  // namespace tula
