@@ -46,9 +46,9 @@ Checkpoint sample() {
     c.lr = 0.0375;
     c.noise_scale = 812.5;
     c.rank_sums = {1.5, 20, 2.5, 21};
-    c.noise_estimator = {1, 2, 3};
-    c.warmup = {4, 5};
-    c.epochs_done = {9, 8, 7, 6};
+    c.noise_estimator = NoiseScale(0.5).to_json();
+    c.warmup = NormWarmup(0.1, 0.9, 5, 50, 4).to_json();
+    c.epochs_done = nlohmann::json::array({{{"epoch", 1}, {"test_accuracy", 0.75}}, {{"epoch", 2}, {"test_accuracy", 0.8}}});
     c.params = {0.5f, -1.25f, 3.0f};
     c.state = {0.1f, 0.2f};
     c.opt_m1 = {1, 2, 3};
@@ -164,6 +164,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(TrainerCheckpointTest);
     CPPUNIT_TEST(test_round_trip);
     CPPUNIT_TEST(test_bad_files);
+    CPPUNIT_TEST(test_named_fields);
     CPPUNIT_TEST(test_stop_and_resume);
     CPPUNIT_TEST(test_stop_and_resume_dropout);
     CPPUNIT_TEST(test_prefetch_same_trajectory);
@@ -227,6 +228,39 @@ public:
         ver[8] = 9;  // version field (u32 after the 8-byte magic)
         tula_test::write_bytes(d + "/ver", ver);
         expect_error(d + "/ver", "format version 9");
+        // a checkpoint of format 1 (raw structs, of older releases) is refused, saying why
+        std::vector<char> v1 = good;
+        v1[8] = 1;
+        tula_test::write_bytes(d + "/v1", v1);
+        expect_error(d + "/v1", "format version 1, this tula-train reads version 2 (an older tula-train wrote it)");
+    }
+
+    // The header is JSON with named, versioned fields (read here with nlohmann::json, not by
+    // read_checkpoint): the configuration as an object of its keys, the estimators' state and
+    // the finished epochs by name, the tensors listed with their element counts; a header
+    // without a field is refused.
+    void test_named_fields() {
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string p = d_dir.path + "/a.ckpt";
+        const Checkpoint c = sample();
+        write_checkpoint(p, c);
+        const std::vector<char> all = tula_test::read_bytes(p);
+        uint64_t json_len = 0;
+        std::memcpy(&json_len, all.data() + 16, 8);
+        const auto h = nlohmann::json::parse(all.begin() + 36, all.begin() + 36 + static_cast<long>(json_len));
+        CPPUNIT_ASSERT_EQUAL(2, h.at("version").get<int>());
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), h.at("config").at("model").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("64"), h.at("config").at("batch").get<std::string>());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, h.at("noise_estimator").at("beta").get<double>(), 0);
+        CPPUNIT_ASSERT_EQUAL(int64_t(50), h.at("warmup").at("cap_steps").get<int64_t>());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, h.at("epochs_done")[1].at("test_accuracy").get<double>(), 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("params"), h.at("tensors")[0].at("name").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(size_t(3), h.at("tensors")[0].at("count").get<size_t>());
+        // the same estimator back from its fields
+        const NoiseScale n = NoiseScale::from_json(c.noise_estimator);
+        CPPUNIT_ASSERT_EQUAL(NoiseScale(0.5).to_json().dump(), n.to_json().dump());
+        CPPUNIT_ASSERT_THROW(NoiseScale::from_json(nlohmann::json::object()), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(NormWarmup::from_json({{"threshold", 0.1}}), std::invalid_argument);
     }
 
     void test_stop_and_resume() {

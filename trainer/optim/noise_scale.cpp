@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace tula {
 namespace train {
@@ -32,6 +34,24 @@ bool NoiseScale::add_estimates(double g2, double tr) {
 bool NoiseScale::ready() const { return n_ > 0 && g2_ > 0 && tr_ > 0; }
 
 double NoiseScale::value() const { return ready() ? tr_ / g2_ : 0.0; }
+
+nlohmann::json NoiseScale::to_json() const {
+    return {{"beta", beta_}, {"grad_norm2", g2_}, {"trace", tr_}, {"count", n_}};
+}
+
+NoiseScale NoiseScale::from_json(const nlohmann::json& j) {
+    try {
+        NoiseScale s(j.at("beta").get<double>());
+        s.beta_ = j.at("beta").get<double>();
+        s.g2_ = j.at("grad_norm2").get<double>();
+        s.tr_ = j.at("trace").get<double>();
+        s.n_ = j.at("count").get<int64_t>();
+        if (s.n_ < 0) throw std::invalid_argument("count < 0");
+        return s;
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(std::string("noise-scale state: ") + e.what());
+    }
+}
 
 }  // namespace train
 }  // namespace tula

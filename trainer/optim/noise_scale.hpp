@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include <nlohmann/json.hpp>
+
 namespace tula {
 namespace train {
 
@@ -38,6 +40,10 @@ public:
     double trace() const { return tr_; }
     /// Observations taken.
     int64_t count() const { return n_; }
+    /// The estimator's state as named fields (beta, grad_norm2, trace, count), for checkpoints.
+    nlohmann::json to_json() const;
+    /// The state of to_json(). Errors: std::invalid_argument naming a missing or bad field.
+    static NoiseScale from_json(const nlohmann::json& j);
 
 private:
     double beta_;

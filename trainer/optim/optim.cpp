@@ -89,6 +89,34 @@ NormWarmup::NormWarmup(double threshold, double beta, int64_t min_steps, int64_t
     }
 }
 
+nlohmann::json NormWarmup::to_json() const {
+    return {{"threshold", threshold_}, {"beta", beta_},   {"min_steps", min_steps_},
+            {"cap_steps", cap_steps_}, {"window", window_}, {"step", t_},
+            {"end_step", end_},        {"values", n_},      {"ema", ema_},
+            {"change", change_},       {"history", std::vector<double>(hist_, hist_ + kMaxWindow + 1)},
+            {"have", have_},           {"active", active_}};
+}
+
+NormWarmup NormWarmup::from_json(const nlohmann::json& j) {
+    try {
+        NormWarmup w(j.at("threshold").get<double>(), j.at("beta").get<double>(), j.at("min_steps").get<int64_t>(),
+                     j.at("cap_steps").get<int64_t>(), j.at("window").get<int>());
+        w.t_ = j.at("step").get<int64_t>();
+        w.end_ = j.at("end_step").get<int64_t>();
+        w.n_ = j.at("values").get<int64_t>();
+        w.ema_ = j.at("ema").get<double>();
+        w.change_ = j.at("change").get<double>();
+        const std::vector<double> h = j.at("history").get<std::vector<double>>();
+        if (h.size() != static_cast<size_t>(kMaxWindow + 1)) throw std::invalid_argument("warmup state: history size");
+        std::copy(h.begin(), h.end(), w.hist_);
+        w.have_ = j.at("have").get<bool>();
+        w.active_ = j.at("active").get<bool>();
+        return w;
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(std::string("warmup state: ") + e.what());
+    }
+}
+
 bool NormWarmup::update(double g2) {
     if (!active_) return false;
     const int64_t t = t_++;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model.hpp"
 
 namespace tula {
@@ -141,6 +143,11 @@ public:
     /// The last relative change over the window |E_t - E_{t-window}| / E_{t-window} (0 before
     /// window + 1 values).
     double last_change() const { return change_; }
+    /// The rule's state as named fields (its settings, step, EMA, ring of the window), for
+    /// checkpoints.
+    nlohmann::json to_json() const;
+    /// The state of to_json(). Errors: std::invalid_argument naming a missing or bad field.
+    static NormWarmup from_json(const nlohmann::json& j);
 
 private:
     double threshold_, beta_;

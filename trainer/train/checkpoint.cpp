@@ -10,6 +10,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace tula {
 namespace train {
@@ -17,9 +20,9 @@ namespace train {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'U', 'L', 'A', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint32_t kByteOrder = 0x01020304u;
-constexpr size_t kHeader = 8 + 4 + 4 + 8 + 4 + 8;
+constexpr size_t kHeader = 8 + 4 + 4 + 8 + 8 + 4;
 
 volatile std::sig_atomic_t g_stop = 0;
 extern "C" void on_stop_signal(int) { g_stop = 1; }
@@ -44,45 +47,27 @@ public:
     std::vector<uint8_t> buf;
 };
 
-class Reader {
-public:
-    Reader(const uint8_t* p, size_t n, const std::string& path) : p_(p), n_(n), path_(path) {}
-    template <class T>
-    T get() {
-        T v;
-        need(sizeof(T));
-        std::memcpy(&v, p_ + o_, sizeof(T));
-        o_ += sizeof(T);
-        return v;
+// The configuration string "key=value key=value ..." (run_config) as named fields, in order,
+// and back.
+nlohmann::ordered_json config_object(const std::string& config) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    size_t p = 0;
+    while (p < config.size()) {
+        size_t q = config.find(' ', p);
+        if (q == std::string::npos) q = config.size();
+        const std::string kv = config.substr(p, q - p);
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos) o[kv] = nullptr;  // a bare word (tests' configurations)
+        else o[kv.substr(0, eq)] = kv.substr(eq + 1);
+        p = q + 1;
     }
-    template <class T>
-    std::vector<T> get_vec() {
-        const uint64_t n = get<uint64_t>();
-        if (n > (n_ - o_) / sizeof(T)) bad();
-        std::vector<T> v(n);
-        if (n) std::memcpy(v.data(), p_ + o_, n * sizeof(T));
-        o_ += n * sizeof(T);
-        return v;
-    }
-    std::string get_str() {
-        const std::vector<char> v = get_vec<char>();
-        return std::string(v.begin(), v.end());
-    }
-    bool at_end() const { return o_ == n_; }
-
-private:
-    void need(size_t k) {
-        if (k > n_ - o_) bad();
-    }
-    [[noreturn]] void bad() const {
-        throw CheckpointError(path_ + ": checkpoint payload is malformed (a field runs past its end) although its "
-                                      "checksum matches; it was not written by this version of tula-train: delete it "
-                                      "and start without --resume");
-    }
-    const uint8_t* p_;
-    size_t n_, o_ = 0;
-    std::string path_;
-};
+    return o;
+}
+std::string config_string(const nlohmann::ordered_json& o) {
+    std::string s;
+    for (const auto& [k, v] : o.items()) s += (s.empty() ? "" : " ") + k + (v.is_null() ? "" : "=" + v.get<std::string>());
+    return s;
+}
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -118,33 +103,47 @@ uint64_t fnv1a64(const std::string& s) {
 }
 
 void write_checkpoint(const std::string& path, const Checkpoint& c) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(c.config)));
+    const std::vector<std::pair<const char*, const std::vector<float>*>> tensors = {
+        {"params", &c.params}, {"state", &c.state}, {"opt_m1", &c.opt_m1}, {"opt_m2", &c.opt_m2}};
+    nlohmann::ordered_json h;
+    h["format"] = "tula-train checkpoint";
+    h["version"] = kVersion;
+    h["config"] = config_object(c.config);
+    h["config_hash"] = hash;
+    h["ranks"] = c.ranks;
+    h["epoch"] = c.epoch;
+    h["step_in_epoch"] = c.step_in_epoch;
+    h["global_step"] = c.global_step;
+    h["epoch_seconds"] = c.epoch_seconds;
+    h["lr"] = c.lr;
+    h["noise_scale"] = c.noise_scale;
+    h["rank_sums"] = c.rank_sums;
+    h["noise_estimator"] = c.noise_estimator;
+    h["warmup"] = c.warmup;
+    h["epochs_done"] = c.epochs_done;
+    h["opt_t"] = c.opt_t;
+    h["layer_rng"] = c.layer_rng;
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
     Writer pl;
-    pl.put_str(c.config);
-    pl.put(c.ranks);
-    pl.put(c.epoch);
-    pl.put(c.step_in_epoch);
-    pl.put(c.global_step);
-    pl.put(c.epoch_seconds);
-    pl.put(c.lr);
-    pl.put(c.noise_scale);
-    pl.put_vec(c.rank_sums);
-    pl.put_vec(c.noise_estimator);
-    pl.put_vec(c.warmup);
-    pl.put_vec(c.epochs_done);
-    pl.put_vec(c.params);
-    pl.put_vec(c.state);
-    pl.put_vec(c.opt_m1);
-    pl.put_vec(c.opt_m2);
-    pl.put(c.opt_t);
-    pl.put<uint64_t>(c.layer_rng.size());
-    for (const auto& r : c.layer_rng) pl.put_str(r);
+    for (const auto& [name, v] : tensors) {
+        list.push_back({{"name", name}, {"dtype", "float32"}, {"count", v->size()}});
+        const auto* p = reinterpret_cast<const uint8_t*>(v->data());
+        pl.buf.insert(pl.buf.end(), p, p + v->size() * sizeof(float));
+    }
+    h["tensors"] = std::move(list);
+    const std::string json = h.dump();
+    uLong crc = crc32_z(0L, reinterpret_cast<const Bytef*>(json.data()), json.size());
+    crc = crc32_z(crc, pl.buf.data(), pl.buf.size());
     Writer hd;
     for (char ch : kMagic) hd.put(ch);
     hd.put(kVersion);
     hd.put(kByteOrder);
+    hd.put<uint64_t>(json.size());
     hd.put<uint64_t>(pl.buf.size());
-    hd.put<uint32_t>(static_cast<uint32_t>(crc32_z(0L, pl.buf.data(), pl.buf.size())));
-    hd.put(fnv1a64(c.config));
+    hd.put<uint32_t>(static_cast<uint32_t>(crc));
+    hd.buf.insert(hd.buf.end(), json.begin(), json.end());
 
     std::string tmpl = path + ".tmp.XXXXXX";
     std::vector<char> name(tmpl.begin(), tmpl.end());
@@ -190,47 +189,74 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (all.size() < kHeader)
         throw CheckpointError(path + ": checkpoint truncated inside its header (" + std::to_string(all.size()) +
                               " bytes); it cannot be used: delete it and start without --resume");
-    Reader h(all.data(), kHeader, path);
-    for (int i = 0; i < 8; ++i) (void)h.get<char>();
-    const uint32_t version = h.get<uint32_t>(), order = h.get<uint32_t>();
-    const uint64_t len = h.get<uint64_t>();
-    const uint32_t crc = h.get<uint32_t>();
-    const uint64_t hash = h.get<uint64_t>();
+    uint32_t version, order, crc;
+    uint64_t json_len, tensor_len;
+    std::memcpy(&version, all.data() + 8, 4);
+    std::memcpy(&order, all.data() + 12, 4);
+    std::memcpy(&json_len, all.data() + 16, 8);
+    std::memcpy(&tensor_len, all.data() + 24, 8);
+    std::memcpy(&crc, all.data() + 32, 4);
     if (order != kByteOrder)
         throw CheckpointError(path + ": checkpoint written on a machine of another byte order; resume on the same kind of machine");
     if (version != kVersion)
         throw CheckpointError(path + ": checkpoint format version " + std::to_string(version) + ", this tula-train reads version " +
-                              std::to_string(kVersion) + "; resume with the tula-train that wrote it");
-    if (all.size() - kHeader != len)
-        throw CheckpointError(path + ": checkpoint truncated or extended (" + std::to_string(all.size() - kHeader) + " of " +
-                              std::to_string(len) + " payload bytes); it cannot be used: delete it and start without --resume");
-    const uint8_t* pl = all.data() + kHeader;
-    if (static_cast<uint32_t>(crc32_z(0L, pl, static_cast<size_t>(len))) != crc)
+                              std::to_string(kVersion) + (version < kVersion ? " (an older tula-train wrote it)" : "") +
+                              "; resume with the tula-train that wrote it, or delete it and start without --resume");
+    const uint64_t body = all.size() - kHeader;
+    if (json_len > body || tensor_len > body || json_len + tensor_len != body)
+        throw CheckpointError(path + ": checkpoint truncated or extended (" + std::to_string(body) + " of " +
+                              std::to_string(json_len + tensor_len) +
+                              " bytes after the header); it cannot be used: delete it and start without --resume");
+    const uint8_t* js = all.data() + kHeader;
+    uLong sum = crc32_z(0L, js, static_cast<size_t>(json_len));
+    sum = crc32_z(sum, js + json_len, static_cast<size_t>(tensor_len));
+    if (static_cast<uint32_t>(sum) != crc)
         throw CheckpointError(path + ": checkpoint corrupt (CRC-32 mismatch); it cannot be used: delete it and start without --resume");
-    Reader r(pl, len, path);
+    const std::string inconsistent = path + ": checkpoint fields are inconsistent";
+    const std::string what_to_do = "; it cannot be used: delete it and start without --resume";
     Checkpoint c;
-    c.config = r.get_str();
-    c.ranks = r.get<int32_t>();
-    c.epoch = r.get<int32_t>();
-    c.step_in_epoch = r.get<int64_t>();
-    c.global_step = r.get<int64_t>();
-    c.epoch_seconds = r.get<double>();
-    c.lr = r.get<double>();
-    c.noise_scale = r.get<double>();
-    c.rank_sums = r.get_vec<double>();
-    c.noise_estimator = r.get_vec<uint8_t>();
-    c.warmup = r.get_vec<uint8_t>();
-    c.epochs_done = r.get_vec<uint8_t>();
-    c.params = r.get_vec<float>();
-    c.state = r.get_vec<float>();
-    c.opt_m1 = r.get_vec<float>();
-    c.opt_m2 = r.get_vec<float>();
-    c.opt_t = r.get<int64_t>();
-    const uint64_t nrng = r.get<uint64_t>();
-    for (uint64_t i = 0; i < nrng; ++i) c.layer_rng.push_back(r.get_str());
-    if (!r.at_end() || fnv1a64(c.config) != hash || c.ranks < 1 || c.epoch < 1 || c.step_in_epoch < 0 ||
-        c.rank_sums.size() != 2 * static_cast<size_t>(c.ranks))
-        throw CheckpointError(path + ": checkpoint fields are inconsistent; it cannot be used: delete it and start without --resume");
+    try {
+        const nlohmann::ordered_json h =
+            nlohmann::ordered_json::parse(reinterpret_cast<const char*>(js), reinterpret_cast<const char*>(js) + json_len);
+        c.config = config_string(h.at("config"));
+        c.ranks = h.at("ranks").get<int32_t>();
+        c.epoch = h.at("epoch").get<int32_t>();
+        c.step_in_epoch = h.at("step_in_epoch").get<int64_t>();
+        c.global_step = h.at("global_step").get<int64_t>();
+        c.epoch_seconds = h.at("epoch_seconds").get<double>();
+        c.lr = h.at("lr").get<double>();
+        c.noise_scale = h.at("noise_scale").get<double>();
+        c.rank_sums = h.at("rank_sums").get<std::vector<double>>();
+        c.noise_estimator = nlohmann::json::parse(h.at("noise_estimator").dump());
+        c.warmup = nlohmann::json::parse(h.at("warmup").dump());
+        c.epochs_done = nlohmann::json::parse(h.at("epochs_done").dump());
+        c.opt_t = h.at("opt_t").get<int64_t>();
+        c.layer_rng = h.at("layer_rng").get<std::vector<std::string>>();
+        char hash[17];
+        std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(c.config)));
+        if (h.at("config_hash").get<std::string>() != hash) throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
+        // the tensors, in the order and of the sizes the header lists
+        std::vector<float>* dst[] = {&c.params, &c.state, &c.opt_m1, &c.opt_m2};
+        const char* names[] = {"params", "state", "opt_m1", "opt_m2"};
+        const auto& list = h.at("tensors");
+        if (!list.is_array() || list.size() != 4) throw CheckpointError(inconsistent + " (tensors)" + what_to_do);
+        uint64_t off = 0;
+        for (size_t i = 0; i < 4; ++i) {
+            const uint64_t n = list[i].at("count").get<uint64_t>();
+            if (list[i].at("name").get<std::string>() != names[i] || list[i].at("dtype").get<std::string>() != "float32" ||
+                n > (tensor_len - off) / sizeof(float))
+                throw CheckpointError(inconsistent + " (tensor " + names[i] + ")" + what_to_do);
+            dst[i]->resize(n);
+            if (n) std::memcpy(dst[i]->data(), js + json_len + off, n * sizeof(float));
+            off += n * sizeof(float);
+        }
+        if (off != tensor_len) throw CheckpointError(inconsistent + " (tensor bytes)" + what_to_do);
+    } catch (const nlohmann::json::exception& e) {
+        throw CheckpointError(inconsistent + " (" + e.what() + ")" + what_to_do);
+    }
+    if (c.ranks < 1 || c.epoch < 1 || c.step_in_epoch < 0 || c.rank_sums.size() != 2 * static_cast<size_t>(c.ranks) ||
+        !c.epochs_done.is_array())
+        throw CheckpointError(inconsistent + what_to_do);
     return c;
 }
 

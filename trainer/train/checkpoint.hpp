@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tula {
 namespace train {
 
@@ -18,7 +20,7 @@ struct CheckpointError : std::runtime_error {
 /// The training state at a step boundary, enough to continue bit-identically (same rank
 /// count, same configuration). Written by rank 0; every rank reads it on resume.
 struct Checkpoint {
-    std::string config;         ///< canonical description of the run's configuration ("key=value ...")
+    std::string config;         ///< canonical description of the run's configuration ("key=value ...", stored as named fields)
     int32_t ranks = 1;          ///< MPI ranks of the run that wrote it
     int32_t epoch = 1;          ///< 1-based epoch in progress
     int64_t step_in_epoch = 0;  ///< steps of that epoch already done (0..steps per epoch)
@@ -29,9 +31,9 @@ struct Checkpoint {
     /// Per rank r: [2r] sum of loss * examples, [2r+1] examples classified right, of the
     /// epoch so far, (2 * ranks,).
     std::vector<double> rank_sums;
-    std::vector<uint8_t> noise_estimator;  ///< bytes of the NoiseScale object
-    std::vector<uint8_t> warmup;           ///< bytes of the NormWarmup object
-    std::vector<uint8_t> epochs_done;      ///< bytes of the finished epochs' EpochResults
+    nlohmann::json noise_estimator;        ///< NoiseScale::to_json(): its named fields
+    nlohmann::json warmup;                 ///< NormWarmup::to_json()
+    nlohmann::json epochs_done = nlohmann::json::array();  ///< the finished epochs, an object each
     std::vector<float> params;             ///< Model::params(), (num_params,)
     std::vector<float> state;              ///< Model::state() (BN running statistics) of rank 0
     std::vector<float> opt_m1, opt_m2;     ///< Optimizer::get_state moments
@@ -44,16 +46,22 @@ uint64_t fnv1a64(const std::string& s);
 
 /// Writes `c` to `path` atomically: into a temporary file in the same directory, fsync,
 /// rename over `path`, fsync of the directory; a crash at any point leaves either the old
-/// file or the new one, never a partial one. Format (host byte order): "TULACKPT", u32
-/// version (1), u32 0x01020304 (byte-order mark), u64 payload bytes, u32 CRC-32 (zlib) of
-/// the payload, u64 FNV-1a hash of c.config, then the payload (the fields in declaration
-/// order; strings and vectors as u64 count + elements; layer_rng as u64 count + strings). Errors: CheckpointError (cannot
-/// create / write / rename; the temporary file is removed).
+/// file or the new one, never a partial one. Format 2 (host byte order): "TULACKPT", u32
+/// version (2), u32 0x01020304 (byte-order mark), u64 header bytes, u64 tensor bytes, u32
+/// CRC-32 (zlib) of header and tensors; then the header, a JSON object of named fields
+/// ("format", "version", "config" as an object of the configuration's keys, "config_hash"
+/// (FNV-1a of c.config, 16 hex digits), "ranks", "epoch", "step_in_epoch", "global_step",
+/// "epoch_seconds", "lr", "noise_scale", "rank_sums", "noise_estimator", "warmup",
+/// "epochs_done", "opt_t", "layer_rng", and "tensors": the name and element count of each
+/// float32 array that follows); then the tensors (params, state, opt_m1, opt_m2) in that
+/// order. Errors: CheckpointError (cannot create / write / rename; the temporary file is
+/// removed).
 void write_checkpoint(const std::string& path, const Checkpoint& c);
 
 /// Reads a checkpoint written by write_checkpoint. Errors: CheckpointError when the file
-/// cannot be opened, is not a tula-train checkpoint, has another byte order or a newer
-/// format version, is truncated, or fails its checksum.
+/// cannot be opened, is not a tula-train checkpoint, has another byte order or another
+/// format version (format 1, of older tula-train releases, is refused: it cannot be resumed
+/// by this one), is truncated, fails its checksum, or lacks a field.
 Checkpoint read_checkpoint(const std::string& path);
 
 /// Makes SIGTERM (Slurm's warning before the time limit, sbatch --signal, and scancel)

@@ -223,17 +223,37 @@ EvalResult Trainer::evaluate(const Dataset& d, int batch) {
 }
 
 namespace {
-template <class T>
-std::vector<uint8_t> bytes_of(const T& v) {
-    static_assert(std::is_trivially_copyable<T>::value, "raw copy");
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    return std::vector<uint8_t>(p, p + sizeof(T));
+// An EpochResult as named fields (checkpoints), and back. Errors of epoch_from_json:
+// std::invalid_argument naming the field.
+nlohmann::json epoch_to_json(const EpochResult& e) {
+    return {{"epoch", e.epoch},           {"train_loss", e.train_loss},   {"train_accuracy", e.train_accuracy},
+            {"test_loss", e.test_loss},   {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
+            {"images_per_second", e.images_per_second}, {"noise_scale", e.noise_scale}, {"lr", e.lr},
+            {"warmup_end", e.warmup_end}, {"grad_norm", e.grad_norm},     {"hessian_eig", e.hessian_eig},
+            {"batch", e.batch},           {"val_loss", e.val_loss},       {"val_accuracy", e.val_accuracy}};
 }
-template <class T>
-void from_bytes(const std::vector<uint8_t>& b, T& v, const char* what) {
-    static_assert(std::is_trivially_copyable<T>::value, "raw copy");
-    if (b.size() != sizeof(T)) throw TrainError(std::string("the checkpoint's ") + what + " state has the wrong size");
-    std::memcpy(static_cast<void*>(&v), b.data(), sizeof(T));
+EpochResult epoch_from_json(const nlohmann::json& j) {
+    try {
+        EpochResult e;
+        e.epoch = j.at("epoch").get<int>();
+        e.train_loss = j.at("train_loss").get<double>();
+        e.train_accuracy = j.at("train_accuracy").get<double>();
+        e.test_loss = j.at("test_loss").get<double>();
+        e.test_accuracy = j.at("test_accuracy").get<double>();
+        e.seconds = j.at("seconds").get<double>();
+        e.images_per_second = j.at("images_per_second").get<double>();
+        e.noise_scale = j.at("noise_scale").get<double>();
+        e.lr = j.at("lr").get<double>();
+        e.warmup_end = j.at("warmup_end").get<int64_t>();
+        e.grad_norm = j.at("grad_norm").get<double>();
+        e.hessian_eig = j.at("hessian_eig").get<double>();
+        e.batch = j.at("batch").get<int>();
+        e.val_loss = j.at("val_loss").get<double>();
+        e.val_accuracy = j.at("val_accuracy").get<double>();
+        return e;
+    } catch (const nlohmann::json::exception& x) {
+        throw std::invalid_argument(std::string("finished epoch: ") + x.what());
+    }
 }
 }  // namespace
 
@@ -300,7 +320,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                              std::to_string(ck->state.size()) + " BN values, the model " + model.name() + " has " +
                              std::to_string(model.num_params()) + " and " + std::to_string(model.state_size()) +
                              ": it is another model's");
-        if (ck->epoch > cfg.epochs || ck->step_in_epoch > steps || ck->epochs_done.size() % sizeof(EpochResult) != 0)
+        if (ck->epoch > cfg.epochs || ck->step_in_epoch > steps || !ck->epochs_done.is_array())
             throw TrainError("the checkpoint's position (epoch " + std::to_string(ck->epoch) + ", step " +
                              std::to_string(ck->step_in_epoch) + ") lies outside this run");
         std::copy(ck->params.begin(), ck->params.end(), model.params());
@@ -315,11 +335,14 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         } catch (const std::invalid_argument& x) {
             throw TrainError("the checkpoint's dropout state does not fit the model: " + std::string(x.what()));
         }
-        from_bytes(ck->noise_estimator, noise, "noise-scale");
-        from_bytes(ck->warmup, warm, "warmup");
+        try {
+            noise = NoiseScale::from_json(ck->noise_estimator);
+            warm = NormWarmup::from_json(ck->warmup);
+            for (const auto& e : ck->epochs_done) out.push_back(epoch_from_json(e));
+        } catch (const std::invalid_argument& x) {
+            throw TrainError("the checkpoint's " + std::string(x.what()));
+        }
         sched.noise_scale = ck->noise_scale;
-        out.resize(ck->epochs_done.size() / sizeof(EpochResult));
-        if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), ck->epochs_done.data(), ck->epochs_done.size());
         e0 = ck->epoch;
         s0 = ck->step_in_epoch;
         t = ck->global_step;
@@ -365,10 +388,9 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         comm.allreduce_sum(c.rank_sums.data(), c.rank_sums.size());
         std::string err;
         if (comm.rank() == 0) {
-            c.noise_estimator = bytes_of(noise);
-            c.warmup = bytes_of(warm);
-            const auto* p = reinterpret_cast<const uint8_t*>(out.data());
-            c.epochs_done.assign(p, p + out.size() * sizeof(EpochResult));
+            c.noise_estimator = noise.to_json();
+            c.warmup = warm.to_json();
+            for (const EpochResult& e : out) c.epochs_done.push_back(epoch_to_json(e));
             c.params.assign(model.params(), model.params() + model.num_params());
             c.state.assign(model.state(), model.state() + model.state_size());
             if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
