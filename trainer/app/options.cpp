@@ -96,9 +96,10 @@ int rank_cpus() {
 
 // Parses the command line into `o`. Returns -1 to go on, or the exit status. Only rank 0
 // prints (every rank parses the same arguments and reaches the same verdict).
-int parse_args(int argc, char** argv, Options& o, bool root) {
-    CLI::App app{"tula-train: trains a CNN on Fashion-MNIST with MPI data parallelism (see tula-train(1))",
-                 "tula-train"};
+namespace {
+
+// The options of tula-train (tula-train(1)) on `app`, stored in `o`.
+void add_options(CLI::App& app, Options& o) {
     app.set_help_flag("-h,--help", "print this help and exit");
     app.add_option("--model", o.model, "network: " + join_models());
     app.add_option("--data", o.data,
@@ -225,117 +226,113 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
         ->capture_default_str();
     app.add_flag("--profile-allreduce", o.profile_allreduce, "measure MPI_Allreduce at --sizes (bytes)");
     app.add_option("--sizes", o.sizes, "message sizes in bytes for --profile-allreduce")->delimiter(',');
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        if (root) std::printf("%s", app.help().c_str());
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        if (root) std::fprintf(stderr, "%s; see tula-train --help\n", msg(e.what()).c_str());
-        return 2;
-    }
-    auto bad = [&](const std::string& m) {
-        if (root) std::fprintf(stderr, "%s\n", msg(m).c_str());
-        return 2;
-    };
+}
+
+// The data set, the device and the augmentation: "" when they are valid, else the message.
+std::string check_data_and_device(Options& o) {
     if (o.data != "fashion-mnist") {
         if (!is_synthetic(o.data) && !is_cifar(o.data))
-            return bad("unknown data set '" + o.data +
+            return ("unknown data set '" + o.data +
                        "'; valid data sets: fashion-mnist, cifar10:DIR, cifar100:DIR, synthetic:CxHxW:K");
         try {
             if (is_cifar(o.data)) parse_cifar(o.data);
             else parse_synthetic(o.data);
         } catch (const std::exception& e) {
-            return bad(e.what());
+            return (e.what());
         }
     }
     if (o.device == "cuda" && (o.local_steps > 0 || o.hessian_every > 0))
-        return bad("--local-steps and --hessian-every are not implemented with --device cuda yet");
+        return ("--local-steps and --hessian-every are not implemented with --device cuda yet");
     if (o.device == "cuda" && (!o.checkpoint.empty() || o.resume))
-        return bad("--checkpoint and --resume are not implemented with --device cuda yet");
+        return ("--checkpoint and --resume are not implemented with --device cuda yet");
     if (o.device == "cuda" && !o.augment.empty() && o.augment != "none")
-        return bad("--augment is not implemented with --device cuda yet; give --augment none");
+        return ("--augment is not implemented with --device cuda yet; give --augment none");
     if (o.augment.empty()) o.augment = is_cifar(o.data) && o.device != "cuda" ? "crop-flip" : "none";
     if (o.augment != "none" && o.augment != "crop" && o.augment != "flip" && o.augment != "crop-flip")
-        return bad("unknown --augment '" + o.augment + "'; valid: none, crop, flip, crop-flip");
-    if (o.list_models) return -1;
+        return ("unknown --augment '" + o.augment + "'; valid: none, crop, flip, crop-flip");
+    return "";
+}
+
+// The values of the options, and the thread count and prefetching they resolve to: "" when
+// they are valid, else the message. Warnings on rank 0 (`root`).
+std::string check_values(const CLI::App& app, Options& o, bool root) {
     const bool need_model = !o.profile_allreduce;
-    if (need_model && o.model.empty()) return bad("--model is required (one of: " + join_models() + ")");
+    if (need_model && o.model.empty()) return ("--model is required (one of: " + join_models() + ")");
     if (!o.model.empty()) {
         bool known = false;
         for (const auto& n : model_names()) known = known || n == o.model;
-        if (!known) return bad("unknown model '" + o.model + "'; valid models: " + join_models());
+        if (!known) return ("unknown model '" + o.model + "'; valid models: " + join_models());
     }
-    if (o.epochs < 1 || o.epochs > 100000) return bad("--epochs must be between 1 and 100000 (got " + std::to_string(o.epochs) + ")");
-    if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("--lr must be a positive number");
-    if (o.lr_base_batch < 1) return bad("--lr-base-batch must be a positive number of examples");
-    if (!(o.lr_max >= 0) || !std::isfinite(o.lr_max)) return bad("--lr-max must be >= 0 (0: no cap)");
-    if (!(o.momentum >= 0 && o.momentum < 1)) return bad("--momentum must be in [0, 1)");
-    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) return bad("--weight-decay must be >= 0");
+    if (o.epochs < 1 || o.epochs > 100000) return ("--epochs must be between 1 and 100000 (got " + std::to_string(o.epochs) + ")");
+    if (!(o.lr > 0) || !std::isfinite(o.lr)) return ("--lr must be a positive number");
+    if (o.lr_base_batch < 1) return ("--lr-base-batch must be a positive number of examples");
+    if (!(o.lr_max >= 0) || !std::isfinite(o.lr_max)) return ("--lr-max must be >= 0 (0: no cap)");
+    if (!(o.momentum >= 0 && o.momentum < 1)) return ("--momentum must be in [0, 1)");
+    if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) return ("--weight-decay must be >= 0");
     if (o.warmup_epochs != -1 && !(o.warmup_epochs >= 0 && o.warmup_epochs <= o.epochs))
-        return bad("--warmup-epochs must be between 0 and --epochs");
+        return ("--warmup-epochs must be between 0 and --epochs");
     if (o.schedule != "cosine" && o.schedule != "constant" && o.schedule != "wsd")
-        return bad("unknown --schedule '" + o.schedule + "'; valid: cosine, constant, wsd");
+        return ("unknown --schedule '" + o.schedule + "'; valid: cosine, constant, wsd");
     if (!(o.decay_fraction > 0 && o.decay_fraction <= 1))
-        return bad("--decay-fraction must be in (0, 1] (the fraction of the post-warmup steps spent decaying)");
+        return ("--decay-fraction must be in (0, 1] (the fraction of the post-warmup steps spent decaying)");
     if (app.count("--decay-fraction") && o.schedule != "wsd")
-        return bad("--decay-fraction is for --schedule wsd");
+        return ("--decay-fraction is for --schedule wsd");
     if (app.count("--decay-epochs")) {
-        if (o.schedule != "wsd") return bad("--decay-epochs is for --schedule wsd");
+        if (o.schedule != "wsd") return ("--decay-epochs is for --schedule wsd");
         if (!(o.decay_epochs > 0 && o.decay_epochs <= o.epochs))
-            return bad("--decay-epochs must be in (0, --epochs] (the epochs at the end spent decaying)");
-        if (app.count("--decay-fraction")) return bad("give --decay-epochs or --decay-fraction, not both");
+            return ("--decay-epochs must be in (0, --epochs] (the epochs at the end spent decaying)");
+        if (app.count("--decay-fraction")) return ("give --decay-epochs or --decay-fraction, not both");
     }
     for (int e : o.save_epochs)
         if (e < 1 || e > o.epochs)
-            return bad("--save-epochs: epoch " + std::to_string(e) + " is not between 1 and --epochs (" +
+            return ("--save-epochs: epoch " + std::to_string(e) + " is not between 1 and --epochs (" +
                        std::to_string(o.epochs) + ")");
     if (!o.save_epochs.empty() && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
-        return bad("--save-epochs needs --checkpoint FILE (the saved states are FILE.eK)");
+        return ("--save-epochs needs --checkpoint FILE (the saved states are FILE.eK)");
     if (!o.branch_from.empty() && o.resume)
-        return bad("give --branch-from or --resume, not both");
+        return ("give --branch-from or --resume, not both");
     if ((!o.save_epochs.empty() || !o.branch_from.empty()) && (o.device == "cuda" || o.local_steps > 0))
-        return bad("--save-epochs and --branch-from are not implemented with --device cuda or --local-steps yet");
+        return ("--save-epochs and --branch-from are not implemented with --device cuda or --local-steps yet");
     if (app.count("--decay-epochs") && o.local_steps > 0)
-        return bad("--decay-epochs is not implemented with --local-steps (its schedule follows the examples seen)");
-    if (o.limit_train < 0 || o.limit_test < 0) return bad("--limit-train and --limit-test must be >= 0");
-    if (o.val_split < 0) return bad("--val-split must be >= 0 examples (0: none)");
+        return ("--decay-epochs is not implemented with --local-steps (its schedule follows the examples seen)");
+    if (o.limit_train < 0 || o.limit_test < 0) return ("--limit-train and --limit-test must be >= 0");
+    if (o.val_split < 0) return ("--val-split must be >= 0 examples (0: none)");
     if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
-        return bad("--target-accuracy must be a fraction in (0, 1] (0: train all epochs)");
+        return ("--target-accuracy must be a fraction in (0, 1] (0: train all epochs)");
     if (o.ags_rate_rule != "linear" && o.ags_rate_rule != "sqrt" && o.ags_rate_rule != "first")
-        return bad("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt, first");
-    if (!(o.batch_test_beta >= 0 && o.batch_test_beta < 1)) return bad("--batch-test-beta must be in [0, 1)");
+        return ("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt, first");
+    if (!(o.batch_test_beta >= 0 && o.batch_test_beta < 1)) return ("--batch-test-beta must be in [0, 1)");
     if (o.optimizer != "sgd" && o.optimizer != "ags" && o.optimizer != "lars" && o.optimizer != "lamb" &&
         o.optimizer != "auto")
-        return bad("unknown --optimizer '" + o.optimizer + "'; valid: sgd, ags, lars, lamb, auto");
+        return ("unknown --optimizer '" + o.optimizer + "'; valid: sgd, ags, lars, lamb, auto");
     if (app.count("--sgd-max-batch") && o.sgd_max_batch < 1)
-        return bad("--sgd-max-batch must be a positive number of examples");
+        return ("--sgd-max-batch must be a positive number of examples");
     if (!o.lr_scaling.empty() && o.lr_scaling != "linear" && o.lr_scaling != "sqrt" && o.lr_scaling != "noise")
-        return bad("unknown --lr-scaling '" + o.lr_scaling + "'; valid: linear, sqrt, noise");
+        return ("unknown --lr-scaling '" + o.lr_scaling + "'; valid: linear, sqrt, noise");
     if (app.count("--eta-trust") && (!(o.eta_trust > 0) || !std::isfinite(o.eta_trust)))
-        return bad("--eta-trust must be a positive number");
-    if (!(o.s_min > 0) || !std::isfinite(o.s_min)) return bad("--s-min must be > 0 (the AGS bound needs 0 < s_min <= s_max)");
-    if (!(o.s_max >= o.s_min) || !std::isfinite(o.s_max)) return bad("--s-max must be a number >= --s-min");
-    if (!(o.ags_lambda >= 0) || !std::isfinite(o.ags_lambda)) return bad("--ags-lambda must be >= 0");
+        return ("--eta-trust must be a positive number");
+    if (!(o.s_min > 0) || !std::isfinite(o.s_min)) return ("--s-min must be > 0 (the AGS bound needs 0 < s_min <= s_max)");
+    if (!(o.s_max >= o.s_min) || !std::isfinite(o.s_max)) return ("--s-max must be a number >= --s-min");
+    if (!(o.ags_lambda >= 0) || !std::isfinite(o.ags_lambda)) return ("--ags-lambda must be >= 0");
     if (o.noise_every < -1 || (app.count("--noise-scale-every") && o.noise_every < 0))
-        return bad("--noise-scale-every must be >= 0 steps (0: never)");
+        return ("--noise-scale-every must be >= 0 steps (0: never)");
     if (app.count("--warmup-threshold") && !(o.warmup_threshold >= 0 && std::isfinite(o.warmup_threshold)))
-        return bad("--warmup-threshold must be >= 0 (0: fixed warmup)");
+        return ("--warmup-threshold must be >= 0 (0: fixed warmup)");
     if (app.count("--warmup-from") && !(o.warmup_from >= 0 && std::isfinite(o.warmup_from)))
-        return bad("--warmup-from must be a rate >= 0");
-    if (o.warmup_min_steps < 1) return bad("--warmup-min-steps must be >= 1 step");
-    if (o.hessian_every < 0) return bad("--hessian-every must be >= 0 steps (0: never)");
-    if (o.hessian_batch < 1) return bad("--hessian-batch must be a positive number of examples");
-    if (o.local_steps < 0) return bad("--local-steps must be >= 0 (0: synchronous SGD)");
+        return ("--warmup-from must be a rate >= 0");
+    if (o.warmup_min_steps < 1) return ("--warmup-min-steps must be >= 1 step");
+    if (o.hessian_every < 0) return ("--hessian-every must be >= 0 steps (0: never)");
+    if (o.hessian_batch < 1) return ("--hessian-batch must be a positive number of examples");
+    if (o.local_steps < 0) return ("--local-steps must be >= 0 (0: synchronous SGD)");
     if (o.batch_test != "none" && o.batch_test != "norm" && o.batch_test != "inner")
-        return bad("unknown --batch-test '" + o.batch_test + "'; valid: none, norm, inner");
-    if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return bad("--batch-test-eta must be > 0");
-    if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return bad("--batch-test-theta must be > 0");
-    if (o.max_batch < 0) return bad("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
+        return ("unknown --batch-test '" + o.batch_test + "'; valid: none, norm, inner");
+    if (!(o.batch_test_eta > 0) || !std::isfinite(o.batch_test_eta)) return ("--batch-test-eta must be > 0");
+    if (!(o.batch_test_theta > 0) || !std::isfinite(o.batch_test_theta)) return ("--batch-test-theta must be > 0");
+    if (o.max_batch < 0) return ("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
     if (!std::isfinite(o.max_batch_growth) || (o.max_batch_growth != 0 && !(o.max_batch_growth > 1)))
-        return bad("--max-batch-growth must be > 1 (a factor per averaging round) or 0 (unlimited)");
+        return ("--max-batch-growth must be > 1 (a factor per averaging round) or 0 (unlimited)");
     if (app.count("--threads")) {
-        if (o.threads < 1 || o.threads > 1024) return bad("--threads must be between 1 and 1024");
+        if (o.threads < 1 || o.threads > 1024) return ("--threads must be between 1 and 1024");
         o.threads_source = "--threads";
     } else if (const char* env = std::getenv("SLURM_CPUS_PER_TASK"); env && *env) {
         const int v = std::atoi(env);
@@ -356,48 +353,53 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
             prefetch_from = "TULA_PREFETCH";
         }
     if (o.prefetch != "on" && o.prefetch != "off" && o.prefetch != "auto")
-        return bad("unknown " + prefetch_from + " '" + o.prefetch + "'; valid: on, off, auto");
+        return ("unknown " + prefetch_from + " '" + o.prefetch + "'; valid: on, off, auto");
     if (o.prefetch == "auto") {
         const int cpus = rank_cpus();
         o.prefetch = cpus > o.threads ? "on" : "off";
         o.prefetch_why = " (auto: " + std::to_string(cpus) + " CPU(s) for " + std::to_string(o.threads) + " thread(s))";
     }
-    if (o.metrics_every < 1) return bad("--metrics-every must be a positive number of steps");
-    if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return bad("--bucket-mb must be between 0 and 4096 MiB");
+    if (o.metrics_every < 1) return ("--metrics-every must be a positive number of steps");
+    if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return ("--bucket-mb must be between 0 and 4096 MiB");
     if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
-        return bad("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
-    if (o.iters < 1 || o.iters > 100000) return bad("--iters must be between 1 and 100000");
-    if (!(o.min_time >= 0 && o.min_time <= 60)) return bad("--min-time must be between 0 and 60 seconds");
+        return ("--resume needs --checkpoint FILE (outside Slurm there is no default checkpoint file)");
+    if (o.iters < 1 || o.iters > 100000) return ("--iters must be between 1 and 100000");
+    if (!(o.min_time >= 0 && o.min_time <= 60)) return ("--min-time must be between 0 and 60 seconds");
     for (int b : o.batch_sizes)
-        if (b < 1 || b > 65536) return bad("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
-    if (o.batch_sizes.empty()) return bad("--batch-sizes: give at least one batch size");
+        if (b < 1 || b > 65536) return ("--batch-sizes: " + std::to_string(b) + " is not in [1, 65536]");
+    if (o.batch_sizes.empty()) return ("--batch-sizes: give at least one batch size");
     for (int64_t s : o.sizes)
-        if (s < 4 || s > (int64_t{1} << 30)) return bad("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
-    if (o.profile_compute && o.profile_allreduce) return bad("give one of --profile-compute and --profile-allreduce");
-    if (o.device != "cpu" && o.device != "cuda") return bad("unknown --device '" + o.device + "'; valid: cpu, cuda");
+        if (s < 4 || s > (int64_t{1} << 30)) return ("--sizes: " + std::to_string(s) + " is not in [4, 1073741824] bytes");
+    if (o.profile_compute && o.profile_allreduce) return ("give one of --profile-compute and --profile-allreduce");
+    if (o.device != "cpu" && o.device != "cuda") return ("unknown --device '" + o.device + "'; valid: cpu, cuda");
     if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
-        return bad("--label-smoothing must be in [0, 1) (got " + fmt("%g", o.label_smoothing) + ")");
-    if (o.label_smoothing > 0 && o.device == "cuda") return bad("--label-smoothing is for --device cpu only");
+        return ("--label-smoothing must be in [0, 1) (got " + fmt("%g", o.label_smoothing) + ")");
+    if (o.label_smoothing > 0 && o.device == "cuda") return ("--label-smoothing is for --device cpu only");
     if (o.precision != "fp32" && o.precision != "bf16")
-        return bad("unknown --precision '" + o.precision + "'; valid: fp32, bf16");
+        return ("unknown --precision '" + o.precision + "'; valid: fp32, bf16");
     if (o.precision == "bf16" && o.device != "cuda")
-        return bad("--precision bf16 needs --device cuda (the CPU path computes in fp32 only)");
+        return ("--precision bf16 needs --device cuda (the CPU path computes in fp32 only)");
     if (o.precision == "bf16" && o.no_tf32)
-        return bad("--no-tf32 and --precision bf16 contradict each other (bf16 convolutions use tensor cores)");
+        return ("--no-tf32 and --precision bf16 contradict each other (bf16 convolutions use tensor cores)");
     for (const auto& m : o.gpu_allreduce)
-        if (m != "nccl" && m != "mpi") return bad("unknown --gpu-allreduce method '" + m + "'; valid: nccl, mpi");
-    if (o.gpu_allreduce.empty()) return bad("--gpu-allreduce: give at least one method (nccl, mpi)");
+        if (m != "nccl" && m != "mpi") return ("unknown --gpu-allreduce method '" + m + "'; valid: nccl, mpi");
+    if (o.gpu_allreduce.empty()) return ("--gpu-allreduce: give at least one method (nccl, mpi)");
 #ifndef TULA_HAVE_CUDA
     if (o.device == "cuda")
-        return bad("--device cuda: this tula-train was built without the CUDA backend (USE_CUDA=no, or no nvcc and "
+        return ("--device cuda: this tula-train was built without the CUDA backend (USE_CUDA=no, or no nvcc and "
                    "cuDNN under CUDA_HOME at build time); rebuild with USE_CUDA=yes or use --device cpu");
 #endif
 
-    if (!o.db.empty() && o.no_db) return bad("--db and --no-db contradict each other");
+    if (!o.db.empty() && o.no_db) return ("--db and --no-db contradict each other");
+    return "";
+}
 
+// The global batch (--batch-size, else $TULA_BATCH_SIZE, else 64) and the epochs (a planned
+// job's TULA_EPOCHS): "" when they are valid, else the message. Warnings on rank 0 (`root`).
+std::string resolve_batch_and_epochs(const CLI::App& app, Options& o, bool root) {
     // Global batch: --batch-size, else $TULA_BATCH_SIZE (set by the Tula SPANK plugin), else 64.
     if (app.count("--batch-size")) {
-        if (o.batch < 1) return bad("--batch-size must be a positive number of examples (got " + std::to_string(o.batch) + ")");
+        if (o.batch < 1) return ("--batch-size must be a positive number of examples (got " + std::to_string(o.batch) + ")");
         o.batch_source = "--batch-size";
     } else if (const char* env = std::getenv("TULA_BATCH_SIZE"); env && *env) {
         char* end = nullptr;
@@ -436,7 +438,11 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
             }
         }
     }
+    return "";
+}
 
+// --optimizer auto and the defaults that depend on the update rule.
+void resolve_optimizer(const CLI::App& app, Options& o) {
     // --optimizer auto: auto does not tune, so it takes the rule that holds up at its default
     // rate. In docs/ags-report.md (lenet5, 10 epochs, validation accuracy at each method's
     // default rate, x1 cosine, seed 1) SGD with linear scaling is best up to 256 (0.913 against
@@ -460,6 +466,32 @@ int parse_args(int argc, char** argv, Options& o, bool root) {
     if (o.lr_scaling.empty()) o.lr_scaling = o.optimizer == "ags" ? "noise" : "linear";
     // the --lr-max cap is a guard for plain SGD; the trust-ratio optimizers bound the step themselves
     if (!app.count("--lr-max") && o.optimizer != "sgd") o.lr_max = 0;
+}
+
+}  // namespace
+
+int parse_args(int argc, char** argv, Options& o, bool root) {
+    CLI::App app{"tula-train: trains a CNN on Fashion-MNIST with MPI data parallelism (see tula-train(1))",
+                 "tula-train"};
+    add_options(app, o);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        if (root) std::printf("%s", app.help().c_str());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        if (root) std::fprintf(stderr, "%s; see tula-train --help\n", msg(e.what()).c_str());
+        return 2;
+    }
+    auto bad = [&](const std::string& m) {
+        if (root) std::fprintf(stderr, "%s\n", msg(m).c_str());
+        return 2;
+    };
+    if (const std::string e = check_data_and_device(o); !e.empty()) return bad(e);
+    if (o.list_models) return -1;
+    if (const std::string e = check_values(app, o, root); !e.empty()) return bad(e);
+    if (const std::string e = resolve_batch_and_epochs(app, o, root); !e.empty()) return bad(e);
+    resolve_optimizer(app, o);
     return -1;
 }
 

@@ -125,6 +125,234 @@ bool requeued() {
 
 }  // namespace
 
+// The training configuration of the options (rates, schedule, optimizer, noise scale,
+// warmup, Hessian probe, buckets, augmentation); `val` the validation set (nullptr: none).
+TrainConfig train_config(const Options& o, const Dataset& tr, const Dataset* val, bool root) {
+    TrainConfig cfg;
+    cfg.epochs = o.epochs;
+    cfg.global_batch = o.batch;
+    cfg.momentum = o.momentum;
+    cfg.weight_decay = o.weight_decay;
+    cfg.label_smoothing = static_cast<float>(o.label_smoothing);
+    cfg.seed = o.seed;
+    cfg.lr.lr = o.lr;
+    cfg.lr.base_batch = o.lr_base_batch;
+    cfg.lr.max_lr = o.lr_max;
+    // Default warmup: none when B <= B0, 1 epoch up to B = 8*B0, 2 epochs beyond (at batch
+    // 1024 LeNet-5 died with 1 epoch of warmup and reached 89 % with 2; see tula-train(1)).
+    cfg.lr.warmup_epochs = o.warmup_epochs >= 0              ? o.warmup_epochs
+                           : o.batch > 8 * o.lr_base_batch ? 2.0
+                           : o.batch > o.lr_base_batch     ? 1.0
+                                                           : 0.0;
+    cfg.lr.cosine = o.schedule == "cosine";
+    cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
+    if (o.schedule == "wsd" && o.decay_epochs > 0)
+        cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(tr.count / o.batch)));
+    cfg.lr.global_batch = o.batch;
+    cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
+                     : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt"    ? LrScaling::NoiseSqrt
+                                                  : o.ags_rate_rule == "first" ? LrScaling::NoiseFirst
+                                                                               : LrScaling::Noise)
+                                               : LrScaling::Linear;
+    cfg.target_accuracy = o.target_accuracy;
+    cfg.val_set = val;
+    cfg.optim.kind = parse_optim_kind(o.optimizer);
+    cfg.optim.eta_trust = o.eta_trust;
+    cfg.optim.s_min = o.s_min;
+    cfg.optim.s_max = o.s_max;
+    cfg.optim.ags_lambda = o.ags_lambda;
+    cfg.noise_every = o.noise_every;
+    cfg.warmup_threshold = o.warmup_threshold;
+    cfg.warmup_min_steps = o.warmup_min_steps;
+    cfg.lr.warmup_from = o.warmup_from;
+    cfg.hessian_every = o.hessian_every;
+    cfg.hessian_batch = o.hessian_batch;
+    if (o.hessian_every > 0 && !o.quiet)
+        cfg.on_hessian = [&](int64_t t, double eig, double gn) {
+            say(root, "hessian step " + std::to_string(t) + "  top-eig " + fmt("%.4g", eig) + "  grad-norm " + fmt("%.4g", gn));
+        };
+    cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
+    cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
+    cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
+    cfg.prefetch = o.prefetch == "on";
+    return cfg;
+}
+
+// Where the checkpoint goes and whether this run resumes (--resume, a requeued job with a
+// checkpoint, --branch-from): every rank reads the checkpoint (like the data, it must be on a
+// file system all ranks see) and all agree on the verdict. Sets hooks->checkpoint_path,
+// save_epochs and resume (pointing at *ck). Returns 0, or 2 when the checkpoint cannot be
+// used (the message printed).
+int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint* ck, std::string* ck_path,
+                    bool* resume, bool* branch) {
+    const bool root = comm.rank() == 0;
+    const int K = comm.size();
+    // the GPU engine has no checkpoints yet: none by default there (explicit ones are refused)
+    if (o.device != "cuda") hooks->checkpoint_path = checkpoint_path(o);
+    struct stat sb;
+    const bool ck_exists = !hooks->checkpoint_path.empty() && ::stat(hooks->checkpoint_path.c_str(), &sb) == 0;
+    *branch = !o.branch_from.empty();
+    *resume = *branch || o.resume || (requeued() && ck_exists);
+    *ck_path = *branch ? o.branch_from : hooks->checkpoint_path;
+    hooks->save_epochs = o.save_epochs;
+    if (*resume) {
+        std::string err;
+        try {
+            *ck = read_checkpoint(*ck_path);
+            if (*branch && branch_invariant(ck->config) != branch_invariant(hooks->config))
+                err = *ck_path + " was saved by a run that differs in more than its schedule (" +
+                      first_difference(branch_invariant(hooks->config), branch_invariant(ck->config)) +
+                      "); branch with the saved run's options, changing only --epochs, --schedule, --decay-epochs, "
+                      "--decay-fraction or --target-accuracy";
+            else if (!*branch && ck->config != hooks->config)
+                err = *ck_path + " belongs to another run (" + first_difference(hooks->config, ck->config) +
+                      "); resume with the same options, or start afresh without --resume";
+        } catch (const CheckpointError& e) {
+            err = e.what();
+        }
+        double fail = err.empty() ? 0.0 : 1.0;
+        comm.allreduce_sum(&fail, 1);
+        if (fail > 0) {
+            if (!err.empty() && (root || K > 1))
+                std::fprintf(stderr, "%s\n", msg((K > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "") + err).c_str());
+            return 2;
+        }
+        hooks->resume = ck;
+        if (ck->ranks != K && root)
+            warn("the checkpoint was written by " + std::to_string(ck->ranks) + " ranks, this run has " + std::to_string(K) +
+                 ": the loss trajectory will differ from an uninterrupted run's");
+    }
+    return 0;
+}
+
+// Records the finished run (its shape, measured and predicted seconds, test accuracy, noise
+// scale and epochs) in the profile database (--db, else the user's); a failure is a warning.
+void record_run(const Options& o, Comm& comm, Model& model, const Dataset& tr, const Dataset& te,
+                const std::vector<EpochResult>& res, const TrainHooks& hooks, double train_seconds) {
+    const bool root = comm.rank() == 0;
+    const std::string wl = tula::workload_name(o.model, data_name(o));
+    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
+    try {
+        tula::RunRecord rec;
+        const char* job = std::getenv("SLURM_JOB_ID");
+        rec.job_id = job ? job : "";
+        rec.workload = wl;
+        rec.nodes = comm.nodes();  // nodes, and the ranks on each (a job of K nodes x R ranks)
+        rec.ranks_per_node = comm.ranks_per_node();
+        std::string why;
+        rec.hardware_class = tula::hardware_class_from_env(&why);
+        if (!why.empty()) warn(why);
+        rec.global_batch = o.batch;
+        rec.epochs = static_cast<int>(res.size());  // fewer than --epochs when --target-accuracy stopped it
+        const char* p = std::getenv("TULA_PREDICTED_SECONDS");
+        if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
+        if (p && *p) {
+            char* end = nullptr;
+            const double v = std::strtod(p, &end);
+            if (end && *end == '\0' && std::isfinite(v) && v >= 0) rec.predicted_seconds = v;
+            else warn(std::string("ignoring TULA_PREDICTED_SECONDS='") + p + "' (not a number of seconds)");
+        }
+        rec.measured_seconds = train_seconds;
+        rec.test_accuracy = acc;
+        rec.created = static_cast<double>(std::time(nullptr));
+        rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
+        rec.optimizer = o.local_steps > 0 ? "local-sgd" : o.optimizer;  // as used: auto is resolved by now
+        if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
+            rec.noise_scale = hooks.noise_scale;
+            rec.noise_observations = hooks.noise_observations;
+        }
+        for (const auto& r : res) {
+            rec.epoch_seconds.push_back(r.seconds);
+            rec.epoch_train_loss.push_back(r.train_loss);
+            rec.epoch_test_accuracy.push_back(r.test_accuracy);
+        }
+        tula::ProfileDb db = open_db(o);
+        db.upsert_workload(workload_of(o, model, tr.count, te.count));
+        db.add_run(rec);
+        if (!o.quiet)
+            say(root, "tula-train: run recorded in " + db.path() +
+                          (rec.noise_scale > 0 ? " (noise scale B_simple " + fmt("%.4g", rec.noise_scale) + " examples, " +
+                                                     std::to_string(rec.noise_observations) + " observations)"
+                                               : std::string(" (no noise scale measured; see --noise-scale-every)")));
+    } catch (const std::exception& e) {
+        warn("the run was not recorded in the profile database: " + bare(e.what()));
+    }
+}
+
+// The line that says what this run trains: workload, examples, batch, epochs, rates,
+// schedule, kernels, optimizer, Local SGD, validation and target.
+std::string run_summary(const Options& o, const TrainConfig& cfg, Model& m, const Dataset& tr, const Dataset& te,
+                        const Dataset& val, int K, const std::string& wl) {
+    const int64_t steps = tr.count / o.batch;
+    Model* model = &m;
+    return "tula-train: " + wl + ": " + std::to_string(model->num_params()) + " parameters; " +
+           std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
+           std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
+           (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
+           " epochs" + (o.epochs_note.empty() ? "" : " (" + o.epochs_note + ")") + " of " +
+           std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
+           (o.lr_scaling == "noise"
+                ? std::string("the base rate for ") + std::to_string(o.lr_base_batch) +
+                      " until the first noise-scale estimate, then the noise-scale rule" +
+                      (o.ags_rate_rule == "sqrt"    ? " (its square root)"
+                       : o.ags_rate_rule == "first" ? " (held at the first estimate)"
+                                                    : "")
+                : fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) +
+                      "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
+           (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
+           "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
+           (o.schedule != "wsd"     ? std::string()
+            : o.decay_epochs > 0 ? fmt(" (linear decay over the last %g epochs)", o.decay_epochs)
+                                 : fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction)) +
+           ", momentum " +
+           fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
+           std::to_string(o.seed) +
+           (o.device == "cuda" ? std::string("; device cuda")
+                               : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa())) + ", " +
+                                     std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source +
+                                     "), prefetch " + o.prefetch + o.prefetch_why) +
+           "; optimizer " +
+           o.optimizer + o.optimizer_why + ", lr scaling " + o.lr_scaling +
+           (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
+           (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
+           (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + " over 10 steps" : "") +
+           (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : "") +
+           (o.local_steps > 0
+                ? "; Local SGD: " + std::to_string(o.local_steps) + " local steps per averaging round, batch test " +
+                      o.batch_test +
+                      (o.batch_test == "none"
+                           ? std::string(" (fixed batch)")
+                           : " (EMA weight " + fmt("%g", o.batch_test_beta) + ", growth " +
+                                 (o.max_batch_growth > 0 ? fmt("at most x%g per round", o.max_batch_growth)
+                                                         : std::string("unlimited")) +
+                                 ")")
+                : std::string()) +
+           (o.val_split > 0 ? "; " + std::to_string(val.count) + " training examples held out for validation" : "") +
+           (o.target_accuracy > 0 ? "; stops at the first epoch with test accuracy >= " + fmt("%g", o.target_accuracy)
+                                  : "");
+}
+
+// Opens --metrics on rank 0 (appending when the run resumes); every rank agrees on the
+// verdict. Returns false when it cannot be opened (the message printed on rank 0).
+bool open_metrics(const Options& o, Comm& comm, bool resume, std::unique_ptr<MetricsLog>* metrics) {
+    const bool root = comm.rank() == 0;
+    std::string err;
+    if (root && !o.metrics.empty()) {
+        try {
+            metrics->reset(new MetricsLog(o.metrics, resume));
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+    }
+    double fail = err.empty() ? 0.0 : 1.0;
+    comm.allreduce_sum(&fail, 1);
+    if (fail > 0) {
+        if (root) std::fprintf(stderr, "%s\n", msg(err + "; choose a writable path for --metrics").c_str());
+        return false;
+    }
+    return true;
+}
+
 int run_training(const Options& o, Comm& comm) {
     const bool root = comm.rank() == 0;
     const int K = comm.size();
@@ -160,114 +388,21 @@ int run_training(const Options& o, Comm& comm) {
     model->init(o.seed);
     const std::string wl = tula::workload_name(o.model, data_name(o));
 
-    TrainConfig cfg;
-    cfg.epochs = o.epochs;
-    cfg.global_batch = o.batch;
-    cfg.momentum = o.momentum;
-    cfg.weight_decay = o.weight_decay;
-    cfg.label_smoothing = static_cast<float>(o.label_smoothing);
-    cfg.seed = o.seed;
-    cfg.lr.lr = o.lr;
-    cfg.lr.base_batch = o.lr_base_batch;
-    cfg.lr.max_lr = o.lr_max;
-    // Default warmup: none when B <= B0, 1 epoch up to B = 8*B0, 2 epochs beyond (at batch
-    // 1024 LeNet-5 died with 1 epoch of warmup and reached 89 % with 2; see tula-train(1)).
-    cfg.lr.warmup_epochs = o.warmup_epochs >= 0              ? o.warmup_epochs
-                           : o.batch > 8 * o.lr_base_batch ? 2.0
-                           : o.batch > o.lr_base_batch     ? 1.0
-                                                           : 0.0;
-    cfg.lr.cosine = o.schedule == "cosine";
-    cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
-    if (o.schedule == "wsd" && o.decay_epochs > 0)
-        cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(tr.count / o.batch)));
-    cfg.lr.global_batch = o.batch;
-    cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
-                     : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt"    ? LrScaling::NoiseSqrt
-                                                  : o.ags_rate_rule == "first" ? LrScaling::NoiseFirst
-                                                                               : LrScaling::Noise)
-                                               : LrScaling::Linear;
-    cfg.target_accuracy = o.target_accuracy;
-    cfg.val_set = o.val_split > 0 ? &val : nullptr;
-    cfg.optim.kind = parse_optim_kind(o.optimizer);
-    cfg.optim.eta_trust = o.eta_trust;
-    cfg.optim.s_min = o.s_min;
-    cfg.optim.s_max = o.s_max;
-    cfg.optim.ags_lambda = o.ags_lambda;
-    cfg.noise_every = o.noise_every;
-    cfg.warmup_threshold = o.warmup_threshold;
-    cfg.warmup_min_steps = o.warmup_min_steps;
-    cfg.lr.warmup_from = o.warmup_from;
-    cfg.hessian_every = o.hessian_every;
-    cfg.hessian_batch = o.hessian_batch;
-    if (o.hessian_every > 0 && !o.quiet)
-        cfg.on_hessian = [&](int64_t t, double eig, double gn) {
-            say(root, "hessian step " + std::to_string(t) + "  top-eig " + fmt("%.4g", eig) + "  grad-norm " + fmt("%.4g", gn));
-        };
-    cfg.bucket_bytes = static_cast<size_t>(o.bucket_mb * 1048576.0);
-    cfg.augment.crop_pad = o.augment == "crop" || o.augment == "crop-flip" ? 4 : 0;
-    cfg.augment.flip = o.augment == "flip" || o.augment == "crop-flip";
-    cfg.prefetch = o.prefetch == "on";
+    const TrainConfig cfg = train_config(o, tr, o.val_split > 0 ? &val : nullptr, root);
 
     // Checkpoint and resume: every rank reads the checkpoint (like the data, it must be on a
     // file system all ranks see) and all agree on the verdict.
     TrainHooks hooks;
     hooks.config = run_config(o, cfg);
-    // the GPU engine has no checkpoints yet: none by default there (explicit ones are refused)
-    if (o.device != "cuda") hooks.checkpoint_path = checkpoint_path(o);
-    struct stat sb;
-    const bool ck_exists = !hooks.checkpoint_path.empty() && ::stat(hooks.checkpoint_path.c_str(), &sb) == 0;
-    const bool branch = !o.branch_from.empty();
-    const bool resume = branch || o.resume || (requeued() && ck_exists);
-    const std::string ck_path = branch ? o.branch_from : hooks.checkpoint_path;
-    hooks.save_epochs = o.save_epochs;
     Checkpoint ck;
-    if (resume) {
-        std::string err;
-        try {
-            ck = read_checkpoint(ck_path);
-            if (branch && branch_invariant(ck.config) != branch_invariant(hooks.config))
-                err = ck_path + " was saved by a run that differs in more than its schedule (" +
-                      first_difference(branch_invariant(hooks.config), branch_invariant(ck.config)) +
-                      "); branch with the saved run's options, changing only --epochs, --schedule, --decay-epochs, "
-                      "--decay-fraction or --target-accuracy";
-            else if (!branch && ck.config != hooks.config)
-                err = ck_path + " belongs to another run (" + first_difference(hooks.config, ck.config) +
-                      "); resume with the same options, or start afresh without --resume";
-        } catch (const CheckpointError& e) {
-            err = e.what();
-        }
-        double fail = err.empty() ? 0.0 : 1.0;
-        comm.allreduce_sum(&fail, 1);
-        if (fail > 0) {
-            if (!err.empty() && (root || K > 1))
-                std::fprintf(stderr, "%s\n", msg((K > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "") + err).c_str());
-            return 2;
-        }
-        hooks.resume = &ck;
-        if (ck.ranks != K && root)
-            warn("the checkpoint was written by " + std::to_string(ck.ranks) + " ranks, this run has " + std::to_string(K) +
-                 ": the loss trajectory will differ from an uninterrupted run's");
-    }
+    std::string ck_path;
+    bool resume = false, branch = false;
+    if (open_checkpoint(o, comm, &hooks, &ck, &ck_path, &resume, &branch) != 0) return 2;
     if (!hooks.checkpoint_path.empty()) install_stop_signals();
 
     // --metrics (rank 0), progress bar (rank 0, on a terminal)
     std::unique_ptr<MetricsLog> metrics;
-    {
-        std::string err;
-        if (root && !o.metrics.empty()) {
-            try {
-                metrics.reset(new MetricsLog(o.metrics, resume));
-            } catch (const std::exception& e) {
-                err = e.what();
-            }
-        }
-        double fail = err.empty() ? 0.0 : 1.0;
-        comm.allreduce_sum(&fail, 1);
-        if (fail > 0) {
-            if (root) std::fprintf(stderr, "%s\n", msg(err + "; choose a writable path for --metrics").c_str());
-            return 2;
-        }
-    }
+    if (!open_metrics(o, comm, resume, &metrics)) return 2;
     auto metrics_failed = [&](const std::exception& e) {
         warn(std::string(e.what()) + "; no more metrics are logged");
         metrics.reset();
@@ -302,52 +437,7 @@ int run_training(const Options& o, Comm& comm) {
                                           std::to_string(ck.global_step) + " steps done)");
 
     const int64_t steps = tr.count / o.batch;
-    if (!o.quiet)
-        say(root, "tula-train: " + wl + ": " + std::to_string(model->num_params()) + " parameters; " +
-                      std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
-                      std::to_string(o.batch) + " (" + o.batch_source + ") = " + std::to_string(K) + " rank" +
-                      (K > 1 ? "s" : "") + " x " + std::to_string(o.batch / K) + "; " + std::to_string(o.epochs) +
-                      " epochs" + (o.epochs_note.empty() ? "" : " (" + o.epochs_note + ")") + " of " +
-                      std::to_string(steps) + " steps; lr " + fmt("%g", cfg.lr.peak()) + " (" +
-                      (o.lr_scaling == "noise"
-                           ? std::string("the base rate for ") + std::to_string(o.lr_base_batch) +
-                                 " until the first noise-scale estimate, then the noise-scale rule" +
-                                 (o.ags_rate_rule == "sqrt"    ? " (its square root)"
-                                  : o.ags_rate_rule == "first" ? " (held at the first estimate)"
-                                                               : "")
-                           : fmt("%g", o.lr) + (o.lr_scaling == "sqrt" ? " x sqrt(" : " x ") + std::to_string(o.batch) +
-                                 "/" + std::to_string(o.lr_base_batch) + (o.lr_scaling == "sqrt" ? ")" : "")) +
-                      (o.lr_max > 0 && cfg.lr.peak() >= o.lr_max ? ", capped by --lr-max" : "") +
-                      "), warmup " + fmt("%g", cfg.lr.warmup_epochs) + " epochs, " + o.schedule + " schedule" +
-                      (o.schedule != "wsd"     ? std::string()
-                       : o.decay_epochs > 0 ? fmt(" (linear decay over the last %g epochs)", o.decay_epochs)
-                                            : fmt(" (linear decay over the last %g %%)", 100 * o.decay_fraction)) +
-                      ", momentum " +
-                      fmt("%g", o.momentum) + ", weight decay " + fmt("%g", o.weight_decay) + ", seed " +
-                      std::to_string(o.seed) +
-                      (o.device == "cuda" ? std::string("; device cuda")
-                                          : "; matrix kernels " + std::string(gemm_isa_name(gemm_isa())) + ", " +
-                                                std::to_string(gemm_threads()) + " thread(s) per rank (" + o.threads_source +
-                                                "), prefetch " + o.prefetch + o.prefetch_why) +
-                      "; optimizer " +
-                      o.optimizer + o.optimizer_why + ", lr scaling " + o.lr_scaling +
-                      (o.optimizer == "ags" || o.optimizer == "lars" ? ", eta_trust " + fmt("%g", o.eta_trust) : "") +
-                      (o.optimizer == "ags" ? ", s in [" + fmt("%g", o.s_min) + ", " + fmt("%g", o.s_max) + "], lambda " + fmt("%g", o.ags_lambda) : "") +
-                      (o.warmup_threshold > 0 ? ", warmup until the |g|^2 EMA changes <= " + fmt("%g", o.warmup_threshold) + " over 10 steps" : "") +
-                      (o.noise_every > 0 ? ", noise scale every " + std::to_string(o.noise_every) + " steps" : "") +
-                      (o.local_steps > 0
-                           ? "; Local SGD: " + std::to_string(o.local_steps) + " local steps per averaging round, batch test " +
-                                 o.batch_test +
-                                 (o.batch_test == "none"
-                                      ? std::string(" (fixed batch)")
-                                      : " (EMA weight " + fmt("%g", o.batch_test_beta) + ", growth " +
-                                            (o.max_batch_growth > 0 ? fmt("at most x%g per round", o.max_batch_growth)
-                                                                    : std::string("unlimited")) +
-                                            ")")
-                           : std::string()) +
-                      (o.val_split > 0 ? "; " + std::to_string(val.count) + " training examples held out for validation" : "") +
-                      (o.target_accuracy > 0 ? "; stops at the first epoch with test accuracy >= " + fmt("%g", o.target_accuracy)
-                                             : ""));
+    if (!o.quiet) say(root, run_summary(o, cfg, *model, tr, te, val, K, wl));
 
     std::unique_ptr<StepEngine> engine;
 #ifdef TULA_HAVE_CUDA
@@ -454,53 +544,7 @@ int run_training(const Options& o, Comm& comm) {
         done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
     say(root, done_line);
 
-    if (root && !o.no_db) {
-        try {
-            tula::RunRecord rec;
-            const char* job = std::getenv("SLURM_JOB_ID");
-            rec.job_id = job ? job : "";
-            rec.workload = wl;
-            rec.nodes = comm.nodes();  // nodes, and the ranks on each (a job of K nodes x R ranks)
-            rec.ranks_per_node = comm.ranks_per_node();
-            std::string why;
-            rec.hardware_class = tula::hardware_class_from_env(&why);
-            if (!why.empty()) warn(why);
-            rec.global_batch = o.batch;
-            rec.epochs = static_cast<int>(res.size());  // fewer than --epochs when --target-accuracy stopped it
-            const char* p = std::getenv("TULA_PREDICTED_SECONDS");
-            if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
-            if (p && *p) {
-                char* end = nullptr;
-                const double v = std::strtod(p, &end);
-                if (end && *end == '\0' && std::isfinite(v) && v >= 0) rec.predicted_seconds = v;
-                else warn(std::string("ignoring TULA_PREDICTED_SECONDS='") + p + "' (not a number of seconds)");
-            }
-            rec.measured_seconds = train_seconds;
-            rec.test_accuracy = acc;
-            rec.created = static_cast<double>(std::time(nullptr));
-            rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
-            rec.optimizer = o.local_steps > 0 ? "local-sgd" : o.optimizer;  // as used: auto is resolved by now
-            if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
-                rec.noise_scale = hooks.noise_scale;
-                rec.noise_observations = hooks.noise_observations;
-            }
-            for (const auto& r : res) {
-                rec.epoch_seconds.push_back(r.seconds);
-                rec.epoch_train_loss.push_back(r.train_loss);
-                rec.epoch_test_accuracy.push_back(r.test_accuracy);
-            }
-            tula::ProfileDb db = open_db(o);
-            db.upsert_workload(workload_of(o, *model, tr.count, te.count));
-            db.add_run(rec);
-            if (!o.quiet)
-                say(root, "tula-train: run recorded in " + db.path() +
-                              (rec.noise_scale > 0 ? " (noise scale B_simple " + fmt("%.4g", rec.noise_scale) + " examples, " +
-                                                         std::to_string(rec.noise_observations) + " observations)"
-                                                   : std::string(" (no noise scale measured; see --noise-scale-every)")));
-        } catch (const std::exception& e) {
-            warn("the run was not recorded in the profile database: " + bare(e.what()));
-        }
-    }
+    if (root && !o.no_db) record_run(o, comm, *model, tr, te, res, hooks, train_seconds);
     return 0;
 }
 
