@@ -99,8 +99,8 @@ endif
 # OpenMP for the parallel GEMMs of tula-train (trainer/cpu/gemm/*.cpp; --threads)
 TRAIN_OMP   := -fopenmp
 # The version reaches the code as a macro (tula.h); so does the site configuration directory,
-# but only in the two objects that name the default tula.conf, which alone are rebuilt when
-# sysconfdir changes (their own stamp, $(SYSCONF_STAMP)).
+# but only in the two objects that name the default tula.conf (cli/common.o, libtula's conf.o),
+# which alone are rebuilt when sysconfdir changes (their own stamp, $(SYSCONF_STAMP)).
 ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) \
   -DTULA_VERSION='"$(TULA_VERSION)"' $(DEPFLAGS)
 ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
@@ -169,7 +169,7 @@ SYSCONF_STAMP := $(B)/.make-sysconfdir
 ifneq ($(sysconfdir),$(shell cat $(SYSCONF_STAMP) 2>/dev/null))
   $(shell mkdir -p $(B) && printf '%s\n' '$(sysconfdir)' > $(SYSCONF_STAMP))
 endif
-SYSCONF_OBJ := $(B)/obj/cli/common.o
+SYSCONF_OBJ := $(B)/obj/cli/common.o $(B)/obj/libtula/src/conf.o
 $(SYSCONF_OBJ): $(SYSCONF_STAMP)
 $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 

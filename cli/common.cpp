@@ -18,7 +18,7 @@ namespace tula::cli {
 
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write) {
     sub->add_option("--conf", o->conf,
-                    std::string("site configuration (default: $TULA_CONF, else ") + kDefaultConfPath +
+                    std::string("site configuration (default: $TULA_CONF, else ") + default_conf_path() +
                         "; a missing default file means built-in defaults)")
         ->type_name("PATH");
     if (write)
@@ -38,6 +38,8 @@ bool file_exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+const char* default_conf_path() { return TULA_DEFAULT_CONF; }
+
 LoadedConfig load_cli_config(const CommonOptions& o) {
     LoadedConfig lc;
     const bool explicit_conf = !o.conf.empty();
@@ -46,7 +48,7 @@ LoadedConfig load_cli_config(const CommonOptions& o) {
     } else if (const char* env = std::getenv("TULA_CONF"); env && *env) {
         lc.path = env;
     } else {
-        lc.path = kDefaultConfPath;
+        lc.path = default_conf_path();
     }
     bool defaults = false;
     if (!explicit_conf) {

@@ -31,7 +31,9 @@ struct UsageError : std::runtime_error {
 using Action = std::function<int()>;
 
 /// Path of the configuration used when --conf is not given: $TULA_CONF, else this.
-constexpr const char* kDefaultConfPath = TULA_DEFAULT_CONF;  // tula.h: sysconfdir/tula.conf
+/// The default tula.conf, sysconfdir/tula.conf (`make sysconfdir=DIR`; tula.h): compiled into
+/// common.o alone, which the Makefile rebuilds when sysconfdir changes.
+const char* default_conf_path();
 
 /// --conf and --db, given to every command.
 struct CommonOptions {
@@ -83,7 +85,7 @@ struct LoadedConfig {
     bool from_file = false;  ///< false: built-in defaults (the default file does not exist)
 };
 
-/// Loads --conf, else $TULA_CONF, else kDefaultConfPath (sysconfdir/tula.conf). A file that does not exist
+/// Loads --conf, else $TULA_CONF, else default_conf_path() (sysconfdir/tula.conf). A file that does not exist
 /// gives the built-in defaults unless it was named with --conf. CommonOptions::system_db and
 /// time_margin, when set, replace the file's. Errors: tula::Error for an
 /// explicit --conf that is missing, an unreadable file, or a parse error (names the line).

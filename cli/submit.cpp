@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "common.hpp"
 #include "text.hpp"
 #include "tula/tula.h"
 
@@ -137,8 +138,8 @@ Shape shape_of(const std::map<std::string, std::string>& o) {
     return s;
 }
 
-// The job's workload and/or script (PlanCall), or a problem.
-std::optional<std::string> job_source(const SubmitInput& in, PlanCall* call) {
+// The job's workload and/or script (PlanOptions), or a problem.
+std::optional<std::string> job_source(const SubmitInput& in, PlanOptions* call) {
     std::optional<std::string> w = given(in.spank, "tula-workload");
     if (!w) w = given(in.env, "TULA_WORKLOAD");
     const auto argv1 = given(in.options, "argv1");
@@ -303,7 +304,10 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     }
     if (!site.disabled.empty()) return problem("the Tula plugin is disabled: " + site.disabled + " (tell your administrator)");
     if (!site.loaded) return problem("the Tula SPANK plugin is not loaded (plugstack.conf), so no plan can reach the job");
-    PlanCall call;
+    PlanOptions call;  // tula plan's options: the site's configuration, then the job's
+    call.common.conf = site.conf.empty() ? std::string(default_conf_path()) : site.conf;  // never the user's $TULA_CONF
+    call.common.system_db = site.db;
+    call.common.time_margin = site.margin;
     const std::optional<std::string> policy = policy_of(in, *mode, &why);
     if (!policy) return problem(why);
     call.policy = *policy;
@@ -321,7 +325,7 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     call.ranks_per_node = shape.ranks_per_node;
     PlanAnswer plan;
     try {
-        plan = planner(call, site);
+        plan = planner(call);
     } catch (const std::exception& e) {
         return problem(e.what());
     }

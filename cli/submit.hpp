@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "plan.hpp"
+
 namespace tula::cli {
 
 /// What sbatch was given, as cli_filter/lua shows it: `options` holds the Slurm options read
@@ -46,21 +48,6 @@ struct SiteSettings {
 /// SiteSettings from `env` (SubmitInput::env). Pure.
 SiteSettings site_settings(const std::map<std::string, std::string>& env);
 
-/// What the filter asks the planner (tula plan's options): the policy ("auto", "time",
-/// "cost", "deadline=HH:MM:SS", "budget=X"), the workload and/or the script (its path, or its
-/// text with a display name for --wrap and standard input), the node range the user asked
-/// for ("" : none), fixed epochs, and the partitions and ranks per node the user fixed.
-struct PlanCall {
-    std::string policy;
-    std::string workload;
-    std::string script;       ///< a path, or a display name when script_text is set
-    std::string script_text;  ///< the script itself (--wrap, standard input)
-    std::string node_range;   ///< "LO-HI"
-    bool fixed_epochs = false;
-    std::string partition;    ///< -p NAME[,NAME...] ("" : not given or not a name list)
-    int ranks_per_node = 0;   ///< --ntasks-per-node (0 : not given)
-};
-
 /// What the filter reads of a plan (tula plan's kv contract): the chosen node count, the time
 /// limit (minutes), the one-line summary, the plan table for the plugin, and the partition,
 /// ranks per node and GPUs per node of the choice ("" / 0 : none).
@@ -85,9 +72,12 @@ struct SubmitOutcome {
     std::vector<std::string> said;
 };
 
-/// The planner the filter asks: returns the plan or throws std::exception with the reason
-/// (its first warning, when there is one, in parentheses).
-using Planner = std::function<PlanAnswer(const PlanCall&, const SiteSettings&)>;
+/// The planner the filter asks with tula plan's options (the policy, the workload and/or the
+/// script, the node range the user asked for, fixed epochs, the partitions and ranks per
+/// node the user fixed, and the site's tula.conf, db= and margin=): returns the plan or
+/// throws std::exception with the reason (its first warning, when there is one, in
+/// parentheses).
+using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 
 /// The whole decision of one submission (etc/cli_filter.lua's former pre_submit), in order:
 /// only sbatch's first component; the mode (--tula, else $TULA_MODE, else auto when

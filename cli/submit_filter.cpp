@@ -63,20 +63,8 @@ std::optional<std::string> stdin_script() {
     return text;
 }
 
-// The plan of `call` in this process (tula plan --format kv, read as cli_filter.lua read it).
-PlanAnswer plan_in_process(const PlanCall& call, const SiteSettings& site) {
-    PlanOptions o;
-    o.common.conf = site.conf.empty() ? std::string(kDefaultConfPath) : site.conf;  // never the user's $TULA_CONF
-    o.common.system_db = site.db;
-    o.common.time_margin = site.margin;
-    o.policy = call.policy;
-    o.workload = call.workload;
-    o.script = call.script;
-    o.script_text = call.script_text;
-    o.node_range = call.node_range;
-    o.fixed_epochs = call.fixed_epochs;
-    o.partition = call.partition;
-    o.ranks_per_node = call.ranks_per_node;
+// The plan of `o` in this process (tula plan --format kv, read as cli_filter.lua read it).
+PlanAnswer plan_in_process(const PlanOptions& o) {
     std::vector<std::string> warnings;
     std::string table;
     std::optional<SimulatedModels> sim;

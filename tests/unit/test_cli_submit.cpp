@@ -21,8 +21,7 @@ using tula_test::contains;
 // The fake planner: what it was asked, and what it answers.
 struct Fake {
     int calls = 0;
-    PlanCall call;
-    SiteSettings site;
+    PlanOptions call;
     PlanAnswer answer;
     std::string error;  // non-empty: the planner throws this
     Fake() {
@@ -32,10 +31,9 @@ struct Fake {
         answer.table = "lenet5@fashion-mnist;2:128:10:123.4";
     }
     Planner planner() {
-        return [this](const PlanCall& c, const SiteSettings& s) {
+        return [this](const PlanOptions& c) {
             ++calls;
             call = c;
-            site = s;
             if (!error.empty()) throw std::runtime_error(error);
             return answer;
         };
@@ -371,13 +369,16 @@ public:
         in.env["TULA_PLUGSTACK_DB"] = "/var/lib/tula/site.db";
         in.env["TULA_PLUGSTACK_MARGIN"] = "0.5";
         decide_submission(in, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("/etc/site/tula.conf"), f.site.conf);
-        CPPUNIT_ASSERT_EQUAL(std::string("/var/lib/tula/site.db"), f.site.db);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, f.site.margin, 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("/etc/site/tula.conf"), f.call.common.conf);
+        CPPUNIT_ASSERT_EQUAL(std::string("/var/lib/tula/site.db"), f.call.common.system_db);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, f.call.common.time_margin, 0);
         in.env["TULA_PLUGSTACK_MARGIN"] = "1; touch INJECTED";  // malformed: ignored
         in.env["TULA_PLUGSTACK_DB"] = "relative.db";           // not absolute: ignored
         decide_submission(in, f.planner());
-        CPPUNIT_ASSERT(f.site.margin < 0 && f.site.db.empty());
+        CPPUNIT_ASSERT(f.call.common.time_margin < 0 && f.call.common.system_db.empty());
+        in.env.erase("TULA_PLUGSTACK_CONF");  // the site's default tula.conf, never the user's $TULA_CONF
+        decide_submission(in, f.planner());
+        CPPUNIT_ASSERT_EQUAL(std::string(default_conf_path()), f.call.common.conf);
         const SiteSettings none = site_settings({});
         CPPUNIT_ASSERT(none.conf.empty() && none.db.empty() && none.margin < 0 && !none.loaded && !none.strict);
     }
