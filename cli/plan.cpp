@@ -279,12 +279,13 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
     int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
     std::string script_optimizer;  // TrainCommand::optimizer of the script ("" : none)
-    if (!o.script.empty()) {
+    if (!o.script.empty() || !o.script_text.empty()) {
         // --workload (e.g. from --tula-workload) names the workload; the script still
         // gives the epoch count when it has a tula-train line.
         TrainCommand tc;
         try {
-            tc = parse_train_command(read_text_file(o.script, kMaxScriptBytes));
+            tc = parse_train_command(!o.script_text.empty() ? o.script_text.substr(0, kMaxScriptBytes)
+                                                            : read_text_file(o.script, kMaxScriptBytes));
         } catch (const std::exception& e) {
             if (workload.empty()) throw;
             warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
