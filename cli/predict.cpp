@@ -40,9 +40,10 @@ const PartitionTarget& find_target(const TimeModels& m, const std::string& name)
                              : "no partition " + name + " in tula.conf (its partitions: " + names + ")");
 }
 
-Json prediction_json(const PredictOptions& o, const PartitionTarget& t, const RunPrediction& p, double examples,
+Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPrediction& p, double examples,
                      const std::vector<std::string>& warnings) {
     const StepPrediction& s = p.step;
+    const PartitionTarget& t = pred.target();
     Json j;
     j["status"] = "ok";
     j["workload"] = o.workload;
@@ -57,7 +58,7 @@ Json prediction_json(const PredictOptions& o, const PartitionTarget& t, const Ru
     j["predicted_seconds"] = p.seconds;
     j["lower_seconds"] = p.lower;
     j["upper_seconds"] = p.upper;
-    j["interval_level"] = 0.95;
+    j["interval_level"] = pred.level();
     j["has_interval"] = s.has_interval;
     j["step"] = {{"seconds", s.seconds},
                  {"compute_seconds", s.compute_seconds},
@@ -94,9 +95,10 @@ int run_predict(const PredictOptions& o) {
                                                : m.allreduce_error));
     const double examples = static_cast<double>(
         o.limit_train > 0 ? std::min<int64_t>(o.limit_train, w->train_examples) : w->train_examples);
-    const RunPrediction p = Predictor(m, t).run(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
+    const Predictor pred(m, t);
+    const RunPrediction p = pred.run(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
     if (o.format == "json") {
-        std::printf("%s\n", prediction_json(o, t, p, examples, warnings).dump(2).c_str());
+        std::printf("%s\n", prediction_json(o, pred, p, examples, warnings).dump(2).c_str());
     } else {
         KeyValues kv = {{"status", "ok"},
                         {"workload", o.workload},

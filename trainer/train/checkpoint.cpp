@@ -102,16 +102,21 @@ uint64_t fnv1a64(const std::string& s) {
     return h;
 }
 
-void write_checkpoint(const std::string& path, const Checkpoint& c) {
+// fnv1a64 of a configuration as 16 hex digits: the header's "config_hash".
+static std::string config_hash_hex(const std::string& config) {
     char hash[17];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(c.config)));
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(config)));
+    return hash;
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& c) {
     const std::vector<std::pair<const char*, const std::vector<float>*>> tensors = {
         {"params", &c.params}, {"state", &c.state}, {"opt_m1", &c.opt_m1}, {"opt_m2", &c.opt_m2}};
     nlohmann::ordered_json h;
     h["format"] = "tula-train checkpoint";
     h["version"] = kVersion;
     h["config"] = config_object(c.config);
-    h["config_hash"] = hash;
+    h["config_hash"] = config_hash_hex(c.config);
     h["ranks"] = c.ranks;
     h["epoch"] = c.epoch;
     h["step_in_epoch"] = c.step_in_epoch;
@@ -232,9 +237,7 @@ Checkpoint read_checkpoint(const std::string& path) {
         c.epochs_done = nlohmann::json::parse(h.at("epochs_done").dump());
         c.opt_t = h.at("opt_t").get<int64_t>();
         c.layer_rng = h.at("layer_rng").get<std::vector<std::string>>();
-        char hash[17];
-        std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(c.config)));
-        if (h.at("config_hash").get<std::string>() != hash) throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
+        if (h.at("config_hash").get<std::string>() != config_hash_hex(c.config)) throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
         // the tensors, in the order and of the sizes the header lists
         std::vector<float>* dst[] = {&c.params, &c.state, &c.opt_m1, &c.opt_m2};
         const char* names[] = {"params", "state", "opt_m1", "opt_m2"};

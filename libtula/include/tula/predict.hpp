@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -126,6 +125,8 @@ public:
     RunPrediction run(const RunRecord& r) const;
     const PartitionTarget& target() const { return target_; }
     const SyncedRatios& synced() const { return synced_; }
+    /// The level of the prediction intervals, in (0, 1).
+    double level() const { return level_; }
 
 private:
     RunPrediction assemble(const StepPrediction& step, double steps_per_epoch, int epochs) const;
