@@ -211,9 +211,11 @@ TRAIN_GPU_OBJ  = $(CUDA_OBJ)
 TRAIN_GPU_LIBS = $(CUDA_LIBS)
 $(TRAIN_MAIN) $(TRAIN_APP_OBJ): ALL_CXXFLAGS += -DTULA_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include -Itrainer/cuda
 endif
+# tula-train takes from libtula.a only what needs neither SQLite nor GSL (its runs and profiles
+# reach a database through `tula db record`): linking it without them checks that.
 $(TULA_TRAIN): $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_LIBS) $(TRAIN_GPU_LIBS) -lz -lpthread
+	$(TRAIN_CXX) $(TRAIN_OMP) -o $@ $(TRAIN_OBJ) $(TRAIN_GPU_OBJ) $(LIBTULA_A) $(TRAIN_GPU_LIBS) -lz -lpthread
 # The SPANK plugin: C and libc only (no libtula, SQLite, GSL or C++ runtime: it plans nothing),
 # built hardened (stack protector, fortify, full RELRO, immediate binding, no executable stack,
 # NDEBUG). No -lslurm: its Slurm symbols come from the host process (sbatch, slurmstepd); only

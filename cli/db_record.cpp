@@ -1,6 +1,6 @@
-// tula CLI: `tula db record --metrics FILE` -- adds a finished run from a metrics file of the
-// job contract (tula-jobs(7)) to the user's profile database, as tula-train records its own
-// runs (tula(1), "tula db record").
+// tula CLI: `tula db record --metrics FILE` -- adds a finished run, or a compute or allreduce
+// profile, from a file of the job contract (tula-jobs(7)) to the user's profile database; the
+// one way tula-train's runs and profiles reach a database (tula(1), "tula db record").
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,12 +34,27 @@ struct RecordOptions {
     std::string job;
 };
 
+// "tula: recorded N compute samples of W (K nodes x R ranks) in DB", or of allreduce.
+std::string recorded_profile_line(const RecordedProfile& p, const std::string& db) {
+    const int per_node = p.nodes > 0 ? p.ranks / p.nodes : p.ranks;
+    return "tula: recorded " + std::to_string(p.samples) +
+           (p.kind == MetricsKind::Profile ? " compute sample" : " allreduce sample") + (p.samples == 1 ? "" : "s") +
+           (p.workload.empty() ? "" : " of " + p.workload) + " (" + nodes_phrase(p.nodes) + " x " +
+           std::to_string(per_node) + " rank" + (per_node == 1 ? "" : "s") + ") in " + db;
+}
+
 int run_record(const RecordOptions& o) {
     if (o.metrics == "-") throw UsageError("--metrics: give the metrics file's path (standard input is not read)");
     if (!o.job.empty() && !valid_job_id(o.job))
         throw UsageError("--job '" + one_line(o.job, 80) + "' is not a Slurm job id (1 to 64 letters, digits, _ . + -)");
     const std::string db = write_db_path(o.common);
     std::vector<std::string> warnings;
+    if (metrics_file_kind(o.metrics) != MetricsKind::Run) {
+        const RecordedProfile p = record_profile_file(o.metrics, db, &warnings);
+        for (const auto& w : warnings) print_warning(w);
+        std::printf("%s\n", recorded_profile_line(p, db).c_str());
+        return kExitOk;
+    }
     const RecordedRun r = record_metrics_file(o.metrics, o.job, db, &warnings);
     for (const auto& w : warnings) print_warning(w);
     std::printf("%s\n", recorded_line(r, db).c_str());
@@ -101,6 +116,43 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
     return out;
 }
 
+RecordedProfile record_profile_file(const std::string& file, const std::string& db, std::vector<std::string>* warnings) {
+    RecordedProfile out;
+    out.kind = metrics_file_kind(file);
+    if (out.kind == MetricsKind::Run) throw Error(file + ": a run file, not a profile (tula db record reads it as a run)");
+    const MetricsProfile m =
+        out.kind == MetricsKind::Profile ? read_metrics_profile_file(file) : read_metrics_allreduce_file(file);
+    const MetricsHeader& h = m.header;
+    out.workload = h.workload;
+    out.nodes = h.nodes;
+    out.ranks = h.ranks;
+    std::optional<std::string> cls;
+    if (!h.has_hardware_class) {
+        std::string why;
+        cls = hardware_class_from_env(&why);
+        if (!why.empty()) warnings->push_back(why);
+    }
+    if (out.kind == MetricsKind::Profile) {
+        const std::vector<ComputeSample> got = profile_samples(m, this_host(), cls);
+        store_compute_profile(db, got, h.workload_row());
+        out.samples = got.size();
+        return out;
+    }
+    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadWrite);
+    for (const AllreduceLine& l : m.allreduce) {
+        AllreduceSample a;
+        a.host = h.host.empty() ? this_host() : h.host;
+        a.nodes = h.nodes;
+        a.ranks_per_node = h.ranks_per_node();
+        a.bytes = l.bytes;
+        a.seconds = l.seconds;
+        a.hardware_class = cls ? *cls : h.hardware_class;
+        d.add_allreduce(a);
+    }
+    out.samples = m.allreduce.size();
+    return out;
+}
+
 std::string recorded_line(const RecordedRun& r, const std::string& db) {
     const RunRecord& x = r.run;
     return "tula: recorded run " + std::to_string(r.id) + " of " + x.workload + " (" + nodes_phrase(x.nodes) + " x " +
@@ -111,12 +163,13 @@ std::string recorded_line(const RecordedRun& r, const std::string& db) {
 
 void add_db_record_command(CLI::App* db, Action* action) {
     auto o = std::make_shared<RecordOptions>();
-    CLI::App* rec = db->add_subcommand("record", "add a finished run from a metrics file of the job contract (tula-jobs(7))");
-    rec->footer("Writes --db PATH (default: the user's database), the run and its epochs in one transaction. "
+    CLI::App* rec = db->add_subcommand("record", "add a finished run, or a profile, from a file of the job contract (tula-jobs(7))");
+    rec->footer("Writes --db PATH (default: the user's database): a run file's run and its epochs in one transaction; a "
+                "profile file's compute or allreduce samples. "
                 "Exit status: 0, 1 when the file is not a valid run file (the message names the line) or the "
                 "database cannot be written, 2 usage error.");
     add_common_options(rec, &o->common, true);
-    rec->add_option("--metrics", o->metrics, "the metrics file (JSON lines: a \"run\" header and >= 1 \"epoch\" line)")
+    rec->add_option("--metrics", o->metrics, "the metrics file (JSON lines: a \"run\" header, then >= 1 \"epoch\" line, or \"profile\" or \"allreduce\" lines)")
         ->type_name("FILE")
         ->required();
     rec->add_option("--job", o->job, "the Slurm job id to record (default: the header's job_id, else $SLURM_JOB_ID)")

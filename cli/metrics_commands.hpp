@@ -11,6 +11,7 @@
 
 #include "common.hpp"
 #include "profile_jobs.hpp"
+#include "tula/metrics.hpp"
 #include "tula/records.hpp"
 
 namespace tula::cli {
@@ -37,6 +38,23 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
 /// "tula: recorded run N of WORKLOAD (K nodes x R ranks, global batch B, E epochs, S s) in DB".
 std::string recorded_line(const RecordedRun& r, const std::string& db);
 
+/// What record_profile_file wrote.
+struct RecordedProfile {
+    MetricsKind kind = MetricsKind::Profile;  ///< Profile or Allreduce
+    std::string workload;                     ///< the compute profile's workload ("" for allreduce)
+    int nodes = 1, ranks = 1;                 ///< the header's shape
+    size_t samples = 0;                       ///< compute or allreduce samples stored
+};
+
+/// Adds the samples of a profile file of the job contract (metrics_file_kind Profile or
+/// Allreduce; e.g. tula-train --profile-compute|--profile-allreduce --metrics FILE) to the
+/// database at `db`: compute samples as profile_samples gives them (with
+/// the header's workload row), or one tula::AllreduceSample per "allreduce" line (the
+/// header's nodes and ranks per node, bytes, seconds, host). The hardware class: the header's,
+/// else tula::hardware_class_from_env (its warning appended to `warnings`). Errors:
+/// tula::Error for a bad file or an unwritable database; nothing is written then.
+RecordedProfile record_profile_file(const std::string& file, const std::string& db, std::vector<std::string>* warnings);
+
 /// Adds `tula db record` to the `db` subcommand.
 void add_db_record_command(CLI::App* db, Action* action);
 
@@ -60,6 +78,18 @@ struct CommandProfile {
 /// Errors: tula::Error when the command fails (exit status, signal), writes no profile line,
 /// misses a batch size, writes another workload or a bad file; nothing is stored then.
 std::vector<ComputeSample> profile_with_command(const CommandProfile& p, const std::string& db);
+
+/// The compute samples of a profile file's lines, in file order: the header's workload, ranks
+/// and ranks per node; each line's local batch, seconds, steps, threads, start-up and
+/// synchronized seconds; host: the header's, else `host`; hardware class: `cls` when given,
+/// else the header's. Pure.
+std::vector<ComputeSample> profile_samples(const MetricsProfile& m, const std::string& host,
+                                           const std::optional<std::string>& cls);
+
+/// Writes `samples` and the workload row `w` (when given; a known row's activation floats are
+/// kept when `w` has none) into the database at `db`. Errors: tula::Error.
+void store_compute_profile(const std::string& db, const std::vector<ComputeSample>& samples,
+                           const std::optional<Workload>& w);
 
 /// The samples of ranks that timed the same batch sizes at once, one profile per rank: per
 /// batch size the slowest rank's seconds and the fewest steps (as tula-train --profile-compute

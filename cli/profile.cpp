@@ -22,6 +22,7 @@
 #include "profile_jobs.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
+#include "tula/metrics.hpp"
 #include "tula/models.hpp"
 
 namespace tula::cli {
@@ -181,9 +182,13 @@ int run_compute(const ComputeOptions& o) {
     };
     for (size_t i = 0; i < todo.size(); ++i) {
         const int b = todo[i];
+        // tula-train writes the profile to a file of ours and records it in the database
+        TempDir tmp("");
+        const std::string profile = tmp.path + "/profile.jsonl";
+        tmp.files.push_back(profile);
         std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
                                          "--batch-sizes", std::to_string(b), "--iters", std::to_string(o.iters),
-                                         "--db",         writer.path()};
+                                         "--db",         writer.path(),      "--metrics", profile};
         if (!o.data_dir.empty()) {
             argv.push_back("--data-dir");
             argv.push_back(o.data_dir);
@@ -217,17 +222,13 @@ int run_compute(const ComputeOptions& o) {
                         (i > 0 ? "; the batch sizes measured before it are kept, run again to resume" : ""));
         }
         writer.done();  // the system database: published now, so that an interruption keeps it
-        // The line "profile W: local batch B: X ms/iter (N iters)" of tula-train, else all it said.
-        std::string line;
-        for (size_t p = 0; p < text.size();) {
-            size_t e = text.find('\n', p);
-            if (e == std::string::npos) e = text.size();
-            const std::string l = text.substr(p, e - p);
-            if (l.find("ms/iter") != std::string::npos) line = l;
-            p = e + 1;
-        }
-        std::printf("profile compute: %zu/%zu %s%s\n", i + 1, todo.size(),
-                    line.empty() ? ("local batch " + std::to_string(b) + " done").c_str() : one_line(line, 200).c_str(),
+        // "local batch B: X ms per step (N steps)" from the profile tula-train wrote
+        std::string line = "local batch " + std::to_string(b) + " done";
+        if (file_exists(profile))
+            for (const ProfileLine& l : read_metrics_profile_file(profile).lines)
+                line = "local batch " + std::to_string(l.local_batch) + ": " + format_number("%.2f", l.seconds * 1e3) +
+                       " ms per step (" + std::to_string(l.steps) + " steps)";
+        std::printf("profile compute: %zu/%zu %s%s\n", i + 1, todo.size(), line.c_str(),
                     bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
     }
     const double secs = since(t0);

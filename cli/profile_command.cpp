@@ -27,8 +27,9 @@ EnvSet command_env(const std::string& workload, const std::vector<int>& batches,
             {"TULA_METRICS", metrics}};
 }
 
-// The samples of one profile file: one per line of a wanted batch size, every wanted size
-// present. Errors: tula::Error naming the file and what is missing or different.
+// The samples of one profile file of the command: one per line of a wanted batch size, every
+// wanted size present, as one process on this host (ranks 1). Errors: tula::Error naming the
+// file and what is missing or different.
 std::vector<ComputeSample> samples_of(const std::string& file, const std::string& workload,
                                       const std::vector<int>& batches, const std::string& host, const std::string& cls) {
     const MetricsProfile m = read_metrics_profile_file(file);
@@ -39,17 +40,12 @@ std::vector<ComputeSample> samples_of(const std::string& file, const std::string
     std::vector<int> missing;
     for (int b : batches) {
         bool found = false;
-        for (const ProfileLine& l : m.lines) {
-            if (l.local_batch != b) continue;
+        for (ComputeSample c : profile_samples(m, host, cls)) {
+            if (c.local_batch != b) continue;
             found = true;
-            ComputeSample c;
-            c.workload = workload;
             c.host = host;
-            c.local_batch = b;
-            c.threads = 1;
-            c.seconds_per_iter = l.seconds;
-            c.iters = static_cast<int>(std::min<int64_t>(l.steps, std::numeric_limits<int>::max()));
-            c.hardware_class = cls;
+            c.ranks = 1;
+            c.ranks_per_node = 1;
             out.push_back(c);
         }
         if (!found && std::find(missing.begin(), missing.end(), b) == missing.end()) missing.push_back(b);
@@ -63,17 +59,6 @@ std::vector<ComputeSample> samples_of(const std::string& file, const std::string
 // The header's workload row of `file` (MetricsHeader::workload_row).
 std::optional<Workload> workload_row(const std::string& file) {
     return read_metrics_profile_file(file).header.workload_row();
-}
-
-// Writes the samples (and the workload row) into `db`. Errors: tula::Error.
-void store(const std::string& db, const std::vector<ComputeSample>& samples, const std::optional<Workload>& w) {
-    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadWrite);
-    if (w) {
-        Workload row = *w;
-        if (auto known = d.workload(row.name)) row.activation_floats = known->activation_floats;
-        d.upsert_workload(row);
-    }
-    for (const auto& c : samples) d.add_compute(c);
 }
 
 }  // namespace
@@ -99,8 +84,41 @@ std::vector<ComputeSample> profile_with_command(const CommandProfile& p, const s
         all.insert(all.end(), got.begin(), got.end());
         if (!row) row = workload_row(metrics);
     }
-    store(db, all, row);
+    store_compute_profile(db, all, row);
     return all;
+}
+
+std::vector<ComputeSample> profile_samples(const MetricsProfile& m, const std::string& host,
+                                           const std::optional<std::string>& cls) {
+    std::vector<ComputeSample> out;
+    for (const ProfileLine& l : m.lines) {
+        ComputeSample c;
+        c.workload = m.header.workload;
+        c.host = m.header.host.empty() ? host : m.header.host;
+        c.local_batch = l.local_batch;
+        c.threads = l.threads;
+        c.seconds_per_iter = l.seconds;
+        c.iters = static_cast<int>(std::min<int64_t>(l.steps, std::numeric_limits<int>::max()));
+        c.ranks = m.header.ranks;
+        c.ranks_per_node = m.header.ranks_per_node();
+        c.startup_seconds = l.startup_seconds;
+        c.synced_seconds_per_iter = l.synced_seconds;
+        c.hardware_class = cls ? *cls : m.header.hardware_class;
+        out.push_back(c);
+    }
+    return out;
+}
+
+void store_compute_profile(const std::string& db, const std::vector<ComputeSample>& samples,
+                           const std::optional<Workload>& w) {
+    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadWrite);
+    if (w) {
+        Workload row = *w;
+        if (row.activation_floats <= 0)  // kept when the file does not give it
+            if (auto known = d.workload(row.name)) row.activation_floats = known->activation_floats;
+        d.upsert_workload(row);
+    }
+    for (const auto& c : samples) d.add_compute(c);
 }
 
 std::vector<ComputeSample> combine_rank_profiles(const std::vector<std::vector<ComputeSample>>& profiles,
@@ -189,7 +207,7 @@ int run_command_jobs(const CommonOptions& common, const JobOptions& jo, const Co
             if (!row) row = workload_row(f);
         }
         const std::vector<ComputeSample> together = combine_rank_profiles(per_rank, per_node);
-        store(writer.path(), together, row);
+        store_compute_profile(writer.path(), together, row);
         writer.done();
         std::printf("profile compute: %zu sample%s of %d ranks at once (the slowest rank's time) into %s\n",
                     together.size(), together.size() == 1 ? "" : "s", ranks, db.c_str());

@@ -93,14 +93,16 @@ private:
     const std::string& type_;
 };
 
-MetricsHeader read_header(const Line& l) {
+// The header of `l`; "workload" may be absent only when !need_workload (an allreduce profile).
+MetricsHeader read_header(const Line& l, bool need_workload) {
     MetricsHeader h;
-    const Json& w = l.need("workload");
-    if (!w.is_string() || tula_check_workload(w.get<std::string>().c_str(), nullptr, 0) != 0 ||
-        w.get<std::string>().find('\0') != std::string::npos)
+    const Json* wp = need_workload ? &l.need("workload") : l.find("workload");
+    const Json& w = wp ? *wp : Json("");
+    if (wp && (!w.is_string() || tula_check_workload(w.get<std::string>().c_str(), nullptr, 0) != 0 ||
+               w.get<std::string>().find('\0') != std::string::npos))
         l.bad("field \"workload\" must be a workload name MODEL@DATASET (letters, digits, _ . - and one @), not " +
               shown(w));
-    h.workload = w.get<std::string>();
+    if (wp) h.workload = w.get<std::string>();
     h.nodes = static_cast<int>(l.integer("nodes", 1, true, 0, 1000000));
     h.ranks = static_cast<int>(l.integer("ranks", 1, true, 0, 100000000));
     if (h.ranks < h.nodes || h.ranks % h.nodes != 0)
@@ -116,6 +118,8 @@ MetricsHeader read_header(const Line& l) {
     h.optimizer = l.text("optimizer");
     if (l.find("predicted_seconds")) h.predicted_seconds = l.number("predicted_seconds", 0, false, true);
     h.job_id = l.text("job_id");
+    h.host = l.text("host");
+    h.activation_floats = l.integer("activation_floats", 0, false);
     h.has_hardware_class = l.find("hardware_class") != nullptr;
     h.hardware_class = l.text("hardware_class");
     h.resumed = l.flag("resumed");
@@ -136,20 +140,25 @@ std::optional<Workload> MetricsHeader::workload_row() const {
     w.params = params;
     w.train_examples = train;
     w.test_examples = dataset_test_examples > 0 ? dataset_test_examples : test_examples;
+    w.activation_floats = activation_floats;
     return w;
 }
 
 namespace {
 
-enum class Want { Run, Profile };
+enum class Want { Run, Profile, Allreduce, Kind };
 
 // What a scan of one file gathered.
 struct Scan {
     MetricsHeader header;
     RunRecord run;
     std::vector<ProfileLine> profile;
+    std::vector<AllreduceLine> allreduce;
     int64_t steps = 0;
     int resumes = 0;
+    int64_t epoch_lines = 0, profile_lines = 0, allreduce_lines = 0;
+    int64_t summary_observations = -1;  // the "summary" line's noise_observations; -1: none
+    double summary_noise = -1;          // the "summary" line's noise_scale (0: null); -1: none
 };
 
 // Reads and checks every line of `in`, keeping what `want` needs.
@@ -201,7 +210,7 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
             throw Error(where + ": the first line must be the \"run\" header, not a \"" + type +
                         "\" line (the writer must start the file with {\"type\":\"run\",...}; " + kSeeSpec + ")");
         if (type == "run") {
-            const MetricsHeader h = read_header(l);
+            const MetricsHeader h = read_header(l, want != Want::Allreduce && want != Want::Kind);
             if (!have_header) {
                 s.header = h;
                 have_header = true;
@@ -239,6 +248,7 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
                           std::to_string(last_epoch + 1) + ")",
                       "epochs are numbered 1, 2, 3, ... and a resumed job continues after the last epoch line");
             last_epoch = static_cast<int>(e);
+            ++s.epoch_lines;
             const double secs = l.number("seconds", 0, true, true);
             const double acc = l.number("test_accuracy", 0, false, true, false, 1.0);
             const double loss = l.number("train_loss", 0, false, false, true);
@@ -259,7 +269,26 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
             p.local_batch = static_cast<int>(l.integer("local_batch", 1, true, 0, INT32_MAX));
             p.seconds = l.number("seconds", 0, true, true);
             p.steps = l.integer("steps", 1, true);
+            p.threads = static_cast<int>(l.integer("threads", 1, false, 1, 1 << 20));
+            p.startup_seconds = l.number("startup_seconds", 0, false, false, true);
+            p.synced_seconds = l.number("synced_seconds", 0, true, false, true);
             if (want == Want::Profile) s.profile.push_back(p);
+            ++s.profile_lines;
+        } else if (type == "allreduce") {
+            AllreduceLine a;
+            a.bytes = l.integer("bytes", 1, true);
+            a.seconds = l.number("seconds", 0, true, true);
+            a.iters = l.integer("iters", 1, true);
+            if (want == Want::Allreduce) s.allreduce.push_back(a);
+            ++s.allreduce_lines;
+        } else if (type == "summary") {
+            // the run's own noise scale and observation count, which override the epochs'
+            const double noise = l.number("noise_scale", 0, false, false, true);
+            const int64_t obs = l.integer("noise_observations", 0, false, -1);
+            if (want == Want::Run) {
+                if (l.find("noise_scale")) s.summary_noise = std::isfinite(noise) ? noise : 0;
+                if (obs >= 0) s.summary_observations = obs;
+            }
         }
         if (!has_newline) break;
     }
@@ -290,6 +319,8 @@ MetricsRun read_metrics_run(std::istream& in, const std::string& source) {
     m.resumes = s.resumes;
     m.run = std::move(s.run);
     RunRecord& r = m.run;
+    if (s.summary_observations >= 0) r.noise_observations = s.summary_observations;
+    if (s.summary_noise >= 0) r.noise_scale = s.summary_noise;
     const MetricsHeader& h = m.header;
     r.workload = h.workload;
     r.job_id = h.job_id;
@@ -313,6 +344,29 @@ MetricsProfile read_metrics_profile(std::istream& in, const std::string& source)
     p.header = s.header;
     p.lines = std::move(s.profile);
     return p;
+}
+
+MetricsKind metrics_file_kind(const std::string& path) {
+    return read_file<MetricsKind>(path, [](std::istream& in, const std::string& p) {
+        const Scan s = scan(in, p, Want::Kind);
+        if (s.epoch_lines > 0) return MetricsKind::Run;
+        if (s.profile_lines > 0) return MetricsKind::Profile;
+        if (s.allreduce_lines > 0) return MetricsKind::Allreduce;
+        throw Error(p + ": no \"epoch\", \"profile\" or \"allreduce\" line: nothing to record (a run is recorded once "
+                    "at least one epoch has finished; " + kSeeSpec + ")");
+    });
+}
+
+MetricsProfile read_metrics_allreduce_file(const std::string& path) {
+    return read_file<MetricsProfile>(path, [](std::istream& in, const std::string& p) {
+        Scan s = scan(in, p, Want::Allreduce);
+        if (s.allreduce.empty())
+            throw Error(p + ": no \"allreduce\" line; the file must have one per message size timed (" + kSeeSpec + ")");
+        MetricsProfile m;
+        m.header = s.header;
+        m.allreduce = std::move(s.allreduce);
+        return m;
+    });
 }
 
 MetricsRun read_metrics_run_file(const std::string& path) {

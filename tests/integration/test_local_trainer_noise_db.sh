@@ -26,7 +26,8 @@ small=(--model lenet5 --data fashion-mnist --data-dir "$T_DATA_DIR" --epochs 1 -
 
 expect_ok "training with --noise-scale-every 2" timeout 240 "$TULA_TRAIN" "${small[@]}" --noise-scale-every 2 \
     --metrics "$T_WORK/m.jsonl"
-assert_match "$T_OUT" '^tula-train: run recorded in .*noise scale B_simple' "the run-recorded line names the noise scale"
+assert_match "$T_OUT" '^tula-train: noise scale B_simple' "the noise-scale line"
+assert_match "$T_OUT" '^tula: recorded run [0-9]+ of lenet5@fashion-mnist' "tula db record's line"
 row=$(sqlite3 "$db" "SELECT typeof(noise_scale), noise_scale, noise_observations FROM run ORDER BY id DESC LIMIT 1")
 IFS='|' read -r type ns obs <<<"$row"
 steps=$((2048 / 64))

@@ -61,9 +61,61 @@ class CliMetricsCommandsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_profile_command_stores_samples);
     CPPUNIT_TEST(test_profile_command_missing_batch_stores_nothing);
     CPPUNIT_TEST(test_combine_rank_profiles);
+    CPPUNIT_TEST(test_db_record_profiles);
     CPPUNIT_TEST_SUITE_END();
 
 public:
+    // tula-train --profile-compute's and --profile-allreduce's files, as tula db record stores
+    // them: every field of a line and of the header reaches its sample.
+    void test_db_record_profiles() {
+        TempDir d("record-profile");
+        const std::string db = d / "p.db", pf = d / "p.jsonl", af = d / "a.jsonl";
+        write_file(pf,
+                   "{\"type\":\"run\",\"workload\":\"lenet5@fashion-mnist\",\"nodes\":2,\"ranks\":4,\"host\":\"n1\","
+                   "\"hardware_class\":\"cpu-a\",\"params\":61706,\"train_examples\":2000,\"dataset_train_examples\":60000,"
+                   "\"test_examples\":100,\"dataset_test_examples\":10000,\"activation_floats\":15386}\n"
+                   "{\"type\":\"profile\",\"local_batch\":8,\"seconds\":0.5,\"steps\":3,\"threads\":2,"
+                   "\"startup_seconds\":0.25,\"synced_seconds\":0.75}\n");
+        write_file(af, "{\"type\":\"run\",\"nodes\":1,\"ranks\":2,\"host\":\"n2\",\"hardware_class\":\"\"}\n"
+                       "{\"type\":\"allreduce\",\"bytes\":4096,\"seconds\":0.001,\"iters\":20}\n"
+                       "{\"type\":\"allreduce\",\"bytes\":65536,\"seconds\":0.002,\"iters\":20}\n");
+        std::vector<std::string> warnings;
+        const tula::cli::RecordedProfile p = tula::cli::record_profile_file(pf, db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), p.samples);
+        const tula::cli::RecordedProfile a = tula::cli::record_profile_file(af, db, &warnings);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), a.samples);
+        CPPUNIT_ASSERT(warnings.empty());
+        auto x = tula::ProfileDb::open(db, tula::ProfileDb::Mode::ReadOnly);
+        const std::vector<tula::ComputeSample> c = x.compute_samples("lenet5@fashion-mnist");
+        CPPUNIT_ASSERT_EQUAL(size_t(1), c.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("n1"), c[0].host);
+        CPPUNIT_ASSERT_EQUAL(8, c[0].local_batch);
+        CPPUNIT_ASSERT_EQUAL(2, c[0].threads);
+        CPPUNIT_ASSERT_EQUAL(4, c[0].ranks);
+        CPPUNIT_ASSERT_EQUAL(2, c[0].ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(3, c[0].iters);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, c[0].seconds_per_iter, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.25, c[0].startup_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, c[0].synced_seconds_per_iter, 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("cpu-a"), c[0].hardware_class);
+        const auto w = x.workload("lenet5@fashion-mnist");
+        CPPUNIT_ASSERT(w);
+        CPPUNIT_ASSERT_EQUAL(int64_t(60000), w->train_examples);
+        CPPUNIT_ASSERT_EQUAL(int64_t(10000), w->test_examples);
+        CPPUNIT_ASSERT_EQUAL(int64_t(15386), w->activation_floats);
+        const std::vector<tula::AllreduceSample> r = x.allreduce_samples();
+        CPPUNIT_ASSERT_EQUAL(size_t(2), r.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("n2"), r[1].host);
+        CPPUNIT_ASSERT_EQUAL(1, r[1].nodes);
+        CPPUNIT_ASSERT_EQUAL(2, r[1].ranks_per_node);
+        CPPUNIT_ASSERT_EQUAL(int64_t(65536), r[1].bytes);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.002, r[1].seconds, 0);
+        // a run file is not a profile
+        const std::string rf = d / "r.jsonl";
+        write_file(rf, kRun);
+        tula_test::assert_throws_with([&] { tula::cli::record_profile_file(rf, db, &warnings); }, "a run file");
+    }
+
     void test_db_record_good_file() {
         TempDir d("record");
         const std::string db = d / "p.db", f = d / "run.jsonl";

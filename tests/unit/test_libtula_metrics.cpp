@@ -52,6 +52,8 @@ class LibtulaMetricsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_refuses_bad_lines_with_line_numbers);
     CPPUNIT_TEST(test_resume_headers);
     CPPUNIT_TEST(test_profile_lines);
+    CPPUNIT_TEST(test_profile_optional_fields_and_allreduce_lines);
+    CPPUNIT_TEST(test_summary_line_gives_the_runs_noise_scale);
     CPPUNIT_TEST(test_100_mb_file_in_bounded_memory);
     CPPUNIT_TEST_SUITE_END();
 
@@ -193,6 +195,68 @@ public:
                                "{\"type\":\"profile\",\"local_batch\":0,\"seconds\":0.02,\"steps\":10}\n");
         tula_test::assert_throws_with([&] { tula::read_metrics_profile(bad, "p.jsonl"); },
                                       "p.jsonl:2: \"profile\" line: field \"local_batch\"");
+    }
+
+    // tula-train --profile-compute's optional fields, and --profile-allreduce's lines and
+    // header without a workload; the kind of each file.
+    void test_profile_optional_fields_and_allreduce_lines() {
+        TempDir d("metrics-kinds");
+        const std::string pf = d / "p.jsonl", af = d / "a.jsonl", rf = d / "r.jsonl", nf = d / "n.jsonl";
+        std::ofstream(pf) << "{\"type\":\"run\",\"workload\":\"m@d\",\"nodes\":2,\"ranks\":4,\"host\":\"n1\","
+                             "\"activation_floats\":99,\"params\":10,\"train_examples\":100}\n"
+                             "{\"type\":\"profile\",\"local_batch\":8,\"seconds\":0.5,\"steps\":3,\"threads\":2,"
+                             "\"startup_seconds\":0.25,\"synced_seconds\":0.75}\n"
+                             "{\"type\":\"profile\",\"local_batch\":16,\"seconds\":1,\"steps\":3}\n";
+        std::ofstream(af) << "{\"type\":\"run\",\"nodes\":2,\"ranks\":2}\n"
+                             "{\"type\":\"allreduce\",\"bytes\":4096,\"seconds\":0.001,\"iters\":20}\n";
+        std::ofstream(rf) << kHeader << "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5}\n";
+        std::ofstream(nf) << kHeader;
+        CPPUNIT_ASSERT(tula::metrics_file_kind(pf) == tula::MetricsKind::Profile);
+        CPPUNIT_ASSERT(tula::metrics_file_kind(af) == tula::MetricsKind::Allreduce);
+        CPPUNIT_ASSERT(tula::metrics_file_kind(rf) == tula::MetricsKind::Run);
+        tula_test::assert_throws_with([&] { tula::metrics_file_kind(nf); }, "nothing to record");
+        const tula::MetricsProfile p = tula::read_metrics_profile_file(pf);
+        CPPUNIT_ASSERT_EQUAL(std::string("n1"), p.header.host);
+        CPPUNIT_ASSERT_EQUAL(int64_t(99), p.header.workload_row()->activation_floats);
+        CPPUNIT_ASSERT_EQUAL(2, p.lines[0].threads);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.25, p.lines[0].startup_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, p.lines[0].synced_seconds, 0);
+        CPPUNIT_ASSERT_EQUAL(1, p.lines[1].threads);
+        CPPUNIT_ASSERT(std::isnan(p.lines[1].startup_seconds) && std::isnan(p.lines[1].synced_seconds));
+        const tula::MetricsProfile a = tula::read_metrics_allreduce_file(af);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), a.allreduce.size());
+        CPPUNIT_ASSERT_EQUAL(int64_t(4096), a.allreduce[0].bytes);
+        CPPUNIT_ASSERT_EQUAL(int64_t(20), a.allreduce[0].iters);
+        CPPUNIT_ASSERT_EQUAL(1, a.header.ranks_per_node());
+        // a compute profile's header needs its workload; an allreduce line needs its bytes
+        std::ofstream(af) << "{\"type\":\"run\",\"nodes\":2,\"ranks\":2}\n{\"type\":\"allreduce\",\"seconds\":1,\"iters\":1}\n";
+        tula_test::assert_throws_with([&] { tula::read_metrics_allreduce_file(af); }, "a.jsonl:2: \"allreduce\" line");
+        std::ofstream(pf) << "{\"type\":\"run\",\"nodes\":1,\"ranks\":1}\n"
+                             "{\"type\":\"profile\",\"local_batch\":8,\"seconds\":0.5,\"steps\":3}\n";
+        tula_test::assert_throws_with([&] { tula::read_metrics_profile_file(pf); }, "\"workload\"");
+    }
+
+    // A "summary" line's noise scale (the run's median) and observations replace the epochs'
+    // (the last epoch's estimate, the sum); null means none.
+    void test_summary_line_gives_the_runs_noise_scale() {
+        const std::string epochs = "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5,"
+                                   "\"noise_scale\":300,\"noise_observations\":4}\n"
+                                   "{\"type\":\"epoch\",\"epoch\":2,\"seconds\":3,\"test_accuracy\":0.6,"
+                                   "\"noise_scale\":500,\"noise_observations\":5}\n";
+        std::istringstream plain(kHeader + epochs);
+        const tula::MetricsRun a = tula::read_metrics_run(plain, "a.jsonl");
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(500.0, a.run.noise_scale, 0);
+        CPPUNIT_ASSERT_EQUAL(int64_t(9), a.run.noise_observations);
+        std::istringstream with(kHeader + epochs +
+                                "{\"type\":\"summary\",\"noise_scale\":400,\"noise_observations\":7,\"train_seconds\":5}\n");
+        const tula::MetricsRun b = tula::read_metrics_run(with, "b.jsonl");
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(400.0, b.run.noise_scale, 0);
+        CPPUNIT_ASSERT_EQUAL(int64_t(7), b.run.noise_observations);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(5.0, b.run.measured_seconds, 1e-12);
+        std::istringstream none(kHeader + epochs + "{\"type\":\"summary\",\"noise_scale\":null,\"noise_observations\":0}\n");
+        const tula::MetricsRun c = tula::read_metrics_run(none, "c.jsonl");
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, c.run.noise_scale, 0);
+        CPPUNIT_ASSERT_EQUAL(int64_t(0), c.run.noise_observations);
     }
 
     void test_100_mb_file_in_bounded_memory() {

@@ -3,6 +3,7 @@
 // allreduce and list models (profile_command.cpp). See tula-train(1).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,8 +11,11 @@
 #include "core/model.hpp"
 #include "data/data.hpp"
 #include "dist/comm.hpp"
-#include "tula/db.hpp"
+#include "train/metrics.hpp"
+#include "train/train.hpp"
 #include "tula/workload.hpp"
+
+#include <nlohmann/json.hpp>
 #ifdef TULA_HAVE_CUDA
 #include "gpu_train.hpp"
 #endif
@@ -83,6 +87,7 @@ struct Options {
     std::string precision = "fp32";  // fp32 | bf16 (cuda only: bf16 convolutions and GEMMs)
     std::vector<std::string> gpu_allreduce{"nccl", "mpi"};  // cuda: methods, first usable wins
     std::string metrics;        // --metrics FILE ("": none)
+    std::string summary;        // --summary FILE ("": none)
     int metrics_every = 1;
     std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
     bool resume = false;
@@ -126,9 +131,6 @@ std::unique_ptr<cuda::GpuContext> open_gpu(const Options& o);
 /// the same arguments and reaches the same verdict).
 int parse_args(int argc, char** argv, Options& o, bool root);
 
-/// The user's profile database (--db, else $XDG_DATA_HOME/tula/profiles.db), read-write.
-/// Throws tula::Error.
-tula::ProfileDb open_db(const Options& o);
 /// The dataset name as the workload records it.
 std::string data_name(const Options& o);
 /// The workload row of model `m` on the data (params, train and test examples).
@@ -140,14 +142,55 @@ Dataset load_set(const Options& o, bool train);
 /// Loads both sets on every rank; false (message printed) when that fails on any rank.
 bool load_data(const Options& o, Comm& comm, Dataset& tr, Dataset& te);
 
+/// The job a run or profile belongs to, as its header names it.
+struct RunShape {
+    int nodes = 1;               ///< nodes of the job, >= 1
+    int ranks = 1;               ///< ranks of the job, a multiple of nodes
+    std::string hardware_class;  ///< tula::hardware_class_from_env's class ("" = unknown)
+};
+
+/// The "run" header of the job contract (tula-jobs(7)) for a run of `o` with model `m` on the
+/// sets `tr` and `te`: workload, shape, sizes (the data set's full sizes as
+/// dataset_train_examples / dataset_test_examples), activation floats, optimizer, seed,
+/// hardware class and host. The metrics file and the summary start with it.
+nlohmann::json run_header(const Options& o, const RunShape& s, const Model& m, const Dataset& tr, const Dataset& te);
+
+/// The summary's last line: {"type":"summary", "train_seconds" (sum of the epochs' seconds),
+/// "test_accuracy" (the last epoch's), "epochs_trained", "stopped_at_target", "noise_scale"
+/// (the run's B_simple, examples; null when not measured or with Local SGD),
+/// "noise_observations", "val_accuracy" (with --val-split)}.
+nlohmann::json run_summary_line(const Options& o, const std::vector<EpochResult>& res, const TrainHooks& hooks,
+                                bool at_target);
+
+/// The tula command beside this tula-train (/proc/self/exe's directory), else the first on
+/// $PATH; "" when there is none.
+std::string find_tula();
+
+/// Writes a file of the job contract atomically (`fill` writes its lines; FILE.tmp, then
+/// renamed) to `given`, or, when `given` is "" and the database is written, to a temporary
+/// file; then, unless --no-db, records it (record_file) and removes a temporary file. `what`
+/// ("run", "compute profile", "allreduce profile") names it in warnings. Rank 0 only.
+/// Failures are warnings; returns false after one.
+bool finish_file(const Options& o, const std::string& given, const std::function<void(MetricsLog&)>& fill,
+                 const std::string& what);
+
+/// Adds the file of the job contract at `file` (a run summary or a profile) to the profile
+/// database (--db, else the user's) by running `tula db record --metrics FILE [--db DB]`
+/// (find_tula), its output passed on (standard output silenced with --quiet). A failure is a
+/// warning naming why (then false).
+bool record_file(const Options& o, const std::string& file, const std::string& what);
+
 /// --list-models: the zoo with parameter counts. Exit status.
 int list_models(const Options& o);
-/// --profile-compute: times of training iterations per local batch into the database. Exit status.
+/// --profile-compute: seconds per training step at each local batch, as "profile" lines of
+/// the job contract written to --metrics and recorded by `tula db record` (finish_file). Exit
+/// status: 1 when they could not be written or recorded.
 int profile_compute(const Options& o, Comm& comm);
-/// --profile-allreduce: allreduce times per message size into the database. Exit status.
+/// --profile-allreduce: allreduce seconds per message size, as "allreduce" lines (as
+/// profile_compute). Exit status.
 int profile_allreduce(const Options& o, Comm& comm);
-/// Trains (the default command): header, epochs, checkpoint on SIGTERM/SIGUSR1, the run
-/// record at the end. Exit status (see main.cpp).
+/// Trains (the default command): header, epochs, checkpoint on SIGTERM/SIGUSR1, and at the
+/// end the summary and the run's record (finish_file). Exit status (see main.cpp).
 int run_training(const Options& o, Comm& comm);
 
 }  // namespace app

@@ -193,7 +193,12 @@ void add_options(CLI::App& app, Options& o) {
                    "stop at the end of the first epoch whose test accuracy reaches A, 0 < A <= 1 (0: train all epochs)")
         ->capture_default_str();
     app.add_option("--limit-test", o.limit_test, "use only the first N test examples (0: all)");
-    app.add_option("--metrics", o.metrics, "write a JSON-lines log of every step and epoch to FILE (rank 0)");
+    app.add_option("--metrics", o.metrics,
+                   "write a JSON-lines log of every step and epoch to FILE (rank 0); with --profile-compute or "
+                   "--profile-allreduce, the profile (tula-jobs(7))");
+    app.add_option("--summary", o.summary,
+                   "at the end, write the run's summary to FILE (rank 0): a run file of the job contract (header, one "
+                   "line per epoch, a \"summary\" line) that tula db record reads");
     app.add_option("--metrics-every", o.metrics_every, "log every K-th step in --metrics")->capture_default_str();
     app.add_option("--checkpoint", o.checkpoint,
                    "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
@@ -213,8 +218,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--prefetch", o.prefetch,
                    "gather the next training batch on a background thread: on, off, or auto (on when this rank has a CPU beyond --threads); default $TULA_PREFETCH, else auto")
         ->capture_default_str();
-    app.add_option("--db", o.db, "profile database (default: the user's, $XDG_DATA_HOME/tula/profiles.db)");
-    app.add_flag("--no-db", o.no_db, "do not write to the profile database");
+    app.add_option("--db", o.db,
+                   "profile database that `tula db record` adds the run or profile to (default: the user's, "
+                   "$XDG_DATA_HOME/tula/profiles.db)");
+    app.add_flag("--no-db", o.no_db, "do not record the run or profile (tula db record is not run)");
     app.add_flag("--quiet", o.quiet, "print only the final line");
     app.add_flag("--list-models", o.list_models, "list the models and their parameter counts");
     app.add_flag("--profile-compute", o.profile_compute, "measure seconds per training step at --batch-sizes");

@@ -29,7 +29,6 @@
 #include "optim/optim.hpp"
 #include "train/train.hpp"
 #include "tula/conf.hpp"
-#include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/workload.hpp"
 #ifdef TULA_HAVE_CUDA
@@ -42,17 +41,16 @@ namespace tula {
 namespace train {
 namespace app {
 
-// Opens the profile database for writing: --db, else the user's. Throws tula::Error.
-tula::ProfileDb open_db(const Options& o) {
-    const std::string path =
-        o.db.empty() ? tula::user_db_path(std::getenv("XDG_DATA_HOME"), std::getenv("HOME")) : o.db;
-    return tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
-}
-
-// The data set's name in workload names: "cifar10" / "cifar100" without the directory,
-// else --data as given.
+// The data set's name in workload names: "cifar10" / "cifar100" without the directory; a
+// synthetic set's spec with '-' for ':' (synthetic-1x28x28-10: a workload name has letters,
+// digits, _ . - only); else --data as given.
 std::string data_name(const Options& o) {
     if (is_cifar(o.data)) return "cifar" + std::to_string(parse_cifar(o.data).classes);
+    if (is_synthetic(o.data)) {
+        std::string d = o.data;
+        std::replace(d.begin(), d.end(), ':', '-');
+        return d;
+    }
     return o.data;
 }
 
@@ -164,10 +162,15 @@ int profile_compute(const Options& o, Comm& comm) {
         comm.allreduce_max(&r, 1);  // every rank stops when one cannot read the data
         if (r != 0) return static_cast<int>(r);
     }
-    std::vector<tula::ComputeSample> samples;
-    std::string class_warning;
-    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
-    if (root && !class_warning.empty()) warn(class_warning);
+    std::vector<nlohmann::json> lines;  // the "profile" lines, one per batch size
+    RunShape shape;
+    shape.nodes = comm.nodes() > 0 ? comm.nodes() : 1;
+    shape.ranks = ranks;
+    if (root) {
+        std::string class_warning;
+        shape.hardware_class = tula::hardware_class_from_env(&class_warning);
+        if (!class_warning.empty()) warn(class_warning);
+    }
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
 #ifdef TULA_HAVE_CUDA
@@ -215,31 +218,23 @@ int profile_compute(const Options& o, Comm& comm) {
                       std::to_string(timed) + " iters" + (ranks > 1 ? ", slowest of " + std::to_string(ranks) + " ranks" : "") +
                       (std::isfinite(startup) ? ", start-up " + fmt("%.3f", startup) + " s" : "") + ")" +
                       (std::isfinite(synced) ? "; synchronized step with its allreduce " + fmt("%.2f", synced * 1e3) + " ms" : ""));
-        tula::ComputeSample c;
-        c.workload = wl;
-        c.host = host_name();
-        c.local_batch = b;
-        c.threads = gemm_threads();
-        c.seconds_per_iter = s;
-        c.iters = timed;
-        c.ranks = ranks;
-        c.ranks_per_node = comm.ranks_per_node() > 0 && ranks % comm.ranks_per_node() == 0 ? comm.ranks_per_node() : 1;
-        c.startup_seconds = startup;
-        c.synced_seconds_per_iter = synced;
-        c.hardware_class = hardware_class;
-        samples.push_back(c);
+        nlohmann::json l = {{"type", "profile"}, {"local_batch", b}, {"seconds", s}, {"steps", timed},
+                            {"threads", gemm_threads()}};
+        if (std::isfinite(startup)) l["startup_seconds"] = startup;
+        if (std::isfinite(synced)) l["synced_seconds"] = synced;
+        lines.push_back(l);
     }
-    if (root && !o.no_db) {
-        try {
-            tula::ProfileDb db = open_db(o);
-            db.upsert_workload(workload_of(o, *model, tr.count, te.count));
-            for (const auto& c : samples) db.add_compute(c);
-            say(root, "tula-train: wrote " + std::to_string(samples.size()) + " compute samples of " + wl +
-                          (ranks > 1 ? " (" + std::to_string(ranks) + " ranks at once)" : "") + " to " + db.path());
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s\n", msg("cannot write the compute profile: " + std::string(e.what())).c_str());
+    if (root) {
+        // ranks that share the nodes unevenly are recorded as one rank per node
+        const int per_node = comm.ranks_per_node() > 0 && ranks % comm.ranks_per_node() == 0 ? comm.ranks_per_node() : 1;
+        shape.nodes = ranks / per_node;
+        nlohmann::json header = run_header(o, shape, *model, tr, te);
+        for (const char* k : {"global_batch", "epochs", "steps_per_epoch", "seed", "optimizer"}) header.erase(k);
+        if (!finish_file(o, o.metrics, [&](MetricsLog& f) {
+                f.write(header);
+                for (const auto& l : lines) f.write(l);
+            }, "compute profile"))
             rc = 1;
-        }
     }
     double r = rc;
     comm.allreduce_max(&r, 1);  // the other ranks share rank 0's exit status
@@ -267,33 +262,28 @@ int profile_allreduce(const Options& o, Comm& comm) {
     }
     std::vector<int64_t> sizes = o.sizes;
     if (!o.model.empty()) sizes.push_back(4 * static_cast<int64_t>(count_model_params(o.model, input_of(o).shape, input_of(o).classes)));
-    std::vector<tula::AllreduceSample> samples;
-    std::string class_warning;
-    const std::string hardware_class = tula::hardware_class_from_env(&class_warning);
-    if (root && !class_warning.empty()) warn(class_warning);
+    std::vector<nlohmann::json> lines;  // the "allreduce" lines, one per size
+    std::string hardware_class;
+    if (root) {
+        std::string class_warning;
+        hardware_class = tula::hardware_class_from_env(&class_warning);
+        if (!class_warning.empty()) warn(class_warning);
+    }
     for (int64_t bytes : sizes) {
         const double s = time_allreduce(comm, bytes, 3, 20);
         say(root, "profile allreduce: " + std::to_string(comm.size()) + " ranks, " + std::to_string(bytes) +
                       " bytes: " + fmt("%.3f", s * 1e3) + " ms (20 iters)");
-        tula::AllreduceSample a;
-        a.host = host_name();
-        a.nodes = nodes;
-        a.ranks_per_node = per_node;
-        a.bytes = bytes;
-        a.seconds = s;
-        a.hardware_class = hardware_class;
-        samples.push_back(a);
+        lines.push_back({{"type", "allreduce"}, {"bytes", bytes}, {"seconds", s}, {"iters", 20}});
     }
     int rc = 0;
-    if (root && !o.no_db) {
-        try {
-            tula::ProfileDb db = open_db(o);
-            for (const auto& a : samples) db.add_allreduce(a);
-            say(root, "tula-train: wrote " + std::to_string(samples.size()) + " allreduce samples to " + db.path());
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s\n", msg("cannot write the allreduce profile: " + std::string(e.what())).c_str());
+    if (root) {
+        const nlohmann::json header = {{"type", "run"}, {"nodes", nodes}, {"ranks", comm.size()},
+                                       {"hardware_class", hardware_class}, {"host", host_name()}};
+        if (!finish_file(o, o.metrics, [&](MetricsLog& f) {
+                f.write(header);
+                for (const auto& l : lines) f.write(l);
+            }, "allreduce profile"))
             rc = 1;
-        }
     }
     double r = rc;
     comm.allreduce_max(&r, 1);

@@ -30,7 +30,6 @@
 #include "optim/optim.hpp"
 #include "train/train.hpp"
 #include "tula/conf.hpp"
-#include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/workload.hpp"
 #ifdef TULA_HAVE_CUDA
@@ -225,60 +224,6 @@ int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint*
     return 0;
 }
 
-// Records the finished run (its shape, measured and predicted seconds, test accuracy, noise
-// scale and epochs) in the profile database (--db, else the user's); a failure is a warning.
-void record_run(const Options& o, Comm& comm, Model& model, const Dataset& tr, const Dataset& te,
-                const std::vector<EpochResult>& res, const TrainHooks& hooks, double train_seconds) {
-    const bool root = comm.rank() == 0;
-    const std::string wl = tula::workload_name(o.model, data_name(o));
-    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
-    try {
-        tula::RunRecord rec;
-        const char* job = std::getenv("SLURM_JOB_ID");
-        rec.job_id = job ? job : "";
-        rec.workload = wl;
-        rec.nodes = comm.nodes();  // nodes, and the ranks on each (a job of K nodes x R ranks)
-        rec.ranks_per_node = comm.ranks_per_node();
-        std::string why;
-        rec.hardware_class = tula::hardware_class_from_env(&why);
-        if (!why.empty()) warn(why);
-        rec.global_batch = o.batch;
-        rec.epochs = static_cast<int>(res.size());  // fewer than --epochs when --target-accuracy stopped it
-        const char* p = std::getenv("TULA_PREDICTED_SECONDS");
-        if (!p || !*p) p = std::getenv("SLURM_SPANK_TULA_PREDICTED_SECONDS");  // as sbatch's plugin passes it
-        if (p && *p) {
-            char* end = nullptr;
-            const double v = std::strtod(p, &end);
-            if (end && *end == '\0' && std::isfinite(v) && v >= 0) rec.predicted_seconds = v;
-            else warn(std::string("ignoring TULA_PREDICTED_SECONDS='") + p + "' (not a number of seconds)");
-        }
-        rec.measured_seconds = train_seconds;
-        rec.test_accuracy = acc;
-        rec.created = static_cast<double>(std::time(nullptr));
-        rec.train_examples = tr.count;  // examples per epoch: fewer than the workload's with --limit-train
-        rec.optimizer = o.local_steps > 0 ? "local-sgd" : o.optimizer;  // as used: auto is resolved by now
-        if (o.local_steps == 0) {  // Local SGD's batch test measures another quantity: not recorded
-            rec.noise_scale = hooks.noise_scale;
-            rec.noise_observations = hooks.noise_observations;
-        }
-        for (const auto& r : res) {
-            rec.epoch_seconds.push_back(r.seconds);
-            rec.epoch_train_loss.push_back(r.train_loss);
-            rec.epoch_test_accuracy.push_back(r.test_accuracy);
-        }
-        tula::ProfileDb db = open_db(o);
-        db.upsert_workload(workload_of(o, model, tr.count, te.count));
-        db.add_run(rec);
-        if (!o.quiet)
-            say(root, "tula-train: run recorded in " + db.path() +
-                          (rec.noise_scale > 0 ? " (noise scale B_simple " + fmt("%.4g", rec.noise_scale) + " examples, " +
-                                                     std::to_string(rec.noise_observations) + " observations)"
-                                               : std::string(" (no noise scale measured; see --noise-scale-every)")));
-    } catch (const std::exception& e) {
-        warn("the run was not recorded in the profile database: " + bare(e.what()));
-    }
-}
-
 // The line that says what this run trains: workload, examples, batch, epochs, rates,
 // schedule, kernels, optimizer, Local SGD, validation and target.
 std::string run_summary(const Options& o, const TrainConfig& cfg, Model& m, const Dataset& tr, const Dataset& te,
@@ -407,15 +352,23 @@ int run_training(const Options& o, Comm& comm) {
         warn(std::string(e.what()) + "; no more metrics are logged");
         metrics.reset();
     };
+    RunShape shape;
+    shape.nodes = comm.nodes();
+    shape.ranks = K;
+    if (root) {
+        std::string why;
+        shape.hardware_class = tula::hardware_class_from_env(&why);
+        if (!why.empty()) warn(why);
+    }
+    nlohmann::json header = run_header(o, shape, *model, tr, te);
+    header["peak_lr"] = cfg.lr.peak();
+    header["config_hash"] = fnv1a64(hooks.config);
     if (metrics) {
         try {
-            metrics->write({{"type", "run"}, {"workload", wl}, {"nodes", comm.nodes()}, {"model", o.model},
-                            {"data", o.data}, {"params", model->num_params()},
-                            {"train_examples", tr.count}, {"test_examples", te.count}, {"global_batch", o.batch},
-                            {"ranks", K}, {"epochs", o.epochs}, {"steps_per_epoch", tr.count / o.batch},
-                            {"seed", o.seed}, {"optimizer", o.local_steps > 0 ? "local-sgd" : o.optimizer}, {"peak_lr", cfg.lr.peak()},
-                            {"resumed", resume}, {"resumed_at_step", resume ? ck.global_step : 0},
-                            {"config_hash", fnv1a64(hooks.config)}});
+            nlohmann::json h = header;
+            h["resumed"] = resume;
+            h["resumed_at_step"] = resume ? ck.global_step : 0;
+            metrics->write(h);
         } catch (const std::exception& e) {
             metrics_failed(e);
         }
@@ -544,7 +497,18 @@ int run_training(const Options& o, Comm& comm) {
         done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
     say(root, done_line);
 
-    if (root && !o.no_db) record_run(o, comm, *model, tr, te, res, hooks, train_seconds);
+    if (root && !o.quiet && !o.no_db && o.local_steps == 0)
+        say(root, hooks.noise_scale > 0 ? "tula-train: noise scale B_simple " + fmt("%.4g", hooks.noise_scale) + " examples (" +
+                                              std::to_string(hooks.noise_observations) + " observations)"
+                                        : std::string("tula-train: no noise scale measured (see --noise-scale-every)"));
+    if (root) {
+        const nlohmann::json summary = run_summary_line(o, res, hooks, at_target);
+        finish_file(o, o.summary, [&](MetricsLog& f) {
+            f.write(header);
+            for (const auto& r : res) f.epoch(r);
+            f.write(summary);
+        }, "run");
+    }
     return 0;
 }
 

@@ -1,10 +1,12 @@
 // libtula: the reader of the metrics file of the job contract (tula-jobs(7)): JSON lines
-// that a training job writes, a "run" header first, then "step", "epoch" and "profile" lines.
+// that a training job writes, a "run" header first, then "step", "epoch", "summary",
+// "profile" and "allreduce" lines.
 // It streams: one line is read and checked at a time, and only the per-epoch values and the
 // profile lines are kept, so a file of any length is read in bounded memory.
 #pragma once
 #include <cstdint>
 #include <istream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,9 @@ struct MetricsHeader {
     std::string optimizer;      ///< e.g. "sgd"; "" = absent
     double predicted_seconds = -1;  ///< Tula's prediction, seconds; -1 = absent
     std::string job_id;         ///< "" = absent
+    std::string host;           ///< the host that measured a profile; "" = absent
+    /// Activation floats per example of one forward pass (Workload::activation_floats); 0 = absent.
+    int64_t activation_floats = 0;
     std::string hardware_class; ///< "" = absent
     bool has_hardware_class = false;  ///< the header has "hardware_class" (it may be "")
     bool resumed = false;       ///< "resumed": true
@@ -52,6 +57,20 @@ struct ProfileLine {
     int local_batch = 0;  ///< examples per rank per step, >= 1
     double seconds = 0;   ///< median seconds of one step (forward, backward, update), finite > 0
     int64_t steps = 0;    ///< timed steps, >= 1
+    int threads = 1;      ///< threads of the timed process ("threads"; default 1)
+    /// Seconds from the process's start to its first timed step ("startup_seconds"); NaN = absent.
+    double startup_seconds = std::numeric_limits<double>::quiet_NaN();
+    /// Seconds of the whole data-parallel step with its allreduce, when the ranks of the
+    /// header timed it together ("synced_seconds"); NaN = absent.
+    double synced_seconds = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// One "allreduce" line: the mean seconds of one allreduce of `bytes` over the header's
+/// nodes and ranks.
+struct AllreduceLine {
+    int64_t bytes = 0;   ///< message size, bytes >= 1
+    double seconds = 0;  ///< mean seconds of one allreduce, finite > 0
+    int64_t iters = 0;   ///< timed allreduces, >= 1
 };
 
 /// A run file read by read_metrics_run.
@@ -60,8 +79,9 @@ struct MetricsRun {
     /// The run as the profile database stores it: workload, nodes, ranks_per_node,
     /// global_batch, epochs (= epoch lines), measured_seconds (sum of epoch seconds),
     /// test_accuracy (the last epoch's), epoch_seconds / epoch_train_loss (NaN where null or
-    /// absent) / epoch_test_accuracy, noise_scale (the last epoch's non-null one, else 0),
-    /// noise_observations (sum of the epochs' values), optimizer, train_examples,
+    /// absent) / epoch_test_accuracy, noise_scale (the "summary" line's, else the last epoch's
+    /// non-null one, else 0), noise_observations (the "summary" line's, else the sum of the
+    /// epochs' values), optimizer, train_examples,
     /// predicted_seconds (0 when absent), job_id and hardware_class from the header. `created`
     /// is left 0 (the database sets the time of the write).
     RunRecord run;
@@ -73,6 +93,7 @@ struct MetricsRun {
 struct MetricsProfile {
     MetricsHeader header;
     std::vector<ProfileLine> lines;  ///< in file order
+    std::vector<AllreduceLine> allreduce;  ///< in file order
 };
 
 /// Reads a run file from `in`: the header, then any lines; at least one "epoch" line is
@@ -97,5 +118,19 @@ MetricsRun read_metrics_run_file(const std::string& path);
 
 /// read_metrics_profile of the file at `path`. Errors: as read_metrics_run_file's.
 MetricsProfile read_metrics_profile_file(const std::string& path);
+
+/// What a file of the job contract holds, by its lines: a run (an "epoch" line), else a
+/// compute profile ("profile" lines), else an allreduce profile ("allreduce" lines).
+enum class MetricsKind { Run, Profile, Allreduce };
+
+/// The kind of the file at `path`, every line checked as read_metrics_run checks it (the
+/// header's workload may be absent). Errors: as read_metrics_run_file's; "PATH: no ..." when
+/// it has none of those lines.
+MetricsKind metrics_file_kind(const std::string& path);
+
+/// Reads an allreduce profile file at `path` (checked as read_metrics_run checks a file; its
+/// "allreduce" lines are kept in MetricsProfile::allreduce). Errors: as read_metrics_run_file's;
+/// "PATH: no \"allreduce\" line" when there is none.
+MetricsProfile read_metrics_allreduce_file(const std::string& path);
 
 }  // namespace tula
