@@ -362,45 +362,51 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
         } else {
             r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
         }
-    } else if (!o.node_range.empty()) {
-        // The job may get any count of the range (sbatch -N LO-HI): a row for each, the
-        // plan shown for the largest, and a time limit that covers the slowest row. The
-        // user asked for these counts, so tula.conf's max_nodes does not cut them.
-        const auto [lo, hi] = parse_node_range(o.node_range);
+    } else {
+        // The databases are read once; a node range (sbatch -N LO-HI: the job may get any
+        // count of it) plans a row for each count, shows the plan of the largest and takes
+        // the time limit that covers the slowest row. The user asked for these counts, so
+        // tula.conf's max_nodes does not cut them.
+        std::vector<int> counts{o.nodes};
+        int max_nodes = o.max_nodes;
         Config cfg = lc.config;
         narrow_site(&cfg, o.partition, o.ranks_per_node);
-        cfg.max_nodes = std::max(cfg.max_nodes, hi);
-        for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
+        if (!o.node_range.empty()) {
+            const auto [lo, hi] = parse_node_range(o.node_range);
+            counts.clear();
+            for (int n = lo; n <= hi; ++n) counts.push_back(n);
+            max_nodes = hi;
+            cfg.max_nodes = std::max(cfg.max_nodes, hi);
+            for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
+        }
         SiteQueue q = apply_slurm_limits(&cfg, &warnings);
-        r.queue_note = q.note;
-        const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
+        const PlanData data = load_plan_data(read_db_paths(o.common, cfg, &warnings), workload, &warnings);
+        std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);
+        r.plan = rows.back();
+        apply_queue(&r, cfg, spec, &q, &warnings);
+        // One job runs in one partition: when the rows (or the queue) chose different ones,
+        // every row is planned again in the partition of the plan shown.
+        bool mixed = false;
+        for (const Plan& p : rows) mixed = mixed || p.choice().partition != r.plan.choice().partition;
+        if (mixed) {
+            narrow_site(&cfg, r.plan.choice().partition, 0);
+            rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);
+            r.plan = rows.back();
+            apply_queue(&r, cfg, spec, &q, &warnings);
+        }
         *table = workload;
         int limit = 0;
-        std::vector<Plan> rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
-        // One job runs in one partition: when the counts chose different ones, every row is
-        // planned again in the partition of the largest count (what the job is submitted to).
-        bool mixed = false;
-        for (const Plan& p : rows) mixed = mixed || p.choice().partition != rows.back().choice().partition;
-        if (mixed) {
-            narrow_site(&cfg, rows.back().choice().partition, 0);
-            rows = plan_workload_nodes(cfg, dbs, workload, r.epochs, lo, hi, spec, &warnings, limit_train);
-        }
-        for (const Plan& p : rows) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+            // the shown plan's row is the one the queue may have moved
+            const Plan& p = i + 1 == rows.size() ? r.plan : rows[i];
             *table += ";" + table_row(p.choice());
             limit = std::max(limit, p.time_limit_minutes);
         }
-        r.plan = std::move(rows.back());
-        r.plan.time_limit_minutes = limit;
-        r.fixed_nodes = hi;
-    } else {
-        Config cfg = lc.config;
-        narrow_site(&cfg, o.partition, o.ranks_per_node);
-        SiteQueue q = apply_slurm_limits(&cfg, &warnings);
-        const std::vector<std::string> dbs = read_db_paths(o.common, cfg, &warnings);
-        r.plan = plan_workload(cfg, dbs, workload, r.epochs, o.max_nodes, o.nodes, spec, &warnings, limit_train);
-        apply_queue(&r, cfg, spec, &q, &warnings);
+        if (!o.node_range.empty()) {
+            r.plan.time_limit_minutes = limit;
+            r.fixed_nodes = counts.back();
+        }
         r.queue_note = q.note;
-        *table = workload + ";" + table_row(r.plan.choice());
     }
     r.warnings = warnings;
     return r;

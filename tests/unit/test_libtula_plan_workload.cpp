@@ -12,7 +12,7 @@ class LibtulaPlanWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_workload);
     CPPUNIT_TEST(test_plan_workload_measured_noise_scale);
     CPPUNIT_TEST(test_plan_workload_fixed_nodes_keeps_choice);
-    CPPUNIT_TEST(test_plan_workload_nodes_equals_per_count);
+    CPPUNIT_TEST(test_plan_node_counts_equals_per_count);
     CPPUNIT_TEST(test_plan_workload_limit_train);
     CPPUNIT_TEST(test_plan_20000_profiled_batches);
     CPPUNIT_TEST_SUITE_END();
@@ -137,10 +137,10 @@ public:
     // count the plan over every node count chose must still keep that plan's global batch and
     // time limit; the loop must meet at least one case where the node count's own plan would
     // have chosen another batch (said in the reason), else it tests nothing.
-    // plan_workload_nodes (the rows of `tula plan --node-range`, fitted once) against one
-    // plan_workload call per node count: the same choice, prediction and time limit, and a
-    // run history flagged into every row alike.
-    void test_plan_workload_nodes_equals_per_count() {
+    // plan_node_counts over the counts 1..4 (the rows of `tula plan --node-range`, from data
+    // read once) against one plan_workload call per node count: the same choice, prediction
+    // and time limit, and a run history flagged into every row alike.
+    void test_plan_node_counts_equals_per_count() {
         TempDir d;
         const std::string db_path = d / "p.db";
         {
@@ -159,8 +159,8 @@ public:
             tula::PolicySpec spec;
             spec.policy = pol;
             std::vector<std::string> w;
-            const std::vector<tula::Plan> rows =
-                tula::plan_workload_nodes(cfg, {db_path}, "lenet5@fashion-mnist", 3, 1, 4, spec, &w, 6000);
+            const tula::PlanData data = tula::load_plan_data({db_path}, "lenet5@fashion-mnist", &w);
+            const std::vector<tula::Plan> rows = tula::plan_node_counts(cfg, data, 3, 4, {1, 2, 3, 4}, spec, &w, 6000);
             CPPUNIT_ASSERT_EQUAL(size_t(4), rows.size());
             for (int n = 1; n <= 4; ++n) {
                 const tula::Plan one =
@@ -175,10 +175,7 @@ public:
             }
         }
         std::vector<std::string> w;
-        CPPUNIT_ASSERT(!error_of([&] {
-                            tula::plan_workload_nodes(cfg, {db_path}, "lenet5@fashion-mnist", 3, 3, 2,
-                                                      tula::PolicySpec{}, &w);
-                        }).empty());
+        CPPUNIT_ASSERT(!error_of([&] { tula::load_plan_data({db_path}, "resnet50@imagenet", &w); }).empty());
     }
 
     void test_plan_workload_fixed_nodes_keeps_choice() {

@@ -257,122 +257,142 @@ EpochResult epoch_from_json(const nlohmann::json& j) {
 }
 }  // namespace
 
-std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
-                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch, TrainHooks* hooks,
-                               StepEngine* engine) {
-    const int K = comm.size(), B = cfg.global_batch;
-    if (B <= 0 || B % K != 0)
-        throw TrainError("global batch " + std::to_string(B) + " is not a positive multiple of the " +
-                         std::to_string(K) + " ranks");
-    if (train_set.count < B)
-        throw TrainError("the training set has " + std::to_string(train_set.count) +
-                         " examples, fewer than one global batch of " + std::to_string(B));
-    const int b = B / K;
-    const int64_t steps = train_set.count / B;
-    LrSchedule sched = cfg.lr;
-    sched.global_batch = B;
-    sched.steps_per_epoch = steps;
-    sched.epochs = cfg.epochs;
+namespace {
 
-    // Same start on every rank: rank 0's weights (identical already when seeded alike).
-    comm.broadcast(model.params(), model.num_params(), 0);
-    if (model.state_size() > 0) comm.broadcast(model.state(), model.state_size(), 0);
-
-    OptimConfig oc = cfg.optim;
-    oc.momentum = cfg.momentum;
-    oc.weight_decay = cfg.weight_decay;
-    std::unique_ptr<Trainer> cpu;
-    if (!engine) {
-        cpu = std::make_unique<Trainer>(model, comm, oc);
-        cpu->set_bucket_bytes(cfg.bucket_bytes);
-        cpu->set_label_smoothing(cfg.label_smoothing);
-    }
-    StepEngine& tr = engine ? *engine : *cpu;
-    NoiseScale noise(cfg.noise_beta);
-    const bool adaptive = cfg.warmup_threshold > 0;
-    NormWarmup warm(adaptive ? cfg.warmup_threshold : 1.0, cfg.warmup_beta, std::max(1, cfg.warmup_min_steps),
-                    std::llround(sched.warmup_epochs * static_cast<double>(steps)), cfg.warmup_window);
-    double lr_now = 0;
+// One synchronous data-parallel run of train(): its configuration, its state between steps
+// (what a checkpoint holds) and the steps of its epochs.
+struct Run {
+    Model& model;
+    const Dataset& train_set;
+    const Dataset& test_set;
+    const TrainConfig& cfg;
+    Comm& comm;
+    const std::function<void(const EpochResult&)>& on_epoch;
+    TrainHooks* hooks;
+    const int K, B, b;        // ranks, global batch, local batch
+    const int64_t steps;      // steps per epoch
+    LrSchedule sched;
+    std::unique_ptr<Trainer> cpu;  // the CPU engine, when no other was given
+    StepEngine* tr = nullptr;
+    NoiseScale noise;
+    const bool adaptive;      // data-driven warmup
+    NormWarmup warm;
     std::unique_ptr<HessianProbe> hess;
-    if (engine && cfg.hessian_every > 0)
-        throw TrainError("the Hessian probe (--hessian-every) is not implemented with --device cuda");
-    if (cfg.hessian_every > 0) {
-        // the probe batch: hessian_batch examples drawn once (without replacement) from the seed
-        std::vector<int> all(train_set.count);
-        std::iota(all.begin(), all.end(), 0);
-        Rng prng(cfg.seed ^ 0x5851f42d4c957f2dULL);
-        prng.shuffle(all.data(), all.size());
-        const int pb = std::max(K, std::min<int>(cfg.hessian_batch, static_cast<int>(train_set.count)));
-        hess.reset(new HessianProbe(std::vector<int>(all.begin(), all.begin() + pb), cfg.hessian, cfg.seed));
-    }
-    std::vector<int> perm(train_set.count);
-    std::iota(perm.begin(), perm.end(), 0);
-    Rng data_rng(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
+    std::vector<int> perm;    // the data order of the epoch
+    Rng data_rng;
     std::vector<EpochResult> out;
-    int64_t t = 0, s0 = 0;
-    int e0 = 1;
-    double loss_sum = 0, secs0 = 0;
+    double lr_now = 0;
+    int64_t t = 0, s0 = 0;    // steps done in all; steps of the resumed epoch done
+    int e0 = 1;               // the first epoch to train
+    double loss_sum = 0, secs0 = 0;  // this rank's sums of the epoch so far; its seconds before a resume
     int64_t correct = 0;
-    const Checkpoint* ck = hooks ? hooks->resume : nullptr;
-    if (ck) {
-        if (ck->params.size() != model.num_params() || ck->state.size() != model.state_size())
-            throw TrainError("the checkpoint holds " + std::to_string(ck->params.size()) + " parameters and " +
-                             std::to_string(ck->state.size()) + " BN values, the model " + model.name() + " has " +
+    const Checkpoint* ck = nullptr;
+    bool watch = false;       // stop signals are watched (a checkpoint file is set)
+
+    Run(Model& m, const Dataset& trs, const Dataset& tes, const TrainConfig& c, Comm& cm,
+        const std::function<void(const EpochResult&)>& oe, TrainHooks* h, StepEngine* engine)
+        : model(m), train_set(trs), test_set(tes), cfg(c), comm(cm), on_epoch(oe), hooks(h), K(cm.size()),
+          B(c.global_batch), b(c.global_batch / cm.size()), steps(trs.count / c.global_batch), sched(c.lr),
+          noise(c.noise_beta), adaptive(c.warmup_threshold > 0),
+          warm(adaptive ? c.warmup_threshold : 1.0, c.warmup_beta, std::max(1, c.warmup_min_steps),
+               std::llround(c.lr.warmup_epochs * static_cast<double>(trs.count / c.global_batch)), c.warmup_window),
+          perm(trs.count), data_rng(c.seed ^ 0x9e3779b97f4a7c15ULL) {
+        sched.global_batch = B;
+        sched.steps_per_epoch = steps;
+        sched.epochs = cfg.epochs;
+        // Same start on every rank: rank 0's weights (identical already when seeded alike).
+        comm.broadcast(model.params(), model.num_params(), 0);
+        if (model.state_size() > 0) comm.broadcast(model.state(), model.state_size(), 0);
+        OptimConfig oc = cfg.optim;
+        oc.momentum = cfg.momentum;
+        oc.weight_decay = cfg.weight_decay;
+        if (!engine) {
+            cpu = std::make_unique<Trainer>(model, comm, oc);
+            cpu->set_bucket_bytes(cfg.bucket_bytes);
+            cpu->set_label_smoothing(cfg.label_smoothing);
+        }
+        tr = engine ? engine : cpu.get();
+        if (engine && cfg.hessian_every > 0)
+            throw TrainError("the Hessian probe (--hessian-every) is not implemented with --device cuda");
+        if (cfg.hessian_every > 0) {
+            // the probe batch: hessian_batch examples drawn once (without replacement) from the seed
+            std::vector<int> all(train_set.count);
+            std::iota(all.begin(), all.end(), 0);
+            Rng prng(cfg.seed ^ 0x5851f42d4c957f2dULL);
+            prng.shuffle(all.data(), all.size());
+            const int pb = std::max(K, std::min<int>(cfg.hessian_batch, static_cast<int>(train_set.count)));
+            hess.reset(new HessianProbe(std::vector<int>(all.begin(), all.begin() + pb), cfg.hessian, cfg.seed));
+        }
+        std::iota(perm.begin(), perm.end(), 0);
+        ck = hooks ? hooks->resume : nullptr;
+        if (ck) restore(*ck);
+        watch = hooks && !hooks->checkpoint_path.empty();
+        if (engine && (ck || watch))
+            throw TrainError("checkpoints (--checkpoint, --resume, stop signals) are not implemented with --device cuda");
+        if (engine && cfg.augment.any())
+            throw TrainError("data augmentation (--augment) is not implemented with --device cuda; give --augment none");
+        if (cpu) {
+            cpu->set_augment(cfg.augment, cfg.seed, t);
+            cpu->set_prefetch(cfg.prefetch);
+        }
+        if (hooks && !hooks->save_epochs.empty() && (engine || hooks->checkpoint_path.empty()))
+            throw TrainError(engine ? "checkpoints (--save-epochs) are not implemented with --device cuda"
+                                    : "saving epochs needs a checkpoint file (--checkpoint FILE)");
+    }
+
+    // Continues from checkpoint `c`: weights, optimizer, estimators, finished epochs, position
+    // and this rank's partial sums; the data order is replayed. Errors: TrainError.
+    void restore(const Checkpoint& c) {
+        if (c.params.size() != model.num_params() || c.state.size() != model.state_size())
+            throw TrainError("the checkpoint holds " + std::to_string(c.params.size()) + " parameters and " +
+                             std::to_string(c.state.size()) + " BN values, the model " + model.name() + " has " +
                              std::to_string(model.num_params()) + " and " + std::to_string(model.state_size()) +
                              ": it is another model's");
-        if (ck->epoch > cfg.epochs || ck->step_in_epoch > steps || !ck->epochs_done.is_array())
-            throw TrainError("the checkpoint's position (epoch " + std::to_string(ck->epoch) + ", step " +
-                             std::to_string(ck->step_in_epoch) + ") lies outside this run");
-        std::copy(ck->params.begin(), ck->params.end(), model.params());
-        std::copy(ck->state.begin(), ck->state.end(), model.state());
+        if (c.epoch > cfg.epochs || c.step_in_epoch > steps || !c.epochs_done.is_array())
+            throw TrainError("the checkpoint's position (epoch " + std::to_string(c.epoch) + ", step " +
+                             std::to_string(c.step_in_epoch) + ") lies outside this run");
+        std::copy(c.params.begin(), c.params.end(), model.params());
+        std::copy(c.state.begin(), c.state.end(), model.state());
         try {
-            if (cpu) cpu->optimizer().set_state(ck->opt_m1, ck->opt_m2, ck->opt_t);
+            if (cpu) cpu->optimizer().set_state(c.opt_m1, c.opt_m2, c.opt_t);
         } catch (const std::invalid_argument& x) {
             throw TrainError("the checkpoint's " + std::string(x.what()));
         }
         try {
-            model.set_rng_states(ck->layer_rng);
+            model.set_rng_states(c.layer_rng);
         } catch (const std::invalid_argument& x) {
             throw TrainError("the checkpoint's dropout state does not fit the model: " + std::string(x.what()));
         }
         try {
-            noise = NoiseScale::from_json(ck->noise_estimator);
-            warm = NormWarmup::from_json(ck->warmup);
-            for (const auto& e : ck->epochs_done) out.push_back(epoch_from_json(e));
+            noise = NoiseScale::from_json(c.noise_estimator);
+            warm = NormWarmup::from_json(c.warmup);
+            for (const auto& e : c.epochs_done) out.push_back(epoch_from_json(e));
         } catch (const std::invalid_argument& x) {
             throw TrainError("the checkpoint's " + std::string(x.what()));
         }
-        sched.noise_scale = ck->noise_scale;
-        e0 = ck->epoch;
-        s0 = ck->step_in_epoch;
-        t = ck->global_step;
-        lr_now = ck->lr;
-        secs0 = ck->epoch_seconds;
+        sched.noise_scale = c.noise_scale;
+        e0 = c.epoch;
+        s0 = c.step_in_epoch;
+        t = c.global_step;
+        lr_now = c.lr;
+        secs0 = c.epoch_seconds;
         // this rank's partial sums of the epoch; with another rank count rank 0 takes them all
-        if (ck->ranks == K) {
-            loss_sum = ck->rank_sums[2 * comm.rank()];
-            correct = static_cast<int64_t>(ck->rank_sums[2 * comm.rank() + 1]);
+        if (c.ranks == K) {
+            loss_sum = c.rank_sums[2 * comm.rank()];
+            correct = static_cast<int64_t>(c.rank_sums[2 * comm.rank() + 1]);
         } else if (comm.rank() == 0) {
-            for (int r = 0; r < ck->ranks; ++r) {
-                loss_sum += ck->rank_sums[2 * r];
-                correct += static_cast<int64_t>(ck->rank_sums[2 * r + 1]);
+            for (int r = 0; r < c.ranks; ++r) {
+                loss_sum += c.rank_sums[2 * r];
+                correct += static_cast<int64_t>(c.rank_sums[2 * r + 1]);
             }
         }
         for (int e = 1; e < e0; ++e) data_rng.shuffle(perm.data(), perm.size());  // replay the data order
     }
-    const bool watch = hooks && !hooks->checkpoint_path.empty();
-    if (engine && (ck || watch))
-        throw TrainError("checkpoints (--checkpoint, --resume, stop signals) are not implemented with --device cuda");
-    if (engine && cfg.augment.any())
-        throw TrainError("data augmentation (--augment) is not implemented with --device cuda; give --augment none");
-    if (cpu) {
-        cpu->set_augment(cfg.augment, cfg.seed, t);
-        cpu->set_prefetch(cfg.prefetch);
-    }
+
     // Writes the training state at a step boundary (epoch e in progress, s steps of it done,
-    // t steps in all) to `path`: every rank's partial sums of the epoch are gathered, rank 0
-    // writes; the same verdict on every rank (TrainError when the write failed).
-    auto save = [&](const std::string& path, int e, int64_t s, int64_t t_done, double secs) {
+    // t_done steps in all) to `path`: every rank's partial sums of the epoch are gathered, rank
+    // 0 writes; the same verdict on every rank (TrainError when the write failed).
+    void save(const std::string& path, int e, int64_t s, int64_t t_done, double secs) {
         Checkpoint c;
         c.config = hooks->config;
         c.ranks = K;
@@ -390,7 +410,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         if (comm.rank() == 0) {
             c.noise_estimator = noise.to_json();
             c.warmup = warm.to_json();
-            for (const EpochResult& e : out) c.epochs_done.push_back(epoch_to_json(e));
+            for (const EpochResult& x : out) c.epochs_done.push_back(epoch_to_json(x));
             c.params.assign(model.params(), model.params() + model.num_params());
             c.state.assign(model.state(), model.state() + model.state_size());
             if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
@@ -404,12 +424,28 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         double failed = err.empty() ? 0.0 : 1.0;
         comm.allreduce_sum(&failed, 1);
         if (failed > 0) throw TrainError(err.empty() ? "rank 0 could not write the checkpoint" : err);
-    };
-    if (hooks && !hooks->save_epochs.empty() && (engine || hooks->checkpoint_path.empty()))
-        throw TrainError(engine ? "checkpoints (--save-epochs) are not implemented with --device cuda"
-                                : "saving epochs needs a checkpoint file (--checkpoint FILE)");
-    tr.begin();
-    for (int e = e0; e <= cfg.epochs; ++e) {
+    }
+
+    // The per-step record of step s of epoch e for hooks->on_step.
+    StepRecord step_record(int e, int64_t s, double global_loss, const StepStats& st, double seconds) const {
+        StepRecord rec;
+        rec.step = t;
+        rec.epoch = e;
+        rec.step_in_epoch = s;
+        rec.steps_per_epoch = steps;
+        rec.loss = global_loss / B;
+        rec.lr = lr_now;
+        rec.grad_norm = std::sqrt(st.grad_norm2);
+        rec.seconds = seconds;
+        rec.images_per_second = seconds > 0 ? B / seconds : 0;
+        rec.examples = B;
+        rec.gather_seconds = st.gather_seconds;
+        return rec;
+    }
+
+    // Trains epoch e, evaluates it and appends its result to `out`. Returns false when a stop
+    // signal ended it (the checkpoint is written, hooks->stopped set).
+    bool epoch(int e) {
         data_rng.shuffle(perm.data(), perm.size());
         double gnorm_sum = 0, probe_secs = 0;  // per epoch (a resumed epoch restarts them)
         std::vector<double> noise_trace;       // B_simple after each observation of the epoch
@@ -422,11 +458,11 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         double t_prev = t0;
         for (int64_t s = e == e0 ? s0 : 0; s < steps; ++s, ++t) {
             const int* idx = perm.data() + s * B + static_cast<int64_t>(comm.rank()) * b;
-            if (s + 1 < steps) tr.prefetch(train_set, idx + B, b);  // the next step's slice, while this one computes
+            if (s + 1 < steps) tr->prefetch(train_set, idx + B, b);  // the next step's slice, while this one computes
             const bool measure = cfg.noise_every > 0 && t % cfg.noise_every == 0;
             lr_now = adaptive ? sched.at_adaptive(t, warm.end_step()) : sched.at(t);
             StepStats st;
-            const double l = tr.step(train_set, idx, b, lr_now, true, &correct, &st, measure);
+            const double l = tr->step(train_set, idx, b, lr_now, true, &correct, &st, measure);
             loss_sum += l * b;
             gnorm_sum += std::sqrt(st.grad_norm2);
             if (adaptive) warm.update(st.grad_norm2);
@@ -445,27 +481,13 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
             double agree[2] = {l * b, watch && stop_requested() ? 1.0 : 0.0};
             comm.allreduce_sum(agree, 2);
             const double t1 = now_seconds();
-            if (hooks->on_step) {
-                StepRecord rec;
-                rec.step = t;
-                rec.epoch = e;
-                rec.step_in_epoch = s;
-                rec.steps_per_epoch = steps;
-                rec.loss = agree[0] / B;
-                rec.lr = lr_now;
-                rec.grad_norm = std::sqrt(st.grad_norm2);
-                rec.seconds = t1 - t_prev;
-                rec.images_per_second = rec.seconds > 0 ? B / rec.seconds : 0;
-                rec.examples = B;
-                rec.gather_seconds = st.gather_seconds;
-                hooks->on_step(rec);
-            }
+            if (hooks->on_step) hooks->on_step(step_record(e, s, agree[0], st, t1 - t_prev));
             t_prev = t1;
             if (agree[1] == 0) continue;
             save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0));
             hooks->stopped = true;
             if (cpu) hooks->prefetched = cpu->prefetched();
-            return out;
+            return false;
         }
         double secs = secs0 + (now_seconds() - t0) - probe_secs;  // the Hessian probe is not training time
         comm.allreduce_max(&secs, 1);
@@ -489,16 +511,36 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         r.grad_norm = steps > 0 ? gnorm_sum / static_cast<double>(steps) : 0;
         r.hessian_eig = hess ? hess->last() : 0;
         r.batch = B;
-        finish_epoch(r, tr, test_set, cfg.eval_batch, out, on_epoch, cfg.val_set);
+        finish_epoch(r, *tr, test_set, cfg.eval_batch, out, on_epoch, cfg.val_set);
         if (hooks && std::find(hooks->save_epochs.begin(), hooks->save_epochs.end(), e) != hooks->save_epochs.end()) {
             loss_sum = 0;  // the next epoch starts with empty sums
             correct = 0;
             save(saved_epoch_path(hooks->checkpoint_path, e), e + 1, 0, t, 0.0);
         }
-        if (reached_target(r.test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
+        return true;
     }
-    tr.end();
-    return out;
+};
+
+}  // namespace
+
+std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dataset& test_set, const TrainConfig& cfg,
+                               Comm& comm, const std::function<void(const EpochResult&)>& on_epoch, TrainHooks* hooks,
+                               StepEngine* engine) {
+    const int K = comm.size(), B = cfg.global_batch;
+    if (B <= 0 || B % K != 0)
+        throw TrainError("global batch " + std::to_string(B) + " is not a positive multiple of the " +
+                         std::to_string(K) + " ranks");
+    if (train_set.count < B)
+        throw TrainError("the training set has " + std::to_string(train_set.count) +
+                         " examples, fewer than one global batch of " + std::to_string(B));
+    Run run(model, train_set, test_set, cfg, comm, on_epoch, hooks, engine);
+    run.tr->begin();
+    for (int e = run.e0; e <= cfg.epochs; ++e) {
+        if (!run.epoch(e)) return run.out;
+        if (reached_target(run.out.back().test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
+    }
+    run.tr->end();
+    return run.out;
 }
 
 std::string saved_epoch_path(const std::string& checkpoint_path, int epoch) {

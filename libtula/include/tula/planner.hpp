@@ -359,8 +359,31 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
 /// How many of the newest finished runs plan_workload checks against their prediction interval.
 constexpr size_t kCheckedRuns = 8;
 
-/// The whole planning path used by the CLI and the plugin: loads the profiles of
-/// `workload` from `db_paths` (see load_profiles), fits the models, plans.
+/// What a plan of one workload is computed from: its row, its compute samples, every allreduce
+/// sample and its finished runs (as load_profiles reads them from the databases).
+struct PlanData {
+    Workload workload;
+    std::vector<ComputeSample> compute;
+    std::vector<AllreduceSample> allreduce;
+    std::vector<RunRecord> runs;
+};
+
+/// Reads the PlanData of `workload` from `db_paths` (load_profiles; database warnings are
+/// appended to `warnings`). Errors: tula::Error for a workload no database knows ("run tula
+/// profile compute").
+PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
+                        std::vector<std::string>* warnings);
+
+/// The planner, pure: fits the time models (fit_profile_models, fit_run_models), the accuracy
+/// and convergence models from `data`, and plans once for each node count of `counts` (0: the
+/// free choice over 1..max_nodes; K > 0: exactly K nodes, as plan_workload's fixed_nodes).
+/// The newest kCheckedRuns runs are checked (check_runs) and the flagged ones listed in every
+/// plan. Errors: as plan_workload.
+std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int epochs, int max_nodes,
+                                   const std::vector<int>& counts, const PolicySpec& policy,
+                                   std::vector<std::string>* warnings, int64_t train_examples = 0);
+
+/// The whole planning path from databases: load_plan_data, then plan_node_counts.
 /// `fixed_nodes` > 0 restricts the plan to exactly that node count (used in the job, where
 /// the node count is known); when the plan over every node count chooses that node count, the
 /// restricted plan chooses the same candidate (the job trains with the global batch sbatch
@@ -384,14 +407,6 @@ Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
                    const PolicySpec& policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
-/// plan_workload for each node count lo..hi (a job of `sbatch -N lo-hi` may get any of them):
-/// element i equals plan_workload(..., max_nodes = hi, fixed_nodes = lo + i, ...), but the
-/// databases are read and the models fitted once. Errors: as plan_workload, and tula::Error
-/// for an empty range.
-std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::string>& db_paths,
-                                      const std::string& workload, int epochs, int lo, int hi, const PolicySpec& policy,
-                                      std::vector<std::string>* warnings, int64_t train_examples = 0);
-
 /// The run `run` (as read from a profile database) checked against the prediction interval
 /// of the models fitted from the profiles and the other runs in `db_paths` (check_runs, with
 /// the hardware classes of `cfg`'s partitions). nullopt when it cannot be checked: no profile

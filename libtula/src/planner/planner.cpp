@@ -16,7 +16,6 @@
 #include "candidates.hpp"
 #include "tula/predict.hpp"
 #include "tula/validate.hpp"
-#include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "util.hpp"
 
@@ -587,35 +586,19 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     return r;
 }
 
-Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
-                   int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings,
-                   int64_t train_examples) {
-    PolicySpec spec;
-    spec.policy = policy;
-    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, train_examples);
-}
-
-namespace {
-
-// plan_workload for every node count of `counts` (0: the free choice over 1..max_nodes): the
-// databases are read and the models fitted once, then one plan per count. See planner.hpp.
-std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload,
-                              int epochs, int max_nodes, const std::vector<int>& counts, const PolicySpec& policy,
-                              std::vector<std::string>* warnings, int64_t train_examples) {
+std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int epochs, int max_nodes,
+                                   const std::vector<int>& counts, const PolicySpec& policy,
+                                   std::vector<std::string>* warnings, int64_t train_examples) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
     std::vector<std::string> local;
     std::vector<std::string>* warn = warnings ? warnings : &local;
-    // Only this workload's compute samples (a site database may hold many workloads' rows),
-    // and its run history (finished runs written by tula-train) through the same connections.
-    std::vector<RunRecord> runs;
-    const ProfileSet set = load_profiles(db_paths, warn, workload, &runs);
-    const std::optional<Workload> w = set.find(workload);
-    if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
+    const Workload* w = &data.workload;
+    const std::string& workload = w->name;
+    const std::vector<RunRecord>& runs = data.runs;
     // The time models: per hardware class and pooled, the overlap and the calibration of the runs.
-    const TimeModels profile_models =
-        fit_profile_models(cfg, *w, set.compute_for(workload), set.allreduce, Corrections{}, warn);
+    const TimeModels profile_models = fit_profile_models(cfg, *w, data.compute, data.allreduce, Corrections{}, warn);
     const TimeModels tm = fit_run_models(profile_models, runs, warn);
     const AllreduceModel* ar = tm.allreduce ? &*tm.allreduce : nullptr;
     const std::string& allreduce_error = tm.allreduce_error;
@@ -668,45 +651,6 @@ std::vector<Plan> plan_counts(const Config& cfg, const std::vector<std::string>&
         if (c.flagged)
             for (Plan& p : plans) p.flagged_runs.push_back(c);
     return plans;
-}
-
-}  // namespace
-
-Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
-                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
-                   int64_t train_examples) {
-    return plan_counts(cfg, db_paths, workload, epochs, max_nodes, {fixed_nodes}, policy, warnings, train_examples)
-        .front();
-}
-
-std::vector<Plan> plan_workload_nodes(const Config& cfg, const std::vector<std::string>& db_paths,
-                                      const std::string& workload, int epochs, int lo, int hi, const PolicySpec& policy,
-                                      std::vector<std::string>* warnings, int64_t train_examples) {
-    if (lo < 1 || hi < lo) throw Error("cannot plan " + workload + ": node range " + std::to_string(lo) + "-" +
-                                       std::to_string(hi) + " is empty");
-    std::vector<int> counts;
-    for (int n = lo; n <= hi; ++n) counts.push_back(n);
-    return plan_counts(cfg, db_paths, workload, epochs, hi, counts, policy, warnings, train_examples);
-}
-
-std::optional<RunCheck> check_recorded_run(const Config& cfg, const std::vector<std::string>& db_paths, const RunRecord& run,
-                                           std::vector<std::string>* warnings) {
-    std::vector<std::string> local;
-    std::vector<RunRecord> runs;
-    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, run.workload, &runs);
-    const std::optional<Workload> w = set.find(run.workload);
-    if (!w) return std::nullopt;
-    try {
-        const TimeModels models =
-            fit_profile_models(cfg, *w, set.compute_for(run.workload), set.allreduce, Corrections{}, nullptr);
-        // Only the run's own job id is checked; the newest such run is the one asked for
-        // unless `run` itself is older (then it is matched by its creation time).
-        for (auto& c : check_runs(models, runs, runs.size(), 0.95, run.job_id))
-            if (c.created == run.created) return c;
-    } catch (const Error&) {
-        return std::nullopt;
-    }
-    return std::nullopt;
 }
 
 }  // namespace tula

@@ -1,0 +1,65 @@
+// libtula: the planner's entry points that start from profile databases. They read what a plan
+// needs (load_plan_data) and hand it to the pure planner (plan_node_counts) or to check_runs;
+// nothing else in the planner opens a database.
+#include <string>
+#include <vector>
+
+#include "tula/db.hpp"
+#include "tula/error.hpp"
+#include "tula/planner.hpp"
+#include "tula/predict.hpp"
+#include "tula/validate.hpp"
+
+namespace tula {
+
+PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
+                        std::vector<std::string>* warnings) {
+    std::vector<std::string> local;
+    PlanData d;
+    // Only this workload's compute samples (a site database may hold many workloads' rows),
+    // and its run history (finished runs) through the same connections.
+    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, workload, &d.runs);
+    const std::optional<Workload> w = set.find(workload);
+    if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
+    d.workload = *w;
+    d.compute = set.compute_for(workload);
+    d.allreduce = set.allreduce;
+    return d;
+}
+
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
+                   int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings,
+                   int64_t train_examples) {
+    PolicySpec spec;
+    spec.policy = policy;
+    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, train_examples);
+}
+
+Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
+                   int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
+                   int64_t train_examples) {
+    const PlanData d = load_plan_data(db_paths, workload, warnings);
+    return plan_node_counts(cfg, d, epochs, max_nodes, {fixed_nodes}, policy, warnings, train_examples).front();
+}
+
+std::optional<RunCheck> check_recorded_run(const Config& cfg, const std::vector<std::string>& db_paths, const RunRecord& run,
+                                           std::vector<std::string>* warnings) {
+    std::vector<std::string> local;
+    std::vector<RunRecord> runs;
+    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, run.workload, &runs);
+    const std::optional<Workload> w = set.find(run.workload);
+    if (!w) return std::nullopt;
+    try {
+        const TimeModels models =
+            fit_profile_models(cfg, *w, set.compute_for(run.workload), set.allreduce, Corrections{}, nullptr);
+        // Only the run's own job id is checked; the newest such run is the one asked for
+        // unless `run` itself is older (then it is matched by its creation time).
+        for (auto& c : check_runs(models, runs, runs.size(), 0.95, run.job_id))
+            if (c.created == run.created) return c;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+}  // namespace tula
