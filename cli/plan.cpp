@@ -246,6 +246,90 @@ std::string table_row(const Candidate& c) {
     return row;
 }
 
+// What tula plan takes from its options and the batch script.
+struct ScriptFacts {
+    std::string workload;          // --workload, else --hardware's (hw_workload), else the script's
+    int epochs = 0;                // --epochs, else the script's (0: none)
+    int64_t limit_train = 0;       // the script's --limit-train: training examples per epoch (0: all)
+    int script_batch = 0;          // TrainCommand::reference_batch() of the script (0: no script line)
+    std::string script_optimizer;  // TrainCommand::optimizer of the script ("": none)
+};
+
+// The workload and the facts of the batch script (--script, or its text): --workload names the
+// workload (else `hw_workload`, else the script's tula-train line); the script still gives the
+// epochs when it has a tula-train line. Errors: tula::Error for a script without a workload.
+ScriptFacts read_script(const PlanOptions& o, const std::string& hw_workload, std::vector<std::string>* warnings) {
+    ScriptFacts f;
+    std::string& workload = f.workload;
+    int& epochs = f.epochs;
+    workload = o.workload;
+    epochs = o.epochs;
+    if (!o.script.empty() || !o.script_text.empty()) {
+        // --workload (e.g. from --tula-workload) names the workload; the script still
+        // gives the epoch count when it has a tula-train line.
+        TrainCommand tc;
+        try {
+            tc = parse_train_command(!o.script_text.empty() ? o.script_text.substr(0, kMaxScriptBytes)
+                                                            : read_text_file(o.script, kMaxScriptBytes));
+        } catch (const std::exception& e) {
+            if (workload.empty()) throw;
+            warnings->push_back(std::string("cannot read the epochs from the script: ") + e.what());
+        }
+        if (workload.empty()) workload = hw_workload;
+        if (workload.empty()) {
+            if (!tc.problem.empty()) throw Error(tc.problem + " in " + o.script);
+            if (!tc.found)
+                throw Error("no `tula-train --model NAME` line and no `# tula: workload=MODEL@DATASET` directive in " +
+                            o.script + "; add the directive, or name the workload with --workload MODEL@DATASET "
+                            "(sbatch: --tula-workload=MODEL@DATASET)");
+            workload = tc.workload();
+            if (!valid_workload_name(workload))
+                throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
+                            "', which is not of the form MODEL@DATASET");
+        }
+        if (epochs <= 0 && tc.found) epochs = tc.epochs;
+        if (tc.found) f.limit_train = tc.limit_train;
+        if (tc.found) f.script_batch = tc.reference_batch();
+        if (tc.found) f.script_optimizer = tc.optimizer;
+    }
+    if (workload.empty()) workload = hw_workload;
+    return f;
+}
+
+// A plan of --hardware FILE (simulation: the models derived from the file's partitions; with
+// --db, the run history of its workload gives the epochs to the target) into `r`.
+void plan_from_hardware(const PlanOptions& o, const Config& cfg, const std::vector<HardwareSpec>& hw_parts,
+                        const PolicySpec& spec, PlanReport* rp, std::vector<std::string>* warnings_out,
+                        std::optional<SimulatedModels>* sim) {
+    PlanReport& r = *rp;
+    std::vector<std::string>& warnings = *warnings_out;
+    const HardwareSpec* hw = &hw_parts.front();
+    // Simulation mode: no profile database is read.
+    r.simulated = true;
+    auto shape = [](const HardwareSpec& h) {
+        return nodes_phrase(h.nodes) + " x " + std::to_string(h.gpus_per_node) +
+               (h.gpus_per_node == 1 ? " device" : " devices");
+    };
+    r.hardware = o.hardware + " (cluster " + hw->name + ", ";
+    if (hw_parts.size() == 1) r.hardware += shape(*hw) + ")";
+    for (size_t i = 0; hw_parts.size() > 1 && i < hw_parts.size(); ++i)
+        r.hardware += (i ? ", " : "partitions ") + hw_parts[i].partition + " " + shape(hw_parts[i]) +
+                      (i + 1 == hw_parts.size() ? ")" : "");
+    r.price_per_node_hour = hw->price_per_node_hour;
+    r.gpus_per_node = hw->gpus_per_node;
+    r.price_per_gpu_hour = hw->price_per_gpu_hour;
+    r.watts_per_node = hw->watts_per_node;
+    // With --db, the run history of the file's workload gives the epochs to the target.
+    std::vector<RunRecord> runs;
+    if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
+    if (hw_parts.size() == 1) {
+        *sim = derive_models(*hw);
+        r.plan = plan_hardware(cfg, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
+    } else {
+        r.plan = plan_hardware_site(cfg, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
+    }
+}
+
 }  // namespace
 
 PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warnings_out, std::string* table,
@@ -274,40 +358,10 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
                              " (" + hw->workload.name + "); leave --workload out or change workload.name there");
     }
 
-    std::string workload = o.workload;
-    int epochs = o.epochs;
-    int64_t limit_train = 0;  // the script's --limit-train: training examples per epoch (0: all)
-    int script_batch = 0;     // TrainCommand::reference_batch() of the script (0: no script line)
-    std::string script_optimizer;  // TrainCommand::optimizer of the script ("" : none)
-    if (!o.script.empty() || !o.script_text.empty()) {
-        // --workload (e.g. from --tula-workload) names the workload; the script still
-        // gives the epoch count when it has a tula-train line.
-        TrainCommand tc;
-        try {
-            tc = parse_train_command(!o.script_text.empty() ? o.script_text.substr(0, kMaxScriptBytes)
-                                                            : read_text_file(o.script, kMaxScriptBytes));
-        } catch (const std::exception& e) {
-            if (workload.empty()) throw;
-            warnings.push_back(std::string("cannot read the epochs from the script: ") + e.what());
-        }
-        if (workload.empty() && hw) workload = hw->workload.name;
-        if (workload.empty()) {
-            if (!tc.problem.empty()) throw Error(tc.problem + " in " + o.script);
-            if (!tc.found)
-                throw Error("no `tula-train --model NAME` line and no `# tula: workload=MODEL@DATASET` directive in " +
-                            o.script + "; add the directive, or name the workload with --workload MODEL@DATASET "
-                            "(sbatch: --tula-workload=MODEL@DATASET)");
-            workload = tc.workload();
-            if (!valid_workload_name(workload))
-                throw Error("the tula-train line of " + o.script + " names workload '" + one_line(workload, 80) +
-                            "', which is not of the form MODEL@DATASET");
-        }
-        if (epochs <= 0 && tc.found) epochs = tc.epochs;
-        if (tc.found) limit_train = tc.limit_train;
-        if (tc.found) script_batch = tc.reference_batch();
-        if (tc.found) script_optimizer = tc.optimizer;
-    }
-    if (workload.empty() && hw) workload = hw->workload.name;
+    const ScriptFacts sf = read_script(o, hw ? hw->workload.name : std::string(), &warnings);
+    std::string workload = sf.workload;
+    int epochs = sf.epochs;
+    const int64_t limit_train = sf.limit_train;
     PolicySpec spec;
     try {
         spec = parse_policy_spec(o.policy);
@@ -318,9 +372,9 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     // The target: the epochs at the batch they were written for (--batch-size, the script's,
     // else tula-train's default; a hardware plan without one: the smallest global batch).
     spec.reference_batch =
-        o.batch_size > 0 ? o.batch_size : script_batch > 0 ? script_batch : hw ? 0 : kTrainerDefaultBatch;
+        o.batch_size > 0 ? o.batch_size : sf.script_batch > 0 ? sf.script_batch : hw ? 0 : kTrainerDefaultBatch;
     spec.fixed_epochs = o.fixed_epochs;
-    spec.optimizer = script_optimizer;
+    spec.optimizer = sf.script_optimizer;
     spec.target_accuracy = o.target_accuracy > 0 ? o.target_accuracy : 0;
 
     PlanReport r;
@@ -338,30 +392,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     r.time_overhead = lc.config.time_overhead;
     r.fixed_nodes = o.nodes;
     if (hw) {
-        // Simulation mode: no profile database is read.
-        r.simulated = true;
-        auto shape = [](const HardwareSpec& h) {
-            return nodes_phrase(h.nodes) + " x " + std::to_string(h.gpus_per_node) +
-                   (h.gpus_per_node == 1 ? " device" : " devices");
-        };
-        r.hardware = o.hardware + " (cluster " + hw->name + ", ";
-        if (hw_parts.size() == 1) r.hardware += shape(*hw) + ")";
-        for (size_t i = 0; hw_parts.size() > 1 && i < hw_parts.size(); ++i)
-            r.hardware += (i ? ", " : "partitions ") + hw_parts[i].partition + " " + shape(hw_parts[i]) +
-                          (i + 1 == hw_parts.size() ? ")" : "");
-        r.price_per_node_hour = hw->price_per_node_hour;
-        r.gpus_per_node = hw->gpus_per_node;
-        r.price_per_gpu_hour = hw->price_per_gpu_hour;
-        r.watts_per_node = hw->watts_per_node;
-        // With --db, the run history of the file's workload gives the epochs to the target.
-        std::vector<RunRecord> runs;
-        if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
-        if (hw_parts.size() == 1) {
-            *sim = derive_models(*hw);
-            r.plan = plan_hardware(lc.config, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
-        } else {
-            r.plan = plan_hardware_site(lc.config, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
-        }
+        plan_from_hardware(o, lc.config, hw_parts, spec, &r, &warnings, sim);
     } else {
         // The databases are read once; a node range (sbatch -N LO-HI: the job may get any
         // count of it) plans a row for each count, shows the plan of the largest and takes

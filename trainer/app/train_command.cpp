@@ -298,7 +298,11 @@ bool open_metrics(const Options& o, Comm& comm, bool resume, std::unique_ptr<Met
     return true;
 }
 
-int run_training(const Options& o, Comm& comm) {
+namespace {
+
+// Checks the global batch against the ranks, loads the data sets on every rank and holds out
+// the validation set (--val-split). False (message printed on rank 0) when the run cannot start.
+bool load_training_data(const Options& o, Comm& comm, Dataset* tr, Dataset* te, Dataset* val) {
     const bool root = comm.rank() == 0;
     const int K = comm.size();
     if (o.batch % K != 0) {
@@ -308,27 +312,121 @@ int run_training(const Options& o, Comm& comm) {
                              ") is not divisible by the " + std::to_string(K) +
                              " ranks; choose a multiple of the rank count")
                              .c_str());
-        return 2;
+        return false;
     }
-    Dataset tr, te;
-    if (!load_data(o, comm, tr, te)) return 2;
-    Dataset val;
+    if (!load_data(o, comm, *tr, *te)) return false;
     if (o.val_split > 0) {
         try {
-            split_validation(tr, o.val_split, val);
+            split_validation(*tr, o.val_split, *val);
         } catch (const DataError& e) {  // the same sizes on every rank: the same verdict
             if (root) std::fprintf(stderr, "%s\n", msg(std::string("--val-split: ") + e.what()).c_str());
-            return 2;
+            return false;
         }
     }
-    if (tr.count < o.batch) {
+    if (tr->count < o.batch) {
         if (root)
             std::fprintf(stderr, "%s\n",
-                         msg("the training set has " + std::to_string(tr.count) + " examples, fewer than the global batch " +
+                         msg("the training set has " + std::to_string(tr->count) + " examples, fewer than the global batch " +
                              std::to_string(o.batch))
                              .c_str());
-        return 2;
+        return false;
     }
+    return true;
+}
+
+// The epoch line: "epoch e/E  loss ...  epoch-time S" and the optional columns of the run's options.
+std::string epoch_line(const Options& o, const EpochResult& r, int64_t steps) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
+                  o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
+    std::string ln = line;
+    if (r.val_accuracy >= 0) ln += "  val-acc " + fmt("%.3f", r.val_accuracy);
+    if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
+    if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
+    if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
+    if (o.local_steps > 0) ln += "  batch " + std::to_string(r.batch);
+    if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
+        ln += "  warmup-end-step " + std::to_string(r.warmup_end);
+    return ln;
+}
+
+// The lines after the last epoch (the target reached, the done line, the noise scale) and,
+// on rank 0, the summary and the run's record (finish_file).
+void end_training(const Options& o, Comm& comm, const nlohmann::json& header, const std::vector<EpochResult>& res,
+                  const TrainHooks& hooks) {
+    const bool root = comm.rank() == 0;
+    double train_seconds = 0;
+    for (const auto& r : res) train_seconds += r.seconds;
+    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
+    const bool at_target = !res.empty() && reached_target(acc, o.target_accuracy);
+    if (at_target && res.size() < static_cast<size_t>(o.epochs) && !o.quiet)
+        say(root, "tula-train: test accuracy " + fmt("%.4f", acc) + " reached the target " + fmt("%g", o.target_accuracy) +
+                      " after epoch " + std::to_string(res.size()) + " of " + std::to_string(o.epochs) + "; stopping");
+    char done[256];
+    std::snprintf(done, sizeof done,
+                  "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d",
+                  train_seconds, acc, o.batch, comm.nodes(), comm.size(), o.epochs);
+    std::string done_line = done;
+    if (o.val_split > 0 && !res.empty()) done_line += " val_accuracy=" + fmt("%.4f", res.back().val_accuracy);
+    if (o.target_accuracy > 0)
+        done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
+    say(root, done_line);
+    if (!root) return;
+    if (!o.quiet && !o.no_db && o.local_steps == 0)
+        say(root, hooks.noise_scale > 0 ? "tula-train: noise scale B_simple " + fmt("%.4g", hooks.noise_scale) + " examples (" +
+                                              std::to_string(hooks.noise_observations) + " observations)"
+                                        : std::string("tula-train: no noise scale measured (see --noise-scale-every)"));
+    const nlohmann::json summary = run_summary_line(o, res, hooks, at_target);
+    finish_file(o, o.summary, [&](MetricsLog& f) {
+        f.write(header);
+        for (const auto& r : res) f.epoch(r);
+        f.write(summary);
+    }, "run");
+}
+
+#ifdef TULA_HAVE_CUDA
+// The GPU step engine of --device cuda (one GPU per rank, its context in *gpu), the line that
+// says how it computes and allreduces; a rank that cannot open its GPU aborts the job (exit 2).
+std::unique_ptr<StepEngine> open_gpu_engine(const Options& o, Comm& comm, const TrainConfig& cfg, Model& m,
+                                            std::unique_ptr<cuda::GpuContext>* gpu_out) {
+    const bool root = comm.rank() == 0;
+    Model* model = &m;
+    std::unique_ptr<cuda::GpuContext>& gpu = *gpu_out;
+    std::unique_ptr<StepEngine> engine;
+    std::string gpu_allreduce;
+    try {
+        gpu = open_gpu(o);
+        OptimConfig oc = cfg.optim;
+        oc.momentum = cfg.momentum;
+        oc.weight_decay = cfg.weight_decay;
+        auto g = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed, o.gpu_allreduce);
+        if (root && !g->allreduce_fallback_reason().empty())
+            warn(g->allreduce_fallback_reason() + "; gradients are allreduced with " + g->allreduce_method());
+        gpu_allreduce = g->allreduce_method();
+        engine = std::move(g);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
+        comm.abort(2);
+    }
+    if (!o.quiet)
+        say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
+                      (o.precision == "bf16" ? "bf16 (TF32 where cuDNN's bf16 is slower) and fully connected "
+                                               "layers bf16, fp32 accumulation, weights, gradients, batch norm "
+                                               "and loss"
+                                             : o.no_tf32 ? "strict fp32" : "TF32 tensor cores") +
+                      ", gradient allreduce " + gpu_allreduce);
+    return engine;
+}
+#endif
+
+}  // namespace
+
+int run_training(const Options& o, Comm& comm) {
+    const bool root = comm.rank() == 0;
+    const int K = comm.size();
+    Dataset tr, te, val;
+    if (!load_training_data(o, comm, &tr, &te, &val)) return 2;
     auto model = build_model(o.model, input_of(o).shape, input_of(o).classes);
     model->init(o.seed);
     const std::string wl = tula::workload_name(o.model, data_name(o));
@@ -395,30 +493,7 @@ int run_training(const Options& o, Comm& comm) {
     std::unique_ptr<StepEngine> engine;
 #ifdef TULA_HAVE_CUDA
     std::unique_ptr<cuda::GpuContext> gpu;
-    std::string gpu_allreduce;
-    if (o.device == "cuda") {
-        try {
-            gpu = open_gpu(o);
-            OptimConfig oc = cfg.optim;
-            oc.momentum = cfg.momentum;
-            oc.weight_decay = cfg.weight_decay;
-            auto g = std::make_unique<cuda::GpuTrainer>(*gpu, *model, comm, oc, o.seed, o.gpu_allreduce);
-            if (root && !g->allreduce_fallback_reason().empty())
-                warn(g->allreduce_fallback_reason() + "; gradients are allreduced with " + g->allreduce_method());
-            gpu_allreduce = g->allreduce_method();
-            engine = std::move(g);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "%s\n", msg(e.what()).c_str());
-            comm.abort(2);
-        }
-        if (!o.quiet)
-            say(root, std::string("tula-train: device cuda, one GPU per rank, convolutions ") +
-                          (o.precision == "bf16" ? "bf16 (TF32 where cuDNN's bf16 is slower) and fully connected "
-                                                   "layers bf16, fp32 accumulation, weights, gradients, batch norm "
-                                                   "and loss"
-                                                 : o.no_tf32 ? "strict fp32" : "TF32 tensor cores") +
-                          ", gradient allreduce " + gpu_allreduce);
-    }
+    if (o.device == "cuda") engine = open_gpu_engine(o, comm, cfg, *model, &gpu);
 #endif
     std::vector<EpochResult> res;
     try {
@@ -431,20 +506,7 @@ int run_training(const Options& o, Comm& comm) {
                     metrics_failed(e);
                 }
             }
-            if (o.quiet) return;
-            char line[256];
-            std::snprintf(line, sizeof line,
-                          "epoch %d/%d  loss %.4f  train-acc %.3f  test-acc %.3f  images/s %.0f  epoch-time %.2fs", r.epoch,
-                          o.epochs, r.train_loss, r.train_accuracy, r.test_accuracy, r.images_per_second, r.seconds);
-            std::string ln = line;
-            if (r.val_accuracy >= 0) ln += "  val-acc " + fmt("%.3f", r.val_accuracy);
-            if (o.noise_every > 0 || (o.local_steps > 0 && o.batch_test != "none")) ln += r.noise_scale > 0 ? "  noise-scale " + fmt("%.0f", r.noise_scale) : "  noise-scale n/a";
-            if (o.optimizer != "sgd" || o.lr_scaling != "linear") ln += "  lr " + fmt("%.4g", r.lr);
-            if (o.hessian_every > 0) ln += "  hessian-eig " + fmt("%.4g", r.hessian_eig);
-            if (o.local_steps > 0) ln += "  batch " + std::to_string(r.batch);
-            if (o.warmup_threshold > 0 && r.warmup_end >= 0 && r.warmup_end <= r.epoch * steps)
-                ln += "  warmup-end-step " + std::to_string(r.warmup_end);
-            say(root, ln);
+            if (!o.quiet) say(root, epoch_line(o, r, steps));
         };
         if (o.local_steps > 0) {
             LocalSgdConfig lc;
@@ -480,35 +542,7 @@ int run_training(const Options& o, Comm& comm) {
                       "; continue with --resume --checkpoint " + hooks.checkpoint_path);
         return 3;
     }
-    double train_seconds = 0;
-    for (const auto& r : res) train_seconds += r.seconds;
-    const double acc = res.empty() ? 0.0 : res.back().test_accuracy;
-    const bool at_target = !res.empty() && reached_target(acc, o.target_accuracy);
-    if (at_target && res.size() < static_cast<size_t>(o.epochs) && !o.quiet)
-        say(root, "tula-train: test accuracy " + fmt("%.4f", acc) + " reached the target " + fmt("%g", o.target_accuracy) +
-                      " after epoch " + std::to_string(res.size()) + " of " + std::to_string(o.epochs) + "; stopping");
-    char done[256];
-    std::snprintf(done, sizeof done,
-                  "tula-train: done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d",
-                  train_seconds, acc, o.batch, comm.nodes(), K, o.epochs);
-    std::string done_line = done;
-    if (o.val_split > 0 && !res.empty()) done_line += " val_accuracy=" + fmt("%.4f", res.back().val_accuracy);
-    if (o.target_accuracy > 0)
-        done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
-    say(root, done_line);
-
-    if (root && !o.quiet && !o.no_db && o.local_steps == 0)
-        say(root, hooks.noise_scale > 0 ? "tula-train: noise scale B_simple " + fmt("%.4g", hooks.noise_scale) + " examples (" +
-                                              std::to_string(hooks.noise_observations) + " observations)"
-                                        : std::string("tula-train: no noise scale measured (see --noise-scale-every)"));
-    if (root) {
-        const nlohmann::json summary = run_summary_line(o, res, hooks, at_target);
-        finish_file(o, o.summary, [&](MetricsLog& f) {
-            f.write(header);
-            for (const auto& r : res) f.epoch(r);
-            f.write(summary);
-        }, "run");
-    }
+    end_training(o, comm, header, res, hooks);
     return 0;
 }
 
