@@ -207,7 +207,28 @@ int run_list(const ListOptions& o) {
     return status;
 }
 
-int run_show(const ShowOptions& o) {
+// What `tula db show` shows of a workload: its row, samples and runs from every database, and
+// the models fitted to them (each with the reason it could not be fitted).
+struct ShowData {
+    std::optional<Workload> row;
+    std::vector<std::pair<ComputeSample, std::string>> compute;  // sample, database
+    std::vector<AllreduceSample> allreduce;
+    std::vector<std::pair<RunRecord, std::string>> runs;         // newest first
+    std::vector<AllreduceSample> within;                         // the within-node samples
+    std::string cm_error, am_error, im_error;
+    std::optional<ComputeModel> cm;
+    std::optional<AllreduceModel> am;
+    std::optional<IntraNodeModel> im;
+};
+
+// Reads and fits what `tula db show` shows (warnings printed). Errors: tula::Error when no
+// database has a profile or run of the workload.
+ShowData read_show(const ShowOptions& o) {
+    ShowData d;
+    std::optional<Workload>& row = d.row;
+    auto& compute = d.compute;
+    auto& allreduce = d.allreduce;
+    auto& runs = d.runs;
     if (!valid_workload_name(o.workload))
         throw UsageError("'" + one_line(o.workload, 80) + "' is not a workload name of the form MODEL@DATASET");
     const LoadedConfig lc = load_cli_config(o.common);
@@ -215,10 +236,6 @@ int run_show(const ShowOptions& o) {
     const std::vector<DbHandle> dbs = open_read_dbs(read_db_paths(o.common, lc.config, &warnings));
     check_explicit(o.common, dbs);
 
-    std::optional<Workload> row;
-    std::vector<std::pair<ComputeSample, std::string>> compute;  // sample, database
-    std::vector<AllreduceSample> allreduce;
-    std::vector<std::pair<RunRecord, std::string>> runs;
     for (const auto& h : dbs) {
         if (!h.error.empty()) warnings.push_back("skipping " + h.path + ": " + h.error);
         if (!h.db) continue;
@@ -242,78 +259,81 @@ int run_show(const ShowOptions& o) {
 
     std::vector<ComputeSample> samples;
     for (const auto& c : compute) samples.push_back(c.first);
-    std::string cm_error, am_error;
-    const std::optional<ComputeModel> cm = fit_if_any<ComputeModel>(samples, &cm_error);
-    const std::optional<AllreduceModel> am = fit_if_any<AllreduceModel>(allreduce, &am_error);
-    std::vector<AllreduceSample> within;
+    d.cm = fit_if_any<ComputeModel>(samples, &d.cm_error);
+    d.am = fit_if_any<AllreduceModel>(allreduce, &d.am_error);
     for (const auto& a : allreduce)
-        if (within_node(a)) within.push_back(a);
-    std::string im_error;
-    const std::optional<IntraNodeModel> im = fit_if_any<IntraNodeModel>(within, &im_error);
+        if (within_node(a)) d.within.push_back(a);
+    d.im = fit_if_any<IntraNodeModel>(d.within, &d.im_error);
+    return d;
+}
 
-    if (o.format == "json") {
-        Json j;
-        j["workload"] = o.workload;
-        if (row) {
-            j["model"] = row->model;
-            j["dataset"] = row->dataset;
-            j["params"] = row->params;
-            j["train_examples"] = row->train_examples;
-            j["test_examples"] = row->test_examples;
-        }
-        Json cs = Json::array();
-        for (const auto& [c, path] : compute) {
-            Json x;
-            x["local_batch"] = c.local_batch;
-            x["ranks"] = c.ranks;
-            x["ranks_per_node"] = c.ranks_per_node;
-            x["hardware_class"] = c.hardware_class;  // "" = unknown
-            x["startup_seconds"] = std::isfinite(c.startup_seconds) ? Json(c.startup_seconds) : Json(nullptr);
-            x["seconds_per_iter"] = c.seconds_per_iter;
-            x["synced_seconds_per_iter"] =
-                std::isfinite(c.synced_seconds_per_iter) ? Json(c.synced_seconds_per_iter) : Json(nullptr);
-            x["iters"] = c.iters;
-            x["threads"] = c.threads;
-            x["host"] = c.host;
-            x["database"] = path;
-            cs.push_back(std::move(x));
-        }
-        j["compute_samples"] = std::move(cs);
-        if (cm) j["compute_model"] = {{"t0_seconds", cm->t0}, {"t1_seconds_per_example", cm->t1},
-                                      {"min_batch", cm->min_batch}, {"max_batch", cm->max_batch},
-                                      {"rmse_seconds", cm->rmse}};
-        else j["compute_model"] = nullptr;
-        if (cm) {
-            Json cf = Json::object();  // ranks at once -> [[local batch, factor], ...]
-            for (const auto& [k, knots] : cm->concurrent) cf[std::to_string(k)] = knots;
-            j["compute_model"]["concurrency_factors"] = std::move(cf);
-            j["compute_model"]["startup_seconds"] = cm->startup_knots;  // [[local batch, seconds], ...]
-        }
-        if (!cm_error.empty()) j["compute_model_error"] = cm_error;
-        if (am) j["allreduce_model"] = {{"alpha_seconds", am->alpha}, {"beta_seconds_per_byte", am->beta},
-                                        {"rmse_seconds", am->rmse}, {"samples", allreduce.size()}};
-        else j["allreduce_model"] = nullptr;
-        if (!am_error.empty()) j["allreduce_model_error"] = am_error;
-        Json ws = Json::array();
-        for (const auto& a : within)
-            ws.push_back({{"ranks_per_node", a.ranks_per_node}, {"bytes", a.bytes}, {"seconds", a.seconds},
-                          {"hardware_class", a.hardware_class}, {"host", a.host}});
-        j["within_node_samples"] = std::move(ws);
-        if (im) j["within_node_model"] = {{"bandwidth_bytes_per_second", im->bandwidth}, {"latency_seconds", im->latency},
-                                          {"rmse_seconds", im->rmse}, {"samples", im->samples}, {"ranks_per_node", im->ranks}};
-        else j["within_node_model"] = nullptr;
-        if (!im_error.empty()) j["within_node_model_error"] = im_error;
-        Json rs = Json::array();
-        for (const auto& [r, path] : runs) {
-            Json x = run_json(r);
-            x["database"] = path;
-            rs.push_back(std::move(x));
-        }
-        j["runs"] = std::move(rs);
-        std::printf("%s\n", j.dump(2).c_str());
-        return kExitOk;
+// `tula db show --format json`.
+void print_show_json(const ShowOptions& o, const ShowData& d) {
+    const auto& [row, compute, allreduce, runs, within, cm_error, am_error, im_error, cm, am, im] = d;
+    Json j;
+    j["workload"] = o.workload;
+    if (row) {
+        j["model"] = row->model;
+        j["dataset"] = row->dataset;
+        j["params"] = row->params;
+        j["train_examples"] = row->train_examples;
+        j["test_examples"] = row->test_examples;
     }
+    Json cs = Json::array();
+    for (const auto& [c, path] : compute) {
+        Json x;
+        x["local_batch"] = c.local_batch;
+        x["ranks"] = c.ranks;
+        x["ranks_per_node"] = c.ranks_per_node;
+        x["hardware_class"] = c.hardware_class;  // "" = unknown
+        x["startup_seconds"] = std::isfinite(c.startup_seconds) ? Json(c.startup_seconds) : Json(nullptr);
+        x["seconds_per_iter"] = c.seconds_per_iter;
+        x["synced_seconds_per_iter"] =
+            std::isfinite(c.synced_seconds_per_iter) ? Json(c.synced_seconds_per_iter) : Json(nullptr);
+        x["iters"] = c.iters;
+        x["threads"] = c.threads;
+        x["host"] = c.host;
+        x["database"] = path;
+        cs.push_back(std::move(x));
+    }
+    j["compute_samples"] = std::move(cs);
+    if (cm) j["compute_model"] = {{"t0_seconds", cm->t0}, {"t1_seconds_per_example", cm->t1},
+                                  {"min_batch", cm->min_batch}, {"max_batch", cm->max_batch},
+                                  {"rmse_seconds", cm->rmse}};
+    else j["compute_model"] = nullptr;
+    if (cm) {
+        Json cf = Json::object();  // ranks at once -> [[local batch, factor], ...]
+        for (const auto& [k, knots] : cm->concurrent) cf[std::to_string(k)] = knots;
+        j["compute_model"]["concurrency_factors"] = std::move(cf);
+        j["compute_model"]["startup_seconds"] = cm->startup_knots;  // [[local batch, seconds], ...]
+    }
+    if (!cm_error.empty()) j["compute_model_error"] = cm_error;
+    if (am) j["allreduce_model"] = {{"alpha_seconds", am->alpha}, {"beta_seconds_per_byte", am->beta},
+                                    {"rmse_seconds", am->rmse}, {"samples", allreduce.size()}};
+    else j["allreduce_model"] = nullptr;
+    if (!am_error.empty()) j["allreduce_model_error"] = am_error;
+    Json ws = Json::array();
+    for (const auto& a : within)
+        ws.push_back({{"ranks_per_node", a.ranks_per_node}, {"bytes", a.bytes}, {"seconds", a.seconds},
+                      {"hardware_class", a.hardware_class}, {"host", a.host}});
+    j["within_node_samples"] = std::move(ws);
+    if (im) j["within_node_model"] = {{"bandwidth_bytes_per_second", im->bandwidth}, {"latency_seconds", im->latency},
+                                      {"rmse_seconds", im->rmse}, {"samples", im->samples}, {"ranks_per_node", im->ranks}};
+    else j["within_node_model"] = nullptr;
+    if (!im_error.empty()) j["within_node_model_error"] = im_error;
+    Json rs = Json::array();
+    for (const auto& [r, path] : runs) {
+        Json x = run_json(r);
+        x["database"] = path;
+        rs.push_back(std::move(x));
+    }
+    j["runs"] = std::move(rs);
+    std::printf("%s\n", j.dump(2).c_str());
+}
 
+// `tula db show` as text: the workload row, then its samples, models and runs as tables.
+void print_show_text(const ShowOptions& o, const ShowData& d) {
+    const auto& [row, compute, allreduce, runs, within, cm_error, am_error, im_error, cm, am, im] = d;
     const bool colour = stdout_colour();
     if (row)
         std::printf("%s: model %s, data set %s, %lld parameters (%s of float32 gradients), %lld training / %lld test "
@@ -393,6 +413,12 @@ int run_show(const ShowOptions& o) {
         }
         std::fputs(render_table(t).c_str(), stdout);
     }
+}
+
+int run_show(const ShowOptions& o) {
+    const ShowData d = read_show(o);
+    if (o.format == "json") print_show_json(o, d);
+    else print_show_text(o, d);
     return kExitOk;
 }
 

@@ -415,10 +415,11 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
         std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);
         r.plan = rows.back();
         apply_queue(&r, cfg, spec, &q, &warnings);
-        // One job runs in one partition: when the rows (or the queue) chose different ones,
-        // every row is planned again in the partition of the plan shown.
+        // One job runs in one partition: when the rows of a node range (or the queue) chose
+        // different ones, every row is planned again in the partition of the plan shown.
         bool mixed = false;
-        for (const Plan& p : rows) mixed = mixed || p.choice().partition != r.plan.choice().partition;
+        for (const Plan& p : rows)
+            mixed = mixed || (rows.size() > 1 && p.choice().partition != r.plan.choice().partition);
         if (mixed) {
             narrow_site(&cfg, r.plan.choice().partition, 0);
             rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);

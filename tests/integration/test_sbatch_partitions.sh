@@ -80,6 +80,9 @@ plan --policy time
 assert_eq cpu "$(kv_get "$T_OUT" partition)" "partition chosen by policy time while fast is busy"
 assert_match "$(kv_get "$T_OUT" summary)" 'fast starts in about [0-9]+.*; [0-9] nodes? of cpu start now and finish first' "summary line with fast busy"
 assert_match "$(kv_get "$T_OUT" reason)" 'time to result' "reason with fast busy"
+# a node range (sbatch -N 1-2) is planned through the same queue: every row on cpu
+plan --policy time --node-range 1-2
+assert_eq cpu "$(kv_get "$T_OUT" partition)" "partition of a node range chosen by policy time while fast is busy"
 scancel "$blocker"
 for _ in $(seq 60); do squeue -h -j "$blocker" 2>/dev/null | grep -q . || break; sleep 0.5; done
 plan --policy time

@@ -187,33 +187,11 @@ std::string ProfileDb::export_json(const std::string& workload) const {
     return doc.dump(2) + "\n";
 }
 
-ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const std::string& source) {
-    ExJson doc;
-    try {
-        doc = ExJson::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
-                    "); give a file written by `tula db export`");
-    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range 406: a number such as 1e99999
-        throw Error(source + ": not valid JSON (" + e.what() + "); give a file written by `tula db export`");
-    }
-    if (!doc.is_object()) throw Error(source + ": not a tula profile export (the top level is not a JSON object)");
-    auto fmt = doc.find("format");
-    if (fmt == doc.end() || !fmt->is_string() || fmt->get<std::string>() != kExportFormat)
-        throw Error(source + ": not a tula profile export (\"format\" is not \"" + kExportFormat +
-                    "\"); give a file written by `tula db export`");
-    auto ver = doc.find("schema_version");
-    if (ver == doc.end() || !ver->is_number_integer())
-        throw Error(source + ": \"schema_version\" is missing or not an integer");
-    if (ver->is_number_unsigned() && ver->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        throw Error(source + ": schema_version is too large; upgrade tula");
-    const int64_t version = ver->get<int64_t>();
-    if (version < kOldestSchemaVersion || version > kSchemaVersion)
-        throw Error(source + ": schema_version " + std::to_string(version) + " is not a version this tula reads (" +
-                    std::to_string(kOldestSchemaVersion) + " to " + std::to_string(kSchemaVersion) + ")" +
-                    (version > kSchemaVersion ? "; upgrade tula" : ""));
+namespace {
 
-    // 1. Validate everything.
+// The "workloads" rows of an export `doc` of schema `version`, every field checked. Errors:
+// tula::Error naming `source`, the row and the field.
+std::vector<Workload> read_workload_rows(const ExJson& doc, int64_t version, const std::string& source) {
     std::vector<Workload> ws;
     const ExJson& jw = section(doc, "workloads", source);
     for (size_t i = 0; i < jw.size(); ++i) {
@@ -229,6 +207,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             w.activation_floats = r.integer("activation_floats", 0, INT64_MAX);
         ws.push_back(w);
     }
+    return ws;
+}
+
+// The "compute" rows of an export `doc` of schema `version`, every field checked. Errors:
+// tula::Error naming `source`, the row and the field.
+std::vector<ImportedCompute> read_compute_rows(const ExJson& doc, int64_t version, const std::string& source) {
     std::vector<ImportedCompute> cs;
     const ExJson& jc = section(doc, "compute", source);
     for (size_t i = 0; i < jc.size(); ++i) {
@@ -259,6 +243,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         cs.push_back(c);
     }
+    return cs;
+}
+
+// The "allreduce" rows of an export `doc` of schema `version`, every field checked. Errors:
+// tula::Error naming `source`, the row and the field.
+std::vector<ImportedAllreduce> read_allreduce_rows(const ExJson& doc, int64_t version, const std::string& source) {
     std::vector<ImportedAllreduce> as;
     const ExJson& ja = section(doc, "allreduce", source);
     for (size_t i = 0; i < ja.size(); ++i) {
@@ -275,6 +265,12 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
             a.s.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
         as.push_back(a);
     }
+    return as;
+}
+
+// The "runs" rows of an export `doc` of schema `version`, every field checked. Errors:
+// tula::Error naming `source`, the row and the field.
+std::vector<ImportedRun> read_run_rows(const ExJson& doc, int64_t version, const std::string& source) {
     std::vector<ImportedRun> rs;
     const ExJson& jr = section(doc, "runs", source);
     for (size_t i = 0; i < jr.size(); ++i) {
@@ -323,6 +319,42 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         rs.push_back(std::move(x));
     }
+    return rs;
+}
+
+}  // namespace
+
+ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const std::string& source) {
+    ExJson doc;
+    try {
+        doc = ExJson::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
+                    "); give a file written by `tula db export`");
+    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range 406: a number such as 1e99999
+        throw Error(source + ": not valid JSON (" + e.what() + "); give a file written by `tula db export`");
+    }
+    if (!doc.is_object()) throw Error(source + ": not a tula profile export (the top level is not a JSON object)");
+    auto fmt = doc.find("format");
+    if (fmt == doc.end() || !fmt->is_string() || fmt->get<std::string>() != kExportFormat)
+        throw Error(source + ": not a tula profile export (\"format\" is not \"" + kExportFormat +
+                    "\"); give a file written by `tula db export`");
+    auto ver = doc.find("schema_version");
+    if (ver == doc.end() || !ver->is_number_integer())
+        throw Error(source + ": \"schema_version\" is missing or not an integer");
+    if (ver->is_number_unsigned() && ver->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw Error(source + ": schema_version is too large; upgrade tula");
+    const int64_t version = ver->get<int64_t>();
+    if (version < kOldestSchemaVersion || version > kSchemaVersion)
+        throw Error(source + ": schema_version " + std::to_string(version) + " is not a version this tula reads (" +
+                    std::to_string(kOldestSchemaVersion) + " to " + std::to_string(kSchemaVersion) + ")" +
+                    (version > kSchemaVersion ? "; upgrade tula" : ""));
+
+    // 1. Validate everything.
+    const std::vector<Workload> ws = read_workload_rows(doc, version, source);
+    const std::vector<ImportedCompute> cs = read_compute_rows(doc, version, source);
+    const std::vector<ImportedAllreduce> as = read_allreduce_rows(doc, version, source);
+    const std::vector<ImportedRun> rs = read_run_rows(doc, version, source);
 
     // 2. Add it all in one transaction.
     ImportCounts n;
