@@ -228,18 +228,20 @@ std::optional<std::string> find_in_path(const std::string& name) {
     return std::nullopt;
 }
 
-void add_without_option(CLI::App* sub, std::string* without) {
-    sub->add_option("--without", *without,
-                    "switch corrections off (a comma list of concurrency, synced-step, calibration, class-scaling): "
-                    "the ablation of docs/models.md")
+void add_corrections_options(CLI::App* sub, std::string* with, std::string* without) {
+    sub->add_option("--with", *with,
+                    "switch corrections on (a comma list of concurrency, synced-step, calibration, class-scaling; "
+                    "all but calibration are on by default)")
+        ->type_name("LIST");
+    sub->add_option("--without", *without, "switch corrections off (the same names): the ablation of docs/models.md")
         ->type_name("LIST");
 }
 
-Corrections corrections_without(const std::string& without) {
+Corrections corrections_of(const std::string& with, const std::string& without) {
     try {
-        return Corrections::without(without);
+        return Corrections::select(with, without);
     } catch (const Error& e) {
-        throw UsageError(std::string("--without: ") + bare_message(e.what()));
+        throw UsageError(std::string("--with/--without: ") + bare_message(e.what()));
     }
 }
 

@@ -50,11 +50,11 @@ struct CommonOptions {
 /// the system database of tula.conf, then the user's).
 void add_common_options(CLI::App* sub, CommonOptions* o, bool write);
 
-/// Adds --without LIST to `sub`: the corrections of the modelled step to switch off
-/// (Corrections::without; the ablation of docs/models.md).
-void add_without_option(CLI::App* sub, std::string* without);
-/// The corrections of --without LIST. Errors: UsageError naming a bad name.
-Corrections corrections_without(const std::string& without);
+/// Adds --with LIST and --without LIST to `sub`: the corrections of the modelled step to
+/// switch on and off (Corrections::select; the ablation of docs/models.md).
+void add_corrections_options(CLI::App* sub, std::string* with, std::string* without);
+/// The corrections of --with and --without. Errors: UsageError naming a bad name.
+Corrections corrections_of(const std::string& with, const std::string& without);
 
 /// Adds --format FMT to `sub`, one of `choices` ("table", "kv", "json"); the default is
 /// *format's value. Returns the option (for excludes()).

@@ -23,6 +23,7 @@ struct PredictOptions {
     int global_batch = 0;
     int epochs = 1;
     int64_t limit_train = 0;  // training examples per epoch (tula-train --limit-train); 0: all
+    std::string with;     // --with LIST: corrections switched on (Corrections::select)
     std::string without;      // corrections switched off (Corrections::without)
     std::string format = "json";
 };
@@ -67,6 +68,7 @@ Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPr
                  {"time_factor", s.time_factor},
                  {"synced_profile", s.synced_profile},
                  {"startup_seconds", s.startup_seconds}};
+    j["with"] = o.with;
     j["without"] = o.without;
     Json w = Json::array();
     for (const auto& x : warnings) w.push_back(bare_message(x));
@@ -79,7 +81,7 @@ int run_predict(const PredictOptions& o) {
     if (!valid_workload_name(o.workload))
         throw UsageError("--workload '" + one_line(o.workload, 80) +
                          "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
-    const Corrections corrections = corrections_without(o.without);
+    const Corrections corrections = corrections_of(o.with, o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     std::vector<RunRecord> runs;
@@ -139,7 +141,7 @@ void add_predict_command(CLI::App& app, Action* action) {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
     sub->add_option("--partition", o->partition, "the partition of tula.conf (default: the first that can be predicted)")
         ->type_name("NAME");
-    add_without_option(sub, &o->without);
+    add_corrections_options(sub, &o->with, &o->without);
     add_format_option(sub, &o->format, {"json", "kv"});
     sub->callback([o, action] { *action = [o] { return run_predict(*o); }; });
 }

@@ -17,6 +17,7 @@ struct ValidateOptions {
     CommonOptions common;
     std::string workload;  // "" = every workload with a profile
     bool partial = false;
+    std::string with;     // --with LIST: corrections switched on (Corrections::select)
     std::string without;  // --without LIST: corrections switched off (Corrections::without)
     std::string format = "kv";
 };
@@ -25,7 +26,7 @@ std::string pct(double v) { return std::isfinite(v) ? format_number("%.2f", v) :
 
 int run_validate(const ValidateOptions& o) {
     std::vector<std::string> warnings;
-    const Corrections corrections = corrections_without(o.without);
+    const Corrections corrections = corrections_of(o.with, o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     const ProfileSet set = load_profiles(dbs, &warnings);
@@ -66,6 +67,7 @@ int run_validate(const ValidateOptions& o) {
         Json j;
         j["status"] = "ok";
         j["partial"] = o.partial;
+        j["with"] = o.with;
         j["without"] = o.without;
         Json arr = Json::array();
         for (const auto& r : results) {
@@ -122,7 +124,7 @@ void add_validate_command(CLI::App& app, Action* action) {
     add_common_options(sub, &o->common, false);
     sub->add_option("--workload", o->workload, "validate only this workload, MODEL@DATASET")->type_name("W");
     sub->add_flag("--partial", o->partial, "use only the smallest and largest profiled local batch and node count");
-    add_without_option(sub, &o->without);
+    add_corrections_options(sub, &o->with, &o->without);
     add_format_option(sub, &o->format, {"kv", "json"});
     sub->callback([o, action] { *action = [o] { return run_validate(*o); }; });
 }

@@ -272,7 +272,8 @@ public:
     // One prediction: a run checked against the models without it (check_runs), the same run
     // held out by validate_workload, and the planner's candidate of its shape planned from the
     // other runs (make_plan with their overlap and calibration) predict the same seconds, time
-    // calibration and all. Reference: Predictor::run on fit_time_models of the other runs.
+    // calibration (switched on) and all. Reference: Predictor::run on fit_time_models of the
+    // other runs.
     void test_check_runs_is_the_plan_prediction() {
         std::vector<tula::ComputeSample> c;
         for (int b : {8, 16, 32, 64, 128}) c.push_back(cs(b, 1e-3 + 1e-4 * b));
@@ -281,9 +282,11 @@ public:
             tula_test::run_record("1", "", 1, 64, 2, 1.2 * 2 * std::floor(6000.0 / 64) * (1e-3 + 1e-4 * 64), 100),
             tula_test::run_record("2", "", 1, 32, 2, 1.3 * 2 * std::floor(6000.0 / 32) * (1e-3 + 1e-4 * 32), 200),
             tula_test::run_record("3", "", 1, 128, 2, 1.1 * 2 * std::floor(6000.0 / 128) * (1e-3 + 1e-4 * 128), 300)};
-        const auto checks = tula::check_runs(models(c, {}), runs, 10);
+        const tula::Corrections cal = tula::Corrections::select("calibration", "");
+        const auto checks =
+            tula::check_runs(tula::fit_profile_models(tula::Config{}, wl(), c, {}, cal, nullptr), runs, 10);
         CPPUNIT_ASSERT_EQUAL(size_t{3}, checks.size());
-        const auto v = tula::validate_workload(tula::Config{}, wl(), c, {}, runs, false, 1.0);
+        const auto v = tula::validate_workload(tula::Config{}, wl(), c, {}, runs, false, 1.0, cal);
         for (const auto& ch : checks) {
             std::vector<tula::RunRecord> others;
             const tula::RunRecord* self = nullptr;
@@ -291,7 +294,7 @@ public:
                 if (r.job_id == ch.job_id) self = &r;
                 else others.push_back(r);
             }
-            const tula::TimeModels m = tula::fit_time_models(tula::Config{}, wl(), c, {}, others, {}, nullptr);
+            const tula::TimeModels m = tula::fit_time_models(tula::Config{}, wl(), c, {}, others, cal, nullptr);
             CPPUNIT_ASSERT(m.calibration.runs > 0);
             const double want = tula::Predictor(m, m.run_target("")).run(*self).seconds;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, ch.predicted_seconds, 1e-9 * want);
@@ -322,10 +325,20 @@ public:
     // Corrections::without: the names switch their correction off; a bad name is refused
     // with the list of valid ones.
     void test_corrections_without() {
+        // the defaults: every correction but the time calibration (docs/models.md, Corrections)
         const tula::Corrections all = tula::Corrections::without("");
-        CPPUNIT_ASSERT(all.concurrency && all.synced_step && all.calibration && all.class_scaling);
+        CPPUNIT_ASSERT(all.concurrency && all.synced_step && !all.calibration && all.class_scaling);
         const tula::Corrections some = tula::Corrections::without("synced-step,class-scaling");
-        CPPUNIT_ASSERT(some.concurrency && !some.synced_step && some.calibration && !some.class_scaling);
+        CPPUNIT_ASSERT(some.concurrency && !some.synced_step && !some.calibration && !some.class_scaling);
+        const tula::Corrections on = tula::Corrections::select("calibration", "concurrency");
+        CPPUNIT_ASSERT(!on.concurrency && on.synced_step && on.calibration && on.class_scaling);
+        bool both = false;
+        try {
+            tula::Corrections::select("calibration", "calibration");
+        } catch (const tula::Error& e) {
+            both = std::string(e.what()).find("both") != std::string::npos;
+        }
+        CPPUNIT_ASSERT(both);
         bool threw = false;
         try {
             tula::Corrections::without("calibration,overlap");

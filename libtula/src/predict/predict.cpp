@@ -20,23 +20,40 @@
 
 namespace tula {
 
-Corrections Corrections::without(const std::string& list) {
-    Corrections c;
+namespace {
+
+// The flag of correction `name` in `c`. Errors: tula::Error for an unknown name.
+bool* correction_flag(Corrections* c, const std::string& name) {
+    if (name == "concurrency") return &c->concurrency;
+    if (name == "synced-step") return &c->synced_step;
+    if (name == "calibration") return &c->calibration;
+    if (name == "class-scaling") return &c->class_scaling;
+    throw Error("unknown correction '" + name + "'; the corrections are concurrency, synced-step, calibration, class-scaling");
+}
+
+// The names of the comma list `list` ("none" and empty items left out).
+std::vector<std::string> correction_names(const std::string& list) {
+    std::vector<std::string> out;
     std::stringstream ss(list);
     std::string name;
-    while (std::getline(ss, name, ',')) {
-        if (name.empty() || name == "none") continue;
-        if (name == "concurrency") c.concurrency = false;
-        else if (name == "synced-step") c.synced_step = false;
-        else if (name == "calibration") c.calibration = false;
-        else if (name == "class-scaling") c.class_scaling = false;
-        else
-            throw Error("unknown correction '" + name +
-                        "'; the corrections are concurrency, synced-step, calibration, class-scaling");
+    while (std::getline(ss, name, ','))
+        if (!name.empty() && name != "none") out.push_back(name);
+    return out;
+}
+
+}  // namespace
+
+Corrections Corrections::select(const std::string& with, const std::string& without) {
+    Corrections c;
+    const std::vector<std::string> on = correction_names(with), off = correction_names(without);
+    for (const auto& n : on) *correction_flag(&c, n) = true;
+    for (const auto& n : off) {
+        if (std::find(on.begin(), on.end(), n) != on.end())
+            throw Error("correction '" + n + "' is both switched on and off; name it once");
+        *correction_flag(&c, n) = false;
     }
     return c;
 }
-
 
 namespace {
 
