@@ -16,6 +16,11 @@ bindir      ?= $(prefix)/bin
 mandir      ?= $(prefix)/share/man
 # The version: one source, the file VERSION (tula --version)
 TULA_VERSION := $(shell cat VERSION)
+# Slurm: the release whose headers the build uses (a SPANK plugin loads only into the Slurm
+# major.minor it was built for); SLURM_INCLUDE names another release's include directory.
+SLURM_INCLUDE ?= /usr/include
+SLURM_VERSION := $(shell n=$$(sed -n 's/^.define SLURM_VERSION_NUMBER //p' $(SLURM_INCLUDE)/slurm/slurm_version.h 2>/dev/null); \
+  [ -n "$$n" ] && printf '%d.%02d.%d' $$((n >> 16 & 255)) $$((n >> 8 & 255)) $$((n & 255)))
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
 # The Python package python/tula goes where Debian's python3 looks for packages of a prefix:
@@ -101,9 +106,10 @@ TRAIN_OMP   := -fopenmp
 # The version reaches the code as a macro (tula.h); so does the site configuration directory,
 # but only in the two objects that name the default tula.conf (cli/common.o, libtula's conf.o),
 # which alone are rebuilt when sysconfdir changes (their own stamp, $(SYSCONF_STAMP)).
-ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) \
+SLURM_CFLAGS := $(if $(filter-out /usr/include,$(SLURM_INCLUDE)),-isystem $(SLURM_INCLUDE))
+ALL_CXXFLAGS = -std=c++17 $(WARN) $(CXXFLAGS) -fPIC -Ilibtula/include $(EIGEN_CFLAGS) $(SLURM_CFLAGS) \
   -DTULA_VERSION='"$(TULA_VERSION)"' $(DEPFLAGS)
-ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(DEPFLAGS)
+ALL_CFLAGS   = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -Ilibtula/include $(SLURM_CFLAGS) $(DEPFLAGS)
 
 # ---- sources ----------------------------------------------------------------------
 LIB_SRC     := $(wildcard libtula/src/*.cpp libtula/src/*/*.cpp)
@@ -161,7 +167,8 @@ endif
 SETTINGS     := $(B)/.make-settings
 SETTINGS_NOW := CXX=$(CXX) CC=$(CC) MPICXX=$(MPICXX) NVCC=$(NVCC) OPT=$(OPT) CXXFLAGS=$(CXXFLAGS) \
   CFLAGS=$(CFLAGS) NVCCFLAGS=$(NVCCFLAGS) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) \
-  HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) VERSION=$(TULA_VERSION)
+  HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) VERSION=$(TULA_VERSION) \
+  SLURM_VERSION=$(SLURM_VERSION)
 ifneq ($(strip $(SETTINGS_NOW)),$(strip $(shell cat $(SETTINGS) 2>/dev/null)))
   $(shell mkdir -p $(B) && printf '%s\n' '$(strip $(SETTINGS_NOW))' > $(SETTINGS))
 endif
@@ -181,7 +188,7 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 all: deps-report $(TULA) $(TULA_TRAIN) $(SPANK_SO)
 
 deps-report:
-	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)"
+	@scripts/deps-report "$(HAVE_MPI)" "$(HAVE_CUDA)" "$(SLURM_VERSION)"
 
 $(B)/obj/trainer/%.o: trainer/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)

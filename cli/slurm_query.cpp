@@ -118,7 +118,9 @@ std::vector<std::string> user_groups() {
     return names;
 }
 
-std::string slurm_error() { return slurm_strerror(slurm_get_errno()); }
+// The last libslurm error. libslurm sets errno (slurm_get_errno() returned it, and is gone
+// from Slurm 24.11 on).
+std::string slurm_error() { return slurm_strerror(errno); }
 
 // In the child: partitions and their up nodes.
 void partitions_child(int fd) {
