@@ -3,6 +3,7 @@
 // parent reads until end of file or the deadline, then kills and reaps the child.
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/mman.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -41,18 +42,41 @@ void write_all(int fd, const std::string& s) {
     }
 }
 
-// Runs `body` in a child whose standard output is a pipe and whose standard error is
-// /dev/null (libslurm prints its own errors there), and returns what it wrote before it
-// exited or `timeout_seconds` passed; *timed_out says which. The child is killed and reaped
-// either way.
+// What ended the child, for a message: "" when it exited with status 0, else "it exited with
+// status N" or "it was killed by signal N", and the last line it wrote to standard error.
+std::string child_end(int status, int err_fd) {
+    std::string what;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return what;
+    if (WIFEXITED(status)) what = "it exited with status " + std::to_string(WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) what = "it was killed by signal " + std::to_string(WTERMSIG(status));
+    else what = "it ended";
+    if (err_fd < 0) return what;
+    char buf[2048];
+    const off_t size = ::lseek(err_fd, 0, SEEK_END);
+    const off_t from = size > static_cast<off_t>(sizeof buf) ? size - static_cast<off_t>(sizeof buf) : 0;
+    const ssize_t n = ::pread(err_fd, buf, sizeof buf, from);
+    if (n <= 0) return what;
+    std::string text(buf, static_cast<size_t>(n));
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    const size_t nl = text.rfind('\n');
+    const std::string last = nl == std::string::npos ? text : text.substr(nl + 1);
+    return last.empty() ? what : what + ": " + last;
+}
+
+// Runs `body` in a child whose standard output is a pipe and whose standard error is a memory
+// file (libslurm prints its own errors there), and returns what it wrote to the pipe before it
+// exited or `timeout_seconds` passed; *timed_out says which. The child writes an end line
+// (encode_done) after `body`; when it died before, *ended says how (child_end). The child is
+// killed and reaped either way.
 std::string run_child(const std::function<void(int)>& body, double timeout_seconds, bool* timed_out,
-                      std::string* error) {
+                      std::string* ended, std::string* error) {
     *timed_out = false;
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
         *error = std::string("cannot make a pipe: ") + std::strerror(errno);
         return "";
     }
+    const int err_fd = ::memfd_create("tula-slurm-query-stderr", MFD_CLOEXEC);
     // The child must not write out what the parent buffered (libslurm may flush stdio in it).
     std::fflush(stdout);
     std::fflush(stderr);
@@ -61,15 +85,17 @@ std::string run_child(const std::function<void(int)>& body, double timeout_secon
         *error = std::string("cannot fork: ") + std::strerror(errno);
         ::close(fds[0]);
         ::close(fds[1]);
+        if (err_fd >= 0) ::close(err_fd);
         return "";
     }
     if (pid == 0) {
         ::close(fds[0]);
-        int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-        if (null >= 0) ::dup2(null, STDERR_FILENO);
+        int sink = err_fd >= 0 ? err_fd : ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (sink >= 0) ::dup2(sink, STDERR_FILENO);
         // A second bound, in case the parent is gone: the child never outlives the deadline by much.
         ::alarm(static_cast<unsigned>(std::ceil(timeout_seconds)) + 1);
         body(fds[1]);
+        write_all(fds[1], encode_done());
         ::_exit(0);
     }
     ::close(fds[1]);
@@ -97,8 +123,14 @@ std::string run_child(const std::function<void(int)>& body, double timeout_secon
     }
     ::close(fds[0]);
     ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (!*timed_out && !reply_complete(out)) {
+        *ended = child_end(status, err_fd);
+        if (ended->empty()) ended->assign("it ended without its last line");
+    }
+    if (err_fd >= 0) ::close(err_fd);
     return out;
 }
 
@@ -118,8 +150,7 @@ std::vector<std::string> user_groups() {
     return names;
 }
 
-// The last libslurm error. libslurm sets errno (slurm_get_errno() returned it, and is gone
-// from Slurm 24.11 on).
+// The last libslurm error: libslurm sets errno (Slurm 24.11 removed slurm_get_errno()).
 std::string slurm_error() { return slurm_strerror(errno); }
 
 // In the child: partitions and their up nodes.
@@ -216,7 +247,8 @@ SlurmSite query_partitions(double timeout_seconds) {
     SlurmSite site;
     bool timed_out = false;
     std::string error;
-    const std::string out = run_child(partitions_child, timeout_seconds, &timed_out, &error);
+    std::string ended;
+    const std::string out = run_child(partitions_child, timeout_seconds, &timed_out, &ended, &error);
     if (!error.empty()) {
         site.error = error;
         return site;
@@ -225,6 +257,9 @@ SlurmSite query_partitions(double timeout_seconds) {
     if (timed_out) {
         site.answered = false;
         site.error = deadline_message(timeout_seconds);
+    } else if (!ended.empty()) {
+        site.answered = false;
+        site.error = "the process that asks slurmctld ended before its answer (" + ended + ")";
     } else if (site.answered && site.partitions.empty()) {
         site.answered = false;
         site.error = "slurmctld reported no partitions";
@@ -236,12 +271,13 @@ std::vector<StartEstimate> query_starts(const std::vector<StartProbe>& probes, d
     std::vector<StartEstimate> starts(probes.size());
     if (probes.empty()) return starts;
     bool timed_out = false;
-    std::string error;
+    std::string error, ended;
     const std::string out =
-        run_child([&](int fd) { starts_child(fd, probes); }, timeout_seconds, &timed_out, &error);
+        run_child([&](int fd) { starts_child(fd, probes); }, timeout_seconds, &timed_out, &ended, &error);
     const std::string none = !error.empty() ? error
                              : timed_out     ? deadline_message(timeout_seconds)
-                                             : std::string("the query to slurmctld ended without an answer");
+                             : !ended.empty() ? "the process that asks slurmctld ended before its answer (" + ended + ")"
+                                             : std::string("slurmctld did not answer this probe");
     for (auto& s : starts) s.error = none;
     if (error.empty()) decode_reply(out, nullptr, &starts);
     return starts;

@@ -67,6 +67,11 @@ std::string encode_partition(const SlurmPartition& p);
 std::string encode_start(size_t index, const StartEstimate& s);
 /// "X\tmessage\n": the whole query failed.
 std::string encode_failure(const std::string& message);
+/// "D\n": the child's last line, written after everything else (a reply without it was cut
+/// short: the child died, for example when a Slurm plugin could not be loaded into it).
+std::string encode_done();
+/// Whether `text` ends with the child's last line (encode_done).
+bool reply_complete(const std::string& text);
 
 /// Parses the child's whole output into `site` (P and X lines) and `starts` (S and E lines;
 /// indices beyond starts.size() are ignored). Malformed lines are skipped. Returns false if an

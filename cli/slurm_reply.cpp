@@ -61,6 +61,12 @@ std::string encode_start(size_t index, const StartEstimate& s) {
 
 std::string encode_failure(const std::string& message) { return "X\t" + field(message) + "\n"; }
 
+std::string encode_done() { return "D\n"; }
+
+bool reply_complete(const std::string& text) {
+    return text == "D\n" || (text.size() >= 3 && text.compare(text.size() - 3, 3, "\nD\n") == 0);
+}
+
 bool decode_reply(const std::string& text, SlurmSite* site, std::vector<StartEstimate>* starts) {
     bool ok = true;
     for (const std::string& line : split(text, '\n')) {

@@ -22,6 +22,7 @@ class SlurmReplyTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_separators_in_text_cannot_forge_records);
     CPPUNIT_TEST(test_malformed_lines_are_skipped);
     CPPUNIT_TEST(test_failure_line);
+    CPPUNIT_TEST(test_reply_cut_short);
     CPPUNIT_TEST(test_groups_allowed_against_naive);
     CPPUNIT_TEST_SUITE_END();
 
@@ -123,6 +124,25 @@ public:
                                      nullptr));
         CPPUNIT_ASSERT(!site.answered);
         CPPUNIT_ASSERT_EQUAL(std::string("slurm_load_partitions: Unable to contact slurm controller"), site.error);
+    }
+
+    // A child that dies (a Slurm plugin it cannot load, a crash) leaves a reply without the end
+    // line, even one that decodes to partitions; one that finished ends with it.
+    void test_reply_cut_short() {
+        SlurmPartition p;
+        p.name = "cpu";
+        p.total_nodes = p.up_nodes = 4;
+        const std::string body = encode_partition(p);
+        CPPUNIT_ASSERT(reply_complete(body + encode_done()));
+        CPPUNIT_ASSERT(reply_complete(encode_done()));
+        CPPUNIT_ASSERT(!reply_complete(""));
+        CPPUNIT_ASSERT(!reply_complete(body));
+        CPPUNIT_ASSERT(!reply_complete(body.substr(0, body.size() - 1)));
+        CPPUNIT_ASSERT(!reply_complete(body + "D"));
+        CPPUNIT_ASSERT(!reply_complete(encode_done() + body));
+        SlurmSite site;
+        CPPUNIT_ASSERT(decode_reply(body + encode_done(), &site, nullptr));
+        CPPUNIT_ASSERT_EQUAL(size_t(1), site.partitions.size());
     }
 
     void test_groups_allowed_against_naive() {
