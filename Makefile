@@ -23,6 +23,9 @@ SLURM_VERSION := $(shell n=$$(sed -n 's/^.define SLURM_VERSION_NUMBER //p' $(SLU
   [ -n "$$n" ] && printf '%d.%02d.%d' $$((n >> 16 & 255)) $$((n >> 8 & 255)) $$((n & 255)))
 slurmplugindir ?= $(shell pkg-config --variable=libdir slurm 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/slurm-wlm
 sysconfdir  ?= /etc/slurm
+# where `make install` puts cli_filter.lua: Slurm reads it beside slurm.conf; a package puts it
+# under /usr/share/tula and the site links it there (README, Installing from packages)
+clifilterdir ?= $(sysconfdir)
 # The Python package python/tula goes where Debian's python3 looks for packages of a prefix:
 # $(prefix)/lib/python3.X/dist-packages (/usr/local/lib/python3.11/dist-packages on Debian 12).
 PYTHON      ?= /usr/bin/python3
@@ -182,7 +185,8 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
-.PHONY: all tests test deps-report check unit integration demo demo-pytorch eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
+# check-matrix and uninstall too
+.PHONY: all tests test deps-report check check-matrix unit uninstall integration demo demo-pytorch eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
 # `make` builds the programs; the test programs build with the tests (`tests`), the benchmark
 # with `make bench`.
 all: deps-report $(TULA) $(TULA_TRAIN) $(SPANK_SO)
@@ -285,6 +289,12 @@ check:
 	@$(SUBMAKE) tests
 	@B=$(B) tests/run
 
+# The Slurm version matrix (tests/matrix): the same tests against Slurm 24.11 (Debian 13) and
+# 26.05 (Debian unstable), each in a root file system of its release (scripts/tula-rootfs).
+check-matrix:
+	@scripts/install-deps --matrix
+	@tests/matrix
+
 # The tier without root or a cluster: unit tests, Python tests and the submission filter's
 # tests (tests/run --tier fast).
 test:
@@ -377,7 +387,7 @@ fuzz: $(FUZZ_BINS)
 
 install: all
 	install -d $(DESTDIR)$(bindir) \
-	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d \
+	  $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(sysconfdir)/plugstack.conf.d $(DESTDIR)$(clifilterdir) \
 	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 \
 	  $(DESTDIR)$(mandir)/man8
 	install -m 755 $(TULA) $(TULA_TRAIN) $(DESTDIR)$(bindir)/
@@ -385,11 +395,21 @@ install: all
 	sed -e 's|@PLUGINDIR@|$(slurmplugindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
 	  etc/plugstack.conf.d/tula.conf > $(DESTDIR)$(sysconfdir)/plugstack.conf.d/tula.conf
 	sed -e 's|@TULA_BIN@|$(bindir)/tula|g' \
-	  etc/cli_filter.lua > $(DESTDIR)$(sysconfdir)/cli_filter.lua
+	  etc/cli_filter.lua > $(DESTDIR)$(clifilterdir)/cli_filter.lua
 	test -e $(DESTDIR)$(sysconfdir)/tula.conf || install -m 644 etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf
 	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(mandir)/man$$s/; done; done; true
 	install -d $(DESTDIR)$(pythondir)/tula
 	install -m 644 python/tula/*.py $(DESTDIR)$(pythondir)/tula/
+
+# Removes what `make install` put (same prefix, sysconfdir and DESTDIR); tula.conf only when it
+# is still the example's copy (a site's edited tula.conf stays).
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/tula $(DESTDIR)$(bindir)/tula-train $(DESTDIR)$(slurmplugindir)/tula.so \
+	  $(DESTDIR)$(sysconfdir)/plugstack.conf.d/tula.conf $(DESTDIR)$(clifilterdir)/cli_filter.lua
+	for s in 1 5 7 8; do for f in man/man$$s/*.$$s; do rm -f $(DESTDIR)$(mandir)/man$$s/$${f##*/}; done; done
+	rm -rf $(DESTDIR)$(pythondir)/tula
+	if cmp -s etc/tula.conf $(DESTDIR)$(sysconfdir)/tula.conf; then rm -f $(DESTDIR)$(sysconfdir)/tula.conf; \
+	  else test ! -e $(DESTDIR)$(sysconfdir)/tula.conf || echo "tula: kept $(DESTDIR)$(sysconfdir)/tula.conf (changed since make install)"; fi
 
 clean:
 	rm -rf $(B)

@@ -204,6 +204,8 @@ void partitions_child(int fd) {
 // In the child: slurm_job_will_run2 for each probe, in order.
 void starts_child(int fd, const std::vector<StartProbe>& probes) {
     slurm_init(nullptr);
+    char dir[4096];
+    std::string cwd = ::getcwd(dir, sizeof dir) ? dir : "/";
     for (size_t i = 0; i < probes.size(); ++i) {
         const StartProbe& pr = probes[i];
         job_desc_msg_t d;
@@ -217,6 +219,9 @@ void starts_child(int fd, const std::vector<StartProbe>& probes) {
         d.time_limit = static_cast<uint32_t>(pr.time_limit_minutes);
         d.user_id = ::getuid();
         d.group_id = ::getgid();
+        // slurmctld refuses a job without a working directory from Slurm 24.11 on, for a
+        // will-run query too ("Job cannot be submitted without the current working directory")
+        d.work_dir = &cwd[0];
         if (pr.gpus_per_node > 0) {
             gres = "gres:gpu:" + std::to_string(pr.gpus_per_node);
             d.tres_per_node = &gres[0];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make install with a custom prefix into a temporary DESTDIR: the installed tree is complete and
 # usable: binaries run, libtula's library, headers and pkg-config file are not installed,
-# tula.so exports only the symbols Slurm looks up, the plugstack snippet and cli_filter.lua carry the installed paths, man pages render.
+# tula.so exports only the symbols Slurm looks up, the plugstack snippet and cli_filter.lua carry the installed paths, man pages render;
+# make uninstall then removes every file make install put there, and keeps an edited tula.conf.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 BUILD=$(cd "$(dirname "$TULA")/.." && pwd)
@@ -69,4 +70,15 @@ for m in man1/tula.1 man1/tula-train.1 man5/tula.conf.5 man8/spank-tula.8; do
     [ -z "$out" ] || fail "man -l $m warns" "$out"
     [ "$(MANWIDTH=80 man -l "$f" 2>/dev/null | wc -l)" -gt 20 ] || fail "man -l $m renders almost nothing"
 done
+
+# make uninstall: no file is left, twice (once with the example tula.conf, once with an edited one).
+UNINSTALL=(make -s -C "$REPO" B="$BUILD" uninstall prefix="$P" DESTDIR="$D" sysconfdir="$SYSCONF" slurmplugindir="$PLUGDIR")
+expect_ok "make uninstall" "${UNINSTALL[@]}"
+assert_eq "" "$(find "$D" -type f)" "files left after make uninstall"
+expect_ok "make install (again)" make -s -C "$REPO" B="$BUILD" install prefix="$P" DESTDIR="$D" sysconfdir="$SYSCONF" \
+    slurmplugindir="$PLUGDIR"
+echo "max_nodes = 3" >> "$D$SYSCONF/tula.conf"
+expect_ok "make uninstall (edited tula.conf)" "${UNINSTALL[@]}"
+assert_eq "$D$SYSCONF/tula.conf" "$(find "$D" -type f)" "files left after make uninstall: the edited tula.conf only"
+assert_contains "$T_OUT$T_ERR" "kept $D$SYSCONF/tula.conf" "make uninstall says it kept the edited tula.conf"
 note "ok"

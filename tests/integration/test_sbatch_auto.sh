@@ -2,7 +2,8 @@
 # sbatch --tula=auto on the real cluster: the cli_filter applies the planned node count and time
 # limit (scontrol show job NumNodes, TimeLimit equal `tula plan --format kv` for the same
 # script), the SPANK plugin gives the tasks TULA_BATCH_SIZE / TULA_NODES for the nodes actually
-# allocated, and tula-train trains with that global batch on that many ranks.
+# allocated, and tula-train trains with that global batch on that many ranks; the run is recorded,
+# and `tula explain JOB` gives its nodes, global batch, measured and predicted seconds.
 . "$(dirname "$0")/lib.sh"
 begin_train_test
 script=$T_SCRIPT
@@ -43,3 +44,13 @@ check_tula_job "$job" "$out"
 assert_eq "$p_nodes" "$T_ALLOC" "nodes allocated to job $job vs the plan"
 assert_eq "$p_batch" "$T_BATCH" "TULA_BATCH_SIZE in job $job vs the plan's global_batch for $p_nodes node(s)"
 note "ok: job $job ran on $T_ALLOC node(s) with global batch $T_BATCH, time limit $limit"
+
+# The run recorded by the job, as tula explain shows it.
+expect_ok "tula explain $job" "$TULA" explain "$job" --format kv
+ex=$T_OUT
+note "explain:" $ex
+assert_eq "$job" "$(kv_get "$ex" job_id)" "tula explain's job_id"
+assert_eq "$p_nodes" "$(kv_get "$ex" nodes)" "tula explain's nodes vs the plan"
+assert_eq "$p_batch" "$(kv_get "$ex" global_batch)" "tula explain's global_batch vs the plan"
+assert_number "tula explain's measured_seconds" "$(kv_get "$ex" measured_seconds)"
+assert_number "tula explain's predicted_seconds" "$(kv_get "$ex" predicted_seconds)"
