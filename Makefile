@@ -1,6 +1,7 @@
 # Tula: plain GNU make. `make` builds the programs into build/; `make test` builds and runs the
 # tests that need no root and no cluster (unit, Python, submission filter); `make check` runs
-# every test; `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
+# every test; `make check-matrix` the Slurm version matrix and the Debian packages (tests/matrix);
+# `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
 # (docs/eval-report.md). See README.md.
 # `make fuzz` builds the libFuzzer targets (clang++) and runs each FUZZ_SECONDS seconds (default 30);
 # it is not part of `make check`.

@@ -18,6 +18,20 @@ fault_begin() {
     F_DB=$TULA_CLUSTER_DIR/system.db
 }
 
+# fault_client_conf DIR: a client configuration of the same cluster in DIR: slurm.conf with
+# PlugStackConfig=DIR/plugstack.conf, and copies of the cluster's plugstack.conf, cli_filter.lua
+# and auth/slurm's key (Slurm reads those two beside slurm.conf). The test then changes DIR's
+# copies and points SLURM_CONF at DIR/slurm.conf.
+fault_client_conf() {
+    local d=$1 etc
+    etc=$(dirname "$SLURM_CONF")
+    mkdir -p "$d" && cp "$etc/plugstack.conf" "$etc/cli_filter.lua" "$d/" ||
+        fail "cannot copy the cluster's plugstack.conf and cli_filter.lua to $d"
+    [ ! -f "$etc/slurm.key" ] || cp -p "$etc/slurm.key" "$d/" || fail "cannot copy $etc/slurm.key to $d"
+    sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$d/plugstack.conf|" "$SLURM_CONF" > "$d/slurm.conf" ||
+        fail "cannot write $d/slurm.conf"
+}
+
 # fault_replace FILE: moves FILE (and a database's -wal/-shm/-journal) aside, restored at exit;
 # the caller then puts the faulty version in place.
 fault_replace() {

@@ -7,14 +7,10 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault.sh"
 fault_begin
-etc=$(dirname "$SLURM_CONF")
 d=$T_WORK/missing
-mkdir -p "$d"
-sed -e "s|^optional [^ ]*|optional $T_WORK/no-such-dir/tula.so|" "$etc/plugstack.conf" > "$d/plugstack.conf"
-grep -q "no-such-dir/tula.so" "$d/plugstack.conf" || fail "cannot make the plugstack line" "$(cat "$etc/plugstack.conf")"
-sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$d/plugstack.conf|" "$SLURM_CONF" > "$d/slurm.conf"
-cp "$etc/cli_filter.lua" "$d/cli_filter.lua"
-[ -f "$etc/slurm.key" ] && cp -p "$etc/slurm.key" "$d/slurm.key"
+fault_client_conf "$d"
+sed -i -e "s|^optional [^ ]*|optional $T_WORK/no-such-dir/tula.so|" "$d/plugstack.conf"
+grep -q "no-such-dir/tula.so" "$d/plugstack.conf" || fail "cannot make the plugstack line" "$(cat "$d/plugstack.conf")"
 
 # a plain job: submitted and run, nothing from Tula
 run_cmd env SLURM_CONF="$d/slurm.conf" timeout 30 sbatch --parsable -o "$T_WORK/%j.out" "$F_SCRIPT"

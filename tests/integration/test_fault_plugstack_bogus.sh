@@ -11,14 +11,12 @@ etc=$(dirname "$SLURM_CONF")
 export XDG_DATA_HOME=$T_WORK/empty-xdg
 mkdir -p "$XDG_DATA_HOME"
 
-# client_conf NAME EXTRA-ARGS: a slurm.conf in $T_WORK/NAME whose plugstack line has EXTRA-ARGS.
+# client_conf NAME EXTRA-ARGS: a client configuration in $T_WORK/NAME whose plugstack line has EXTRA-ARGS.
 client_conf() {
     local d=$T_WORK/$1
-    mkdir -p "$d"
-    sed -e "s/[[:space:]]*\$/ $2/" "$etc/plugstack.conf" > "$d/plugstack.conf"
-    grep -q "tula\.so.* $2\$" "$d/plugstack.conf" || fail "cannot make the plugstack line" "$(cat "$etc/plugstack.conf")"
-    sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$d/plugstack.conf|" "$SLURM_CONF" > "$d/slurm.conf"
-    cp "$etc/cli_filter.lua" "$d/cli_filter.lua"
+    fault_client_conf "$d"
+    sed -i -e "s/[[:space:]]*\$/ $2/" "$d/plugstack.conf"
+    grep -q "tula\.so.* $2\$" "$d/plugstack.conf" || fail "cannot make the plugstack line" "$(cat "$d/plugstack.conf")"
 }
 client_conf strict "strict bogus=1"
 client_conf lax "bogus=1"

@@ -12,13 +12,10 @@ need_sqlite3
 fault_begin
 etc=$(dirname "$SLURM_CONF")
 strict=$T_WORK/strict
-mkdir -p "$strict"
 grep -q '^PlugStackConfig=' "$SLURM_CONF" || fail "no PlugStackConfig in $SLURM_CONF"
-[ -f "$etc/cli_filter.lua" ] || fail "no cli_filter.lua beside $SLURM_CONF"
-sed -e 's/[[:space:]]*$/ strict/' "$etc/plugstack.conf" > "$strict/plugstack.conf"
+fault_client_conf "$strict"
+sed -i -e 's/[[:space:]]*$/ strict/' "$strict/plugstack.conf"
 grep -q 'tula\.so.* strict$' "$strict/plugstack.conf" || fail "cannot make a strict plugstack line" "$(cat "$etc/plugstack.conf")"
-sed -e "s|^PlugStackConfig=.*|PlugStackConfig=$strict/plugstack.conf|" "$SLURM_CONF" > "$strict/slurm.conf"
-cp "$etc/cli_filter.lua" "$strict/cli_filter.lua"
 export SLURM_CONF=$strict/slurm.conf
 export XDG_DATA_HOME=$T_WORK/empty-xdg
 mkdir -p "$XDG_DATA_HOME"

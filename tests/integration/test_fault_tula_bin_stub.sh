@@ -7,18 +7,16 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault.sh"
 fault_begin
-etc=$(dirname "$SLURM_CONF")
 d=$T_WORK/stub
-mkdir -p "$d"
+fault_client_conf "$d"
 cat > "$d/tula" <<'STUB'
 #!/bin/bash
 head -c 1048576 /dev/zero | tr '\0' x
 sleep 120
 STUB
 chmod +x "$d/tula"
-grep -q '^T.TULA_BIN = ' "$etc/cli_filter.lua" || fail "no T.TULA_BIN line in $etc/cli_filter.lua"
-sed -e "s|^T.TULA_BIN = .*|T.TULA_BIN = \"$d/tula\"|" "$etc/cli_filter.lua" > "$d/cli_filter.lua"
-sed -e "s|^PlugStackConfig=|PlugStackConfig=|" "$SLURM_CONF" > "$d/slurm.conf"
+grep -q '^T.TULA_BIN = ' "$d/cli_filter.lua" || fail "no T.TULA_BIN line in $d/cli_filter.lua"
+sed -i -e "s|^T.TULA_BIN = .*|T.TULA_BIN = \"$d/tula\"|" "$d/cli_filter.lua"
 export SLURM_CONF=$d/slurm.conf XDG_DATA_HOME=$T_WORK/empty-xdg
 mkdir -p "$XDG_DATA_HOME"
 

@@ -407,6 +407,10 @@ private:
         TempDir d;
         const std::string p = d / "runs.db";
         tula::set_journal_mode_for_testing(journal);
+        // the default comes back however the test ends (a failed assertion throws)
+        struct ResetJournal {
+            ~ResetJournal() { tula::set_journal_mode_for_testing(nullptr); }
+        } reset_journal;
         make_valid(p);
         CPPUNIT_ASSERT_EQUAL(std::string(journal), raw_query(p, "PRAGMA journal_mode"));
         int barrier[2];

@@ -117,8 +117,9 @@ std::vector<float> run_layer_case(const std::string& file, std::unique_ptr<Layer
     compare(file + " dx", get(g, "dx"), dx.ptr(), dx.size(), atol, rtol);
     size_t off = 0;
     for (const auto& n : pnames) {
-        const auto& ref = get(g, "d" + n);
-        compare(file + " d" + n, ref, grads.data() + off, ref.data.size(), atol, rtol);
+        const std::string key = "d" + n;
+        const auto& ref = get(g, key);
+        compare(file + " " + key, ref, grads.data() + off, ref.data.size(), atol, rtol);
         off += ref.data.size();
     }
     return state;

@@ -178,9 +178,11 @@ public:
     ~RawLockHolder() { release(); }
     RawLockHolder(const RawLockHolder&) = delete;
     RawLockHolder& operator=(const RawLockHolder&) = delete;
-    /// Commits the transaction; returns sqlite3_exec's result code (SQLITE_OK).
+    /// Commits the transaction, waiting up to 30 s for the readers' shared locks (a rollback
+    /// journal's commit needs an exclusive lock); returns sqlite3_exec's result code (SQLITE_OK).
     int release() {
         if (!db_) return SQLITE_OK;
+        sqlite3_busy_timeout(db_, 30000);
         const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
         sqlite3_close(db_);
         db_ = nullptr;
