@@ -305,10 +305,15 @@ test:
 unit: $(UNIT_TESTS)
 	@$(UNIT_TESTS)
 
+# TULA_INSTALLED=yes: the demo of the Tula installed from packages, with no build (scripts/demo).
 demo:
+ifeq ($(TULA_INSTALLED),yes)
+	@TULA_INSTALLED=yes scripts/demo
+else
 	@scripts/install-deps
 	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/demo
+endif
 
 # The PyTorch example end to end (scripts/demo-pytorch): profile, plan, sbatch --tula=auto, the
 # run recorded from its metrics file, and a second plan that uses it. Needs python3-torch.

@@ -1,7 +1,10 @@
 // libtula: the profile database's schema: version 1, the migrations to kSchemaVersion, the
-// reference schema of every version built in memory (what the allow-list compares a file
+// reference schema of a version, built in memory when first needed (what the allow-list compares a file
 // with), and check_schema. See db.hpp.
 #include "db/sqlite.hpp"
+
+#include <map>
+#include <mutex>
 
 namespace tula {
 namespace detail {
@@ -137,33 +140,36 @@ constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV
                                        kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8, kMigrateV8toV9};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
-// The schema objects of every version (index = version; 0 = an empty database), read from a
-// database built in memory by the same statements that create and migrate a file: what
-// check_schema_allowed compares a file with. Built once per process. Throws tula::Error.
+// The schema objects of schema version `version` (1..kSchemaVersion), read from a database built
+// in memory by the same statements that create and migrate a file (kSchemaV1, then kMigrations up
+// to `version`): what check_schema_allowed compares a file with. Built once per process and
+// version, when first asked for, so that opening a current database builds one reference. Throws
+// tula::Error.
 const std::vector<detail::SchemaObject>& reference_schema(int version) {
-    static const std::vector<std::vector<detail::SchemaObject>> refs = [] {
-        std::vector<std::vector<detail::SchemaObject>> r(kSchemaVersion + 1);
-        sqlite3* db = nullptr;
-        const std::string name = "(reference schema)";
-        if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-            sqlite3_close_v2(db);
-            throw Error("cannot open an in-memory SQLite database for the reference schema");
-        }
-        try {
-            exec(db, name, kSchemaV1, "cannot create the reference schema");
-            r[1] = detail::read_schema(db, name, true);
-            for (int v = 1; v < kSchemaVersion; ++v) {
-                exec(db, name, kMigrations[v - 1], "cannot migrate the reference schema");
-                r[v + 1] = detail::read_schema(db, name, true);
-            }
-        } catch (...) {
-            sqlite3_close_v2(db);
-            throw;
-        }
+    static std::mutex mu;
+    static std::map<int, std::vector<detail::SchemaObject>> refs;
+    if (version < 1 || version > kSchemaVersion)
+        throw Error("no reference schema for schema version " + std::to_string(version));
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = refs.find(version);
+    if (it != refs.end()) return it->second;
+    sqlite3* db = nullptr;
+    const std::string name = "(reference schema)";
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
         sqlite3_close_v2(db);
-        return r;
-    }();
-    return refs.at(static_cast<size_t>(version));
+        throw Error("cannot open an in-memory SQLite database for the reference schema");
+    }
+    std::vector<detail::SchemaObject> r;
+    try {
+        exec(db, name, kSchemaV1, "cannot create the reference schema");
+        for (int v = 1; v < version; ++v) exec(db, name, kMigrations[v - 1], "cannot migrate the reference schema");
+        r = detail::read_schema(db, name, true);
+    } catch (...) {
+        sqlite3_close_v2(db);
+        throw;
+    }
+    sqlite3_close_v2(db);
+    return refs.emplace(version, std::move(r)).first->second;
 }
 
 }  // namespace
