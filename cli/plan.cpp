@@ -352,6 +352,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     std::vector<HardwareSpec> hw_parts;  // all of them
     if (!o.hardware.empty()) {
         hw_parts = load_hardware_partitions(o.hardware);
+        narrow_hardware(&hw_parts, o.hardware, o.partition, o.ranks_per_node);
         hw = hw_parts.front();
         if (!o.workload.empty() && o.workload != hw->workload.name)
             throw UsageError("--workload " + o.workload + " differs from the workload of --hardware " + o.hardware +

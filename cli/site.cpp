@@ -48,16 +48,27 @@ std::string part_label(const std::string& p) { return p.empty() ? std::string("t
 
 }  // namespace
 
+namespace {
+
+// The partition names of a --partition LIST (sbatch -p). Errors: UsageError when it names none
+// or a name is not a partition name.
+std::vector<std::string> wanted_partitions(const std::string& partitions) {
+    const std::vector<std::string> want = split_list(partitions);
+    if (want.empty()) throw UsageError("--partition '" + one_line(partitions, 80) + "' names no partition");
+    for (const auto& w : want)
+        if (!valid_class_name(w))
+            throw UsageError("--partition: '" + one_line(w, 80) +
+                             "' is not a partition name (1 to 63 letters, digits, _ . -; a list is a,b)");
+    return want;
+}
+
+}  // namespace
+
 void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node) {
     if (ranks_per_node != 0 && (ranks_per_node < 1 || ranks_per_node > 1024))
         throw UsageError("--ranks-per-node must be between 1 and 1024, not " + std::to_string(ranks_per_node));
     if (!partitions.empty()) {
-        const std::vector<std::string> want = split_list(partitions);
-        if (want.empty()) throw UsageError("--partition '" + one_line(partitions, 80) + "' names no partition");
-        for (const auto& w : want)
-            if (!valid_class_name(w))
-                throw UsageError("--partition: '" + one_line(w, 80) +
-                                 "' is not a partition name (1 to 63 letters, digits, _ . -; a list is a,b)");
+        const std::vector<std::string> want = wanted_partitions(partitions);
         if (!cfg->partitions.empty()) {
             std::vector<PartitionConf> kept;
             std::string have;
@@ -75,6 +86,26 @@ void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node)
         if (cfg->partitions.empty()) cfg->partitions = cfg->site_partitions();  // the implicit one, made explicit
         for (PartitionConf& p : cfg->partitions) p.ranks_per_node = ranks_per_node;
     }
+}
+
+void narrow_hardware(std::vector<HardwareSpec>* parts, const std::string& file, const std::string& partitions,
+                     int ranks_per_node) {
+    if (ranks_per_node != 0)
+        throw UsageError("--ranks-per-node does not apply to --hardware: a hardware plan runs each node's "
+                         "gpus_per_node devices as the file describes them; leave it out");
+    if (partitions.empty()) return;
+    const std::vector<std::string> want = wanted_partitions(partitions);
+    std::vector<HardwareSpec> kept;
+    std::string have;
+    for (const HardwareSpec& h : *parts) {
+        const std::string name = h.partition.empty() ? h.name : h.partition;
+        have += (have.empty() ? "" : ", ") + name;
+        if (std::find(want.begin(), want.end(), name) != want.end()) kept.push_back(h);
+    }
+    if (kept.empty())
+        throw UsageError("--partition " + one_line(partitions, 80) + ": the hardware file " + file +
+                         " has no such partition (it has: " + have + ")");
+    *parts = kept;
 }
 
 bool slurm_configured() {

@@ -8,6 +8,7 @@
 
 #include "format.hpp"
 #include "tula/conf.hpp"
+#include "tula/hardware.hpp"
 #include "tula/planner.hpp"
 
 namespace tula::cli {
@@ -19,6 +20,14 @@ namespace tula::cli {
 /// node. Errors: UsageError for a malformed list or a count outside 1 .. 1024; tula::Error
 /// when no section is named in the list (the message lists the sections).
 void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node);
+
+/// Narrows the partitions of a --hardware `file` (`parts`, in the file's order) to those of
+/// `partitions` (a comma list, as narrow_site's; a one-partition file's partition is named by
+/// the file's cluster name). Errors: UsageError for a malformed list, a list that names none of
+/// the file's partitions (the message lists them), or `ranks_per_node` != 0 (a hardware plan
+/// runs the file's GPUs per node).
+void narrow_hardware(std::vector<HardwareSpec>* parts, const std::string& file, const std::string& partitions,
+                     int ranks_per_node);
 
 /// Whether this process runs where Slurm is configured: $SLURM_CONF names a file, or
 /// /etc/slurm/slurm.conf exists. Only then does the tula command ask slurmctld.

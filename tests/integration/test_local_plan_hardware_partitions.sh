@@ -4,7 +4,8 @@
 # profile database, labelled SIMULATED; the table has a partition column; kv and JSON name the
 # chosen partition, its ranks and GPUs per node; every candidate's cost is at its own
 # partition's price (checked from the file by hand); each partition's candidates equal those of
-# a one-partition file cut from it; bad partition lists give one `tula:` line naming the key.
+# a one-partition file cut from it; --partition plans only the partitions it names, and one the
+# file lacks or --ranks-per-node is refused; bad partition lists give one `tula:` line naming the key.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 make_workdir
@@ -72,6 +73,19 @@ for name in parts:
     for k, c in mine.items():
         assert abs(c["total_seconds"] - alone[k]["total_seconds"]) <= 1e-9 * c["total_seconds"], (name, k)
 PY
+
+# --partition plans only the partitions it names (the faster h100 is not chosen when only a100 is
+# asked for); a name the file lacks, or --ranks-per-node, is refused with one line.
+for p in a100 h100; do
+    expect_ok "--partition $p" "${P[@]}" --hardware "$HW" --partition "$p" --json
+    python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert {c["partition"] for c in j["candidates"]} == {sys.argv[2]}, sys.argv[2]' \
+        "$T_OUT" "$p" || fail "--partition $p: candidates of another partition"
+done
+expect_fail "--partition x100" "${P[@]}" --hardware "$HW" --partition x100
+assert_contains "$T_ERR" "has no such partition (it has: h100, a100)" "the file's partitions listed"
+assert_eq 1 "$(count_lines "$T_ERR" '^tula: ')" "one tula: line"
+expect_fail "--ranks-per-node" "${P[@]}" --hardware "$HW" --ranks-per-node 8
+assert_contains "$T_ERR" "--ranks-per-node does not apply to --hardware" "--ranks-per-node refused"
 
 # Bad partition lists: one clean message naming the problem.
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["nodes"]=4; json.dump(j,open("top.json","w"))' "$HW"
