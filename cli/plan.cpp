@@ -55,13 +55,16 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     const bool colour = stdout_colour();
     const Plan& p = r.plan;
     if (r.simulated) {
-        std::printf("%s %s: planned from published figures, not from profiles\n", bold("SIMULATED plan", colour).c_str(),
-                    r.hardware.c_str());
+        const int fitted = p.calibration.runs;
+        std::printf("%s %s: planned from published figures%s, not from profiles\n", bold("SIMULATED plan", colour).c_str(),
+                    r.hardware.c_str(),
+                    fitted > 0 ? (" and the compute of " + std::to_string(fitted) + " finished run(s)").c_str() : "");
         if (sim) {
-            std::printf("  compute: t(b) = %s ms + %s ms x b%s per node (roofline: FLOPs / (peak x efficiency))\n",
+            std::printf("  compute: t(b) = %s ms + %s ms x b%s per node (%s)\n",
                         format_number("%.4g", sim->compute.t0 * 1e3).c_str(),
                         format_number("%.4g", sim->compute.t1 * 1e3).c_str(),
-                        sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "");
+                        sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "",
+                        fitted > 0 ? "fitted to the runs' seconds per step" : "roofline: FLOPs / (peak x efficiency)");
             std::printf("  allreduce: %s, alpha %s us, beta %s ns/byte (alpha-beta model); intra-node %s ms per iteration\n",
                         sim->allreduce.algorithm_name(), format_number("%.4g", sim->allreduce.alpha * 1e6).c_str(),
                         format_number("%.4g", sim->allreduce.beta * 1e9).c_str(),
@@ -324,6 +327,7 @@ void plan_from_hardware(const PlanOptions& o, const Config& cfg, const std::vect
     if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
     if (hw_parts.size() == 1) {
         *sim = derive_models(*hw);
+        fit_hardware_compute(*hw, runs, &**sim);
         r.plan = plan_hardware(cfg, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
     } else {
         r.plan = plan_hardware_site(cfg, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);

@@ -18,6 +18,7 @@
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
+#include "record_builders.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -25,6 +26,7 @@ namespace {
 using tula_test::error_of;
 using tula_test::contains;
 using tula_test::hand_epochs;
+using tula_test::run_record;
 
 using Json = nlohmann::json;
 
@@ -85,6 +87,7 @@ class LibtulaHardwareTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_latency_and_time_policy);
     CPPUNIT_TEST(test_knee_on_pareto_front);
     CPPUNIT_TEST(test_memory_bound_and_fixed_nodes);
+    CPPUNIT_TEST(test_runs_calibrate_compute);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -297,6 +300,57 @@ public:
                                     tula::plan_hardware(tula::Config{}, h, 0, 0, 300, policy(tula::Policy::Auto));
                                 }),
                                 "256 nodes"));
+    }
+
+    // Runs made from a known step time a + c x (x examples per device) plus the ring allreduce
+    // written out by hand: the fit gives back a and c, t0 = a, t1 = c / g, and a plan at a run's
+    // own shape predicts its measured seconds; runs of another class, or of one shape only,
+    // calibrate nothing.
+    void test_runs_calibrate_compute() {
+        Json j = cluster(12.5e9, 5e-6);
+        j["device"]["saturation_batch"] = 16;
+        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const double a = 0.012, c = 3e-4, g = 4, n = 1e8;
+        auto seconds = [&](int nodes, int B, int epochs) {
+            const double K = nodes, x = double(B) / (K * g);
+            const double comm = K > 1 ? 2 * (K - 1) * 5e-6 + 2 * (K - 1) / K * n / 12.5e9 : 0.0;
+            return std::floor(1e6 / B) * epochs * (a + c * x + comm);
+        };
+        std::vector<tula::RunRecord> runs;
+        const int shapes[][3] = {{1, 256, 10}, {1, 1024, 12}, {2, 2048, 14}, {4, 2048, 14}, {8, 8192, 20}};
+        for (const auto& sh : shapes) {
+            tula::RunRecord r = run_record("j" + std::to_string(runs.size()), "net@data", sh[0], sh[1], sh[2],
+                                           seconds(sh[0], sh[1], sh[2]), 1e9 + runs.size());
+            r.ranks_per_node = 4;
+            runs.push_back(r);
+        }
+        tula::SimulatedModels m = tula::derive_models(h);
+        CPPUNIT_ASSERT_EQUAL(5, tula::fit_hardware_compute(h, runs, &m));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(a, m.compute.t0, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c / g, m.compute.t1, 1e-12);
+        CPPUNIT_ASSERT(!m.compute.flat);
+        tula::Config cfg;
+        const tula::Plan p = tula::plan_hardware(cfg, h, 14, 0, 4, policy(tula::Policy::Time), runs);
+        CPPUNIT_ASSERT_EQUAL(5, p.calibration.runs);
+        bool seen = false;
+        for (const auto& cand : p.candidates)
+            if (cand.nodes == 4 && cand.global_batch == 2048) {
+                seen = true;
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(seconds(4, 2048, cand.epochs), cand.total_seconds, 1e-9 * cand.total_seconds);
+            }
+        CPPUNIT_ASSERT(seen);
+        // another partition's runs, and runs at one local batch, leave the datasheet model
+        std::vector<tula::RunRecord> other = runs;
+        for (auto& r : other) r.hardware_class = "elsewhere";
+        tula::SimulatedModels m2 = tula::derive_models(h);
+        CPPUNIT_ASSERT_EQUAL(0, tula::fit_hardware_compute(h, other, &m2));
+        CPPUNIT_ASSERT(m2.compute.flat);
+        for (auto& r : other) r.hardware_class = "synthetic";  // the one-partition file's name
+        CPPUNIT_ASSERT_EQUAL(5, tula::fit_hardware_compute(h, other, &m2));
+        const std::vector<tula::RunRecord> one(runs.begin() + 1, runs.begin() + 3);  // both at 256 per device
+        tula::SimulatedModels m3 = tula::derive_models(h);
+        CPPUNIT_ASSERT_EQUAL(0, tula::fit_hardware_compute(h, one, &m3));
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::derive_models(h).compute.t1, m3.compute.t1, 0.0);
     }
 };
 

@@ -100,6 +100,24 @@ struct SimulatedModels {
 /// Derives the models (pure). Errors: none beyond those of a spec parse_hardware accepted.
 SimulatedModels derive_models(const HardwareSpec& h);
 
+/// True when run `r` was measured on partition `p` of a hardware file: its hardware_class names
+/// the partition (a one-partition file's: its name), or it has none (a history of unknown
+/// hardware is taken as the planned partition's). Pure.
+bool runs_serve_partition(const RunRecord& r, const HardwareSpec& p);
+
+/// Calibrates m->compute of partition `p` (derive_models) by the finished runs of p's workload
+/// that serve it (runs_serve_partition, usable_run): each run gives the seconds of one step,
+///   y = measured_seconds / (floor(D / B) x epochs) - allreduce(nodes, 4 x params)
+/// (D its examples per epoch, B its global batch, the inter-node allreduce of m->allreduce),
+/// at x = B / (nodes x ranks_per_node) examples per device (a run's ranks_per_node is its
+/// devices per node). The fixed part per step plus a part per example (as Pollux's per-GPU
+/// gradient time alpha + beta x local batch, Qiao et al. 2021, OSDI) y = a + c x is fitted by least squares weighted
+/// by 1 / y^2 (relative residuals), a >= 0; then t0 = a, t1 = c / gpus_per_node (seconds per
+/// example of the node's batch) and no floor. Needs runs at 2 or more distinct x and c > 0;
+/// otherwise m is left as derived. Returns the runs used (0: none). docs/models.md, "Runs
+/// calibrate a hardware file's compute model".
+int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& runs, SimulatedModels* m);
+
 /// Plans the hardware file's workload on its cluster: make_plan with the derived models,
 /// node range 1..min(nodes, max_nodes) (max_nodes <= 0: nodes), price of the file,
 /// time margin and overhead of `cfg`; `epochs` <= 0: the file's, else cfg.default_epochs;

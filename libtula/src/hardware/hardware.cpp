@@ -282,8 +282,10 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
                     " nodes of the hardware file's largest partition");
     std::vector<PartitionTarget> targets;
     double node_memory = 0;
+    int calibrated_runs = 0;
     for (const HardwareSpec& p : parts) {
-        const SimulatedModels m = derive_models(p);
+        SimulatedModels m = derive_models(p);
+        calibrated_runs += fit_hardware_compute(p, runs, &m);
         PartitionTarget t;
         t.conf.name = p.partition;
         t.conf.hardware_class = p.partition;
@@ -344,9 +346,19 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
         for (int& b : req.global_batches)
             if (b % fixed_nodes != 0) b = std::max(fixed_nodes, b / fixed_nodes * fixed_nodes);
     }
-    if (parts.size() == 1 && parts.front().partition.empty())
-        return make_plan(req, targets.front().compute, &*targets.front().allreduce);
-    return make_site_plan(req, targets);
+    if (warnings && parts.size() > 1 && calibrated_runs > 0) {
+        int unclassified = 0;
+        for (const RunRecord& r : runs) unclassified += r.workload == h.workload.name && r.hardware_class.empty();
+        if (unclassified > 0)
+            warnings->push_back(std::to_string(unclassified) + " run(s) of " + h.workload.name +
+                                " have no hardware class and calibrate every partition planned; plan one partition "
+                                "(--partition) or give the runs their hardware_class");
+    }
+    Plan plan = parts.size() == 1 && parts.front().partition.empty()
+                    ? make_plan(req, targets.front().compute, &*targets.front().allreduce)
+                    : make_site_plan(req, targets);
+    plan.calibration.runs = calibrated_runs;
+    return plan;
 }
 
 }  // namespace tula

@@ -1,0 +1,82 @@
+// libtula: a hardware file's compute model calibrated by finished runs of its workload
+// (fit_hardware_compute; hardware.hpp). Derivation: docs/models.md, "Runs calibrate a hardware
+// file's compute model".
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tula/hardware.hpp"
+#include "tula/models.hpp"
+
+namespace tula {
+
+namespace {
+
+// One run as a sample of the per-device step: x = examples per device per step, y = measured
+// seconds per step less the modelled inter-node allreduce.
+struct StepSample {
+    double x = 0, y = 0;
+};
+
+}  // namespace
+
+bool runs_serve_partition(const RunRecord& r, const HardwareSpec& p) {
+    if (r.hardware_class.empty()) return true;
+    return r.hardware_class == (p.partition.empty() ? p.name : p.partition);
+}
+
+int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& runs, SimulatedModels* m) {
+    std::vector<StepSample> s;
+    const double grad_bytes = 4.0 * static_cast<double>(p.workload.params);
+    for (const RunRecord& r : runs) {
+        if (r.workload != p.workload.name || !usable_run(r) || !runs_serve_partition(r, p)) continue;
+        const double d = r.examples_per_epoch(static_cast<double>(p.workload.train_examples));
+        const double iters = std::floor(d / r.global_batch) * r.epochs;
+        if (!(iters > 0)) continue;
+        const double comm = hierarchical_allreduce_seconds(&m->allreduce, r.nodes, 1, grad_bytes, 0.0);
+        StepSample q;
+        q.x = r.local_batch();
+        q.y = r.measured_seconds / iters - comm;
+        if (q.x > 0 && q.y > 0 && std::isfinite(q.y)) s.push_back(q);
+    }
+    std::set<double> xs;
+    for (const StepSample& q : s) xs.insert(q.x);
+    if (xs.size() < 2) return 0;
+    // Weighted least squares of y = a + c x with weights 1 / y^2 (relative residuals).
+    double sw = 0, sx = 0, sy = 0;
+    for (const StepSample& q : s) {
+        const double w = 1.0 / (q.y * q.y);
+        sw += w;
+        sx += w * q.x;
+        sy += w * q.y;
+    }
+    const double mx = sx / sw, my = sy / sw;
+    double sxx = 0, sxy = 0;
+    for (const StepSample& q : s) {
+        const double w = 1.0 / (q.y * q.y);
+        sxx += w * (q.x - mx) * (q.x - mx);
+        sxy += w * (q.x - mx) * (q.y - my);
+    }
+    double c = sxy / sxx, a = my - c * mx;
+    if (a < 0) {  // no negative fixed part: the line through the origin
+        double num = 0, den = 0;
+        for (const StepSample& q : s) {
+            const double w = 1.0 / (q.y * q.y);
+            num += w * q.x * q.y;
+            den += w * q.x * q.x;
+        }
+        a = 0;
+        c = num / den;
+    }
+    if (!(c > 0) || !std::isfinite(a) || !std::isfinite(c)) return 0;
+    ComputeModel& cm = m->compute;
+    cm.t0 = a;
+    cm.t1 = c / p.gpus_per_node;  // per example of the node's batch, spread over its devices
+    cm.flat = false;
+    cm.t_min = 0;
+    return static_cast<int>(s.size());
+}
+
+}  // namespace tula
