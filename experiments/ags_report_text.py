@@ -24,8 +24,12 @@ def report(st, header):
 def _header(p, st, header, chosen):
     p("# Large-batch optimizer study: %s on Fashion-MNIST" % st.model)
     p("")
-    p("Written by `scripts/ags-study` from the tula-train logs in `%s`; regenerate it with the same" % header["logs"])
-    p("options and `--from-logs`. Command:")
+    if header.get("results"):
+        p("Written by `experiments/ags_report.py` from the rows in `%s` (one per run, converted from the study's" % header["results"])
+        p("tula-train logs); regenerate it with `make ags-report`. The study's command, with `--from-logs` on its logs:")
+    else:
+        p("Written by `scripts/ags-study` from the tula-train logs in `%s`; regenerate it with the same" % header["logs"])
+        p("options and `--from-logs`. Command:")
     p("")
     p("    " + header["command"])
     p("")

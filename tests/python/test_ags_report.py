@@ -92,6 +92,9 @@ class ToyReportTest(unittest.TestCase):
         self.assertIn("\nMade by hand.\n", self.text)
         self.assertIn("\n    tula-train --batch-size 64\n", self.text)
         self.assertNotIn("Incomplete", self.text)
+        self.assertIn("\nWritten by `experiments/ags_report.py` from the rows in `results/toy` ", self.text)
+        from_logs = report(Study("toy", OPTIONS, toy_rows()), dict(HEADER, results=None))
+        self.assertIn("\nWritten by `scripts/ags-study` from the tula-train logs in `logs/toy`; ", from_logs)
 
     def test_missing_test_run(self):
         some = [r for r in toy_rows() if (r["method"], r["batch"], r["seed"]) != ("ags", 1024, 3)]
