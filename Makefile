@@ -344,18 +344,16 @@ first-run-report:
 	@$(SUBMAKE) all
 	@scripts/first-run-report
 
-# The tuned large-batch study's reports rewritten from its logs in docs/ags-logs (no training):
+# The tuned large-batch study's reports written from its rows in results/ags-study (no training):
 # docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; the baselines above batch 64 on the CPU), and
-# docs/ags-steps-lenet5.md (steps to the target with WSD branches, scripts/ags-steps, at the
-# lenet5 study's choices). The runs themselves are the same commands without --from-logs.
-AGS_LENET5 := --model lenet5 --batches "256 512 1024 2048 4096 8192" --methods "sgd lars lamb ags ags-sqrt ags-first" --extend-edges 3 \
-    --logs docs/ags-logs/lenet5
+# docs/ags-steps-lenet5.md (steps to the target with WSD branches, scripts/ags-steps from its logs in
+# docs/ags-logs/lenet5-steps, at the lenet5 study's choices). The runs themselves are
+# scripts/ags-study with the grid options of results/ags-study/STUDY/manifest.json.
 ags-report:
-	@scripts/ags-study $(AGS_LENET5) --from-logs --out docs/ags-report.md
+	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/lenet5 --out docs/ags-report.md
 	@scripts/ags-steps --selection docs/ags-logs/lenet5-steps/selection.txt --model lenet5 --batches "1024 4096" \
 	    --methods "ags lamb sgd lars ags-first" --logs docs/ags-logs/lenet5-steps --from-logs --out docs/ags-steps-lenet5.md
-	@scripts/ags-study --model fmnist-cnn --batches "1024 2048 4096" --methods "sgd lars lamb ags" --extend-edges 3 --from-logs \
-	    --logs docs/ags-logs/fmnist-cnn --out docs/ags-report-fmnist-cnn.md -- --device cuda
+	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/fmnist-cnn --out docs/ags-report-fmnist-cnn.md
 
 bench: all $(BENCH_PLANNER)
 	@B=$(B) bench/run

@@ -1,6 +1,5 @@
-"""Shared statistics of scripts/ags-study and scripts/ags-steps (imported by their analyses,
-not run on its own): the mean of a sample with the half-width of its two-sided 95 % Student's t
-interval."""
+"""Statistics of scripts/ags-steps (imported by its analysis, not run on its own): the mean of a
+sample with the half-width of its two-sided 95 % Student's t interval."""
 import math
 
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (up to 10: the studies run at

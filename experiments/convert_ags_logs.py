@@ -1,0 +1,207 @@
+"""Turns a large-batch study's tula-train logs (scripts/ags-study: one log per run, named
+METHOD-BATCH-lrMULT-SCHEDULE-seedS.log, and a NOTE.md) into its rows and manifest:
+
+    python3 -m experiments.convert_ags_logs --logs DIR --out results/ags-study/STUDY \\
+        [scripts/ags-study's grid options] [--command TEXT] [-- extra tula-train options]
+
+Every log of DIR and of its subfolders becomes a row (a subfolder's runs are a side experiment,
+named by the row's subset); the row keeps the log's command and output, so that row_to_log gives
+the log back byte for byte, and the manifest keeps each log's SHA-256 to check that against.
+Exit status: 0 written; 1 a log that cannot be converted; 2 bad options."""
+import argparse
+import hashlib
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+from experiments import rows as rows_mod
+
+PREFIX = "tula: ags-study: command: "
+NAME = re.compile(r"^(?P<method>[a-z0-9]+(?:-[a-z0-9]+)*)-(?P<batch>[0-9]+)-lr(?P<mult>[0-9.]+)"
+                  r"-(?P<schedule>[a-z]+)-seed(?P<seed>[0-9]+)\.log$")
+
+
+def fmt_mult(x):
+    """A multiplier as the logs' names spell it."""
+    return "%.6g" % x
+
+
+def _number(text):
+    """A finite float of text, or None."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _device(command):
+    """The --device of a tula-train command line (cpu when it has none; None without a command)."""
+    if command is None:
+        return None
+    words = command.split()
+    for i, w in enumerate(words):
+        if w == "--device" and i + 1 < len(words):
+            return words[i + 1]
+        if w.startswith("--device="):
+            return w.split("=", 1)[1]
+    return "cpu"
+
+
+def log_to_row(study, relpath, text, strict=True):
+    """The row of one log, relpath its path under the study's log folder. strict: errors
+    (ValueError) when the name does not follow the pattern or the text cannot be given back byte
+    for byte; otherwise such a name gives None, and a log without its command line a row whose
+    command is null."""
+    subset, name = os.path.split(relpath)
+    m = NAME.match(name)
+    mult = float(m["mult"]) if m else None
+    if not m or fmt_mult(mult) != m["mult"]:
+        if not strict:
+            return None
+        raise ValueError("%s: not a METHOD-BATCH-lrMULT-SCHEDULE-seedS.log name with the multiplier in its plain form" % relpath)
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    command, output = None, lines
+    if lines and lines[0].startswith(PREFIX):
+        command, output = lines[0][len(PREFIX):], lines[1:]
+    row = {k: None for k in rows_mod.FIELDS}
+    row.update(study=study, subset=subset or None, method=m["method"], batch=int(m["batch"]),
+               lr_mult=int(mult) if mult.is_integer() else mult, schedule=m["schedule"], seed=int(m["seed"]),
+               done=False, device=_device(command), command=command, output=output)
+    for line in output:
+        if line.startswith("tula-train: done:"):
+            row["done"] = True
+            for key, v in re.findall(r"(\w+)=(\S+)", line):
+                if key in ("test_accuracy", "val_accuracy", "train_seconds"):
+                    row[key] = _number(v)
+        elif line.startswith("tula-train: ") and "training diverged" in line:
+            row["diverged"] = line[len("tula-train: "):]
+    if strict and (command is None or row_to_log(row) != text):
+        raise ValueError("%s: the row does not give the log back" % relpath)
+    return row
+
+
+def row_to_log(row):
+    """The log text of a row: its command line and its output."""
+    return "".join(line + "\n" for line in [PREFIX + row["command"]] + row["output"])
+
+
+def log_name(row):
+    """The log's path under the study's log folder."""
+    name = "%s-%d-lr%s-%s-seed%d.log" % (row["method"], row["batch"], fmt_mult(row["lr_mult"]), row["schedule"], row["seed"])
+    return os.path.join(row["subset"], name) if row["subset"] else name
+
+
+def read_logs(logs, study, strict=True):
+    """(rows, {log path: SHA-256}) of the *.log files of the folder logs, sorted by path: with
+    strict, those of its subfolders too (log_to_row's strict); otherwise its own only."""
+    paths = []
+    for top, dirs, files in os.walk(logs):
+        dirs.sort()
+        paths += [os.path.relpath(os.path.join(top, f), logs) for f in files if f.endswith(".log")]
+        if not strict:
+            break
+    rows, sums = [], {}
+    for rel in sorted(paths):
+        with open(os.path.join(logs, rel), "rb") as f:
+            data = f.read()
+        row = log_to_row(study, rel, data.decode("utf-8", errors="strict" if strict else "replace"), strict)
+        if row is not None:
+            rows.append(row)
+            sums[rel] = hashlib.sha256(data).hexdigest()
+    return rows, sums
+
+
+def _git_commit(path):
+    """The commit of the repository around path (with -dirty when it has changes), or None."""
+    try:
+        head = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def manifest_of(args, sums):
+    note = None
+    try:
+        with open(os.path.join(args.logs, "NOTE.md"), encoding="utf-8") as f:
+            note = f.read()
+    except OSError:
+        pass
+    return {
+        "study": args.study or os.path.basename(os.path.normpath(args.logs)),
+        "model": args.model,
+        "data": "fashion-mnist",
+        "options": {
+            "batches": [int(b) for b in args.batches.split()],
+            "reference_batch": args.reference_batch,
+            "methods": args.methods.split(),
+            "lr_mults": [fmt_mult(float(x)) for x in args.lr_mults.split()],
+            "schedules": args.schedules.split(),
+            "extend_edges": args.extend_edges,
+            "epochs": args.epochs,
+            "select_seed": args.select_seed,
+            "seeds": [int(s) for s in args.seeds.split()],
+            "val_split": args.val_split,
+            "extra": args.extra,
+        },
+        "command": args.command,
+        "provenance": note,
+        "source": {
+            "logs": os.path.normpath(args.logs),
+            "git_commit": _git_commit(args.logs),
+            "converter": "python3 -m experiments.convert_ags_logs " + " ".join(shlex.quote(a) for a in args.argv),
+            "log_sha256": sums,
+        },
+    }
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="convert_ags_logs", description=__doc__.split("\n\n")[0])
+    p.add_argument("--logs", required=True)
+    p.add_argument("--out", required=True, help="the study's results folder (runs.jsonl, manifest.json)")
+    p.add_argument("--study", help="the study's name (default: the log folder's)")
+    p.add_argument("--model", default="lenet5")
+    p.add_argument("--batches", default="1024 2048 4096")
+    p.add_argument("--reference-batch", type=int, default=64)
+    p.add_argument("--methods", default="sgd lars lamb ags")
+    p.add_argument("--lr-mults", default="0.5 1 2")
+    p.add_argument("--schedules", default="cosine wsd")
+    p.add_argument("--extend-edges", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--select-seed", type=int, default=1)
+    p.add_argument("--seeds", default="2 3 4")
+    p.add_argument("--val-split", type=int, default=10000)
+    p.add_argument("--command", help="the study's command as its report shows it")
+    p.add_argument("extra", nargs="*", help="the study's extra tula-train options (after --)")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    args.argv = argv
+    study = args.study or os.path.basename(os.path.normpath(args.logs))
+    args.study = study
+    if not os.path.isdir(args.logs):
+        print("tula: convert_ags_logs: no log folder '%s'" % args.logs, file=sys.stderr)
+        return 2
+    try:
+        rows, sums = read_logs(args.logs, study)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        print("tula: convert_ags_logs: %s" % e, file=sys.stderr)
+        return 1
+    rows_mod.write_rows(os.path.join(args.out, "runs.jsonl"), rows)
+    rows_mod.write_manifest(os.path.join(args.out, "manifest.json"), manifest_of(args, sums))
+    print("tula: convert_ags_logs: %d rows from %s in %s" % (len(rows), args.logs, shlex.quote(args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
