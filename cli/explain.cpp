@@ -50,6 +50,12 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
     t.rows.push_back({"node-hours (measured)", format_number("%.4f", r.nodes * r.measured_seconds / 3600.0)});
     t.rows.push_back({"refitted prediction", check ? run_check_line(*check) + (check->flagged ? " [flagged]" : "")
                                                    : "not checked (no profile or too few samples)"});
+    if (check)
+        t.rows.push_back({"its step", format_number("%.4g ms", check->compute_step_seconds * 1e3) + " compute + " +
+                                          format_number("%.4g ms", check->exposed_comm_step_seconds * 1e3) +
+                                          " exposed communication + " +
+                                          format_number("%.4g ms", check->overhead_step_seconds * 1e3) +
+                                          " start-up spread over the steps"});
     const std::string when = format_time(r.created);
     if (!when.empty()) t.rows.push_back({"finished", when});
     t.rows.push_back({"database", db_path});

@@ -132,7 +132,9 @@ Json candidate_json(const Candidate& c) {
               {"memory_bytes", c.memory_bytes}, {"partition", c.partition}, {"ranks_per_node", c.ranks_per_node},
               {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from},
               {"intra_node_bandwidth", c.intra_node_bandwidth}, {"intra_node_source", c.intra_node_source},
-              {"queue_wait_seconds", c.queue_wait_seconds}};
+              {"queue_wait_seconds", c.queue_wait_seconds},
+              {"step_seconds", {{"compute", c.compute_step_seconds}, {"exposed_communication", c.exposed_comm_step_seconds},
+                                {"overhead", c.overhead_step_seconds}}}};
     return j;
 }
 
@@ -234,7 +236,9 @@ Json run_check_json(const RunCheck& c) {
     Json j = {{"job_id", c.job_id}, {"nodes", c.nodes}, {"global_batch", c.global_batch}, {"epochs", c.epochs},
               {"created", c.created}, {"measured_seconds", c.measured_seconds},
               {"predicted_seconds", c.predicted_seconds}, {"has_interval", c.has_interval},
-              {"lower_seconds", c.lower_seconds}, {"upper_seconds", c.upper_seconds}, {"flagged", c.flagged}};
+              {"lower_seconds", c.lower_seconds}, {"upper_seconds", c.upper_seconds}, {"flagged", c.flagged},
+              {"step_seconds", {{"compute", c.compute_step_seconds}, {"exposed_communication", c.exposed_comm_step_seconds},
+                                {"overhead", c.overhead_step_seconds}}}};
     return j;
 }
 

@@ -198,6 +198,9 @@ public:
             CPPUNIT_ASSERT_EQUAL(hand_epochs(p.convergence.noise_scale, c.global_batch, 10, p.reference_batch), c.epochs);
             const double total = c.epochs * std::floor(1e6 / c.global_batch) * iter;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(iter, c.iter_seconds, iter * 1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(compute, c.compute_step_seconds, iter * 1e-12);  // the step's parts
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(comm, c.exposed_comm_step_seconds, iter * 1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, c.overhead_step_seconds, 0.0);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(total, c.total_seconds, total * 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(K * total / 3600 * 10.0, c.cost, c.cost * 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(c.total_seconds, c.total_seconds_upper, total * 1e-12);  // no interval

@@ -252,6 +252,10 @@ public:
             const double it = 2 * std::floor(6000.0 / b);
             CPPUNIT_ASSERT(ch.has_interval);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b), ch.predicted_seconds, ch.predicted_seconds * 1e-9);
+            // one node: the step is all compute, no start-up profiled
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(t0 + t1 * b, ch.compute_step_seconds, (t0 + t1 * b) * 1e-9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, ch.exposed_comm_step_seconds, 0.0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, ch.overhead_step_seconds, 0.0);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b - h), ch.lower_seconds, ch.predicted_seconds * 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(it * (t0 + t1 * b + h), ch.upper_seconds, ch.predicted_seconds * 1e-9);
             const bool outside = ch.measured_seconds < it * (t0 + t1 * b - h) || ch.measured_seconds > it * (t0 + t1 * b + h);

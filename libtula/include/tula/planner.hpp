@@ -87,6 +87,14 @@ struct Candidate {
     /// its kind are in it; otherwise the TimeCalibration factor.
     double time_factor = 1.0;
     bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
+    /// Where a step's time goes, seconds per step: compute (time_factor x compute(local batch),
+    /// StepPrediction::compute_seconds scaled), the allreduce not hidden behind it
+    /// (StepPrediction::exposed_comm_seconds), and what is paid outside the steps
+    /// (startup_seconds) spread over the run's epochs x floor(D / B) steps.
+    /// compute + exposed = iter_seconds.
+    double compute_step_seconds = 0;
+    double exposed_comm_step_seconds = 0;
+    double overhead_step_seconds = 0;
     double epoch_seconds = 0;     ///< floor(D / global_batch) * iter_seconds, D =
                                   ///< PlanRequest::examples_per_epoch() (the last partial batch is
                                   ///< dropped, as tula-train does), seconds

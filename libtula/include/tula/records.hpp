@@ -114,6 +114,9 @@ struct RunCheck {
     bool has_interval = false;      ///< false when the compute fit has no residual degrees of freedom
     bool flagged = false;           ///< has_interval and measured outside [lower, upper]
     int ranks_per_node = 1;         ///< ranks on each node of the run
+    /// The predicted step's parts, seconds per step (as Candidate's): compute, the allreduce
+    /// not hidden behind it, and the start-up spread over the run's steps.
+    double compute_step_seconds = 0, exposed_comm_step_seconds = 0, overhead_step_seconds = 0;
 };
 
 }  // namespace tula

@@ -138,6 +138,9 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
                 ci ? req.convergence.epochs_with(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
             c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
             c.total_seconds = c.epochs * c.epoch_seconds + startup;
+            c.compute_step_seconds = p.seconds - p.exposed_comm_seconds;
+            c.exposed_comm_step_seconds = p.exposed_comm_seconds;
+            c.overhead_step_seconds = c.epochs * iters > 0 ? startup / (c.epochs * iters) : 0.0;
             c.node_hours = K * c.total_seconds / 3600.0;
             c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
             c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;

@@ -156,6 +156,10 @@ std::vector<RunCheck> check_runs(const TimeModels& models, const std::vector<Run
         c.lower_seconds = q.lower;
         c.upper_seconds = q.upper;
         c.flagged = c.has_interval && (run->measured_seconds < c.lower_seconds || run->measured_seconds > c.upper_seconds);
+        c.compute_step_seconds = q.step.seconds - q.step.exposed_comm_seconds;
+        c.exposed_comm_step_seconds = q.step.exposed_comm_seconds;
+        const double steps = q.steps_per_epoch * run->epochs;
+        c.overhead_step_seconds = steps > 0 ? q.step.startup_seconds / steps : 0.0;
         out.push_back(c);
     }
     return out;
