@@ -307,8 +307,8 @@ public:
 
     // Runs made from a known step time a + c x (x examples per device) plus the ring allreduce
     // written out by hand: the fit gives back a and c, t0 = a, t1 = c / g, and a plan at a run's
-    // own shape predicts its measured seconds; runs of another class, or of one shape only,
-    // calibrate nothing.
+    // own shape predicts its measured seconds, and the largest local batch a run trained at fits
+    // memory; runs of another class, or of one shape only, calibrate nothing.
     void test_runs_calibrate_compute() {
         Json j = cluster(12.5e9, 5e-6);
         j["device"]["saturation_batch"] = 16;
@@ -320,7 +320,9 @@ public:
             return std::floor(1e6 / B) * epochs * (a + c * x + comm);
         };
         std::vector<tula::RunRecord> runs;
-        const int shapes[][3] = {{1, 256, 10}, {1, 1024, 12}, {2, 2048, 14}, {4, 2048, 14}, {8, 8192, 20}};
+        // the last at 1,000 examples per device, more than the file's 50 MB per example lets fit
+        // ((4 x 40 GB - 4 x 4 x 100 MB) / 50 MB = 3,168 per node)
+        const int shapes[][3] = {{1, 256, 10}, {1, 1024, 12}, {2, 2048, 14}, {4, 2048, 14}, {8, 8192, 20}, {1, 4000, 10}};
         for (const auto& sh : shapes) {
             tula::RunRecord r = run_record("j" + std::to_string(runs.size()), "net@data", sh[0], sh[1], sh[2],
                                            seconds(sh[0], sh[1], sh[2]), 1e9 + runs.size());
@@ -328,13 +330,14 @@ public:
             runs.push_back(r);
         }
         tula::SimulatedModels m = tula::derive_models(h);
-        CPPUNIT_ASSERT_EQUAL(5, tula::fit_hardware_compute(h, runs, &m));
+        CPPUNIT_ASSERT_EQUAL(6, tula::fit_hardware_compute(h, runs, &m));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(a, m.compute.t0, 1e-9);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(c / g, m.compute.t1, 1e-12);
         CPPUNIT_ASSERT(!m.compute.flat);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((4 * 40e9 - 4 * 4 * 1e8) / 4000, m.memory.per_example_bytes, 1e-3);
         tula::Config cfg;
         const tula::Plan p = tula::plan_hardware(cfg, h, 14, 0, 4, policy(tula::Policy::Time), runs);
-        CPPUNIT_ASSERT_EQUAL(5, p.calibration.runs);
+        CPPUNIT_ASSERT_EQUAL(6, p.calibration.runs);
         bool seen = false;
         for (const auto& cand : p.candidates)
             if (cand.nodes == 4 && cand.global_batch == 2048) {
@@ -349,7 +352,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(0, tula::fit_hardware_compute(h, other, &m2));
         CPPUNIT_ASSERT(m2.compute.flat);
         for (auto& r : other) r.hardware_class = "synthetic";  // the one-partition file's name
-        CPPUNIT_ASSERT_EQUAL(5, tula::fit_hardware_compute(h, other, &m2));
+        CPPUNIT_ASSERT_EQUAL(6, tula::fit_hardware_compute(h, other, &m2));
         const std::vector<tula::RunRecord> one(runs.begin() + 1, runs.begin() + 3);  // both at 256 per device
         tula::SimulatedModels m3 = tula::derive_models(h);
         CPPUNIT_ASSERT_EQUAL(0, tula::fit_hardware_compute(h, one, &m3));

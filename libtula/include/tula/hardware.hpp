@@ -114,7 +114,9 @@ bool runs_serve_partition(const RunRecord& r, const HardwareSpec& p);
 /// gradient time alpha + beta x local batch, Qiao et al. 2021, OSDI) y = a + c x is fitted by least squares weighted
 /// by 1 / y^2 (relative residuals), a >= 0; then t0 = a, t1 = c / gpus_per_node (seconds per
 /// example of the node's batch) and no floor. Needs runs at 2 or more distinct x and c > 0;
-/// otherwise m is left as derived. Returns the runs used (0: none). docs/models.md, "Runs
+/// otherwise m->compute is left as derived. The largest x of the runs fits the device: where
+/// m->memory's bytes per example would not let x x gpus_per_node examples fit the node's
+/// memory, they are lowered until they do. Returns the runs used (0: none). docs/models.md, "Runs
 /// calibrate a hardware file's compute model".
 int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& runs, SimulatedModels* m);
 

@@ -305,7 +305,8 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
         // one memory bound for the request: the smallest node's (a bigger node fits what it fits)
         node_memory = node_memory > 0 ? std::min(node_memory, m.node_memory_bytes) : m.node_memory_bytes;
     }
-    const SimulatedModels m0 = derive_models(h);
+    SimulatedModels m0 = derive_models(h);  // the first partition's, with what its runs measured
+    fit_hardware_compute(h, runs, &m0);
     Config c = cfg;
     c.partitions.clear();
     c.max_nodes = most;

@@ -43,6 +43,14 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
     }
     std::set<double> xs;
     for (const StepSample& q : s) xs.insert(q.x);
+    // A local batch a run trained at fits the device: the file's activations per example are
+    // lowered where they would not let it.
+    if (!xs.empty() && m->memory.per_example_bytes > 0) {
+        const double node_batch = *xs.rbegin() * p.gpus_per_node;
+        const double room = m->node_memory_bytes - m->memory.static_bytes;
+        if (room > 0 && m->memory.per_example_bytes * node_batch > room)
+            m->memory.per_example_bytes = room / node_batch;
+    }
     if (xs.size() < 2) return 0;
     // Weighted least squares of y = a + c x with weights 1 / y^2 (relative residuals).
     double sw = 0, sx = 0, sy = 0;
