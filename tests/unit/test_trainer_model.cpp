@@ -192,6 +192,10 @@ public:
                                                  std::to_string(r.k) + " " + std::to_string(hw),
                                              r.want, got);
             }
+        // ImageNet-sized inputs take the 7x7 stem: torchvision's resnet18 / resnet50 with 1000
+        // classes (the 7x7 conv has 49 / 9 times the 3x3 stem's weights)
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(11689512), count_model_params("resnet18", Shape{3, 224, 224}, 1000));
+        CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(25557032), count_model_params("resnet50", Shape{3, 224, 224}, 1000));
         // the two small models: counts of the brief for 1x28x28, and the built model agrees
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(61706), count_model_params("lenet5", Shape{1, 28, 28}, 10));
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(870826), count_model_params("fmnist-cnn", Shape{1, 28, 28}, 10));

@@ -93,13 +93,20 @@ void fmnist_cnn(F& f, Shape in, int K, typename F::Layers& L) {
 }
 
 // The ResNet of resnet18 and resnet50 (He et al. 2016, torchvision's definitions): the stem
-// conv3x3(C->64)-BN-ReLU, four stages {width, blocks, stride} of residual blocks, each followed
+// conv3x3(C->64)-BN-ReLU for small images (CIFAR-style, H < 64), for ImageNet-sized ones
+// (H >= 64) conv7x7/2(C->64)-BN-ReLU and max pool 3x3/2 (unpadded: 224 -> 112 -> 55, where
+// torchvision's padded pool gives 56), four stages {width, blocks, stride} of residual blocks, each followed
 // by ReLU, with a 1x1 projection shortcut where the shape changes; global average pooling and
 // fc to K. expansion 1: basic blocks (3x3 with the stride, 3x3); expansion 4: bottlenecks
 // (1x1, 3x3 with the stride as in "ResNet v1.5", 1x1 to 4 x width).
 template <class F>
 void resnet(F& f, Shape in, int K, typename F::Layers& L, const int (&stages)[4][3], int expansion) {
-    L.push_back(conv_bn(f, in.c, 64, 3, 1, 1, 1));
+    if (in.h >= 64) {
+        L.push_back(conv_bn(f, in.c, 64, 7, 2, 1, 1));
+        L.push_back(f.maxpool2d(3, 2));
+    } else {
+        L.push_back(conv_bn(f, in.c, 64, 3, 1, 1, 1));
+    }
     int c = 64;
     for (const auto& st : stages)
         for (int i = 0; i < st[1]; ++i) {
