@@ -346,13 +346,12 @@ first-run-report:
 
 # The tuned large-batch study's reports written from its rows in results/ags-study (no training):
 # docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; the baselines above batch 64 on the CPU), and
-# docs/ags-steps-lenet5.md (steps to the target with WSD branches, scripts/ags-steps from its logs in
-# docs/ags-logs/lenet5-steps, at the lenet5 study's choices). The runs themselves are
-# scripts/ags-study with the grid options of results/ags-study/STUDY/manifest.json.
+# docs/ags-steps-lenet5.md (steps to the target with WSD branches at the lenet5 study's choices) from the
+# rows in results/ags-steps/lenet5. The runs themselves are scripts/ags-study and scripts/ags-steps with
+# the options of the results folder's manifest.json.
 ags-report:
 	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/lenet5 --out docs/ags-report.md
-	@scripts/ags-steps --selection docs/ags-logs/lenet5-steps/selection.txt --model lenet5 --batches "1024 4096" \
-	    --methods "ags lamb sgd lars ags-first" --logs docs/ags-logs/lenet5-steps --from-logs --out docs/ags-steps-lenet5.md
+	@$(PYTHON) -B -m experiments.ags_steps_report --results results/ags-steps/lenet5 --out docs/ags-steps-lenet5.md
 	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/fmnist-cnn --out docs/ags-report-fmnist-cnn.md
 
 bench: all $(BENCH_PLANNER)

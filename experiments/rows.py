@@ -11,7 +11,7 @@ FIELDS = (
     "method",          # sgd, lars, lamb, ags, ags-sqrt, ags-first, or linear (the weak baseline)
     "batch",           # global batch
     "lr_mult",         # multiplier of the method's base learning rate
-    "schedule",        # cosine or wsd
+    "schedule",        # cosine or wsd (a steps study's trunks and probes: constant)
     "seed",
     "val_accuracy",    # final validation accuracy (null: none, or not finite)
     "test_accuracy",   # final test accuracy (null: none, or not finite)
@@ -25,6 +25,9 @@ FIELDS = (
     "command",         # the tula-train command line
     "output",          # tula-train's output as logged, a string a line
 )
+# A steps study's rows (experiments.convert_ags_steps_logs) add run (trunk, T{T} or a probe's
+# rate{R}), epochs, decay_epochs, steps_per_epoch and logged_by (the script named in the log's
+# command line).
 
 
 def read_rows(path):

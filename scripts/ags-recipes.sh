@@ -1,7 +1,7 @@
 # scripts/ags-recipes.sh: the tuned large-batch study's recipes, sourced by scripts/ags-study
 # and scripts/ags-steps (not run on its own). A method's tula-train options at learning-rate
 # multiplier m are `recipe METHOD m` plus `--lr $(base_lr METHOD) x m`. The analysis of
-# scripts/ags-study is experiments/ags_report.py, that of scripts/ags-steps its own.
+# scripts/ags-study is experiments/ags_report.py, that of scripts/ags-steps experiments/ags_steps_report.py.
 
 # the study's methods (the weak baseline "linear" aside); known_method M: M is one of them
 methods_known="sgd lars lamb ags ags-sqrt ags-first"

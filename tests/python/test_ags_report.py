@@ -130,12 +130,11 @@ class CommittedReportsTest(unittest.TestCase):
                 self.assertTrue(f.read() == g.read(), "%s differs from docs/%s" % (out, doc))
 
     def test_selection_of_the_steps_study(self):
-        # scripts/ags-steps' selection: the lenet5 study's choices at its batches
+        # the steps study's selection: the lenet5 study's choices at its batches
         with contextlib.redirect_stdout(io.StringIO()) as said:
             rc = ags_report.main(["--results", "results/ags-study/lenet5", "print-selection"])
         self.assertEqual(rc, 0)
-        with open(os.path.join(REPO, "docs", "ags-logs", "lenet5-steps", "selection.txt")) as f:
-            wanted = f.read().splitlines()
+        wanted = rows.read_manifest(os.path.join(REPO, "results", "ags-steps", "lenet5", "manifest.json"))["options"]["selection"]
         got = said.getvalue().splitlines()
         for line in wanted:
             self.assertIn(line, got)
