@@ -1,16 +1,21 @@
 // libtula: a hardware file's compute model calibrated by finished runs of its workload
 // (fit_hardware_compute; hardware.hpp). Derivation: docs/models.md, "Runs calibrate a hardware
 // file's compute model".
+#include <Eigen/Dense>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "fit_util.hpp"
 #include "tula/hardware.hpp"
 #include "tula/models.hpp"
 
 namespace tula {
+
+using namespace models_detail;
 
 namespace {
 
@@ -52,33 +57,16 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
             m->memory.per_example_bytes = room / node_batch;
     }
     if (xs.size() < 2) return 0;
-    // Weighted least squares of y = a + c x with weights 1 / y^2 (relative residuals).
-    double sw = 0, sx = 0, sy = 0;
-    for (const StepSample& q : s) {
-        const double w = 1.0 / (q.y * q.y);
-        sw += w;
-        sx += w * q.x;
-        sy += w * q.y;
+    // Least squares of y = a + c x in relative residuals: each row divided by its y, a, c >= 0.
+    Eigen::MatrixXd A(static_cast<Eigen::Index>(s.size()), 2);
+    const Eigen::VectorXd ones = Eigen::VectorXd::Ones(A.rows());
+    for (size_t i = 0; i < s.size(); ++i) {
+        A(static_cast<Eigen::Index>(i), 0) = 1.0 / s[i].y;
+        A(static_cast<Eigen::Index>(i), 1) = s[i].x / s[i].y;
     }
-    const double mx = sx / sw, my = sy / sw;
-    double sxx = 0, sxy = 0;
-    for (const StepSample& q : s) {
-        const double w = 1.0 / (q.y * q.y);
-        sxx += w * (q.x - mx) * (q.x - mx);
-        sxy += w * (q.x - mx) * (q.y - my);
-    }
-    double c = sxy / sxx, a = my - c * mx;
-    if (a < 0) {  // no negative fixed part: the line through the origin
-        double num = 0, den = 0;
-        for (const StepSample& q : s) {
-            const double w = 1.0 / (q.y * q.y);
-            num += w * q.x * q.y;
-            den += w * q.x * q.x;
-        }
-        a = 0;
-        c = num / den;
-    }
-    if (!(c > 0) || !std::isfinite(a) || !std::isfinite(c)) return 0;
+    const Eigen::VectorXd ac = nnls_small(A, ones);
+    const double a = ac(0), c = ac(1);
+    if (!(c > 0)) return 0;
     ComputeModel& cm = m->compute;
     cm.t0 = a;
     cm.t1 = c / p.gpus_per_node;  // per example of the node's batch, spread over its devices
