@@ -305,8 +305,6 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
         // one memory bound for the request: the smallest node's (a bigger node fits what it fits)
         node_memory = node_memory > 0 ? std::min(node_memory, m.node_memory_bytes) : m.node_memory_bytes;
     }
-    SimulatedModels m0 = derive_models(h);  // the first partition's, with what its runs measured
-    fit_hardware_compute(h, runs, &m0);
     Config c = cfg;
     c.partitions.clear();
     c.max_nodes = most;
@@ -332,7 +330,7 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
     req.budget = policy.budget;
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
-    req.memory = m0.memory;
+    req.memory = *targets.front().memory;  // the first partition's, with what its runs measured
     if (!runs.empty()) {
         int ref = req.reference_batch;
         if (ref <= 0)  // as the candidates' enumeration: the smallest global batch
