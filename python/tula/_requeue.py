@@ -176,6 +176,9 @@ def atomic_save(save: Callable[[str], object], path: str, clock: Callable[[], fl
             os.fsync(fd)
         finally:
             os.close(fd)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # the mode of a file the process creates, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         try:
