@@ -330,8 +330,8 @@ def train(args):
             pos.update(epoch=epoch + 1, batch=0, epoch_seconds=0.0, loss_sum=torch.zeros(2, dtype=torch.float64))
     if metrics:
         metrics.close()
-        say("done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d steps=%d"
-            % (pos["train_seconds"], acc, global_batch, plan.nodes, world, epochs, pos["step"]))
+        say("done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d"
+            % (pos["train_seconds"], acc, global_batch, plan.nodes, world, epochs))
     if world > 1:
         dist.destroy_process_group()
 
