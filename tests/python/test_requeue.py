@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 from unittest import mock
 
@@ -17,6 +18,14 @@ import tula
 from tula import _requeue
 
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "pytorch_fmnist.py")
+DATA_DIR = os.environ.get("TULA_TEST_DATA_DIR", "/usr/share/datasets/fashion-mnist")
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
 
 
 class FakeClock:
@@ -315,8 +324,8 @@ class DecisionTest(Base):
             rq.should_stop()
 
     def test_no_torch_agreement(self):
-        if "torch.distributed" not in sys.modules:
-            self.assertIsNone(_requeue.torch_agree())
+        # torch not loaded, or torch.distributed not set up: each rank alone
+        self.assertIsNone(_requeue.torch_agree())
 
 
 class ResumeTest(Base):
@@ -425,6 +434,53 @@ class AtomicSaveTest(Base):
             self.assertTrue(rq.resumed)
         self.assertEqual(loads, ["old"])
         self.assertEqual(self.temps(), [])                # removed on entry
+
+
+@unittest.skipUnless(HAVE_TORCH, "PyTorch is not installed (scripts/install-deps --torch)")
+@unittest.skipUnless(os.path.exists(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz")),
+                     "no Fashion-MNIST in %s (apt-get install dataset-fashion-mnist)" % DATA_DIR)
+class ExampleResumeTest(Base):
+    """examples/pytorch_fmnist.py stopped by the clock after its first step, requeued (a fake
+    scontrol), resumed: the same steps, epochs, losses and accuracies as a run without a stop."""
+
+    def example(self, tag, **env):
+        bin_dir = os.path.join(self.dir, "bin")
+        if not os.path.isdir(bin_dir):
+            os.mkdir(bin_dir)
+            for name in ("scontrol", "squeue"):  # never the real ones: they would reach a live cluster
+                write(os.path.join(bin_dir, name), "#!/bin/sh\necho \"$0 $*\" >> %s/calls\n" % self.dir)
+                os.chmod(os.path.join(bin_dir, name), 0o755)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TULA_", "RANK", "WORLD_SIZE"))}
+        clean.update(env, PYTHONPATH=PYTHON_DIR, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                     TULA_METRICS=os.path.join(self.dir, tag + ".jsonl"))
+        return subprocess.run([sys.executable, EXAMPLE, "--limit-train", "256", "--limit-test", "200", "--epochs", "2",
+                               "--batch-size", "64", "--data-dir", DATA_DIR], cwd=self.dir, env=clean,
+                              capture_output=True, text=True, timeout=300)
+
+    def lines(self, tag):
+        import json
+        with open(os.path.join(self.dir, tag + ".jsonl")) as f:
+            return [json.loads(x) for x in f]
+
+    def test_stop_requeue_resume(self):
+        full = self.example("full")
+        self.assertEqual(full.returncode, 0, full.stderr)
+        part1 = self.example("part", SLURM_JOB_ID="77", SLURM_JOB_END_TIME="1")  # the end has passed
+        self.assertEqual(part1.returncode, 3, part1.stderr)
+        self.assertIn("tula: stopping at step 1 (the time limit is near)", part1.stderr)
+        self.assertEqual(read(os.path.join(self.dir, "calls")).split("\n")[0].split()[1:], ["requeue", "77"])
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "tula-ckpt-77.pt")))
+        part2 = self.example("part", SLURM_JOB_ID="77", SLURM_RESTART_COUNT="1",
+                             SLURM_JOB_END_TIME=str(int(time.time()) + 3600))
+        self.assertEqual(part2.returncode, 0, part2.stderr)
+        self.assertIn("tula: resuming from checkpoint tula-ckpt-77.pt (restart 1 of job 77)", part2.stderr)
+        a, b = self.lines("full"), self.lines("part")
+        self.assertEqual([o["step"] for o in b if o["type"] == "step"], list(range(8)))
+        self.assertEqual([o.get("resumed_at_step") for o in b if o["type"] == "run"], [None, 1])
+        ea = [(o["epoch"], o["test_accuracy"], round(o["train_loss"], 6)) for o in a if o["type"] == "epoch"]
+        eb = [(o["epoch"], o["test_accuracy"], round(o["train_loss"], 6)) for o in b if o["type"] == "epoch"]
+        self.assertEqual(ea, eb)
+        self.assertEqual(len(read(os.path.join(self.dir, "calls")).splitlines()), 1)  # no squeue, one requeue
 
 
 if __name__ == "__main__":
