@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Trains tula-train's fmnist-cnn on Fashion-MNIST with PyTorch's DistributedDataParallel (gloo,
 CPU) under Slurm and Tula: the global batch and epochs come from Tula's plan (tula.plan()),
-rank 0 writes the metrics file (tula.Metrics) that `tula db record --metrics` records.
+rank 0 writes the metrics file (tula.Metrics) that `tula db record --metrics` records. Before
+the job's time limit it saves a checkpoint, has Slurm requeue the job and exits with status 3
+(tula.Requeue, tula-jobs(7)); the requeued job resumes from the checkpoint.
 
     srun python3 examples/pytorch_fmnist.py [--batch-size B] [--epochs E] [--limit-train N]
     python3 examples/pytorch_fmnist.py --profile      (under tula profile compute --command)

@@ -256,7 +256,8 @@ class Requeue:
     else SLURM_PROCID, else RANK, else 0. AGREE: the ranks' agreement, a function that takes a
     list of floats and returns the elementwise maximum over the ranks (default torch_agree():
     all_reduce when torch.distributed is set up, else each rank decides alone). ENV, CLOCK
-    (Unix seconds), RUN (run_command's signature) and SAY (one-line messages) are for tests."""
+    (Unix seconds), RUN (run_command's signature) and SAY (one-line messages) are for tests.
+    A malformed SLURM_RESTART_COUNT or SLURM_PROCID raises ValueError; LOAD's errors propagate."""
 
     def __init__(self, save: Callable[[str], object], load: Optional[Callable[[str], object]] = None,
                  path: Optional[str] = None, *, checkpoint_seconds: float = 0.0, requeue: bool = True,
