@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Trains tula-train's fmnist-cnn on Fashion-MNIST with PyTorch's DistributedDataParallel (gloo,
 CPU) under Slurm and Tula: the global batch and epochs come from Tula's plan (tula.plan()),
-rank 0 writes the metrics file (tula.Metrics) that `tula db record --metrics` records.
+rank 0 writes the metrics file (tula.Metrics) that `tula db record --metrics` records. Before
+the job's time limit it saves a checkpoint, has Slurm requeue the job and exits with status 3
+(tula.Requeue, tula-jobs(7)); the requeued job resumes from the checkpoint.
 
     srun python3 examples/pytorch_fmnist.py [--batch-size B] [--epochs E] [--limit-train N]
     python3 examples/pytorch_fmnist.py --profile      (under tula profile compute --command)
@@ -172,12 +174,19 @@ def main():
                     help="evaluate on the first N test examples (default: the whole test set)")
     ap.add_argument("--data-dir", default=os.environ.get("TULA_DATA_DIR", "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--metrics", help="metrics file (default: $TULA_METRICS, else tula-metrics-$SLURM_JOB_ID.jsonl)")
+    ap.add_argument("--checkpoint", metavar="FILE",
+                    help="checkpoint for a stop before the time limit and the resume (default under Slurm: "
+                         "tula-ckpt-$SLURM_JOB_ID.pt; outside Slurm: none)")
+    ap.add_argument("--checkpoint-seconds", type=float, default=0.0, metavar="S",
+                    help="estimate of one checkpoint save in seconds, until one is timed (default 0)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="time training steps for tula profile compute --command")
     args = ap.parse_args()
     for name in ("batch_size", "epochs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error("--%s must be >= 1" % name.replace("_", "-"))
+    if not math.isfinite(args.checkpoint_seconds) or args.checkpoint_seconds < 0:
+        ap.error("--checkpoint-seconds must be a number >= 0")
     if args.limit_train < 0 or args.limit_test < 0:
         ap.error("--limit-train and --limit-test must be >= 0 (0: all)")
     try:
@@ -188,6 +197,40 @@ def main():
         if str(e).startswith("tula: "):
             sys.exit(str(e))
         raise
+
+
+def checkpointing(args, rank, state, restore):
+    """tula.Requeue for the run: the checkpoint --checkpoint, else tula-ckpt-$SLURM_JOB_ID.pt under
+    Slurm; outside Slurm without --checkpoint none (a stand-in that never stops)."""
+    if args.checkpoint is None and not os.environ.get("SLURM_JOB_ID"):
+        return NoCheckpoint()
+
+    def save(path):
+        torch.save(state(), path)
+
+    def load(path):
+        try:  # the job's own file: PyTorch's full unpickler (weights_only=True refuses floats in 1.13)
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+        except TypeError:  # a PyTorch without weights_only
+            saved = torch.load(path, map_location="cpu")
+        restore(saved, path)
+
+    return tula.Requeue(save=save, load=load, path=args.checkpoint,
+                        checkpoint_seconds=args.checkpoint_seconds, rank=rank)
+
+
+class NoCheckpoint:
+    """What checkpointing() gives without a checkpoint: never resumes, never stops."""
+    resumed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def should_stop(self, step_seconds=None):
+        return False
 
 
 def train(args):
@@ -206,61 +249,93 @@ def train(args):
     xte, yte = load(args.data_dir, False, args.limit_test or None)
     model = fmnist_cnn()
     params = sum(p.numel() for p in model.parameters())
-    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     peak = BASE_LR * global_batch / BASE_BATCH
     opt = make_optimizer(model, BASE_LR)
     steps_per_epoch = -(-len(xtr) // global_batch)
     total_steps = steps_per_epoch * epochs
     warm = warmup_epochs(global_batch, epochs) * steps_per_epoch
-    metrics = None
-    if rank == 0:
-        metrics = tula.Metrics(args.metrics, workload=WORKLOAD, nodes=plan.nodes, ranks=world,
-                               global_batch=global_batch, epochs=epochs, params=params,
-                               train_examples=len(xtr), test_examples=len(xte), optimizer="sgd",
-                               dataset_train_examples=dataset_size(args.data_dir, True),
-                               dataset_test_examples=dataset_size(args.data_dir, False),
-                               predicted_seconds=plan.predicted_seconds)
-        say("%d examples, %d epochs, global batch %d (%d a rank) on %d ranks, %d nodes, %d threads a rank, "
-            "rate %.4g, %d warmup steps; metrics %s" % (len(xtr), epochs, global_batch, local, world, plan.nodes,
-                                                         threads, peak, warm, metrics.path))
-    step = 0
-    train_seconds = 0.0
-    acc = 0.0
-    for epoch in range(1, epochs + 1):
-        idx = torch.tensor(tt.shard(len(xtr), rank, world, epoch=epoch, seed=args.seed))
-        per_rank = len(idx) // local  # whole local batches: every rank takes the same steps
-        loss_sum = torch.zeros(2, dtype=torch.float64)
-        t_epoch = time.perf_counter()
-        for i in range(per_rank):
-            t0 = time.perf_counter()
-            for g in opt.param_groups:
-                g["lr"] = rate_at(step, total_steps, warm, peak)
-            b = idx[i * local:(i + 1) * local]
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(ddp(xtr[b]), ytr[b])
-            loss.backward()
-            opt.step()
-            loss_sum[0] += loss.item()
-            loss_sum[1] += 1
+    # The position in the run: the next step's number, epoch and batch in the epoch, the
+    # epoch's training seconds and loss sums so far (rank 0 holds the ranks' sum when saved).
+    pos = {"step": 0, "epoch": 1, "batch": 0, "epoch_seconds": 0.0, "train_seconds": 0.0,
+           "loss_sum": torch.zeros(2, dtype=torch.float64)}
+    # What a checkpoint must match: the same run, resumed.
+    run = {"global_batch": global_batch, "epochs": epochs, "train_examples": len(xtr), "seed": args.seed,
+           "world": world}
+
+    def state():
+        return {"run": run, "model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+                "position": dict(pos)}
+
+    def restore(saved, path):
+        if saved.get("run") != run:
+            raise ValueError("tula: pytorch_fmnist: checkpoint %s belongs to another run (%r, not %r); remove it "
+                             "to start afresh" % (path, saved.get("run"), run))
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["rng"])
+        pos.update(saved["position"])
+        if rank != 0:  # rank 0's sum is every rank's
+            pos["loss_sum"] = torch.zeros(2, dtype=torch.float64)
+
+    with checkpointing(args, rank, state, restore) as rq:
+        ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        metrics = None
+        if rank == 0:
+            metrics = tula.Metrics(args.metrics, workload=WORKLOAD, nodes=plan.nodes, ranks=world,
+                                   global_batch=global_batch, epochs=epochs, params=params,
+                                   train_examples=len(xtr), test_examples=len(xte), optimizer="sgd",
+                                   dataset_train_examples=dataset_size(args.data_dir, True),
+                                   dataset_test_examples=dataset_size(args.data_dir, False),
+                                   predicted_seconds=plan.predicted_seconds, resume=rq.resumed,
+                                   resumed_at_step=pos["step"] if rq.resumed else None)
+            say("%d examples, %d epochs, global batch %d (%d a rank) on %d ranks, %d nodes, %d threads a rank, "
+                "rate %.4g, %d warmup steps; metrics %s%s"
+                % (len(xtr), epochs, global_batch, local, world, plan.nodes, threads, peak, warm, metrics.path,
+                   "; resumed at step %d" % pos["step"] if rq.resumed else ""))
+        acc = 0.0
+        while pos["epoch"] <= epochs:
+            epoch = pos["epoch"]
+            idx = torch.tensor(tt.shard(len(xtr), rank, world, epoch=epoch, seed=args.seed))
+            per_rank = len(idx) // local  # whole local batches: every rank takes the same steps
+            loss_sum = pos["loss_sum"]
+            t_epoch = time.perf_counter() - pos["epoch_seconds"]
+            for i in range(pos["batch"], per_rank):
+                t0 = time.perf_counter()
+                step = pos["step"]
+                for g in opt.param_groups:
+                    g["lr"] = rate_at(step, total_steps, warm, peak)
+                b = idx[i * local:(i + 1) * local]
+                opt.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(ddp(xtr[b]), ytr[b])
+                loss.backward()
+                opt.step()
+                loss_sum[0] += loss.item()
+                loss_sum[1] += 1
+                seconds = time.perf_counter() - t0
+                if metrics:
+                    metrics.step(step, seconds, global_batch)
+                pos.update(step=step + 1, batch=i + 1)
+                if rq.should_stop(seconds):
+                    pos["epoch_seconds"] = time.perf_counter() - t_epoch
+                    if world > 1:
+                        dist.all_reduce(loss_sum)  # rank 0 saves the ranks' sum
+                    rq.stop(pos["step"])  # saves, requeues when allowed, exits with status 3
+            seconds = time.perf_counter() - t_epoch
+            pos["train_seconds"] += seconds
+            acc = evaluate(model, xte, yte, rank, world)
+            if world > 1:
+                dist.all_reduce(loss_sum)
+            train_loss = loss_sum[0].item() / max(1.0, loss_sum[1].item())
             if metrics:
-                metrics.step(step, time.perf_counter() - t0, global_batch)
-            step += 1
-        seconds = time.perf_counter() - t_epoch
-        train_seconds += seconds
-        acc = evaluate(model, xte, yte, rank, world)
-        if world > 1:
-            dist.all_reduce(loss_sum)
-        train_loss = loss_sum[0].item() / max(1.0, loss_sum[1].item())
-        if metrics:
-            metrics.epoch(epoch, seconds, acc, train_loss=train_loss)
-            say("epoch %d/%d: %.2f s, train loss %.4f, test accuracy %.4f" % (epoch, epochs, seconds, train_loss, acc))
+                metrics.epoch(epoch, seconds, acc, train_loss=train_loss)
+                say("epoch %d/%d: %.2f s, train loss %.4f, test accuracy %.4f" % (epoch, epochs, seconds, train_loss, acc))
+            pos.update(epoch=epoch + 1, batch=0, epoch_seconds=0.0, loss_sum=torch.zeros(2, dtype=torch.float64))
     if metrics:
         metrics.close()
         say("done: train_seconds=%.2f test_accuracy=%.4f global_batch=%d nodes=%d ranks=%d epochs=%d"
-            % (train_seconds, acc, global_batch, plan.nodes, world, epochs))
+            % (pos["train_seconds"], acc, global_batch, plan.nodes, world, epochs))
     if world > 1:
         dist.destroy_process_group()
-
 
 if __name__ == "__main__":
     main()
