@@ -65,6 +65,7 @@ KeyValues plan_kv(const PlanReport& r) {
         {"cost", format_number("%.4f", c.cost)},
         {"node_hours", format_number("%.4f", c.node_hours)},
         {"time_limit", std::to_string(r.plan.time_limit_minutes)},
+        {"signal_seconds", std::to_string(c.signal_seconds)},
         {"candidates", std::to_string(r.plan.candidates.size())},
         {"policy", policy_name(r.policy)},
         {"reason", r.plan.reason},

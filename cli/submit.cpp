@@ -186,6 +186,32 @@ std::vector<std::pair<std::string, std::string>> shape_changes(const Shape& s, c
     return sets;
 }
 
+// Whether cli_filter/lua shows a --signal: Slurm writes an unset one as "0@0" (signal 0, time
+// 0); absent, empty and "(null)" are unset too.
+bool signal_given(const std::map<std::string, std::string>& o) {
+    const auto v = given(o, "signal");
+    return v && *v != "0@0" && *v != "0" && *v != "(null)";
+}
+
+// --signal and --requeue where the user left them open, with what the line says of each: the
+// plan's stop signal, USR1 S seconds before the time limit (tula-train and tula.Requeue then
+// checkpoint and requeue the job; tula-jobs(7)), and --requeue unless --requeue or
+// --no-requeue was given (cli_filter/lua shows both as "unset", "requeue" or "no-requeue").
+std::vector<std::pair<std::string, std::string>> stop_changes(const std::map<std::string, std::string>& o,
+                                                              const PlanAnswer& p, std::vector<std::string>* say) {
+    std::vector<std::pair<std::string, std::string>> sets;
+    if (p.signal_seconds >= 1 && p.signal_seconds <= 65535 && !signal_given(o)) {
+        sets.emplace_back("signal", "USR1@" + std::to_string(p.signal_seconds));
+        say->push_back("signal default -> USR1@" + std::to_string(p.signal_seconds));
+    }
+    const std::string rq = given(o, "requeue").value_or("unset");
+    if (p.signal_seconds >= 1 && rq == "unset") {
+        sets.emplace_back("requeue", "requeue");
+        say->push_back("requeue default -> yes");
+    }
+    return sets;
+}
+
 // A plan table as the plugin takes it: WORKLOAD;N:B:E:S[:R][;...], at most kMaxTable bytes.
 bool valid_table(const std::string& t) {
     const size_t semi = t.find(';');
@@ -350,7 +376,8 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
                          (*user_minutes < plan.time_limit ? "; the job may not finish within it" : "") + ")");
     else
         change.push_back("time limit default -> " + std::to_string(plan.time_limit) + " min");
-    const auto shape_sets = shape_changes(shape, plan, &change);
+    auto shape_sets = shape_changes(shape, plan, &change);
+    for (auto& s : stop_changes(in.options, plan, &change)) shape_sets.push_back(std::move(s));
     std::string changes;
     for (const std::string& c : change) changes += (changes.empty() ? "" : ", ") + c;
     const std::string summary = one_line(bare_message(plan.summary));

@@ -16,8 +16,8 @@ namespace tula::cli {
 
 /// What sbatch was given, as cli_filter/lua shows it: `options` holds the Slurm options read
 /// (nodes, time, partition, ntasks, ntasks-per-node, nodelist, gpus, gpus-per-node, gres,
-/// gpus-per-task, gpus-per-socket, wrap, and argv1: the batch script's path), absent when
-/// nil; `spank` the plugin's options (tula, tula-workload, tula-deadline, tula-budget,
+/// gpus-per-task, gpus-per-socket, wrap, signal, requeue, and argv1: the batch script's path),
+/// absent when nil; `spank` the plugin's options (tula, tula-workload, tula-deadline, tula-budget,
 /// tula-epochs) that were given; `env` the variables the filter reads (TULA_MODE,
 /// TULA_WORKLOAD, TULA_DEADLINE, TULA_BUDGET and the plugstack's TULA_PLUGSTACK_*); `type`
 /// sbatch, salloc or srun; `offset` the heterogeneous job component; `stdin_script` the batch
@@ -49,11 +49,13 @@ struct SiteSettings {
 SiteSettings site_settings(const std::map<std::string, std::string>& env);
 
 /// What the filter reads of a plan (tula plan's kv contract): the chosen node count, the time
-/// limit (minutes), the one-line summary, the plan table for the plugin, and the partition,
-/// ranks per node and GPUs per node of the choice ("" / 0 : none).
+/// limit (minutes), the seconds before it that the stop signal comes (Candidate::signal_seconds;
+/// 0: none), the one-line summary, the plan table for the plugin, and the partition, ranks per
+/// node and GPUs per node of the choice ("" / 0 : none).
 struct PlanAnswer {
     int nodes = 0;
     int time_limit = 0;
+    int signal_seconds = 0;
     std::string summary;
     std::string table;
     std::string partition;
@@ -85,7 +87,8 @@ using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 /// auto); salloc is told it is not planned; a disabled or absent plugin, a bad mode, policy,
 /// workload or node range is a problem; the plan; then --nodes and --time set only where the
 /// user left them open, and the partition, ranks per node and GPUs per node likewise
-/// (shape_changes). A problem leaves the job unchanged with one `tula: warning: ...; job
+/// (shape_changes), and --signal=USR1@S (S: the plan's signal_seconds) and --requeue where the
+/// user gave no --signal and neither --requeue nor --no-requeue (stop_changes). A problem leaves the job unchanged with one `tula: warning: ...; job
 /// submitted unchanged` line, or under strict refuses it with one `tula: error: ...` line.
 /// dry-run says what it would set and changes nothing. Errors: none (the planner's are
 /// problems).

@@ -81,6 +81,7 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
     PlanAnswer a;
     a.nodes = c.nodes;
     a.time_limit = r.plan.time_limit_minutes;
+    a.signal_seconds = c.signal_seconds;
     a.summary = plan_summary(r);
     a.table = table;
     a.partition = c.partition;

@@ -21,7 +21,7 @@ need_bin "$TULA_TRAIN"
 command -v python3 >/dev/null || fail "python3 is needed to parse the metrics"
 make_workdir
 run=(--model lenet5 --data fashion-mnist --data-dir "$T_DATA_DIR" --epochs 2 --limit-train 3200 --limit-test 200
-     --batch-size 64 --no-db --quiet)
+     --batch-size 64 --no-db --quiet --requeue no)
 
 # compare A B [FROM]: the step and epoch lines of metrics files A and B are equal (steps >= FROM).
 compare() {

@@ -75,6 +75,7 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_nothing_to_do);
     CPPUNIT_TEST(test_plugin_and_strict);
     CPPUNIT_TEST(test_shape);
+    CPPUNIT_TEST(test_stop_signal_and_requeue);
     CPPUNIT_TEST(test_plan_failures);
     CPPUNIT_TEST(test_deadline_and_budget);
     CPPUNIT_TEST(test_site_settings);
@@ -258,6 +259,39 @@ public:
         noplan.env.erase("TULA_PLUGSTACK_PLAN");
         f.error.clear();
         CPPUNIT_ASSERT(unchanged_one_warning(decide_submission(noplan, f.planner())));
+    }
+
+    // --signal=USR1@S and --requeue are set where the user left them open (cli_filter/lua shows
+    // an unset --signal as "0@0" and --requeue/--no-requeue as "unset"), kept otherwise.
+    void test_stop_signal_and_requeue() {
+        Fake f;
+        f.answer.signal_seconds = 95;
+        SubmitInput in = sbatch("auto");
+        in.options["signal"] = "0@0";
+        in.options["requeue"] = "unset";
+        SubmitOutcome o = decide_submission(in, f.planner());
+        CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"signal", "USR1@95"}, {"requeue", "requeue"}}));
+        CPPUNIT_ASSERT(contains(o.said[0], "signal default -> USR1@95, requeue default -> yes"));
+        o = decide_submission(sbatch("auto"), f.planner());  // options not shown at all: open too
+        CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"signal", "USR1@95"}, {"requeue", "requeue"}}));
+        for (const char* given : {"USR2@300", "B:USR1", "10"}) {
+            SubmitInput g = in;
+            g.options["signal"] = given;
+            o = decide_submission(g, f.planner());
+            CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"requeue", "requeue"}}));
+        }
+        for (const char* given : {"requeue", "no-requeue"}) {
+            SubmitInput g = in;
+            g.options["requeue"] = given;
+            o = decide_submission(g, f.planner());
+            CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"signal", "USR1@95"}}));
+        }
+        SubmitInput d = in;  // dry-run says it and sets nothing
+        d.spank["tula"] = "dry-run";
+        o = decide_submission(d, f.planner());
+        CPPUNIT_ASSERT(o.sets.empty() && contains(o.said[0], "signal default -> USR1@95"));
+        Fake none;  // a plan without a stop signal: neither is set
+        CPPUNIT_ASSERT(decide_submission(in, none.planner()).sets == (Sets{{"nodes", "2"}, {"time", "5"}}));
     }
 
     void test_shape() {

@@ -207,9 +207,10 @@ public:
         }
         // Memory excluded the large local batches: (160e9 - 1.6e9) / 5e7 = 3168 examples per node.
         CPPUNIT_ASSERT_EQUAL(3168, p.max_local_batch);
-        // The time limit: ceil((T (1 + margin) + overhead) / 60).
+        // The time limit: ceil((T (1 + margin) + overhead + signal + 60) / 60).
         const double T = p.choice().total_seconds;
-        CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((T * 1.1 + 60) / 60)), p.time_limit_minutes);
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((T * 1.1 + 60 + p.choice().signal_seconds + 60) / 60)),
+                             p.time_limit_minutes);
     }
 
     // One global batch (16,384), 10 GbE-like to 400 Gb/s-like networks. With a slow network

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,7 @@ struct Options {
     int metrics_every = 1;
     std::string checkpoint;     // --checkpoint FILE ("": tula-train-$SLURM_JOB_ID.ckpt under Slurm)
     bool resume = false;
+    std::string requeue = "auto";  // --requeue auto|no
     std::vector<int> save_epochs;  // --save-epochs: also write the state to CHECKPOINT.eK at the end of epoch K
     std::string branch_from;       // --branch-from FILE: start from a saved state with this run's schedule
     double bucket_mb = 25;
@@ -192,6 +194,22 @@ int profile_allreduce(const Options& o, Comm& comm);
 /// Trains (the default command): header, epochs, checkpoint on SIGTERM/SIGUSR1, and at the
 /// end the summary and the run's record (finish_file). Exit status (see main.cpp).
 int run_training(const Options& o, Comm& comm);
+
+/// Seconds left until this Slurm job's time limit: $SLURM_JOB_END_TIME (Unix seconds, where
+/// Slurm sets it) less now, else `squeue -h -j $SLURM_JOB_ID -o %L` (Slurm's duration, read by
+/// tula_parse_duration) under timeout(1) of 10 s. nullopt outside a job, for an unlimited job,
+/// or when squeue does not answer.
+std::optional<double> job_time_left();
+/// With --requeue auto under Slurm, on rank 0 (`root`) of a run with a checkpoint file: sets
+/// hooks->time_is_up so that training stops when now + stop_reserve_seconds(longest step,
+/// the checkpoint's write time at kCheckpointWriteBandwidth for `params` parameters) reaches
+/// the time limit (tula/stop.hpp), and says so. Otherwise does nothing.
+void watch_time_limit(const Options& o, bool root, size_t params, TrainHooks* hooks);
+/// After train() stopped on a signal or the time limit, with the checkpoint written: rank 0
+/// says so and, with --requeue auto under Slurm when no rank got SIGTERM (hooks.requeue),
+/// runs `scontrol requeue $SLURM_JOB_ID` (timeout 30 s); a refusal (--no-requeue) is a
+/// warning that says how to resume. Returns exit status 3.
+int finish_stopped(const Options& o, bool root, const TrainHooks& hooks, size_t epochs_done);
 
 }  // namespace app
 }  // namespace train

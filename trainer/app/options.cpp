@@ -203,6 +203,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--checkpoint", o.checkpoint,
                    "checkpoint FILE written on SIGTERM/SIGUSR1 (default under Slurm: tula-train-$SLURM_JOB_ID.ckpt)");
     app.add_flag("--resume", o.resume, "continue from --checkpoint (automatic when SLURM_RESTART_COUNT > 0 and it exists)");
+    app.add_option("--requeue", o.requeue,
+                   "auto: under Slurm, stop before the job's time limit and on SIGUSR1, write the checkpoint and "
+                   "requeue the job (scontrol requeue); no: only write the checkpoint on SIGTERM/SIGUSR1")
+        ->capture_default_str();
     app.add_option("--save-epochs", o.save_epochs,
                    "also write the training state to CHECKPOINT.eK at the end of each epoch K listed (comma-separated), "
                    "and go on: the branch points for --branch-from")
@@ -314,6 +318,7 @@ std::string check_values(const CLI::App& app, Options& o, bool root) {
         return ("unknown --optimizer '" + o.optimizer + "'; valid: sgd, ags, lars, lamb, auto");
     if (app.count("--sgd-max-batch") && o.sgd_max_batch < 1)
         return ("--sgd-max-batch must be a positive number of examples");
+    if (o.requeue != "auto" && o.requeue != "no") return ("unknown --requeue '" + o.requeue + "'; valid: auto, no");
     if (!o.lr_scaling.empty() && o.lr_scaling != "linear" && o.lr_scaling != "sqrt" && o.lr_scaling != "noise")
         return ("unknown --lr-scaling '" + o.lr_scaling + "'; valid: linear, sqrt, noise");
     if (app.count("--eta-trust") && (!(o.eta_trust > 0) || !std::isfinite(o.eta_trust)))

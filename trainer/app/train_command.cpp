@@ -442,6 +442,7 @@ int run_training(const Options& o, Comm& comm) {
     bool resume = false, branch = false;
     if (open_checkpoint(o, comm, &hooks, &ck, &ck_path, &resume, &branch) != 0) return 2;
     if (!hooks.checkpoint_path.empty()) install_stop_signals();
+    watch_time_limit(o, root, model->num_params(), &hooks);
 
     // --metrics (rank 0), progress bar (rank 0, on a terminal)
     std::unique_ptr<MetricsLog> metrics;
@@ -537,10 +538,7 @@ int run_training(const Options& o, Comm& comm) {
     }
     if (hooks.stopped) {
         bar.clear();
-        say(root, "tula-train: stopped by a signal after " + std::to_string(res.size()) +
-                      " finished epochs; checkpoint written to " + hooks.checkpoint_path +
-                      "; continue with --resume --checkpoint " + hooks.checkpoint_path);
-        return 3;
+        return finish_stopped(o, root, hooks, res.size());
     }
     end_training(o, comm, header, res, hooks);
     return 0;

@@ -24,8 +24,12 @@ constexpr uint32_t kVersion = 2;
 constexpr uint32_t kByteOrder = 0x01020304u;
 constexpr size_t kHeader = 8 + 4 + 4 + 8 + 8 + 4;
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_stop_signal(int) { g_stop = 1; }
+volatile std::sig_atomic_t g_stop = 0;       // a stop was asked for
+volatile std::sig_atomic_t g_terminate = 0;  // SIGTERM among the causes
+extern "C" void on_stop_signal(int sig) {
+    if (sig == SIGTERM) g_terminate = 1;
+    g_stop = 1;
+}
 
 class Writer {
 public:
@@ -275,7 +279,12 @@ void install_stop_signals() {
 
 bool stop_requested() { return g_stop != 0; }
 
-void set_stop_requested(bool on) { g_stop = on ? 1 : 0; }
+bool stop_terminates() { return g_terminate != 0; }
+
+void set_stop_requested(bool on) {
+    g_stop = on ? 1 : 0;
+    if (!on) g_terminate = 0;
+}
 
 }  // namespace train
 }  // namespace tula

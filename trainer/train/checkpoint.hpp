@@ -67,9 +67,13 @@ Checkpoint read_checkpoint(const std::string& path);
 /// Makes SIGTERM (Slurm's warning before the time limit, sbatch --signal, and scancel)
 /// and SIGUSR1 set the stop flag instead of ending the process (sigaction, SA_RESTART).
 void install_stop_signals();
-/// Whether a stop signal has arrived since install_stop_signals().
+/// Whether a stop signal has arrived since install_stop_signals(), or set_stop_requested(true).
 bool stop_requested();
-/// Sets or clears the stop flag (tests).
+/// Whether SIGTERM was among the stop signals (scancel, the time limit itself): the run stops
+/// for good, where SIGUSR1 (Slurm's --signal) and a near time limit stop it to be requeued.
+bool stop_terminates();
+/// Sets the stop flag as SIGUSR1 does (on), or clears it and the SIGTERM mark (off): the
+/// near time limit and tests.
 void set_stop_requested(bool on);
 
 }  // namespace train

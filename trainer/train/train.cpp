@@ -285,6 +285,7 @@ struct Run {
     int64_t t = 0, s0 = 0;    // steps done in all; steps of the resumed epoch done
     int e0 = 1;               // the first epoch to train
     double loss_sum = 0, secs0 = 0;  // this rank's sums of the epoch so far; its seconds before a resume
+    double longest = 0;              // the longest step of this part so far (hooks->time_is_up), seconds
     int64_t correct = 0;
     const Checkpoint* ck = nullptr;
     bool watch = false;       // stop signals are watched (a checkpoint file is set)
@@ -477,15 +478,19 @@ struct Run {
                 noise_trace.push_back(noise.value());
             }
             if (!watch && !(hooks && hooks->on_step)) continue;
-            // the step's global mean loss and whether any rank got a stop signal: one allreduce
-            double agree[2] = {l * b, watch && stop_requested() ? 1.0 : 0.0};
-            comm.allreduce_sum(agree, 2);
+            longest = std::max(longest, now_seconds() - t_prev);
+            if (watch && hooks->time_is_up && !stop_requested() && hooks->time_is_up(longest)) set_stop_requested(true);
+            // the step's global mean loss, whether any rank got a stop signal and whether any
+            // got SIGTERM: one allreduce
+            double agree[3] = {l * b, watch && stop_requested() ? 1.0 : 0.0, watch && stop_terminates() ? 1.0 : 0.0};
+            comm.allreduce_sum(agree, 3);
             const double t1 = now_seconds();
             if (hooks->on_step) hooks->on_step(step_record(e, s, agree[0], st, t1 - t_prev));
             t_prev = t1;
             if (agree[1] == 0) continue;
             save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0));
             hooks->stopped = true;
+            hooks->requeue = agree[2] == 0;
             if (cpu) hooks->prefetched = cpu->prefetched();
             return false;
         }

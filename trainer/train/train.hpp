@@ -152,8 +152,14 @@ struct TrainHooks {
     /// saved_epoch_path(checkpoint_path, epoch), and training goes on: the branch points of
     /// warmup-stable-decay runs (Hägele et al. 2024, §3). Needs checkpoint_path.
     std::vector<int> save_epochs;
+    /// Called after every step, on the ranks where it is set, with the longest step so far
+    /// (seconds); true stops the run as SIGUSR1 does (checkpoint, then requeue): the time limit
+    /// is near (tula-train's job_time_left and stop_reserve_seconds, tula/stop.hpp).
+    std::function<bool(double longest_step_seconds)> time_is_up;
     /// Output: set when train() returned early after writing a checkpoint on a signal.
     bool stopped = false;
+    /// Output, with `stopped`: no rank got SIGTERM, so the job may be requeued to go on.
+    bool requeue = false;
     /// Output, set at the end of every epoch: the run's gradient noise scale for the profile
     /// database (examples; 0 when not estimated): the median of the estimator's B_simple
     /// (NoiseScale::value, the ratio of the EMAs) taken after each observation of the epoch,

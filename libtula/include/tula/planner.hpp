@@ -111,6 +111,9 @@ struct Candidate {
     double cost = 0;              ///< node_hours * price_per_node_hour + gpu_hours * price_per_gpu_hour
     bool pareto = false;          ///< on the time/cost Pareto front
     double total_seconds_upper = 0;  ///< upper end of the 95 % prediction interval of total_seconds
+    /// The S of --signal=USR1@S, seconds before the time limit (signal_seconds, tula/stop.hpp,
+    /// of the upper step time and the workload's checkpoint); 0: not computed.
+    int signal_seconds = 0;
     double cost_upper = 0;        ///< cost at total_seconds_upper
     /// Epochs this global batch needs to reach what the request's epochs reach at its
     /// reference batch (PlanRequest::reference_batch): E(B) = E_ref (1 + B/B_noise) /
@@ -341,8 +344,10 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets);
 
 /// The Slurm time limit of a candidate, minutes: ceil((max(total_seconds, total_seconds_upper)
-/// x (1 + margin) + overhead) / 60), at least 1, and at most `max_time_minutes` when that is
-/// > 0 (the partition's MaxTime). Pure.
+/// x (1 + margin) + overhead + A) / 60), at least 1, and at most `max_time_minutes` when that
+/// is > 0 (the partition's MaxTime). A = signal_seconds + kSlurmSignalResolution (tula/stop.hpp)
+/// when the candidate has signal_seconds, else 0: the stop signal comes after the predicted
+/// end. Pure.
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes);
 
 /// Ranks `plan` again by time to result: each candidate's time_to_target becomes

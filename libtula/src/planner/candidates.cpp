@@ -14,6 +14,8 @@
 //   C = K * T / 3600 * (price per node-hour + GPUs per node * price per GPU-hour)
 #include "candidates.hpp"
 
+#include "tula/stop.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -99,6 +101,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
     double shortest_over = 0;  // the shortest predicted time MaxTime excluded, seconds
+    const double checkpoint_seconds = checkpoint_write_seconds(checkpoint_bytes(req.workload.params));
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         const int ranks = K * R;
         for (int B : batches) {
@@ -147,6 +150,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             c.cost = c.node_hours * price;
             c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
             c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
+            c.signal_seconds = signal_seconds(p.upper, checkpoint_seconds);
             c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
             c.cost_to_target = c.cost;
             c.expected_accuracy = req.accuracy.at(B);

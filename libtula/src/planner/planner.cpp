@@ -2,6 +2,7 @@
 // policies, Kneedle), its reason, and the planning path from profiles. The candidates and
 // their prediction formula are in candidates.cpp.
 #include "tula/planner.hpp"
+#include "tula/stop.hpp"
 #include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
 
@@ -519,7 +520,8 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
 }
 
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes) {
-    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), margin, overhead);
+    const double allowance = c.signal_seconds > 0 ? c.signal_seconds + kSlurmSignalResolution : 0.0;
+    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), margin, overhead + allowance);
     return max_time_minutes > 0 ? std::min(m, max_time_minutes) : m;
 }
 

@@ -1,0 +1,82 @@
+#!/bin/bash
+# test-timeout: 720
+# Jobs that meet their time limit: sbatch --tula=auto sets --signal=USR1@S and --requeue where
+# they were left open; a tula-train job whose training is longer than its 2-minute limit stops
+# before it, writes its checkpoint, requeues itself and resumes until it finishes, whether its
+# script starts the rank with srun (Slurm's signal reaches it) or with mpirun on the batch node
+# (no signal reaches it: the trainer watches the time left itself). Each ends with the test
+# accuracy of the same run trained without interruption, bit for bit (one rank, one thread, the
+# same seed), and records one run. Explicit --signal, --requeue and --no-requeue are kept; with
+# --no-requeue the job stops with its checkpoint and says how to resume.
+. "$(dirname "$0")/lib.sh"
+need_cluster
+need_bin "$TULA" "$TULA_TRAIN"
+make_workdir
+ensure_profile
+
+# About 2.5 minutes of training on a testbed node (0.3 core): longer than one 2-minute part.
+args="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
+# write_job FILE LAUNCHER: the job script; LAUNCHER is srun or mpirun.
+write_job() {
+    local launch
+    if [ "$2" = srun ]; then launch="srun"; else launch="mpirun --allow-run-as-root -np 1 --bind-to none"; fi
+    cat > "$1" <<JOB
+#!/bin/bash
+#SBATCH -N 1 --ntasks-per-node=1 --time=2 --open-mode=append
+export SLURM_EXPORT_ENV=ALL
+echo "part: restart \${SLURM_RESTART_COUNT:-0}"
+$launch $TULA_TRAIN $args --db $T_WORK/runs-$2.db
+JOB
+}
+
+# the reference: the same run without interruption, outside Slurm (in the background)
+"$TULA_TRAIN" $args --no-db --quiet > ref.out 2>&1 &
+ref_pid=$!
+
+declare -A job
+for l in srun mpirun; do
+    write_job "$l.sbatch" "$l"
+    submit --tula=auto -o "$T_WORK/$l-%j.out" "$l.sbatch"
+    job[$l]=$T_JOB
+    on_exit "scancel ${job[$l]} 2>/dev/null"
+    assert_contains "$T_ERR" "signal default -> USR1@" "sbatch's tula: line ($l job)"
+    assert_contains "$T_ERR" "requeue default -> yes" "sbatch's tula: line ($l job)"
+    assert_contains "$T_ERR" "time limit 2 min kept" "sbatch's tula: line ($l job)"
+done
+wait "$ref_pid" || fail "the reference run failed" "$(cat ref.out)"
+ref_acc=$(sed -n 's/^tula-train: done: .* test_accuracy=\([0-9.]*\) .*/\1/p' ref.out)
+assert_number "the reference run's test accuracy" "$ref_acc"
+
+for l in srun mpirun; do
+    j=${job[$l]}
+    wait_job "$j" 660
+    out=$T_WORK/$l-$j.out
+    expect_completed "$j" "$out"
+    restarts=$(job_field "$j" Restarts)
+    assert_int "Restarts of job $j" "$restarts"
+    [ "$restarts" -ge 1 ] || fail "$l job $j was never requeued (Restarts=$restarts)" "$(_excerpt "$(cat "$out")" 40)"
+    assert_contains "$(cat "$out")" "requeued: it resumes from the checkpoint" "$l job $j's output"
+    assert_contains "$(cat "$out")" "tula-train: resuming from tula-train-$j.ckpt" "$l job $j's output"
+    acc=$(sed -n 's/^tula-train: done: .* test_accuracy=\([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
+    assert_eq "$ref_acc" "$acc" "test accuracy of the $l job $j, interrupted $restarts time(s), vs the uninterrupted run"
+    assert_eq 1 "$(count_lines "$(cat "$out")" '^tula-train: done:')" "done lines of the $l job $j"
+    expect_ok "tula db list" "$TULA" db list --db "$T_WORK/runs-$l.db" --format json
+    runs=$(python3 -c 'import json,sys; print(sum(w["runs"] for db in json.load(sys.stdin) for w in db["workloads"]))' <<<"$T_OUT")
+    assert_eq 1 "$runs" "runs recorded by the $l job $j"
+    note "$l job $j: $restarts requeue(s), test accuracy $acc as uninterrupted"
+done
+
+# explicit --signal, --requeue, --no-requeue are kept (the tula: line sets neither)
+write_train_script "$T_WORK/plain.sbatch"
+for opt in "--signal=USR2@200" "--requeue" "--no-requeue"; do
+    submit --hold --tula=auto "$opt" -o /dev/null "$T_WORK/plain.sbatch"
+    on_exit "scancel $T_JOB 2>/dev/null"
+    case $opt in
+        --signal*) assert_not_contains "$T_ERR" "signal default" "sbatch's line with $opt" ;;
+        *) assert_not_contains "$T_ERR" "requeue default" "sbatch's line with $opt" ;;
+    esac
+    want=1; [ "$opt" = --no-requeue ] && want=0
+    [ "$opt" = "--signal=USR2@200" ] || assert_eq "$want" "$(job_field "$T_JOB" Requeue)" "Requeue of the job with $opt"
+    scancel "$T_JOB"
+done
+note "ok: signalled, checkpointed, requeued and finished as uninterrupted (srun and mpirun); explicit options kept"

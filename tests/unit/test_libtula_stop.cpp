@@ -1,0 +1,65 @@
+// Unit tests of the stop-before-the-time-limit rule (tula/stop.hpp) against the numbers worked
+// by hand, and of the planner's use of it: each candidate's signal_seconds from its upper step
+// time and the workload's checkpoint, and a time limit that leaves the signal and Slurm's 60 s
+// resolution beyond the predicted training.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <cmath>
+#include <limits>
+
+#include "planner_fixtures.hpp"
+#include "tula/planner.hpp"
+#include "tula/stop.hpp"
+
+using namespace planner_test;
+
+class StopRuleTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(StopRuleTest);
+    CPPUNIT_TEST(test_rule_by_hand);
+    CPPUNIT_TEST(test_planner_leaves_the_allowance);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_rule_by_hand() {
+        // ResNet-50: 25,557,032 parameters -> 306,684,384 bytes -> 3.06684384 s at 100 MB/s
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(306684384.0, tula::checkpoint_bytes(25557032), 0.5);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3.06684384, tula::checkpoint_write_seconds(306684384.0), 1e-12);
+        // 30 + 2 x 0.4 + 3.06684384 = 33.86684384 -> S = 34
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(33.86684384, tula::stop_reserve_seconds(0.4, 3.06684384), 1e-12);
+        CPPUNIT_ASSERT_EQUAL(34, tula::signal_seconds(0.4, 3.06684384));
+        // bad inputs count as 0; S stays within Slurm's 16 bits
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(30.0, tula::stop_reserve_seconds(-1, nan), 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, tula::checkpoint_bytes(-5), 0);
+        CPPUNIT_ASSERT_EQUAL(65535, tula::signal_seconds(1e6, 0));
+        CPPUNIT_ASSERT_EQUAL(30, tula::signal_seconds(0, 0));
+    }
+
+    void test_planner_leaves_the_allowance() {
+        const int64_t params = 61706;
+        tula::PlanRequest r = request(workload(params, 60000), 5, 1, 4, {64, 128, 256, 512});
+        r.time_margin = 0.25;
+        r.time_overhead = 120;
+        tula::PartitionTarget t;
+        t.conf.name = "cpu";
+        t.conf.nodes = 4;
+        t.conf.price_per_node_hour = 1;
+        t.compute = tula_test::linear_compute(0.01, 2e-4, 16, 256);
+        t.allreduce = alpha_beta(5e-5, 1e-9);
+        const tula::Plan p = tula::make_site_plan(r, {t});
+        for (const tula::Candidate& c : p.candidates) {
+            // the upper step time: the upper total less the start-up, over the steps
+            const double steps = c.epochs * std::floor(60000.0 / c.global_batch);
+            const double step_upper = (c.total_seconds_upper - c.startup_seconds) / steps;
+            const double want = std::ceil(30 + 2 * step_upper + 12.0 * params / 100e6);
+            CPPUNIT_ASSERT_EQUAL(static_cast<int>(want), c.signal_seconds);
+        }
+        const tula::Candidate& ch = p.choice();
+        CPPUNIT_ASSERT(ch.signal_seconds >= 30);
+        const int limit = static_cast<int>(
+            std::ceil((std::max(ch.total_seconds, ch.total_seconds_upper) * 1.25 + 120 + ch.signal_seconds + 60) / 60));
+        CPPUNIT_ASSERT_EQUAL(limit, p.time_limit_minutes);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(StopRuleTest);

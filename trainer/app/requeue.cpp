@@ -1,0 +1,109 @@
+// tula-train: stopping before the job's time limit and requeueing the job (tula-jobs(7), "TIME
+// LIMIT, CHECKPOINT AND REQUEUE"): the time left from Slurm, the stop rule of tula/stop.hpp,
+// and `scontrol requeue`.
+#include <sys/wait.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <optional>
+#include <string>
+
+#include "app/app.hpp"
+#include "tula/stop.hpp"
+#include "tula/tula.h"
+
+namespace tula {
+namespace train {
+namespace app {
+namespace {
+
+// $SLURM_JOB_ID when it is a job id (1 to 10 digits), else "".
+std::string job_id() {
+    const char* j = std::getenv("SLURM_JOB_ID");
+    const std::string id = j ? j : "";
+    if (id.empty() || id.size() > 10) return "";
+    for (char c : id)
+        if (!std::isdigit(static_cast<unsigned char>(c))) return "";
+    return id;
+}
+
+// Runs `cmd` through the shell; its first output line (at most 255 bytes) in *line and its
+// exit status (-1: could not run or killed).
+int run_line(const std::string& cmd, std::string* line) {
+    std::FILE* f = ::popen(cmd.c_str(), "r");
+    if (!f) return -1;
+    char buf[256] = {0};
+    if (std::fgets(buf, sizeof buf, f)) *line = buf;
+    while (std::fgets(buf, sizeof buf, f)) {
+    }
+    const int st = ::pclose(f);
+    while (!line->empty() && std::isspace(static_cast<unsigned char>(line->back()))) line->pop_back();
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+double wall_now() { return static_cast<double>(std::time(nullptr)); }
+
+}  // namespace
+
+std::optional<double> job_time_left() {
+    const std::string id = job_id();
+    if (id.empty()) return std::nullopt;
+    if (const char* end = std::getenv("SLURM_JOB_END_TIME"); end && *end) {
+        char* stop = nullptr;
+        const double e = std::strtod(end, &stop);
+        if (stop && *stop == '\0' && std::isfinite(e) && e > 0) return e - wall_now();
+    }
+    // squeue retries for a minute when it finds no slurm.conf: bounded by timeout(1)
+    std::string line;
+    if (run_line("timeout -k 1 10 squeue -h -j " + id + " -o %L 2>/dev/null", &line) != 0 || line.size() > 31)
+        return std::nullopt;
+    const long s = tula_parse_duration(line.c_str(), nullptr, 0);  // also refuses UNLIMITED, INVALID
+    if (s <= 0) return std::nullopt;
+    return static_cast<double>(s);
+}
+
+void watch_time_limit(const Options& o, bool root, size_t params, TrainHooks* hooks) {
+    if (o.requeue != "auto" || !root || hooks->checkpoint_path.empty()) return;
+    const std::optional<double> left = job_time_left();
+    if (!left) return;
+    const double end = wall_now() + *left;
+    const double ck_seconds = checkpoint_write_seconds(checkpoint_bytes(static_cast<int64_t>(params)));
+    hooks->time_is_up = [end, ck_seconds](double longest_step) {
+        return wall_now() + stop_reserve_seconds(longest_step, ck_seconds) >= end;
+    };
+    if (!o.quiet)
+        say(true, "tula-train: the job's time limit is in " + std::to_string(static_cast<long>(*left)) +
+                      " s; training stops about " + std::to_string(static_cast<long>(stop_reserve_seconds(0, ck_seconds))) +
+                      " s plus two steps before it, writes " + hooks->checkpoint_path + " and requeues the job");
+}
+
+int finish_stopped(const Options& o, bool root, const TrainHooks& hooks, size_t epochs_done) {
+    if (!root) return 3;
+    const std::string ck = hooks.checkpoint_path;
+    const std::string id = job_id();
+    if (!hooks.requeue || o.requeue != "auto" || id.empty()) {
+        say(true, "tula-train: stopped by a signal after " + std::to_string(epochs_done) +
+                      " finished epochs; checkpoint written to " + ck + "; continue with --resume --checkpoint " + ck);
+        return 3;
+    }
+    std::string line;
+    const int rc = run_line("timeout -k 1 30 scontrol requeue " + id + " 2>&1", &line);
+    if (rc == 0) {
+        say(true, "tula-train: stopped before the time limit after " + std::to_string(epochs_done) +
+                      " finished epochs; checkpoint written to " + ck + "; job " + id +
+                      " requeued: it resumes from the checkpoint when it starts again");
+    } else {
+        warn("stopped after " + std::to_string(epochs_done) + " finished epochs with the checkpoint written to " + ck +
+             ", but job " + id + " could not be requeued (scontrol requeue: " +
+             (line.empty() ? "exit status " + std::to_string(rc) : line) +
+             "; a job submitted with --no-requeue is not); continue with --resume --checkpoint " + ck);
+    }
+    return 3;
+}
+
+}  // namespace app
+}  // namespace train
+}  // namespace tula
