@@ -1,5 +1,6 @@
 // tula CLI: the commands' reports (see format.hpp).
 #include "format.hpp"
+#include "tula/stop.hpp"
 #include "tula/tula.h"
 
 #include <cmath>
@@ -66,6 +67,8 @@ KeyValues plan_kv(const PlanReport& r) {
         {"node_hours", format_number("%.4f", c.node_hours)},
         {"time_limit", std::to_string(r.plan.time_limit_minutes)},
         {"signal_seconds", std::to_string(c.signal_seconds)},
+        {"time_min", std::to_string(time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds,
+                                                     r.plan.time_limit_minutes))},
         {"candidates", std::to_string(r.plan.candidates.size())},
         {"policy", policy_name(r.policy)},
         {"reason", r.plan.reason},

@@ -46,6 +46,7 @@ struct PlanReport {
     double time_margin = 0.25;          ///< fraction, from tula.conf
     double time_overhead = 120;         ///< seconds, from tula.conf
     int fixed_nodes = 0;                ///< --nodes, 0 when not given
+    bool time_min = false;              ///< from tula.conf: jobs get a --time-min by default
     double deadline_seconds = 0;        ///< Policy::Deadline: seconds of training allowed
     double budget = 0;                  ///< Policy::Budget: price unit of tula.conf
     bool simulated = false;             ///< planned from a hardware file (tula plan --hardware), not profiles
@@ -64,7 +65,7 @@ std::string plan_summary(const PlanReport& r);
 /// The `tula plan --format kv` lines on success (the contract of tula(1) and
 /// etc/cli_filter.lua): status, workload, nodes, global_batch, local_batch, epochs,
 /// predicted_seconds (%.1f), epoch_seconds, cost, node_hours, time_limit (minutes),
-/// candidates, policy, reason, summary, then the choice's other fields: policy_phrase,
+/// signal_seconds, time_min (minutes: time_min_minutes of the choice), candidates, policy, reason, summary, then the choice's other fields: policy_phrase,
 /// deadline_seconds / budget (with those policies), predicted_seconds_upper, cost_upper
 /// (95 % prediction bounds), iter_seconds, memory_bytes (per rank, 0 when not modelled),
 /// expected_accuracy (fraction, empty without run history), epochs_to_target, pareto (1/0),

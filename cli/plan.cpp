@@ -395,6 +395,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     r.watts_per_node = lc.config.watts_per_node;
     r.time_margin = lc.config.time_margin;
     r.time_overhead = lc.config.time_overhead;
+    r.time_min = lc.config.time_min;
     r.fixed_nodes = o.nodes;
     if (hw) {
         plan_from_hardware(o, lc.config, hw_parts, spec, &r, &warnings, sim);

@@ -212,6 +212,21 @@ std::vector<std::pair<std::string, std::string>> stop_changes(const std::map<std
     return sets;
 }
 
+// --time-min where the job asks for it (--tula-time-min=yes, or tula.conf's time_min = yes
+// unless --tula-time-min=no) and gave none, at most the time limit the job will have: the
+// shortest part backfill may start it with (it then checkpoints and requeues itself).
+std::vector<std::pair<std::string, std::string>> time_min_changes(const SubmitInput& in, const PlanAnswer& p,
+                                                                  std::optional<long> user_minutes,
+                                                                  std::vector<std::string>* say) {
+    const std::string want = given(in.spank, "tula-time-min").value_or("");
+    const bool on = want == "yes" || (want != "no" && p.time_min_default);
+    if (!on || p.time_min < 1 || time_minutes(given(in.options, "time-min").value_or(""))) return {};
+    long m = p.time_min;
+    if (user_minutes) m = std::min(m, *user_minutes);
+    say->push_back("time-min default -> " + std::to_string(m) + " min");
+    return {{"time-min", std::to_string(m)}};
+}
+
 // A plan table as the plugin takes it: WORKLOAD;N:B:E:S[:R][;...], at most kMaxTable bytes.
 bool valid_table(const std::string& t) {
     const size_t semi = t.find(';');
@@ -378,6 +393,7 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
         change.push_back("time limit default -> " + std::to_string(plan.time_limit) + " min");
     auto shape_sets = shape_changes(shape, plan, &change);
     for (auto& s : stop_changes(in.options, plan, &change)) shape_sets.push_back(std::move(s));
+    for (auto& s : time_min_changes(in, plan, user_minutes, &change)) shape_sets.push_back(std::move(s));
     std::string changes;
     for (const std::string& c : change) changes += (changes.empty() ? "" : ", ") + c;
     const std::string summary = one_line(bare_message(plan.summary));

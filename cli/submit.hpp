@@ -16,9 +16,9 @@ namespace tula::cli {
 
 /// What sbatch was given, as cli_filter/lua shows it: `options` holds the Slurm options read
 /// (nodes, time, partition, ntasks, ntasks-per-node, nodelist, gpus, gpus-per-node, gres,
-/// gpus-per-task, gpus-per-socket, wrap, signal, requeue, and argv1: the batch script's path),
+/// gpus-per-task, gpus-per-socket, wrap, signal, requeue, time-min, and argv1: the batch script's path),
 /// absent when nil; `spank` the plugin's options (tula, tula-workload, tula-deadline, tula-budget,
-/// tula-epochs) that were given; `env` the variables the filter reads (TULA_MODE,
+/// tula-epochs, tula-time-min) that were given; `env` the variables the filter reads (TULA_MODE,
 /// TULA_WORKLOAD, TULA_DEADLINE, TULA_BUDGET and the plugstack's TULA_PLUGSTACK_*); `type`
 /// sbatch, salloc or srun; `offset` the heterogeneous job component; `stdin_script` the batch
 /// script read from standard input when that is a regular file (nullopt: a pipe, a terminal).
@@ -50,12 +50,14 @@ SiteSettings site_settings(const std::map<std::string, std::string>& env);
 
 /// What the filter reads of a plan (tula plan's kv contract): the chosen node count, the time
 /// limit (minutes), the seconds before it that the stop signal comes (Candidate::signal_seconds;
-/// 0: none), the one-line summary, the plan table for the plugin, and the partition, ranks per
+/// 0: none), the --time-min and whether tula.conf asks for it, the one-line summary, the plan table for the plugin, and the partition, ranks per
 /// node and GPUs per node of the choice ("" / 0 : none).
 struct PlanAnswer {
     int nodes = 0;
     int time_limit = 0;
     int signal_seconds = 0;
+    int time_min = 0;               ///< the job's --time-min, minutes (time_min_minutes; 0: none)
+    bool time_min_default = false;  ///< tula.conf's time_min: set --time-min unless the job says no
     std::string summary;
     std::string table;
     std::string partition;
@@ -88,7 +90,9 @@ using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 /// workload or node range is a problem; the plan; then --nodes and --time set only where the
 /// user left them open, and the partition, ranks per node and GPUs per node likewise
 /// (shape_changes), and --signal=USR1@S (S: the plan's signal_seconds) and --requeue where the
-/// user gave no --signal and neither --requeue nor --no-requeue (stop_changes). A problem leaves the job unchanged with one `tula: warning: ...; job
+/// user gave no --signal and neither --requeue nor --no-requeue (stop_changes), and --time-min
+/// with --tula-time-min=yes, or tula.conf's time_min = yes unless --tula-time-min=no, where
+/// the user gave none (at most the job's time limit). A problem leaves the job unchanged with one `tula: warning: ...; job
 /// submitted unchanged` line, or under strict refuses it with one `tula: error: ...` line.
 /// dry-run says what it would set and changes nothing. Errors: none (the planner's are
 /// problems).

@@ -18,6 +18,7 @@
 #include "plan.hpp"
 #include "submit.hpp"
 #include "tula/error.hpp"
+#include "tula/stop.hpp"
 
 namespace tula::cli {
 namespace {
@@ -82,6 +83,8 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
     a.nodes = c.nodes;
     a.time_limit = r.plan.time_limit_minutes;
     a.signal_seconds = c.signal_seconds;
+    a.time_min = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, a.time_limit);
+    a.time_min_default = r.time_min;
     a.summary = plan_summary(r);
     a.table = table;
     a.partition = c.partition;

@@ -6,6 +6,7 @@
  *   allocator (sbatch, salloc; runs as the submitting user)
  *     slurm_spank_init       parses the plugstack arguments, registers --tula[=MODE],
  *                            --tula-workload=NAME, --tula-epochs=follow|fixed,
+ *                            --tula-time-min=yes|no,
  *                            --tula-deadline=HH:MM:SS and --tula-budget=X
  *                            with spank_option_register (sbatch ignores a static spank_options
  *                            table), and hands cli_filter.lua (which runs in the same process
@@ -72,7 +73,7 @@ static char g_opt_deadline[32];           /* --tula-deadline value (a duration, 
 static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
 static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the plan to */
 
-enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4, OPT_EPOCHS = 5 };
+enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4, OPT_EPOCHS = 5, OPT_TIME_MIN = 6 };
 
 /* The variables that carry the plugstack's site settings to cli_filter.lua inside sbatch. */
 static const char *const g_site_vars[] = {"TULA_PLUGSTACK_LOADED", "TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB",
@@ -168,6 +169,16 @@ static int opt_epochs_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
+/* --tula-time-min=yes|no: validated here, read by cli_filter.lua */
+static int opt_time_min_cb(int val, const char *optarg, int remote)
+{
+    char err[TULA_MSG_MAX];
+    (void)val;
+    if (tula_parse_time_min(optarg, err, sizeof err) < 0)
+        return opt_refused(err, remote);
+    return 0;
+}
+
 /* --tula-deadline=HH:MM:SS */
 static int opt_deadline_cb(int val, const char *optarg, int remote)
 {
@@ -205,6 +216,11 @@ static struct spank_option g_options[] = {
      "the script's --epochs reach at its own batch; fixed: train the script's epochs. "
      "See spank-tula(8).",
      1, OPT_EPOCHS, opt_epochs_cb},
+    {"tula-time-min", "yes|no",
+     "yes: also ask for a --time-min (the shortest useful part), so that Slurm's backfill may "
+     "start the job early with a shorter limit; it checkpoints and requeues itself before the "
+     "limit. Default: tula.conf's time_min. See spank-tula(8).",
+     1, OPT_TIME_MIN, opt_time_min_cb},
     {"tula-deadline", "HH:MM:SS",
      "Let Tula choose the cheapest plan that finishes within this time (turns --tula on). "
      "See spank-tula(8).",

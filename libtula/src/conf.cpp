@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kValidKeys =
     "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
     "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs, "
-    "queue_estimate, queue_timeout";
+    "time_min, queue_estimate, queue_timeout";
 
 constexpr const char* kPartitionKeys =
     "nodes, cpus_per_node, gpus_per_node, ranks_per_node, price_per_node_hour, price_per_gpu_hour, watts_per_node, "
@@ -112,7 +112,7 @@ const std::set<std::string> kSiteKeys = {"system_db",   "price_per_node_hour", "
                                          "default_epochs", "device_memory_bytes",  "noise_scale",
                                          "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
                                          "max_accuracy_loss", "admin_uid", "fixed_epochs",
-                                         "queue_estimate", "queue_timeout"};
+                                         "time_min", "queue_estimate", "queue_timeout"};
 
 // A `[partition NAME]` header line: a new section, the top-level node description its default.
 Section section_header(const std::string& line, const KeyLine& at, const std::vector<Section>& sections,
@@ -256,6 +256,8 @@ void set_site_key(Config& cfg, const KeyLine& k) {
         cfg.max_accuracy_loss = k.number(0.0, 1.0, "fraction of test accuracy, 0.01 = 1 point");
     } else if (key == "fixed_epochs") {
         cfg.fixed_epochs = k.yes_no("yes: every job trains the epochs its script gives");
+    } else if (key == "time_min") {
+        cfg.time_min = k.yes_no("yes: every Tula job gets a --time-min, so that backfill may start it early");
     } else if (key == "queue_estimate") {
         cfg.queue_estimate = k.yes_no("no: plan as if the queue were empty");
     } else if (key == "queue_timeout") {

@@ -120,6 +120,23 @@ int tula_parse_epochs_mode(const char *value, char *err, size_t err_len)
     return -1;
 }
 
+int tula_parse_time_min(const char *value, char *err, size_t err_len)
+{
+    char shown[72];
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (value && strcmp(value, "yes") == 0)
+        return 1;
+    if (value && strcmp(value, "no") == 0)
+        return 0;
+    tula_excerpt(value ? value : "", shown);
+    tula_set_error(err, err_len,
+                   "invalid --tula-time-min value '%s'; valid values: yes (ask for a --time-min, so that backfill "
+                   "may start the job early), no", shown);
+    return -1;
+}
+
 int tula_check_workload(const char *value, char *err, size_t err_len)
 {
     char shown[72];

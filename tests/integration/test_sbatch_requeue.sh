@@ -6,8 +6,8 @@
 # script starts the rank with srun (Slurm's signal reaches it) or with mpirun on the batch node
 # (no signal reaches it: the trainer watches the time left itself). Each ends with the test
 # accuracy of the same run trained without interruption, bit for bit (one rank, one thread, the
-# same seed), and records one run. Explicit --signal, --requeue and --no-requeue are kept; with
-# --no-requeue the job stops with its checkpoint and says how to resume.
+# same seed), and records one run. Explicit --signal, --requeue and --no-requeue are kept;
+# --tula-time-min=yes sets the plan's --time-min, an explicit --time-min is kept.
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
@@ -79,4 +79,22 @@ for opt in "--signal=USR2@200" "--requeue" "--no-requeue"; do
     [ "$opt" = "--signal=USR2@200" ] || assert_eq "$want" "$(job_field "$T_JOB" Requeue)" "Requeue of the job with $opt"
     scancel "$T_JOB"
 done
-note "ok: signalled, checkpointed, requeued and finished as uninterrupted (srun and mpirun); explicit options kept"
+# --tula-time-min=yes asks for the plan's --time-min (the shortest useful part); an explicit
+# --time-min is kept; a bad value is refused by the plugin's option
+expect_ok "tula plan" "$TULA" plan --script "$T_WORK/plain.sbatch" --format kv
+want_min=$(kv_get "$T_OUT" time_min)
+assert_int "tula plan's time_min" "$want_min"
+submit --hold --tula=auto --tula-time-min=yes -o /dev/null "$T_WORK/plain.sbatch"
+on_exit "scancel $T_JOB 2>/dev/null"
+assert_contains "$T_ERR" "time-min default -> $want_min min" "sbatch's line with --tula-time-min=yes"
+assert_eq "$want_min" "$(minutes_of "$(job_field "$T_JOB" TimeMin)")" "TimeMin of the job with --tula-time-min=yes"
+scancel "$T_JOB"
+submit --hold --tula=auto --tula-time-min=yes --time-min=1 -o /dev/null "$T_WORK/plain.sbatch"
+on_exit "scancel $T_JOB 2>/dev/null"
+assert_not_contains "$T_ERR" "time-min default" "sbatch's line with an explicit --time-min"
+assert_eq 1 "$(minutes_of "$(job_field "$T_JOB" TimeMin)")" "TimeMin of the job with --time-min=1"
+scancel "$T_JOB"
+run_cmd sbatch --hold --tula=auto --tula-time-min=maybe -o /dev/null "$T_WORK/plain.sbatch"
+[ "$T_RC" != 0 ] || { scancel "$(tail -n 1 <<<"$T_OUT" | grep -o '[0-9]*$')" 2>/dev/null; fail "sbatch accepted --tula-time-min=maybe"; }
+assert_contains "$T_ERR" "invalid --tula-time-min value 'maybe'" "sbatch's message for --tula-time-min=maybe"
+note "ok: signalled, checkpointed, requeued and finished as uninterrupted (srun and mpirun); explicit options kept; --time-min"

@@ -76,6 +76,7 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plugin_and_strict);
     CPPUNIT_TEST(test_shape);
     CPPUNIT_TEST(test_stop_signal_and_requeue);
+    CPPUNIT_TEST(test_time_min);
     CPPUNIT_TEST(test_plan_failures);
     CPPUNIT_TEST(test_deadline_and_budget);
     CPPUNIT_TEST(test_site_settings);
@@ -292,6 +293,38 @@ public:
         CPPUNIT_ASSERT(o.sets.empty() && contains(o.said[0], "signal default -> USR1@95"));
         Fake none;  // a plan without a stop signal: neither is set
         CPPUNIT_ASSERT(decide_submission(in, none.planner()).sets == (Sets{{"nodes", "2"}, {"time", "5"}}));
+    }
+
+    // --time-min: with --tula-time-min=yes, or tula.conf's time_min unless --tula-time-min=no;
+    // never over an explicit --time-min; at most the user's --time. 22.05 shows an unset one as
+    // Slurm's NO_VAL duration.
+    void test_time_min() {
+        Fake f;
+        f.answer.time_min = 3;
+        auto time_min_set = [](const SubmitOutcome& o) -> std::string {
+            for (const auto& s : o.sets)
+                if (s.first == "time-min") return s.second;
+            return "";
+        };
+        SubmitInput in = sbatch("auto");
+        in.options["time-min"] = "2982616-04:14:00";
+        CPPUNIT_ASSERT_EQUAL(std::string(""), time_min_set(decide_submission(in, f.planner())));  // not asked for
+        SubmitInput yes = in;
+        yes.spank["tula-time-min"] = "yes";
+        SubmitOutcome o = decide_submission(yes, f.planner());
+        CPPUNIT_ASSERT_EQUAL(std::string("3"), time_min_set(o));
+        CPPUNIT_ASSERT(contains(o.said[0], "time-min default -> 3 min"));
+        f.answer.time_min_default = true;  // tula.conf time_min = yes
+        CPPUNIT_ASSERT_EQUAL(std::string("3"), time_min_set(decide_submission(in, f.planner())));
+        SubmitInput no = in;
+        no.spank["tula-time-min"] = "no";
+        CPPUNIT_ASSERT_EQUAL(std::string(""), time_min_set(decide_submission(no, f.planner())));
+        SubmitInput own = in;  // an explicit --time-min is kept
+        own.options["time-min"] = "10";
+        CPPUNIT_ASSERT_EQUAL(std::string(""), time_min_set(decide_submission(own, f.planner())));
+        SubmitInput shorter = in;  // at most the user's --time
+        shorter.options["time"] = "2";
+        CPPUNIT_ASSERT_EQUAL(std::string("2"), time_min_set(decide_submission(shorter, f.planner())));
     }
 
     void test_shape() {

@@ -197,6 +197,9 @@ public:
         CPPUNIT_ASSERT(!d.fixed_epochs);
         CPPUNIT_ASSERT(tula::parse_config("fixed_epochs = yes").fixed_epochs);
         CPPUNIT_ASSERT(!tula::parse_config("fixed_epochs = no").fixed_epochs);
+        CPPUNIT_ASSERT(!d.time_min);
+        CPPUNIT_ASSERT(tula::parse_config("time_min = yes").time_min);
+        CPPUNIT_ASSERT(contains(error_of([] { tula::parse_config("time_min = 1"); }), "yes or no"));
         for (const char* bad : {"fixed_epochs = 1", "fixed_epochs = true", "fixed_epochs ="}) {
             const std::string e = error_of([&] { tula::parse_config(bad); });
             CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 1") && contains(e, "yes or no"));

@@ -60,6 +60,14 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(-1, tula_parse_epochs_mode(nullptr, err, sizeof err));
         CPPUNIT_ASSERT_EQUAL(-1, tula_parse_epochs_mode("bogus", nullptr, 0));  // no err buffer: no crash
+        CPPUNIT_ASSERT_EQUAL(1, tula_parse_time_min("yes", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(0, tula_parse_time_min("no", err, sizeof err));
+        for (const char* bad : {"", "YES", "1", "yes ", "no\n"}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, tula_parse_time_min(bad, err, sizeof err));
+            CPPUNIT_ASSERT_MESSAGE(err, contains(err, "--tula-time-min") && contains(err, "yes") && !contains(err, "\n"));
+            CPPUNIT_ASSERT(std::strncmp(err, "tula: ", 6) == 0);
+        }
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_time_min(nullptr, nullptr, 0));
     }
 };
 

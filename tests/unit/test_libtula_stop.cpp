@@ -33,6 +33,10 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, tula::checkpoint_bytes(-5), 0);
         CPPUNIT_ASSERT_EQUAL(65535, tula::signal_seconds(1e6, 0));
         CPPUNIT_ASSERT_EQUAL(30, tula::signal_seconds(0, 0));
+        // --time-min: start-up 20 s + epoch 100 s + S 34 s + 60 s = 214 s -> 4 minutes
+        CPPUNIT_ASSERT_EQUAL(4, tula::time_min_minutes(20, 100, 34, 0));
+        CPPUNIT_ASSERT_EQUAL(3, tula::time_min_minutes(20, 100, 34, 3));  // at most the time limit
+        CPPUNIT_ASSERT_EQUAL(2, tula::time_min_minutes(nan, -5, 30, 0));  // 90 s
     }
 
     void test_planner_leaves_the_allowance() {

@@ -89,6 +89,11 @@ struct Config {
     /// epochs its planned global batch needs to reach the accuracy those epochs reach at the
     /// script's own batch (no, the default; see tula.conf(5), fixed_epochs).
     bool fixed_epochs = false;
+    /// Give every Tula job a --time-min (the shortest useful part: start-up, one epoch and
+    /// the stop allowance; time_min_minutes, tula/stop.hpp), so that Slurm's backfill may
+    /// start it early with a shorter limit, in which it checkpoints and requeues itself
+    /// (yes), or not (no, the default). A job's --tula-time-min=yes|no overrides it.
+    bool time_min = false;
     /// Ask slurmctld, when the `tula` command plans inside a Slurm cluster, for each
     /// partition's limits (MaxNodes, MaxTime, nodes up, who may submit) and for the expected
     /// start of the leading candidates, and rank them by time to result (expected wait plus
@@ -113,7 +118,7 @@ struct Config {
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction),
-/// fixed_epochs (yes or no), queue_estimate (yes or no), queue_timeout (seconds, 0.05 .. 4).
+/// fixed_epochs (yes or no), time_min (yes or no), queue_estimate (yes or no), queue_timeout (seconds, 0.05 .. 4).
 /// Then optional `[partition NAME]` sections (PartitionConf) with
 /// the keys nodes (required), cpus_per_node, gpus_per_node, ranks_per_node,
 /// price_per_node_hour, price_per_gpu_hour, watts_per_node, hardware_class, peak_flops,

@@ -37,4 +37,10 @@ double stop_reserve_seconds(double step_seconds, double checkpoint_seconds);
 /// rounded up to whole seconds, within 1..65535 (Slurm keeps it in 16 bits). Pure.
 int signal_seconds(double step_seconds, double checkpoint_seconds);
 
+/// The --time-min of a job, minutes: the shortest part worth starting in a backfill hole, the
+/// start-up, one epoch of training and the stop allowance (signal_seconds +
+/// kSlurmSignalResolution), ceil((startup_seconds + epoch_seconds + signal_seconds + 60) / 60),
+/// at least 1 and at most time_limit_minutes (when that is > 0). Pure.
+int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_seconds, int time_limit_minutes);
+
 }  // namespace tula

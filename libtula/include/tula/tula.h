@@ -57,6 +57,11 @@ int tula_check_budget(const char *value, double *out, char *err, size_t err_len)
  * or -1 (NULL, empty or anything else) with a message listing the two. */
 int tula_parse_epochs_mode(const char *value, char *err, size_t err_len);
 
+/* A --tula-time-min value: "yes" (the job gets a --time-min, so that backfill may start it
+ * early with a shorter limit) or "no". Returns 1 for yes, 0 for no, or -1 (NULL, empty or
+ * anything else) with a message listing the two. */
+int tula_parse_time_min(const char *value, char *err, size_t err_len);
+
 /* A plain decimal number (digits with an optional '.' and fraction, or '.' and digits),
  * shorter than max_len bytes, into *out (when not NULL). Returns 0, or -1. No message. */
 int tula_parse_plain_decimal(const char *value, size_t max_len, double *out);

@@ -24,4 +24,12 @@ int signal_seconds(double step_seconds, double checkpoint_seconds) {
     return static_cast<int>(std::min(65535.0, std::max(1.0, s)));
 }
 
+int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_seconds, int time_limit_minutes) {
+    const double s = non_negative(startup_seconds) + non_negative(epoch_seconds) + std::max(signal_seconds, 0) +
+                     kSlurmSignalResolution;
+    double m = std::max(1.0, std::ceil(s / 60.0));
+    if (time_limit_minutes > 0) m = std::min(m, static_cast<double>(time_limit_minutes));
+    return static_cast<int>(std::min(m, 5256000.0));
+}
+
 }  // namespace tula
