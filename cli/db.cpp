@@ -331,6 +331,17 @@ void print_show_json(const ShowOptions& o, const ShowData& d) {
     std::printf("%s\n", j.dump(2).c_str());
 }
 
+// " in N parts (A + B s)" after a run's measured seconds when it trained in several parts
+// (stopped and resumed; the seconds of each part when known), else "".
+std::string parts_note(const RunRecord& r) {
+    if (r.parts <= 1) return "";
+    std::string n = " in " + std::to_string(r.parts) + " parts";
+    if (r.part_seconds.size() != static_cast<size_t>(r.parts)) return n;
+    n += " (";
+    for (size_t i = 0; i < r.part_seconds.size(); ++i) n += (i ? " + " : "") + format_number("%.1f", r.part_seconds[i]);
+    return n + " s)";
+}
+
 // `tula db show` as text: the workload row, then its samples, models and runs as tables.
 void print_show_text(const ShowOptions& o, const ShowData& d) {
     const auto& [row, compute, allreduce, runs, within, cm_error, am_error, im_error, cm, am, im] = d;
@@ -407,7 +418,7 @@ void print_show_text(const ShowOptions& o, const ShowData& d) {
                               r.hardware_class.empty() ? "-" : r.hardware_class,
                               std::to_string(r.global_batch), std::to_string(r.epochs),
                               r.predicted_seconds > 0 ? format_number("%.1f s", r.predicted_seconds) : "-",
-                              format_number("%.1f s", r.measured_seconds),
+                              format_number("%.1f s", r.measured_seconds) + parts_note(r),
                               e ? format_number("%+.1f %%", *e) : "-",
                               format_number("%.2f %%", r.test_accuracy * 100)});
         }

@@ -258,6 +258,8 @@ Json run_json(const RunRecord& r) {
     j["noise_observations"] = r.noise_observations;
     j["optimizer"] = r.optimizer;  // "" = not recorded (before schema version 7)
     j["hardware_class"] = r.hardware_class;  // "" = unknown (before schema version 8)
+    j["parts"] = r.parts;  // 1 before schema version 10
+    j["part_seconds"] = r.part_seconds.empty() ? Json(nullptr) : Json(r.part_seconds);  // null: one part, or not known
     j["epoch_seconds"] = r.epoch_seconds;
     j["epoch_train_loss"] = r.epoch_train_loss;
     j["epoch_test_accuracy"] = r.epoch_test_accuracy;

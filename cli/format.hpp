@@ -102,7 +102,8 @@ std::string run_check_line(const RunCheck& c);
 Json run_check_json(const RunCheck& c);
 
 /// A finished run as JSON (all fields of tula::RunRecord, error_percent, per-epoch arrays;
-/// noise_scale in examples, null when not measured).
+/// noise_scale in examples, null when not measured; part_seconds in seconds, null with one
+/// part or when not known).
 Json run_json(const RunRecord& r);
 
 /// `tula explain --format kv` lines for a run found in database `db_path`: status=ok,

@@ -159,6 +159,8 @@ struct Scan {
     int64_t epoch_lines = 0, profile_lines = 0, allreduce_lines = 0;
     int64_t summary_observations = -1;  // the "summary" line's noise_observations; -1: none
     double summary_noise = -1;          // the "summary" line's noise_scale (0: null); -1: none
+    int64_t summary_parts = 0;          // the "summary" line's parts; 0: none
+    std::vector<double> summary_part_seconds;  // the "summary" line's part_seconds; empty: none
 };
 
 // Reads and checks every line of `in`, keeping what `want` needs.
@@ -285,9 +287,28 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
             // the run's own noise scale and observation count, which override the epochs'
             const double noise = l.number("noise_scale", 0, false, false, true);
             const int64_t obs = l.integer("noise_observations", 0, false, -1);
+            // the parts the run trained in and their training seconds
+            const int64_t parts = l.integer("parts", 1, false, 0, INT32_MAX);
+            std::vector<double> part_seconds;
+            if (const Json* ps = l.find("part_seconds")) {
+                if (!ps->is_array() || ps->empty())
+                    l.bad("field \"part_seconds\" must be a list of seconds, one finite number >= 0 per part, not " +
+                          shown(*ps));
+                for (const Json& v : *ps) {
+                    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+                        l.bad("field \"part_seconds\" must hold finite numbers >= 0, not " + shown(v));
+                    part_seconds.push_back(v.get<double>());
+                }
+                const size_t want_parts = parts > 0 ? static_cast<size_t>(parts) : 1;
+                if (part_seconds.size() != want_parts)
+                    l.bad("field \"part_seconds\" has " + std::to_string(part_seconds.size()) + " values, \"parts\" is " +
+                          std::to_string(want_parts) + (parts > 0 ? "" : " (absent)") + ": give one per part");
+            }
             if (want == Want::Run) {
                 if (l.find("noise_scale")) s.summary_noise = std::isfinite(noise) ? noise : 0;
                 if (obs >= 0) s.summary_observations = obs;
+                s.summary_parts = parts;
+                s.summary_part_seconds = std::move(part_seconds);
             }
         }
         if (!has_newline) break;
@@ -322,6 +343,10 @@ MetricsRun read_metrics_run(std::istream& in, const std::string& source) {
     if (s.summary_observations >= 0) r.noise_observations = s.summary_observations;
     if (s.summary_noise >= 0) r.noise_scale = s.summary_noise;
     const MetricsHeader& h = m.header;
+    // the summary's parts, else one per process that wrote the file: the first, and each resume
+    r.parts = s.summary_parts > 0 ? static_cast<int>(s.summary_parts)
+                                  : static_cast<int>(std::min<int64_t>(INT32_MAX, int64_t{1} + s.resumes + (h.resumed ? 1 : 0)));
+    if (s.summary_parts > 1) r.part_seconds = std::move(s.summary_part_seconds);
     r.workload = h.workload;
     r.job_id = h.job_id;
     r.nodes = h.nodes;

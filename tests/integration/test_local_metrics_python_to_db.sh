@@ -1,7 +1,7 @@
 #!/bin/bash
 # The two sides of the job contract (tula-jobs(7)) agree: a metrics file written by the Python
 # module's tula.Metrics (no torch needed) is recorded by `tula db record --metrics` with the
-# values it wrote, including a resumed job's appended header; a file the writer cut short (a
+# values it wrote, including a resumed job's appended header (a run of 2 parts); a file the writer cut short (a
 # killed job mid-line) is refused with its line number and nothing is written; and a
 # `tula profile compute --command` whose command uses tula.profile() stores its samples.
 . "$(dirname "$0")/lib.sh"
@@ -40,9 +40,13 @@ import json, sys
 d = json.load(sys.stdin)
 r = d["runs"][0]
 print(d["train_examples"], r["job_id"], r["epochs"], r["measured_seconds"], r["predicted_seconds"], r["test_accuracy"],
-      r["nodes"], r["ranks_per_node"], r["global_batch"])' <<<"$T_OUT") || fail "cannot read db show's JSON" "$(_excerpt "$T_OUT")"
-# the data set's size for the workload row; measured 1.25 + 2.5 s; the header's prediction; the last accuracy
-assert_eq "60000 777 2 3.75 3.25 0.75 2 2 128" "$got" "the recorded run and workload row"
+      r["nodes"], r["ranks_per_node"], r["global_batch"], r["parts"], r["part_seconds"])' <<<"$T_OUT") ||
+    fail "cannot read db show's JSON" "$(_excerpt "$T_OUT")"
+# the data set's size for the workload row; measured 1.25 + 2.5 s; the header's prediction; the last accuracy;
+# two parts (the first process and the resumed one), their seconds not written
+assert_eq "60000 777 2 3.75 3.25 0.75 2 2 128 2 None" "$got" "the recorded run and workload row"
+expect_ok "tula db show (text)" "$TULA" db show py-cnn@fashion-mnist --db "$db"
+assert_contains "$T_OUT" "3.8 s in 2 parts" "db show names the run's parts"
 
 # A job killed while writing a line: refused with the line number, nothing written.
 head -c -20 "$T_WORK/run.jsonl" > "$T_WORK/cut.jsonl"

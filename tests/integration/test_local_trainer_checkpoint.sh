@@ -6,7 +6,9 @@
 #     numbers are printed shortest-round-trip, so equal text = equal doubles);
 #  3. a run stopped by SIGUSR1 mid-epoch exits 3 after writing the checkpoint, and the run
 #     resumed with --resume has, joined to the first part, the uninterrupted run's loss, lr
-#     and grad-norm trajectory and epoch results, bit for bit;
+#     and grad-norm trajectory and epoch results, bit for bit; its --summary records one run of
+#     2 parts ("parts": 2, two "part_seconds" summing to "train_seconds") and its done line
+#     says parts=2, where the uninterrupted run's summary has 1 part and its done line no parts=;
 #  4. a requeued Slurm job (SLURM_RESTART_COUNT=1, same SLURM_JOB_ID) resumes by itself
 #     from the default checkpoint tula-train-$SLURM_JOB_ID.ckpt;
 #  5. a truncated, a corrupted and a foreign checkpoint, one of another configuration, and
@@ -52,8 +54,31 @@ print("same: %d steps, %d epochs; final loss %r" % (len(sa), len(ea), sa[99][2])
 EOF
 }
 
+# check_parts SUMMARY N: the run summary file's last line has "parts": N and N "part_seconds"
+# (finite, > 0) whose sum is its "train_seconds", the sum of its epochs' seconds (within rounding).
+check_parts() {
+    python3 - "$1" "$2" <<'EOF' || fail "summary $1: not $2 parts summing to train_seconds" "$(cat "$1")"
+import json, sys, math
+lines = [json.loads(l) for l in open(sys.argv[1])]
+s = lines[-1]
+n = int(sys.argv[2])
+assert s["type"] == "summary", s
+assert s["parts"] == n, ("parts", s["parts"], n)
+ps = s["part_seconds"]
+assert isinstance(ps, list) and len(ps) == n, ps
+assert all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in ps), ("every part trained", ps)
+total = sum(l["seconds"] for l in lines if l["type"] == "epoch")
+assert abs(sum(ps) - s["train_seconds"]) <= 1e-9 * max(1.0, s["train_seconds"]), (ps, s["train_seconds"])
+assert abs(total - s["train_seconds"]) <= 1e-9 * max(1.0, total), (total, s["train_seconds"])
+print("parts %d: %s s, train_seconds %r" % (n, ps, s["train_seconds"]))
+EOF
+}
+
 note "1-2: uninterrupted runs, twice"
-expect_ok "run A" "$TULA_TRAIN" "${run[@]}" --metrics a.jsonl
+expect_ok "run A" "$TULA_TRAIN" "${run[@]}" --metrics a.jsonl --summary a.summary
+check_parts a.summary 1
+grep -q '^tula-train: done: ' <<<"$T_OUT" || fail "run A: no done line" "$T_OUT"
+grep '^tula-train: done: ' <<<"$T_OUT" | grep -q 'parts=' && fail "run A: its done line names parts" "$T_OUT"
 expect_ok "run A again" "$TULA_TRAIN" "${run[@]}" --metrics a2.jsonl
 compare a.jsonl a2.jsonl
 
@@ -83,8 +108,10 @@ note "3: stop with SIGUSR1, resume"
 stop_midway b.jsonl b.ckpt
 [ -s b.ckpt ] || fail "no checkpoint b.ckpt"
 ls b.ckpt.tmp.* >/dev/null 2>&1 && fail "a temporary checkpoint file was left behind"
-expect_ok "resume" "$TULA_TRAIN" "${run[@]}" --metrics b.jsonl --checkpoint b.ckpt --resume
+expect_ok "resume" "$TULA_TRAIN" "${run[@]}" --metrics b.jsonl --checkpoint b.ckpt --resume --summary b.summary
 compare a.jsonl b.jsonl
+check_parts b.summary 2
+grep '^tula-train: done: ' <<<"$T_OUT" | grep -q ' parts=2$' || fail "resumed run: its done line lacks parts=2" "$T_OUT"
 
 note "4: requeued job resumes by itself"
 stop_midway c.jsonl "" SLURM_JOB_ID=4242

@@ -90,7 +90,7 @@ inline std::vector<std::string> all_rows(const std::string& path) {
           "hardware_class, ranks_per_node FROM compute_profile ORDER BY id",
           "SELECT host, nodes, bytes, seconds, created, hardware_class, ranks_per_node FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
-          "created, noise_scale, noise_observations, hardware_class, ranks_per_node FROM run ORDER BY id",
+          "created, noise_scale, noise_observations, hardware_class, ranks_per_node, parts, part_seconds FROM run ORDER BY id",
           "SELECT r.job_id, e.epoch, e.seconds, e.train_loss, e.test_accuracy FROM run_epoch e JOIN run r ON "
           "r.id = e.run_id ORDER BY r.id, e.epoch"}) {
         out.push_back(std::string("--") + sql);

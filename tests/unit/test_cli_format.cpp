@@ -579,6 +579,13 @@ public:
         run.noise_observations = 94;
         CPPUNIT_ASSERT_EQUAL(173.5, run_json(run).at("noise_scale").get<double>());
         CPPUNIT_ASSERT_EQUAL(94, run_json(run).at("noise_observations").get<int>());
+        // run_json: the parts, their seconds null with one part
+        CPPUNIT_ASSERT_EQUAL(1, run_json(run).at("parts").get<int>());
+        CPPUNIT_ASSERT(run_json(run).at("part_seconds").is_null());
+        run.parts = 2;
+        run.part_seconds = {20.0, 25.0};
+        CPPUNIT_ASSERT_EQUAL(2, run_json(run).at("parts").get<int>());
+        CPPUNIT_ASSERT(run_json(run).at("part_seconds") == Json::array({20.0, 25.0}));
     }
 };
 

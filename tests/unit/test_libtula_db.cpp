@@ -15,6 +15,7 @@ class LibtulaDbTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_migrate_v1_database);
     CPPUNIT_TEST(test_migrate_v7_database);
     CPPUNIT_TEST(test_migrate_v8_database);
+    CPPUNIT_TEST(test_migrate_v9_database);
     CPPUNIT_TEST(test_migration_failure_leaves_v1);
     CPPUNIT_TEST(test_parent_dir_created_0700);
     CPPUNIT_TEST(test_newer_schema_rejected);
@@ -231,8 +232,9 @@ INSERT INTO run_epoch VALUES(1, 2, 24.25, 0.5, 0.8125);
         CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         const auto after = raw_rows(p, "SELECT * FROM run");
         CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
-        // noise scale, observations, train examples, optimizer, hardware class, ranks per node
-        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|||1|", after[0]);
+        // noise scale, observations, train examples, optimizer, hardware class, ranks per node,
+        // parts, part seconds
+        CPPUNIT_ASSERT_EQUAL(before[0] + "null|0|0|||1|1|null|", after[0]);
         CPPUNIT_ASSERT_EQUAL(size_t(2), raw_rows(p, "SELECT * FROM run_epoch").size());
         CPPUNIT_ASSERT_EQUAL(std::string("0.0125"), raw_query(p, "SELECT seconds_per_iter FROM compute_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT ranks FROM compute_profile"));  // alone
@@ -347,12 +349,9 @@ PRAGMA user_version = 7;
         CPPUNIT_ASSERT_EQUAL(std::string("a100"), rw.allreduce_samples().at(1).hardware_class);
     }
 
-    // Migration 8 -> 9: the old allreduce rows get one rank per node (the across-node profile);
-    // a read-only open of the version-8 file reads them so without migrating it; a within-node
-    // row (1 node, 4 ranks) keeps its ranks per node.
-    void test_migrate_v8_database() {
-        TempDir d;
-        const std::string p = d / "v8.db";
+    // A version-8 database: version 7 plus the column additions of version 8 (from their DDL)
+    // and a second allreduce row.
+    static void make_v8_database(const std::string& p) {
         make_v7_database(p);
         raw_exec(p, R"SQL(
 ALTER TABLE compute_profile ADD COLUMN hardware_class TEXT NOT NULL DEFAULT '';
@@ -363,6 +362,15 @@ ALTER TABLE run ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
 INSERT INTO allreduce_profile VALUES(2, 'n1', 4, 8192, 0.003, 1700000006, 'a100');
 PRAGMA user_version = 8;
 )SQL");
+    }
+
+    // Migration 8 -> 9: the old allreduce rows get one rank per node (the across-node profile);
+    // a read-only open of the version-8 file reads them so without migrating it; a within-node
+    // row (1 node, 4 ranks) keeps its ranks per node.
+    void test_migrate_v8_database() {
+        TempDir d;
+        const std::string p = d / "v8.db";
+        make_v8_database(p);
         {
             auto ro = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
             CPPUNIT_ASSERT_EQUAL(8, ro.schema_version());
@@ -375,7 +383,7 @@ PRAGMA user_version = 8;
         CPPUNIT_ASSERT_EQUAL(std::string("8"), raw_query(p, "PRAGMA user_version"));
         const auto before = raw_rows(p, "SELECT id, host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile");
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
-        CPPUNIT_ASSERT_EQUAL(std::string("9"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         CPPUNIT_ASSERT(before ==
                        raw_rows(p, "SELECT id, host, nodes, bytes, seconds, created, hardware_class FROM allreduce_profile"));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), raw_query(p, "SELECT group_concat(DISTINCT ranks_per_node) FROM allreduce_profile"));
@@ -392,6 +400,75 @@ PRAGMA user_version = 8;
         CPPUNIT_ASSERT_EQUAL(4, all[2].ranks_per_node);
         a.ranks_per_node = 0;
         CPPUNIT_ASSERT(!error_of([&] { rw.add_allreduce(a); }).empty());
+    }
+
+    // Migration 9 -> 10: the old runs get one part of unknown seconds; a read-only open of the
+    // version-9 file reads them so without migrating it; every old column keeps its value; a
+    // run of several parts keeps its part count and seconds (a JSON list in part_seconds),
+    // one of a single part stores NULL; invalid parts are refused.
+    void test_migrate_v9_database() {
+        TempDir d;
+        const std::string p = d / "v9.db";
+        make_v8_database(p);
+        raw_exec(p, R"SQL(
+ALTER TABLE allreduce_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT 1;
+PRAGMA user_version = 9;
+)SQL");
+        {
+            auto ro = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadOnly);
+            CPPUNIT_ASSERT_EQUAL(9, ro.schema_version());
+            const auto runs = ro.runs();
+            CPPUNIT_ASSERT_EQUAL(size_t(1), runs.size());
+            CPPUNIT_ASSERT_EQUAL(1, runs[0].parts);
+            CPPUNIT_ASSERT(runs[0].part_seconds.empty());
+            CPPUNIT_ASSERT_EQUAL(size_t(2), runs[0].epoch_seconds.size());
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("9"), raw_query(p, "PRAGMA user_version"));
+        const auto before = raw_rows(p, "SELECT * FROM run");
+        const auto epochs_before = raw_rows(p, "SELECT * FROM run_epoch");
+        auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        CPPUNIT_ASSERT_EQUAL(std::string("10"), raw_query(p, "PRAGMA user_version"));
+        const auto after = raw_rows(p, "SELECT * FROM run");
+        CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
+        CPPUNIT_ASSERT_EQUAL(before[0] + "1|null|", after[0]);  // parts, part_seconds
+        CPPUNIT_ASSERT(epochs_before == raw_rows(p, "SELECT * FROM run_epoch"));
+        CPPUNIT_ASSERT_EQUAL(1, rw.runs().at(0).parts);
+        tula::RunRecord r = tula_test::run_record("79", "lenet5@fashion-mnist", 2, 256, 2, 10.5, 1700000007);
+        r.parts = 3;
+        r.part_seconds = {4.25, 0.1, 6.15};
+        rw.add_run(r);
+        tula::RunRecord one = tula_test::run_record("80", "lenet5@fashion-mnist", 2, 256, 2, 10.5, 1700000008);
+        one.part_seconds = {10.5};
+        rw.add_run(one);
+        const auto runs = rw.runs();
+        CPPUNIT_ASSERT_EQUAL(size_t(3), runs.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("79"), runs[1].job_id);
+        CPPUNIT_ASSERT_EQUAL(3, runs[1].parts);
+        CPPUNIT_ASSERT(r.part_seconds == runs[1].part_seconds);  // bit for bit
+        CPPUNIT_ASSERT_EQUAL(1, runs[0].parts);
+        CPPUNIT_ASSERT(runs[0].part_seconds.empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("3|[4.25,0.10000000000000001,6.1500000000000004]"),
+                             raw_query(p, "SELECT parts || '|' || part_seconds FROM run WHERE job_id = '79'"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1|null"),
+                             raw_query(p, "SELECT parts || '|' || coalesce(part_seconds, 'null') FROM run WHERE job_id = '80'"));
+        // a part_seconds text edited by hand into something else is read as not known
+        raw_exec(p, "UPDATE run SET part_seconds = '[1,x]' WHERE job_id = '79'");
+        CPPUNIT_ASSERT(rw.run_by_job("79")->part_seconds.empty());
+        CPPUNIT_ASSERT_EQUAL(3, rw.run_by_job("79")->parts);
+        // invalid parts: refused, nothing written
+        tula::RunRecord bad = r;
+        bad.parts = 0;
+        bad.part_seconds.clear();
+        CPPUNIT_ASSERT(tula_test::contains(error_of([&] { rw.add_run(bad); }), "parts must be >= 1"));
+        bad = r;
+        bad.part_seconds.pop_back();
+        CPPUNIT_ASSERT(tula_test::contains(error_of([&] { rw.add_run(bad); }), "one value per part"));
+        bad = r;
+        bad.part_seconds[1] = -1;
+        CPPUNIT_ASSERT(tula_test::contains(error_of([&] { rw.add_run(bad); }), "finite number >= 0"));
+        bad.part_seconds[1] = std::nan("");
+        CPPUNIT_ASSERT(tula_test::contains(error_of([&] { rw.add_run(bad); }), "finite number >= 0"));
+        CPPUNIT_ASSERT_EQUAL(size_t(3), rw.runs().size());
     }
 
     void test_migration_failure_leaves_v1() {

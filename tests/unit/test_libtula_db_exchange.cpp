@@ -1,6 +1,8 @@
 // Unit tests of the profile database exchange format and the database set (db.hpp): JSON export and import round trips, a version-1 document, bad documents refused with the row named, prune, and load_profiles merging databases and skipping bad ones.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <nlohmann/json.hpp>
+
 #include "db_fixtures.hpp"
 #include "record_builders.hpp"
 
@@ -158,6 +160,11 @@ public:
             w.bytes = 1 << 20;
             w.seconds = 1e-4;
             db.add_allreduce(w);
+            // schema 10: a run of 3 parts (stopped twice and resumed)
+            tula::RunRecord r = tula_test::run_record("11", "lenet5@fashion-mnist", 2, 128, 2, 30.75, 300);
+            r.parts = 3;
+            r.part_seconds = {10.5, 0.125, 20.125};
+            db.add_run(r);
             text = db.export_json();
         }
         auto db = tula::ProfileDb::open(b, tula::ProfileDb::Mode::ReadWrite);
@@ -165,7 +172,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(2), n.workloads);
         CPPUNIT_ASSERT_EQUAL(size_t(8), n.compute);
         CPPUNIT_ASSERT_EQUAL(size_t(3), n.allreduce);
-        CPPUNIT_ASSERT_EQUAL(size_t(2), n.runs);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), n.runs);
         CPPUNIT_ASSERT_EQUAL(size_t(0), n.skipped);
         const auto ra = all_rows(a), rb = all_rows(b);
         CPPUNIT_ASSERT_EQUAL(ra.size(), rb.size());
@@ -180,12 +187,30 @@ public:
         CPPUNIT_ASSERT(contains(text, "\"hardware_class\": \"a100\""));
         CPPUNIT_ASSERT_EQUAL(4, db.allreduce_samples().at(2).ranks_per_node);  // schema 9's ranks per node travel
         CPPUNIT_ASSERT_EQUAL(1, db.allreduce_samples().at(0).ranks_per_node);
+        // schema 10's parts travel (all_rows compares them too); a run of one part has null
+        CPPUNIT_ASSERT(contains(text, "\"part_seconds\": null"));
+        const auto parted = db.run_by_job("11");
+        CPPUNIT_ASSERT_EQUAL(3, parted->parts);
+        CPPUNIT_ASSERT(parted->part_seconds == std::vector<double>({10.5, 0.125, 20.125}));
         // Importing the same file again adds nothing.
         const auto again = db.import_json(text, "x.json");
-        CPPUNIT_ASSERT_EQUAL(size_t(13), again.skipped);
+        CPPUNIT_ASSERT_EQUAL(size_t(14), again.skipped);
         CPPUNIT_ASSERT_EQUAL(size_t(0), again.compute + again.allreduce + again.runs);
         const auto rb2 = all_rows(b);
         CPPUNIT_ASSERT(ra == rb2);
+        // An export written before schema version 10 (without the fields) imports with 1 part.
+        nlohmann::json old = nlohmann::json::parse(text);
+        old["schema_version"] = 9;
+        for (auto& r : old["runs"]) {
+            r.erase("parts");
+            r.erase("part_seconds");
+        }
+        auto c = tula::ProfileDb::open(d / "c.db", tula::ProfileDb::Mode::ReadWrite);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), c.import_json(old.dump(), "old.json").runs);
+        for (const auto& r : c.runs()) {
+            CPPUNIT_ASSERT_EQUAL(1, r.parts);
+            CPPUNIT_ASSERT(r.part_seconds.empty());
+        }
     }
 
     void test_export_one_workload() {
@@ -254,6 +279,17 @@ public:
                                 "runs row 1: measured_seconds must be > 0"));
         CPPUNIT_ASSERT(contains(err(edit("\"host\": ", "\"hostx\": ")), "has no field \"host\""));
         CPPUNIT_ASSERT(contains(err(edit("\"allreduce\": [", "\"allreduce\": 5, \"x\": [")), "\"allreduce\" must be a JSON array"));
+        // a run's parts: a count >= 1, part_seconds null or one number >= 0 per part
+        CPPUNIT_ASSERT(contains(err(edit("\"parts\": 1", "\"parts\": 0")), "runs row 1: parts must be a count >= 1"));
+        CPPUNIT_ASSERT(contains(err(edit("\"parts\": 1", "\"parts\": \"1\"")), "runs row 1: parts must be an integer"));
+        CPPUNIT_ASSERT(contains(err(edit("\"part_seconds\": null", "\"part_seconds\": [1, 2]")),
+                                "runs row 1: part_seconds must be null or a list of one number per part (1 parts)"));
+        CPPUNIT_ASSERT(contains(err(edit("\"parts\": 1,\n      \"part_seconds\": null", "\"parts\": 2, \"part_seconds\": [1, -2]")),
+                                "runs row 1: part_seconds must be >= 0"));
+        CPPUNIT_ASSERT(contains(err(edit("\"parts\": 1,\n      \"part_seconds\": null", "\"parts\": 2, \"part_seconds\": [1, null]")),
+                                "runs row 1: part_seconds must hold numbers, not null"));
+        CPPUNIT_ASSERT(contains(err(edit("\"part_seconds\": null", "\"part_seconds\": 5")),
+                                "runs row 1: part_seconds must be null or a list"));
         // Nothing of the rejected files was added.
         CPPUNIT_ASSERT(db.workloads().empty());
         CPPUNIT_ASSERT(db.compute_samples("").empty());

@@ -1,6 +1,7 @@
 // Unit tests of the metrics-file reader (tula/metrics.hpp): a file tula-train's MetricsLog
 // writes and one as the Python writer writes it are read; every kind of bad line is refused
-// with its line number; a 100 MB file is read in bounded memory.
+// with its line number; a summary's parts and part seconds are read and checked; a 100 MB file
+// is read in bounded memory.
 #include <cppunit/extensions/HelperMacros.h>
 #include <sys/resource.h>
 
@@ -54,6 +55,7 @@ class LibtulaMetricsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_profile_lines);
     CPPUNIT_TEST(test_profile_optional_fields_and_allreduce_lines);
     CPPUNIT_TEST(test_summary_line_gives_the_runs_noise_scale);
+    CPPUNIT_TEST(test_summary_parts);
     CPPUNIT_TEST(test_100_mb_file_in_bounded_memory);
     CPPUNIT_TEST_SUITE_END();
 
@@ -257,6 +259,61 @@ public:
         const tula::MetricsRun c = tula::read_metrics_run(none, "c.jsonl");
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, c.run.noise_scale, 0);
         CPPUNIT_ASSERT_EQUAL(int64_t(0), c.run.noise_observations);
+    }
+
+    // A "summary" line's "parts" and "part_seconds" (a run stopped and resumed): read when
+    // valid; without them one part, or one per process that wrote the file (its resume
+    // headers); bad values are refused naming the line and the field.
+    void test_summary_parts() {
+        const std::string epochs = "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5}\n"
+                                   "{\"type\":\"epoch\",\"epoch\":2,\"seconds\":3,\"test_accuracy\":0.6}\n";
+        const std::string summary = "{\"type\":\"summary\",\"train_seconds\":5,";
+        auto read = [&](const std::string& text) {
+            std::istringstream in(text);
+            return tula::read_metrics_run(in, "f.jsonl").run;
+        };
+        const tula::RunRecord two = read(kHeader + epochs + summary + "\"parts\":2,\"part_seconds\":[3.5,1.5]}\n");
+        CPPUNIT_ASSERT_EQUAL(2, two.parts);
+        CPPUNIT_ASSERT(two.part_seconds == std::vector<double>({3.5, 1.5}));
+        const tula::RunRecord one = read(kHeader + epochs + summary + "\"parts\":1,\"part_seconds\":[5]}\n");
+        CPPUNIT_ASSERT_EQUAL(1, one.parts);
+        CPPUNIT_ASSERT(one.part_seconds.empty());  // one part: its seconds are measured_seconds
+        const tula::RunRecord plain = read(kHeader + epochs);
+        CPPUNIT_ASSERT_EQUAL(1, plain.parts);
+        CPPUNIT_ASSERT(plain.part_seconds.empty());
+        const tula::RunRecord counted = read(kHeader + epochs + summary + "\"parts\":3}\n");
+        CPPUNIT_ASSERT_EQUAL(3, counted.parts);
+        CPPUNIT_ASSERT(counted.part_seconds.empty());
+        // a metrics file appended across a resume: two parts, their seconds not known
+        const std::string resume = "{\"type\":\"run\",\"workload\":\"m@d\",\"nodes\":2,\"ranks\":4,\"global_batch\":32,"
+                                   "\"resumed\":true,\"resumed_at_step\":5}\n";
+        const std::string ep1 = "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5}\n";
+        const std::string ep2 = "{\"type\":\"epoch\",\"epoch\":2,\"seconds\":3,\"test_accuracy\":0.6}\n";
+        const tula::RunRecord resumed = read(kHeader + ep1 + resume + ep2);
+        CPPUNIT_ASSERT_EQUAL(2, resumed.parts);
+        CPPUNIT_ASSERT(resumed.part_seconds.empty());
+        // bad values
+        const std::string at = "f.jsonl:4: \"summary\" line: field ";
+        const struct {
+            const char* fields;
+            const char* needle;
+        } bad[] = {
+            {"\"parts\":0}", "\"parts\" must be an integer in 1.."},
+            {"\"parts\":1.5}", "\"parts\" must be an integer >= 1"},
+            {"\"parts\":\"2\"}", "\"parts\" must be an integer >= 1"},
+            {"\"parts\":2,\"part_seconds\":[1]}", "\"part_seconds\" has 1 values, \"parts\" is 2"},
+            {"\"parts\":2,\"part_seconds\":[1,2,3]}", "\"part_seconds\" has 3 values, \"parts\" is 2"},
+            {"\"part_seconds\":[1,2]}", "\"part_seconds\" has 2 values, \"parts\" is 1 (absent)"},
+            {"\"parts\":2,\"part_seconds\":[1,-2]}", "\"part_seconds\" must hold finite numbers >= 0, not -2"},
+            {"\"parts\":2,\"part_seconds\":[1,null]}", "\"part_seconds\" must hold finite numbers >= 0, not null"},
+            {"\"parts\":2,\"part_seconds\":[1,\"2\"]}", "\"part_seconds\" must hold finite numbers >= 0"},
+            {"\"parts\":2,\"part_seconds\":5}", "\"part_seconds\" must be a list of seconds"},
+            {"\"parts\":2,\"part_seconds\":[]}", "\"part_seconds\" must be a list of seconds"},
+        };
+        for (const auto& b : bad) {
+            const std::string e = run_error(kHeader + epochs + summary + b.fields + "\n");
+            CPPUNIT_ASSERT_MESSAGE(std::string(b.fields) + " -> " + e, tula_test::contains(e, at + b.needle));
+        }
     }
 
     void test_100_mb_file_in_bounded_memory() {

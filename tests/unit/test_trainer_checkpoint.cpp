@@ -2,16 +2,21 @@
 // buckets rely on: a checkpoint reads back field for field; truncated, corrupted, foreign
 // and newer-format files raise CheckpointError with a message saying so (never a crash);
 // the write leaves no temporary file; train() stopped by the flag and resumed from the
-// checkpoint reproduces the uninterrupted run's step losses exactly; MetricsLog lines parse
+// checkpoint reproduces the uninterrupted run's step losses exactly and counts two parts whose
+// training seconds sum to the epochs'; a header without "parts" (an older writer) reads as a
+// run not stopped before; MetricsLog lines parse
 // as JSON with the fields given; Model::backward's callback reports offsets whose gradient
 // tail already equals the final gradient (checked against a plain backward).
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <dirent.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -54,13 +59,37 @@ Checkpoint sample() {
     c.opt_m1 = {1, 2, 3};
     c.opt_m2 = {};
     c.opt_t = 217;
+    c.parts = {12.5, 0.25};
     return c;
+}
+
+// Rewrites the JSON header of the checkpoint file `path` through `edit`, the lengths and the
+// CRC-32 made to fit: a checkpoint as another writer of format 2 would have written it.
+void edit_header(const std::string& path, const std::function<void(nlohmann::ordered_json&)>& edit) {
+    const std::vector<char> all = tula_test::read_bytes(path);
+    uint64_t json_len = 0;
+    std::memcpy(&json_len, all.data() + 16, 8);
+    nlohmann::ordered_json h = nlohmann::ordered_json::parse(all.begin() + 36, all.begin() + 36 + static_cast<long>(json_len));
+    edit(h);
+    const std::string js = h.dump();
+    const std::vector<char> tensors(all.begin() + 36 + static_cast<long>(json_len), all.end());
+    uLong crc = crc32_z(0L, reinterpret_cast<const Bytef*>(js.data()), js.size());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(tensors.data()), tensors.size());
+    std::vector<char> out(all.begin(), all.begin() + 36);
+    const uint64_t n = js.size();
+    const uint32_t c32 = static_cast<uint32_t>(crc);
+    std::memcpy(out.data() + 16, &n, 8);
+    std::memcpy(out.data() + 32, &c32, 4);
+    out.insert(out.end(), js.begin(), js.end());
+    out.insert(out.end(), tensors.begin(), tensors.end());
+    tula_test::write_bytes(path, out);
 }
 
 // train() of m with cfg on one rank; returns the step losses. With stop_at >= 0 the stop
 // flag is raised after that step; with `resume` it resumes; h gets the hooks' outputs.
 std::vector<double> train_losses(Model& m, const Dataset& tr, const Dataset& te, const TrainConfig& cfg,
-                                 const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, TrainHooks& h) {
+                                 const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, TrainHooks& h,
+                                 std::vector<EpochResult>* epochs = nullptr) {
     Comm serial;
     std::vector<double> losses;
     h.config = "unit";
@@ -70,7 +99,8 @@ std::vector<double> train_losses(Model& m, const Dataset& tr, const Dataset& te,
         losses.push_back(r.loss);
         if (r.step == stop_at) set_stop_requested(true);
     };
-    train(m, tr, te, cfg, serial, nullptr, &h);
+    const std::vector<EpochResult> res = train(m, tr, te, cfg, serial, nullptr, &h);
+    if (epochs) *epochs = res;
     set_stop_requested(false);
     return losses;
 }
@@ -78,9 +108,10 @@ std::vector<double> train_losses(Model& m, const Dataset& tr, const Dataset& te,
 // Runs `epochs` epochs of lenet5 on synthetic data; returns the step losses. With
 // stop_at >= 0 the stop flag is raised after that step; with `resume` it resumes.
 // With `dropout`, a small network with a dropout layer inside a sequential block instead
-// (its generator state must travel in the checkpoint too).
+// (its generator state must travel in the checkpoint too). With `h_out` it gets the hooks'
+// outputs and `epochs` the epoch results.
 std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoint* resume, bool* stopped,
-                        bool dropout = false) {
+                        bool dropout = false, TrainHooks* h_out = nullptr, std::vector<EpochResult>* epochs = nullptr) {
     const Dataset tr = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 256, 7);
     const Dataset te = make_synthetic(SyntheticSpec{Shape{1, 28, 28}, 10}, 32, 8);
     std::unique_ptr<Model> m;
@@ -99,8 +130,9 @@ std::vector<double> run(const std::string& ckpt, int64_t stop_at, const Checkpoi
     m->init(3);
     TrainConfig cfg = testing::train_config(2, 32, 0.05, 32);
     TrainHooks h;
-    const std::vector<double> losses = train_losses(*m, tr, te, cfg, ckpt, stop_at, resume, h);
+    const std::vector<double> losses = train_losses(*m, tr, te, cfg, ckpt, stop_at, resume, h, epochs);
     *stopped = h.stopped;
+    if (h_out) *h_out = h;
     return losses;
 }
 
@@ -165,6 +197,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_round_trip);
     CPPUNIT_TEST(test_bad_files);
     CPPUNIT_TEST(test_named_fields);
+    CPPUNIT_TEST(test_parts_field);
     CPPUNIT_TEST(test_stop_and_resume);
     CPPUNIT_TEST(test_stop_and_resume_dropout);
     CPPUNIT_TEST(test_prefetch_same_trajectory);
@@ -188,6 +221,7 @@ public:
         CPPUNIT_ASSERT(c.noise_estimator == r.noise_estimator && c.warmup == r.warmup && c.epochs_done == r.epochs_done);
         CPPUNIT_ASSERT(c.params == r.params && c.state == r.state && c.opt_m1 == r.opt_m1 && c.opt_m2 == r.opt_m2);
         CPPUNIT_ASSERT_EQUAL(c.opt_t, r.opt_t);
+        CPPUNIT_ASSERT(c.parts == r.parts);
         // nothing but the checkpoint is left in the directory
         int files = 0;
         DIR* dir = opendir(d.c_str());
@@ -263,12 +297,41 @@ public:
         CPPUNIT_ASSERT_THROW(NormWarmup::from_json({{"threshold", 0.1}}), std::invalid_argument);
     }
 
+    // "parts" is a list of seconds in the header; a header without it (written before the field
+    // existed, still format 2) reads as a run never stopped; a negative or null entry is refused.
+    void test_parts_field() {
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string p = d_dir.path + "/a.ckpt";
+        write_checkpoint(p, sample());
+        const std::vector<char> all = tula_test::read_bytes(p);
+        uint64_t json_len = 0;
+        std::memcpy(&json_len, all.data() + 16, 8);
+        const auto h = nlohmann::json::parse(all.begin() + 36, all.begin() + 36 + static_cast<long>(json_len));
+        CPPUNIT_ASSERT(h.at("parts") == nlohmann::json::array({12.5, 0.25}));
+        edit_header(p, [](nlohmann::ordered_json& j) { j.erase("parts"); });
+        const Checkpoint old = read_checkpoint(p);
+        CPPUNIT_ASSERT(old.parts.empty());
+        CPPUNIT_ASSERT(sample().params == old.params);
+        write_checkpoint(p, Checkpoint(old));
+        CPPUNIT_ASSERT(read_checkpoint(p).parts.empty());
+        edit_header(p, [](nlohmann::ordered_json& j) { j["parts"] = {3.0, -1.0}; });
+        expect_error(p, "inconsistent (parts)");
+        edit_header(p, [](nlohmann::ordered_json& j) { j["parts"] = {nullptr}; });
+        expect_error(p, "inconsistent");
+        edit_header(p, [](nlohmann::ordered_json& j) { j["parts"] = "12"; });
+        expect_error(p, "inconsistent");
+    }
+
     void test_stop_and_resume() {
         const tula_test::TempDir d_dir("ckpt");
         const std::string d = d_dir.path, p = d + "/run.ckpt";
         bool stopped = false;
-        const std::vector<double> full = run(p, -1, nullptr, &stopped);
+        TrainHooks h_full;
+        std::vector<EpochResult> e_full;
+        const std::vector<double> full = run(p, -1, nullptr, &stopped, false, &h_full, &e_full);
         CPPUNIT_ASSERT(!stopped);
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, h_full.part_seconds.size());  // never stopped: one part
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(e_full[0].seconds + e_full[1].seconds, h_full.part_seconds[0], 1e-9);
         CPPUNIT_ASSERT_EQUAL(size_t{16}, full.size());  // 2 epochs x 256/32 steps
         // the flag raised in step 10's callback is seen at the end of step 11 (like a signal
         // arriving during step 11): the checkpoint is taken after 12 steps, in epoch 2
@@ -278,8 +341,21 @@ public:
         const Checkpoint c = read_checkpoint(p);
         CPPUNIT_ASSERT_EQUAL(2, c.epoch);
         CPPUNIT_ASSERT_EQUAL(int64_t{4}, c.step_in_epoch);
-        const std::vector<double> rest = run(p, -1, &c, &stopped);
+        // the stopped part: epoch 1 and the first 4 steps of epoch 2
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, c.parts.size());
+        CPPUNIT_ASSERT_EQUAL(size_t{1}, c.epochs_done.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs_done[0].at("seconds").get<double>() + c.epoch_seconds, c.parts[0], 1e-9);
+        TrainHooks h;
+        std::vector<EpochResult> epochs;
+        const std::vector<double> rest = run(p, -1, &c, &stopped, false, &h, &epochs);
         CPPUNIT_ASSERT(!stopped);
+        // two parts: the first as the checkpoint says, the second the rest of the epochs' seconds
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, h.part_seconds.size());
+        CPPUNIT_ASSERT_EQUAL(c.parts[0], h.part_seconds[0]);
+        CPPUNIT_ASSERT(h.part_seconds[1] > 0);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, epochs.size());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(epochs[0].seconds + epochs[1].seconds, h.part_seconds[0] + h.part_seconds[1], 1e-9);
+        CPPUNIT_ASSERT(epochs[1].seconds >= c.epoch_seconds);  // the split epoch holds both parts' share
         part.insert(part.end(), rest.begin(), rest.end());
         CPPUNIT_ASSERT_EQUAL(full.size(), part.size());
         for (size_t i = 0; i < full.size(); ++i) CPPUNIT_ASSERT_EQUAL(full[i], part[i]);  // bit for bit

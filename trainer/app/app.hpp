@@ -160,9 +160,16 @@ nlohmann::json run_header(const Options& o, const RunShape& s, const Model& m, c
 /// The summary's last line: {"type":"summary", "train_seconds" (sum of the epochs' seconds),
 /// "test_accuracy" (the last epoch's), "epochs_trained", "stopped_at_target", "noise_scale"
 /// (the run's B_simple, examples; null when not measured or with Local SGD),
-/// "noise_observations", "val_accuracy" (with --val-split)}.
+/// "noise_observations", "parts" (the processes the run trained in: 1, plus one per stop and
+/// resume), "part_seconds" (the training seconds of each part, summing to train_seconds:
+/// TrainHooks::part_seconds, or [train_seconds] when it is empty), "val_accuracy" (with
+/// --val-split)}.
 nlohmann::json run_summary_line(const Options& o, const std::vector<EpochResult>& res, const TrainHooks& hooks,
                                 bool at_target);
+
+/// The training seconds of each part of the run whose epochs are `res`: hooks.part_seconds,
+/// or one part of all the epochs' seconds when it is empty (a run never stopped, Local SGD).
+std::vector<double> run_part_seconds(const std::vector<EpochResult>& res, const TrainHooks& hooks);
 
 /// The tula command beside this tula-train (/proc/self/exe's directory), else the first on
 /// $PATH; "" when there is none.

@@ -76,10 +76,18 @@ bool executable(const std::string& p) {
 
 }  // namespace
 
+std::vector<double> run_part_seconds(const std::vector<EpochResult>& res, const TrainHooks& hooks) {
+    if (!hooks.part_seconds.empty()) return hooks.part_seconds;
+    double train_seconds = 0;
+    for (const auto& r : res) train_seconds += r.seconds;
+    return {train_seconds};
+}
+
 nlohmann::json run_summary_line(const Options& o, const std::vector<EpochResult>& res, const TrainHooks& hooks,
                                 bool at_target) {
     double train_seconds = 0;
     for (const auto& r : res) train_seconds += r.seconds;
+    const std::vector<double> parts = run_part_seconds(res, hooks);
     // Local SGD's batch test measures another quantity than the run's gradient noise scale
     const bool noise = o.local_steps == 0 && hooks.noise_scale > 0;
     nlohmann::json j = {{"type", "summary"},
@@ -88,7 +96,9 @@ nlohmann::json run_summary_line(const Options& o, const std::vector<EpochResult>
                         {"epochs_trained", res.size()},
                         {"stopped_at_target", at_target && res.size() < static_cast<size_t>(o.epochs)},
                         {"noise_scale", noise ? nlohmann::json(hooks.noise_scale) : nlohmann::json(nullptr)},
-                        {"noise_observations", o.local_steps == 0 ? hooks.noise_observations : 0}};
+                        {"noise_observations", o.local_steps == 0 ? hooks.noise_observations : 0},
+                        {"parts", parts.size()},
+                        {"part_seconds", parts}};
     if (o.val_split > 0 && !res.empty()) j["val_accuracy"] = res.back().val_accuracy;
     return j;
 }

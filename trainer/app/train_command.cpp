@@ -371,6 +371,8 @@ void end_training(const Options& o, Comm& comm, const nlohmann::json& header, co
     if (o.val_split > 0 && !res.empty()) done_line += " val_accuracy=" + fmt("%.4f", res.back().val_accuracy);
     if (o.target_accuracy > 0)
         done_line += " epochs_trained=" + std::to_string(res.size()) + " stopped_at_target=" + (at_target ? "1" : "0");
+    const size_t parts = run_part_seconds(res, hooks).size();
+    if (parts > 1) done_line += " parts=" + std::to_string(parts);
     say(root, done_line);
     if (!root) return;
     if (!o.quiet && !o.no_db && o.local_steps == 0)

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +135,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     h["epochs_done"] = c.epochs_done;
     h["opt_t"] = c.opt_t;
     h["layer_rng"] = c.layer_rng;
+    h["parts"] = c.parts;
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     Writer pl;
     for (const auto& [name, v] : tensors) {
@@ -241,6 +243,7 @@ Checkpoint read_checkpoint(const std::string& path) {
         c.epochs_done = nlohmann::json::parse(h.at("epochs_done").dump());
         c.opt_t = h.at("opt_t").get<int64_t>();
         c.layer_rng = h.at("layer_rng").get<std::vector<std::string>>();
+        if (h.contains("parts")) c.parts = h.at("parts").get<std::vector<double>>();  // absent: no earlier part
         if (h.at("config_hash").get<std::string>() != config_hash_hex(c.config)) throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
         // the tensors, in the order and of the sizes the header lists
         std::vector<float>* dst[] = {&c.params, &c.state, &c.opt_m1, &c.opt_m2};
@@ -264,6 +267,8 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (c.ranks < 1 || c.epoch < 1 || c.step_in_epoch < 0 || c.rank_sums.size() != 2 * static_cast<size_t>(c.ranks) ||
         !c.epochs_done.is_array())
         throw CheckpointError(inconsistent + what_to_do);
+    for (double p : c.parts)
+        if (!std::isfinite(p) || p < 0) throw CheckpointError(inconsistent + " (parts)" + what_to_do);
     return c;
 }
 

@@ -39,6 +39,11 @@ struct Checkpoint {
     std::vector<float> opt_m1, opt_m2;     ///< Optimizer::get_state moments
     int64_t opt_t = 0;                     ///< Optimizer step count
     std::vector<std::string> layer_rng;    ///< Model::rng_states() (dropout generators) of rank 0
+    /// Training seconds of each part of the run that ended before this checkpoint was written
+    /// (a part is one process's stretch of training: from the start or a resume to a stop),
+    /// in order; empty while the run has not been stopped. The part in progress is not in it:
+    /// the run has parts.size() + 1 parts so far.
+    std::vector<double> parts;
 };
 
 /// 64-bit FNV-1a hash of `s` (Fowler, Noll, Vo; the "config hash" stored in checkpoints).
@@ -52,8 +57,8 @@ uint64_t fnv1a64(const std::string& s);
 /// ("format", "version", "config" as an object of the configuration's keys, "config_hash"
 /// (FNV-1a of c.config, 16 hex digits), "ranks", "epoch", "step_in_epoch", "global_step",
 /// "epoch_seconds", "lr", "noise_scale", "rank_sums", "noise_estimator", "warmup",
-/// "epochs_done", "opt_t", "layer_rng", and "tensors": the name and element count of each
-/// float32 array that follows); then the tensors (params, state, opt_m1, opt_m2) in that
+/// "epochs_done", "opt_t", "layer_rng", "parts" (Checkpoint::parts, seconds), and "tensors":
+/// the name and element count of each float32 array that follows); then the tensors (params, state, opt_m1, opt_m2) in that
 /// order. Errors: CheckpointError (cannot create / write / rename; the temporary file is
 /// removed).
 void write_checkpoint(const std::string& path, const Checkpoint& c);
@@ -61,7 +66,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& c);
 /// Reads a checkpoint written by write_checkpoint. Errors: CheckpointError when the file
 /// cannot be opened, is not a tula-train checkpoint, has another byte order or another
 /// format version (format 1, of older tula-train releases, is refused: it cannot be resumed
-/// by this one), is truncated, fails its checksum, or lacks a field.
+/// by this one), is truncated, fails its checksum, lacks a field, or has a "parts" entry that
+/// is not a finite number >= 0. A header without "parts" (written before the field existed)
+/// reads as a run not stopped before: parts empty.
 Checkpoint read_checkpoint(const std::string& path);
 
 /// Makes SIGTERM (Slurm's warning before the time limit, sbatch --signal, and scancel)

@@ -287,6 +287,7 @@ struct Run {
     double loss_sum = 0, secs0 = 0;  // this rank's sums of the epoch so far; its seconds before a resume
     double longest = 0;              // the longest step of this part so far (hooks->time_is_up), seconds
     int64_t correct = 0;
+    std::vector<double> parts_before;  // training seconds of the parts before the resume (Checkpoint::parts)
     const Checkpoint* ck = nullptr;
     bool watch = false;       // stop signals are watched (a checkpoint file is set)
 
@@ -377,6 +378,7 @@ struct Run {
         t = c.global_step;
         lr_now = c.lr;
         secs0 = c.epoch_seconds;
+        parts_before = c.parts;
         // this rank's partial sums of the epoch; with another rank count rank 0 takes them all
         if (c.ranks == K) {
             loss_sum = c.rank_sums[2 * comm.rank()];
@@ -390,8 +392,25 @@ struct Run {
         for (int e = 1; e < e0; ++e) data_rng.shuffle(perm.data(), perm.size());  // replay the data order
     }
 
+    // The training seconds of the parts: parts_before, then this part's, the rest of
+    // `total_seconds` (the run's training seconds so far: its finished epochs' and the share of
+    // the epoch in progress), at least 0.
+    std::vector<double> part_list(double total_seconds) const {
+        std::vector<double> p = parts_before;
+        double before = 0;
+        for (double x : parts_before) before += x;
+        p.push_back(std::max(0.0, total_seconds - before));
+        return p;
+    }
+    // The training seconds of the finished epochs in `out`.
+    double epochs_seconds() const {
+        double s = 0;
+        for (const EpochResult& x : out) s += x.seconds;
+        return s;
+    }
+
     // Writes the training state at a step boundary (epoch e in progress, s steps of it done,
-    // t_done steps in all) to `path`: every rank's partial sums of the epoch are gathered, rank
+    // t_done steps in all, `secs` training seconds of epoch e so far) to `path`: every rank's partial sums of the epoch are gathered, rank
     // 0 writes; the same verdict on every rank (TrainError when the write failed).
     void save(const std::string& path, int e, int64_t s, int64_t t_done, double secs) {
         Checkpoint c;
@@ -412,6 +431,7 @@ struct Run {
             c.noise_estimator = noise.to_json();
             c.warmup = warm.to_json();
             for (const EpochResult& x : out) c.epochs_done.push_back(epoch_to_json(x));
+            c.parts = part_list(epochs_seconds() + secs);  // a resume from it starts the next part
             c.params.assign(model.params(), model.params() + model.num_params());
             c.state.assign(model.state(), model.state() + model.state_size());
             if (cpu) cpu->optimizer().get_state(c.opt_m1, c.opt_m2, c.opt_t);
@@ -488,7 +508,7 @@ struct Run {
             if (hooks->on_step) hooks->on_step(step_record(e, s, agree[0], st, t1 - t_prev));
             t_prev = t1;
             if (agree[1] == 0) continue;
-            save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0));
+            save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0) - probe_secs);
             hooks->stopped = true;
             hooks->requeue = agree[2] == 0;
             if (cpu) hooks->prefetched = cpu->prefetched();
@@ -545,6 +565,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
         if (reached_target(run.out.back().test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank
     }
     run.tr->end();
+    if (hooks) hooks->part_seconds = run.part_list(run.epochs_seconds());
     return run.out;
 }
 

@@ -172,6 +172,12 @@ struct TrainHooks {
     /// Output: steps of this call of train() whose batch the CPU Trainer's loader thread had
     /// gathered in advance (TrainConfig::prefetch; 0 when off or with another engine).
     int64_t prefetched = 0;
+    /// Output, set when train() returns without a stop: the training seconds of each part of
+    /// the run, in order: those of the parts before the resume (Checkpoint::parts), then this
+    /// one's, which is the rest of the sum of the epochs' seconds (so the list sums to it). A
+    /// run never stopped has one part. A part's seconds are those it trained: its whole epochs
+    /// and its share of an epoch a stop split. Empty before, and after a stop.
+    std::vector<double> part_seconds;
 };
 
 /// The file of the state saved at the end of `epoch` (TrainHooks::save_epochs):

@@ -9,7 +9,7 @@
 //   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class, ranks_per_node)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
 //       measured_seconds, test_accuracy, created, noise_scale, noise_observations,
-//       train_examples, optimizer, hardware_class, ranks_per_node)
+//       train_examples, optimizer, hardware_class, ranks_per_node, parts, part_seconds)
 //   run_epoch(run_id, epoch, seconds, train_loss, test_accuracy)
 #pragma once
 #include <sys/types.h>
@@ -51,9 +51,12 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///      run.nodes counts nodes, not ranks;
 ///   9: allreduce_profile.ranks_per_node (INTEGER, default 1): a row of nodes = 1 and
 ///      ranks_per_node >= 2 is a within-node allreduce (tula profile allreduce
-///      --ranks-per-node).
+///      --ranks-per-node);
+///  10: run.parts (INTEGER, default 1) and run.part_seconds (TEXT: a JSON list of the
+///      training seconds of each part, NULL when not known or with one part): a run stopped
+///      and resumed is one run of several parts.
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -109,7 +112,9 @@ public:
     void add_allreduce(const AllreduceSample& s);
     std::vector<AllreduceSample> allreduce_samples() const;
 
-    /// Inserts the run and its per-epoch rows in one transaction; returns its id.
+    /// Inserts the run and its per-epoch rows in one transaction; returns its id. Errors:
+    /// tula::Error for per-epoch vectors of different lengths, parts < 1, or part_seconds
+    /// neither empty nor (parts,) of finite values >= 0 (nothing is written).
     int64_t add_run(const RunRecord& r);
     /// The same, and with `workload` non-null also upsert_workload(*workload), all in one
     /// transaction: both rows or neither. Returns the run's id. Errors: tula::Error (nothing
@@ -132,7 +137,8 @@ public:
     ///                   ranks_per_node}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,
     ///              measured_seconds, test_accuracy, created, noise_scale, noise_observations,
-    ///              train_examples, optimizer, hardware_class, ranks_per_node,
+    ///              train_examples, optimizer, hardware_class, ranks_per_node, parts,
+    ///              part_seconds (a list of seconds, or null when not known),
     ///              "epoch_rows": [{epoch, seconds, train_loss, test_accuracy}]}]}
     /// "schema_version" is kSchemaVersion. Times are Unix seconds, durations seconds,
     /// sizes bytes, noise_scale examples; a per-epoch value or noise scale that was not

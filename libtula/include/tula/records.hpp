@@ -87,6 +87,13 @@ struct RunRecord {
     /// The hardware class of the nodes it ran on; "" = unknown (runs before schema version 8,
     /// or a partition tula.conf does not describe).
     std::string hardware_class;
+    /// The parts the run trained in: 1, plus one for each stop and resume (a job that wrote
+    /// a checkpoint before its time limit and was requeued); >= 1. Runs recorded before schema
+    /// version 10 have 1.
+    int parts = 1;
+    /// Training seconds of each part, in order: empty (not known, or one part) or (parts,),
+    /// finite and >= 0, summing to measured_seconds within rounding.
+    std::vector<double> part_seconds;
     /// Ranks of the run (nodes x ranks per node, at least 1 per node).
     int ranks() const { return nodes * (ranks_per_node > 0 ? ranks_per_node : 1); }
     /// Examples per rank per step: global_batch / ranks(); 0 when the run has no ranks.

@@ -171,7 +171,9 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                         {"train_examples", r.train_examples},
                         {"optimizer", r.optimizer},
                         {"hardware_class", r.hardware_class},
-                        {"ranks_per_node", r.ranks_per_node}};
+                        {"ranks_per_node", r.ranks_per_node},
+                        {"parts", r.parts},
+                        {"part_seconds", r.part_seconds.empty() ? ExJson(nullptr) : ExJson(r.part_seconds)}};
             ExJson es = ExJson::array();
             Stmt e(db_, path_,
                    "SELECT epoch, seconds, train_loss, test_accuracy FROM run_epoch WHERE run_id = ? ORDER BY epoch");
@@ -307,6 +309,17 @@ std::vector<ImportedRun> read_run_rows(const ExJson& doc, int64_t version, const
             x.r.hardware_class = r.text("hardware_class", false);
         if (version >= 8 && jr[i].contains("ranks_per_node"))  // optional: missing = 1 (older: nodes were ranks)
             x.r.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
+        if (version >= 10 && jr[i].contains("parts"))  // optional: missing = 1 part
+            x.r.parts = static_cast<int>(r.integer("parts", 1, INT32_MAX));
+        if (version >= 10 && jr[i].contains("part_seconds") && !jr[i]["part_seconds"].is_null()) {  // null: not known
+            const ExJson& ps = r.field("part_seconds");
+            if (!ps.is_array() || ps.size() != static_cast<size_t>(x.r.parts))
+                r.bad("part_seconds must be null or a list of one number per part (" + std::to_string(x.r.parts) +
+                      " parts)");
+            for (const ExJson& v : ps) x.r.part_seconds.push_back(r.optional_number(v, "part_seconds", false));
+            for (double v : x.r.part_seconds)
+                if (std::isnan(v)) r.bad("part_seconds must hold numbers, not null");
+        }
         const ExJson& er = r.field("epoch_rows");
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {
@@ -406,9 +419,10 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         const RunRecord& r = x.r;
         Stmt q(db_, path_,
                "SELECT COUNT(*) FROM run WHERE job_id = ? AND workload = ? AND nodes = ? AND global_batch = ? AND "
-               "epochs = ? AND measured_seconds = ? AND created = ? AND ranks_per_node = ? AND hardware_class = ?");
+               "epochs = ? AND measured_seconds = ? AND created = ? AND ranks_per_node = ? AND hardware_class = ? AND "
+               "parts = ?");
         q.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.measured_seconds, r.created,
-                   r.ranks_per_node, r.hardware_class);
+                   r.ranks_per_node, r.hardware_class, r.parts);
         if (q.step() && q.i64(0) > 0) {
             ++n.skipped;
             continue;

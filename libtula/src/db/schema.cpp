@@ -134,10 +134,20 @@ ALTER TABLE allreduce_profile ADD COLUMN ranks_per_node INTEGER NOT NULL DEFAULT
 PRAGMA user_version = 9;
 )SQL";
 
+// Migration 9 -> 10: the parts a run trained in (RunRecord::parts: a job stopped before its time
+// limit and resumed from its checkpoint is one run of several parts) and the training seconds
+// of each (RunRecord::part_seconds, a JSON list; NULL = not known or one part). Old rows: 1 part.
+constexpr const char* kMigrateV9toV10 = R"SQL(
+ALTER TABLE run ADD COLUMN parts INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE run ADD COLUMN part_seconds TEXT;
+PRAGMA user_version = 10;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
 constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
-                                       kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8, kMigrateV8toV9};
+                                       kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8, kMigrateV8toV9,
+                                       kMigrateV9toV10};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of schema version `version` (1..kSchemaVersion), read from a database built

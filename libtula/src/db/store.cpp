@@ -24,23 +24,60 @@ void read_epochs(sqlite3* db, const std::string& path, RunRecord* r) {
 
 // The SELECT of read_run for a database of schema version `schema` (version 1 has no
 // noise-scale columns: NULL and 0 stand in for them; before version 3 train_examples is 0,
-// before version 7 the optimizer is '', before version 8 the class '' and 1 rank per node).
+// before version 7 the optimizer is '', before version 8 the class '' and 1 rank per node,
+// before version 10 one part of unknown seconds).
 std::string run_columns(int schema) {
     return std::string("SELECT id, job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
                        "test_accuracy, created, ") +
            (schema >= 2 ? "noise_scale, noise_observations" : "NULL, 0") + (schema >= 3 ? ", train_examples" : ", 0") +
            (schema >= 7 ? ", optimizer" : ", ''") + (schema >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
-           " FROM run ";
+           (schema >= 10 ? ", parts, part_seconds" : ", 1, NULL") + " FROM run ";
 }
+
+namespace {
+// RunRecord::part_seconds as the run.part_seconds column's JSON list ("[12.5,30.25]"), or ""
+// (stored as NULL) when the run has one part or its part seconds are not known.
+std::string part_seconds_text(const RunRecord& r) {
+    if (r.parts <= 1 || r.part_seconds.size() != static_cast<size_t>(r.parts)) return "";
+    std::string t = "[";
+    char num[32];
+    for (size_t i = 0; i < r.part_seconds.size(); ++i) {
+        std::snprintf(num, sizeof num, "%.17g", r.part_seconds[i]);
+        t += (i ? "," : "") + std::string(num);
+    }
+    return t + "]";
+}
+
+// The run.part_seconds column's text as (parts,) seconds; empty when it is not such a list of
+// finite numbers >= 0 (a database edited by hand is read, not trusted).
+std::vector<double> part_seconds_from_text(const std::string& text, int parts) {
+    std::vector<double> v;
+    if (text.size() < 2 || text.front() != '[' || text.back() != ']') return {};
+    const char* p = text.c_str() + 1;
+    const char* end = text.c_str() + text.size() - 1;
+    while (p < end) {
+        char* q = nullptr;
+        const double x = std::strtod(p, &q);
+        if (q == p || !std::isfinite(x) || x < 0) return {};
+        v.push_back(x);
+        p = q;
+        if (p < end && *p != ',') return {};
+        if (p < end) ++p;
+    }
+    if (v.size() != static_cast<size_t>(parts)) return {};
+    return v;
+}
+}  // namespace
 
 // Inserts the run row of `r` (not its epochs) as it is, `created` included; a noise scale
 // that is not a finite number > 0 is stored as NULL (not measured), a negative observation
-// count as 0. The new row's id is sqlite3_last_insert_rowid.
+// count as 0, part_seconds as NULL when empty or of one part (part_seconds_text). The new
+// row's id is sqlite3_last_insert_rowid.
 void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     Stmt s(db, path,
            "INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, "
            "test_accuracy, created, noise_scale, noise_observations, train_examples, optimizer, hardware_class, "
-           "ranks_per_node) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "ranks_per_node, parts, part_seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(r.job_id, r.workload, r.nodes, r.global_batch, r.epochs, r.predicted_seconds, r.measured_seconds,
                r.test_accuracy, r.created);
     if (std::isfinite(r.noise_scale) && r.noise_scale > 0) s.bind(10, r.noise_scale);
@@ -50,6 +87,10 @@ void insert_run_row(sqlite3* db, const std::string& path, const RunRecord& r) {
     s.bind(13, r.optimizer);
     s.bind(14, r.hardware_class);
     s.bind(15, std::max(1, r.ranks_per_node));
+    s.bind(16, std::max(1, r.parts));
+    const std::string parts = part_seconds_text(r);
+    if (parts.empty()) s.bind_null(17);
+    else s.bind(17, parts);
     s.run();
 }
 
@@ -63,6 +104,8 @@ RunRecord read_run(const Stmt& s) {
     r.optimizer = s.text(13);
     r.hardware_class = s.text(14);
     r.ranks_per_node = std::max(1, static_cast<int>(s.i64(15)));
+    r.parts = static_cast<int>(std::clamp<int64_t>(s.i64(16), 1, INT32_MAX));
+    if (!s.is_null(17)) r.part_seconds = part_seconds_from_text(s.text(17), r.parts);
     return r;
 }
 
@@ -324,6 +367,14 @@ int64_t ProfileDb::add_run(const RunRecord& r, const Workload* workload) {
         (!r.epoch_test_accuracy.empty() && r.epoch_test_accuracy.size() != n))
         throw Error("profile database " + path_ +
                     ": run record has per-epoch vectors of different lengths; each must have one value per epoch");
+    if (r.parts < 1 || (!r.part_seconds.empty() && r.part_seconds.size() != static_cast<size_t>(r.parts)))
+        throw Error("profile database " + path_ + ": run record has " + std::to_string(r.parts) + " parts and " +
+                    std::to_string(r.part_seconds.size()) +
+                    " part seconds; parts must be >= 1 and part_seconds empty or one value per part");
+    for (double x : r.part_seconds)
+        if (!std::isfinite(x) || x < 0)
+            throw Error("profile database " + path_ + ": run record has a part of " + std::to_string(x) +
+                        " seconds; each must be a finite number >= 0");
     auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
     Txn t(db_, path_, write_timeout_ms());
     if (workload) upsert_workload_row(db_, path_, *workload);
