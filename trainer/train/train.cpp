@@ -410,8 +410,9 @@ struct Run {
     }
 
     // Writes the training state at a step boundary (epoch e in progress, s steps of it done,
-    // t_done steps in all, `secs` training seconds of epoch e so far) to `path`: every rank's partial sums of the epoch are gathered, rank
-    // 0 writes; the same verdict on every rank (TrainError when the write failed).
+    // t_done steps in all, `secs` training seconds of epoch e so far) to `path`: every rank's
+    // partial sums of the epoch are gathered, rank 0 writes; the same verdict on every rank
+    // (TrainError when the write failed).
     void save(const std::string& path, int e, int64_t s, int64_t t_done, double secs) {
         Checkpoint c;
         c.config = hooks->config;
