@@ -36,6 +36,10 @@ public:
         // --time-min: start-up 20 s + epoch 100 s + S 34 s + 60 s = 214 s -> 4 minutes
         CPPUNIT_ASSERT_EQUAL(4, tula::time_min_minutes(20, 100, 34, 0));
         CPPUNIT_ASSERT_EQUAL(3, tula::time_min_minutes(20, 100, 34, 3));  // at most the time limit
+        // at least half the time limit: 4 minutes of the useful part, 10 of a 19-minute limit
+        CPPUNIT_ASSERT_EQUAL(4, tula::time_min_minutes(20, 100, 34, 7));
+        CPPUNIT_ASSERT_EQUAL(10, tula::time_min_minutes(20, 100, 34, 19));
+        CPPUNIT_ASSERT_EQUAL(1, tula::time_min_minutes(0, 0, 1, 1));
         CPPUNIT_ASSERT_EQUAL(2, tula::time_min_minutes(nan, -5, 30, 0));  // 90 s
     }
 

@@ -18,6 +18,13 @@ constexpr double kCheckpointWriteBandwidth = 100e6;
 /// that a job whose training ends when predicted is not interrupted.
 constexpr int kSlurmSignalResolution = 60;
 
+/// The least share of its time limit a job's --time-min asks for. Slurm starts a job in a hole
+/// with its --time-min as the limit and keeps that shorter limit for every later part after a
+/// requeue (a user cannot raise it), so a job started in a hole runs in parts of its
+/// --time-min; at half the limit that is about three parts, each paying the requeue wait and the
+/// start-up. docs/models.md, "Stop before the time limit".
+constexpr double kTimeMinShareOfLimit = 0.5;
+
 /// Bytes of a checkpoint of a model with `params` trainable parameters: the weights and the
 /// optimizer's two moment vectors, float32 (12 x params); the running statistics and the
 /// header are small beside them. params < 0 counts as 0. Pure.
@@ -40,7 +47,8 @@ int signal_seconds(double step_seconds, double checkpoint_seconds);
 /// The --time-min of a job, minutes: the shortest part worth starting in a backfill hole, the
 /// start-up, one epoch of training and the stop allowance (signal_seconds +
 /// kSlurmSignalResolution), ceil((startup_seconds + epoch_seconds + signal_seconds + 60) / 60),
-/// at least 1 and at most time_limit_minutes (when that is > 0). Pure.
+/// and at least ceil(kTimeMinShareOfLimit x time_limit_minutes); at least 1 and at most
+/// time_limit_minutes (when that is > 0). Pure. docs/models.md, "Stop before the time limit".
 int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_seconds, int time_limit_minutes);
 
 }  // namespace tula

@@ -28,7 +28,10 @@ int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_se
     const double s = non_negative(startup_seconds) + non_negative(epoch_seconds) + std::max(signal_seconds, 0) +
                      kSlurmSignalResolution;
     double m = std::max(1.0, std::ceil(s / 60.0));
-    if (time_limit_minutes > 0) m = std::min(m, static_cast<double>(time_limit_minutes));
+    if (time_limit_minutes > 0) {
+        m = std::max(m, std::ceil(time_limit_minutes * kTimeMinShareOfLimit));
+        m = std::min(m, static_cast<double>(time_limit_minutes));
+    }
     return static_cast<int>(std::min(m, 5256000.0));
 }
 

@@ -1,0 +1,32 @@
+"""experiments/hole.py's pure parts: Slurm's times, `key=value` lines and the report section,
+on a fabricated result with hand-computed figures."""
+import time
+import unittest
+
+from experiments import hole
+
+
+class HoleTest(unittest.TestCase):
+    def test_kv_and_slurm_time(self):
+        self.assertEqual({"status": "ok", "time_min": "3", "x": "a=b"}, hole.kv("status=ok\ntime_min=3\nnoise\nx=a=b\n"))
+        t = time.mktime(time.strptime("2026-11-27T20:40:48", "%Y-%m-%dT%H:%M:%S"))
+        self.assertEqual(t, hole.slurm_time("2026-11-27T20:40:48"))
+        self.assertIsNone(hole.slurm_time("Unknown"))
+        self.assertIsNone(hole.slurm_time(None))
+
+    def test_markdown(self):
+        r = {"partition": "cpu", "hole_seconds": 200, "time_min_minutes": 3, "reservation_minutes": 1,
+             "trainer_args": "--model lenet5",
+             "time_min": {"first_start_seconds": 0.4, "parts": 2, "time_to_result_seconds": 400.0,
+                          "test_accuracy": 0.8828, "state": "COMPLETED"},
+             "no_time_min": {"first_start_seconds": 262.0, "parts": 1, "time_to_result_seconds": 500.0,
+                             "test_accuracy": None, "state": "COMPLETED"}}
+        md = hole.markdown(r)
+        self.assertIn("from 200 s after submission (the plan's time_min of 3 min plus 20 s) for 1 min", md)
+        self.assertIn("| with `--tula-time-min=yes` | 0 | 2 | 400 | 0.8828 | COMPLETED |", md)
+        self.assertIn("| without (`--tula-time-min=no`) | 262 | 1 | 500 | n/a | COMPLETED |", md)
+        self.assertIn("the result comes 100 s earlier (80 % of the time without it)", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
