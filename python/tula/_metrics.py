@@ -1,5 +1,6 @@
 """The metrics file a job writes (tula-jobs(7)): JSON lines, a "run" header, then "step",
-"epoch" and "profile" lines and, as each part closes, a "summary" line, each flushed as it is written so that a killed job keeps them.
+"epoch" and "profile" lines and, as each part closes, a "summary" line, each flushed as it is
+written so that a killed job keeps them.
 Every value is checked as `tula db record --metrics` and `tula profile compute --command`
 check it when they read the file, so that a bad value fails in the trainer, where it arose."""
 
