@@ -231,6 +231,9 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
                       "a different run needs its own file");
             ++s.resumes;
             last_step = h.resumed_at_step - 1;
+            // a summary before a resume speaks of the parts before it: the last summary counts
+            s.summary_parts = 0;
+            s.summary_part_seconds.clear();
         } else if (type == "step") {
             if (s.header.global_batch < 1) l.bad("the header has no global_batch >= 1, which step lines need");
             const int64_t step = l.integer("step", 0, true);

@@ -103,38 +103,33 @@ int tula_parse_mode(const char *value, char *mode, size_t mode_len, char *err, s
     return -1;
 }
 
-int tula_parse_epochs_mode(const char *value, char *err, size_t err_len)
+int tula_parse_two_words(const char *value, const char *one, const char *zero, const char *option,
+                         const char *valid, char *err, size_t err_len)
 {
     char shown[72];
 
     if (err && err_len)
         err[0] = '\0';
-    if (value && strcmp(value, "fixed") == 0)
+    if (value && strcmp(value, one) == 0)
         return 1;
-    if (value && strcmp(value, "follow") == 0)
+    if (value && strcmp(value, zero) == 0)
         return 0;
     tula_excerpt(value ? value : "", shown);
-    tula_set_error(err, err_len,
-                   "invalid --tula-epochs value '%s'; valid values: follow (the epochs follow the planned batch), "
-                   "fixed (train the script's epochs)", shown);
+    tula_set_error(err, err_len, "invalid --tula-%s value '%s'; valid values: %s", option, shown, valid);
     return -1;
+}
+
+int tula_parse_epochs_mode(const char *value, char *err, size_t err_len)
+{
+    return tula_parse_two_words(value, "fixed", "follow", "epochs",
+                                "follow (the epochs follow the planned batch), fixed (train the script's epochs)", err,
+                                err_len);
 }
 
 int tula_parse_time_min(const char *value, char *err, size_t err_len)
 {
-    char shown[72];
-
-    if (err && err_len)
-        err[0] = '\0';
-    if (value && strcmp(value, "yes") == 0)
-        return 1;
-    if (value && strcmp(value, "no") == 0)
-        return 0;
-    tula_excerpt(value ? value : "", shown);
-    tula_set_error(err, err_len,
-                   "invalid --tula-time-min value '%s'; valid values: yes (ask for a --time-min, so that backfill "
-                   "may start the job early), no", shown);
-    return -1;
+    return tula_parse_two_words(value, "yes", "no", "time-min",
+                                "yes (ask for a --time-min, so that backfill may start the job early), no", err, err_len);
 }
 
 int tula_check_workload(const char *value, char *err, size_t err_len)

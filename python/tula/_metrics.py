@@ -1,5 +1,6 @@
 """The metrics file a job writes (tula-jobs(7)): JSON lines, a "run" header, then "step",
-"epoch" and "profile" lines, each flushed as it is written so that a killed job keeps them.
+"epoch" and "profile" lines and, as each part closes, a "summary" line, each flushed as it is
+written so that a killed job keeps them.
 Every value is checked as `tula db record --metrics` and `tula profile compute --command`
 check it when they read the file, so that a bad value fails in the trainer, where it arose."""
 
@@ -50,8 +51,9 @@ class Metrics:
     first header, and the epochs continue after the file's last epoch line. GLOBAL_BATCH None
     (or 0): a file of "profile" lines only. Further keywords are header fields ("epochs",
     "train_examples", "test_examples", "params", "optimizer", "predicted_seconds",
-    "hardware_class", or any other JSON value); "job_id" defaults to $SLURM_JOB_ID. A value the
-    reader would refuse raises ValueError."""
+    "hardware_class", or any other JSON value); "job_id" defaults to $SLURM_JOB_ID. close()
+    (the end of the with block) writes a "summary" line with the run's parts and part_seconds
+    (part_seconds()). A value the reader would refuse raises ValueError."""
 
     def __init__(self, path: Optional[str] = None, *, workload: str, nodes: int, ranks: int,
                  global_batch: Optional[int], resume: bool = False, resumed_at_step: Optional[int] = None,
@@ -109,6 +111,11 @@ class Metrics:
         # it is the next step's number (tula-jobs(7))
         self._last_step = head.get("resumed_at_step", 0) - 1
         self._last_epoch = 0
+        # training seconds of the parts before this one (the file's earlier headers), and of this
+        # part: its step lines' seconds, else (no step line) its epoch lines' seconds
+        self._earlier_parts = []
+        self._step_seconds = 0.0
+        self._epoch_seconds = 0.0
         if resume and os.path.exists(path):
             self._continue(path, head)
         line = self._encode(head)
@@ -126,6 +133,7 @@ class Metrics:
         self._need_int("step examples", examples, 1)
         self._write({"type": "step", "step": int(step), "seconds": float(seconds), "examples": int(examples)})
         self._last_step = int(step)
+        self._step_seconds += float(seconds)
 
     def epoch(self, epoch: int, seconds: float, test_accuracy: float, **optional) -> None:
         """One finished epoch: its number (1, 2, ... consecutive), its training seconds without
@@ -159,6 +167,7 @@ class Metrics:
             obj[key] = value
         self._write(obj)
         self._last_epoch = int(epoch)
+        self._epoch_seconds += float(seconds)
 
     def profile(self, local_batch: int, seconds: float, steps: int) -> None:
         """The median SECONDS of one training step (forward, backward, update; no allreduce) at
@@ -169,10 +178,25 @@ class Metrics:
         self._write({"type": "profile", "local_batch": int(local_batch), "seconds": float(seconds),
                      "steps": int(steps)})
 
+    def part_seconds(self) -> list:
+        """The training seconds of each part of the run so far, in order, this process's last: a
+        part is one process's stretch of the file (the first header, or a resume's, to the next);
+        its seconds are the sum of its step lines' seconds, or of its epoch lines' where it wrote
+        no step line."""
+        return self._earlier_parts + [self._step_seconds or self._epoch_seconds]
+
     def close(self) -> None:
+        """Writes the "summary" line (the run's "parts" and their "part_seconds", as tula-train's
+        summary has them) when this is a run file, and closes it. A process killed before close()
+        leaves no summary of its part: the reader then counts the headers."""
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            try:
+                if self.global_batch is not None:
+                    parts = self.part_seconds()
+                    self._write({"type": "summary", "parts": len(parts), "part_seconds": parts})
+            finally:
+                self._file.close()
+                self._file = None
 
     def __enter__(self):
         return self
@@ -232,6 +256,7 @@ class Metrics:
                 f.truncate(len(data))
         lines = data.decode("utf-8", "replace").splitlines()
         first = None
+        steps = epochs = 0.0  # seconds of the part being read
         for number, text in enumerate(lines, 1):
             try:
                 obj = json.loads(text)
@@ -239,6 +264,14 @@ class Metrics:
                 continue  # a line cut short by the kill
             if not isinstance(obj, dict):
                 continue
+            if obj.get("type") == "run" and first is not None:  # a later part begins
+                self._earlier_parts.append(steps or epochs)
+                steps = epochs = 0.0
+            if obj.get("type") in ("step", "epoch") and _is_real(obj.get("seconds")):
+                if obj["type"] == "step":
+                    steps += obj["seconds"]
+                else:
+                    epochs += obj["seconds"]
             if first is None and obj.get("type") == "run":
                 first = obj
                 for key in ("workload", "nodes", "ranks", "global_batch"):
@@ -249,3 +282,5 @@ class Metrics:
                 self._last_epoch = obj["epoch"]
             elif obj.get("type") == "step" and _is_int(obj.get("step")) and "resumed_at_step" not in head:
                 self._last_step = max(self._last_step, obj["step"])
+        if first is not None:
+            self._earlier_parts.append(steps or epochs)

@@ -17,7 +17,9 @@ from typing import Callable, List, Mapping, Optional, Sequence
 from ._env import env_int
 
 STOP_EXIT_STATUS = 3        # the exit status of a process that stopped with a checkpoint (as tula-train)
-STOP_MARGIN_SECONDS = 30.0  # the fixed part of the stop reserve
+# The fixed part of the stop reserve, seconds; a copy (Python does not link libtula) of
+# kStopMarginSeconds in libtula/include/tula/stop.hpp, which tests/python/test_requeue.py compares.
+STOP_MARGIN_SECONDS = 30.0
 SQUEUE_TIMEOUT_SECONDS = 10.0
 SCONTROL_TIMEOUT_SECONDS = 30.0
 
@@ -31,7 +33,8 @@ def parse_slurm_duration(text: str) -> Optional[int]:
     "D-HH:MM:SS", and the other forms Slurm reads ("M" minutes, "D-HH", "D-HH:MM"); the
     leading field may be any size, the others are below 24 (hours after a day) or 60.
     "UNLIMITED", "NOT_SET", "INVALID" (and "INFINITE"): None, no deadline. Anything else
-    (empty, signs, fractions, a field out of range) raises ValueError."""
+    (empty, signs, fractions, a field out of range) raises ValueError. Python's counterpart
+    (it cannot link libtula) of tula_parse_duration in libtula/src/names.c, laxer in what it reads."""
     if not isinstance(text, str):
         raise ValueError("tula: Slurm duration %r is not a string" % (text,))
     s = text.strip()

@@ -43,7 +43,9 @@ class MetricsTest(unittest.TestCase):
         m.epoch(1, 12.5, 0.875)
         self.assertTrue(self.read().endswith(b'{"type":"epoch","epoch":1,"seconds":12.5,"test_accuracy":0.875}\n'))
         m.close()
-        self.assertEqual(len(self.read().splitlines()), 3)
+        lines = self.read().splitlines()
+        self.assertEqual(len(lines), 4)
+        self.assertEqual(lines[3], b'{"type":"summary","parts":1,"part_seconds":[0.25]}')
 
     def test_header_optional_fields_and_job_id(self):
         os.environ["SLURM_JOB_ID"] = "42"
@@ -137,12 +139,35 @@ class MetricsTest(unittest.TestCase):
             m.step(1, 0.1, 128)
             m.epoch(2, 1.0, 0.6)
         lines = self.read().splitlines()
-        self.assertEqual(lines[4], b'{"type":"run","workload":"lenet5@fashion-mnist","nodes":2,"ranks":4,'
+        self.assertEqual(lines[5], b'{"type":"run","workload":"lenet5@fashion-mnist","nodes":2,"ranks":4,'
                                    b'"global_batch":128,"resumed":true,"resumed_at_step":1}')
         self.assertEqual([json.loads(x)["type"] for x in lines],
-                         ["run", "step", "step", "epoch", "run", "step", "epoch"])
+                         ["run", "step", "step", "epoch", "summary", "run", "step", "epoch", "summary"])
+        self.assertEqual(json.loads(lines[-1]), {"type": "summary", "parts": 2, "part_seconds": [0.2, 0.1]})
         with self.assertRaises(ValueError):
             self.open(resume=True, global_batch=256)
+
+    def test_part_seconds(self):
+        # a part's seconds: its step lines' seconds, else its epoch lines'; a killed part (no
+        # close, no summary) still counts from its lines when the next part resumes
+        with self.open() as m:
+            m.step(0, 0.5, 128)
+            m.step(1, 0.25, 128)
+        with open(self.path, "ab") as f:
+            f.write(b'{"type":"run","workload":"lenet5@fashion-mnist","nodes":2,"ranks":4,"global_batch":128,'
+                    b'"resumed":true}\n{"type":"epoch","epoch":1,"seconds":2.5,"test_accuracy":0.5}\n')
+        with self.open(resume=True) as m:
+            self.assertEqual(m.part_seconds(), [0.75, 2.5, 0.0])
+            m.step(5, 1.5, 128)
+            m.epoch(2, 9.0, 0.6)
+            self.assertEqual(m.part_seconds(), [0.75, 2.5, 1.5])
+        last = json.loads(self.read().splitlines()[-1])
+        self.assertEqual(last, {"type": "summary", "parts": 3, "part_seconds": [0.75, 2.5, 1.5]})
+        # a file of profile lines only has no summary
+        os.remove(self.path)
+        with self.open(global_batch=None) as m:
+            m.profile(32, 0.01, 10)
+        self.assertEqual([json.loads(x)["type"] for x in self.read().splitlines()], ["run", "profile"])
 
 
 if __name__ == "__main__":

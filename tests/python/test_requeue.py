@@ -4,6 +4,7 @@ command, the atomic save (a failing save, a kill before the rename, a real kill 
 resume."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -93,6 +94,15 @@ class ReserveTest(unittest.TestCase):
         self.assertEqual(tula.stop_reserve_seconds(0, 0), 30.0)
         self.assertEqual(tula.stop_reserve_seconds(10, 5), 55.0)
         self.assertEqual(tula.stop_reserve_seconds(0.25, 12.5), 43.0)
+
+    def test_margin_is_libtula_s(self):
+        # the copy of the fixed margin equals kStopMarginSeconds in libtula's stop.hpp
+        header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "libtula", "include", "tula",
+                              "stop.hpp")
+        with open(header) as f:
+            found = re.findall(r"^constexpr double kStopMarginSeconds = ([0-9.]+);$", f.read(), re.M)
+        self.assertEqual(len(found), 1, "kStopMarginSeconds not found once in %s" % header)
+        self.assertEqual(float(found[0]), _requeue.STOP_MARGIN_SECONDS)
 
     def test_bad(self):
         for step, ck in ((-1, 0), (0, -0.1), (float("nan"), 0), (0, float("inf")), ("1", 0), (True, 0), (None, 0)):

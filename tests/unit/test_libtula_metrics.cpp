@@ -262,8 +262,9 @@ public:
     }
 
     // A "summary" line's "parts" and "part_seconds" (a run stopped and resumed): read when
-    // valid; without them one part, or one per process that wrote the file (its resume
-    // headers); bad values are refused naming the line and the field.
+    // valid, the last summary after the last resume header counting; without one, one part, or
+    // one per process that wrote the file (its resume headers); bad values are refused naming
+    // the line and the field.
     void test_summary_parts() {
         const std::string epochs = "{\"type\":\"epoch\",\"epoch\":1,\"seconds\":2,\"test_accuracy\":0.5}\n"
                                    "{\"type\":\"epoch\",\"epoch\":2,\"seconds\":3,\"test_accuracy\":0.6}\n";
@@ -292,6 +293,16 @@ public:
         const tula::RunRecord resumed = read(kHeader + ep1 + resume + ep2);
         CPPUNIT_ASSERT_EQUAL(2, resumed.parts);
         CPPUNIT_ASSERT(resumed.part_seconds.empty());
+        // tula.Metrics writes a summary as each part closes: the last one holds every part
+        const std::string s1 = "{\"type\":\"summary\",\"parts\":1,\"part_seconds\":[2]}\n";
+        const std::string s2 = "{\"type\":\"summary\",\"parts\":2,\"part_seconds\":[2,3]}\n";
+        const tula::RunRecord python = read(kHeader + ep1 + s1 + resume + ep2 + s2);
+        CPPUNIT_ASSERT_EQUAL(2, python.parts);
+        CPPUNIT_ASSERT(python.part_seconds == std::vector<double>({2, 3}));
+        // a part killed before its summary: the earlier part's summary does not count for the run
+        const tula::RunRecord killed = read(kHeader + ep1 + s1 + resume + ep2);
+        CPPUNIT_ASSERT_EQUAL(2, killed.parts);
+        CPPUNIT_ASSERT(killed.part_seconds.empty());
         // bad values
         const std::string at = "f.jsonl:4: \"summary\" line: field ";
         const struct {

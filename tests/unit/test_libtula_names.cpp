@@ -18,6 +18,7 @@ class LibtulaNamesTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaNamesTest);
     CPPUNIT_TEST(test_parse_mode);
     CPPUNIT_TEST(test_parse_epochs_mode);
+    CPPUNIT_TEST(test_parse_two_words);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -68,6 +69,35 @@ public:
             CPPUNIT_ASSERT(std::strncmp(err, "tula: ", 6) == 0);
         }
         CPPUNIT_ASSERT_EQUAL(-1, tula_parse_time_min(nullptr, nullptr, 0));
+        // the whole messages, as the plugin prints them
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_epochs_mode("sometimes", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("tula: invalid --tula-epochs value 'sometimes'; valid values: follow (the epochs "
+                                         "follow the planned batch), fixed (train the script's epochs)"),
+                             std::string(err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_time_min("maybe", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("tula: invalid --tula-time-min value 'maybe'; valid values: yes (ask for a "
+                                         "--time-min, so that backfill may start the job early), no"),
+                             std::string(err));
+    }
+
+    void test_parse_two_words() {
+        char err[TULA_MSG_MAX];
+        std::strcpy(err, "stale");
+        CPPUNIT_ASSERT_EQUAL(1, tula_parse_two_words("on", "on", "off", "x", "on, off", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string(), std::string(err));  // cleared on success
+        CPPUNIT_ASSERT_EQUAL(0, tula_parse_two_words("off", "on", "off", "x", "on, off", err, sizeof err));
+        for (const char* bad : {"", "On", "on ", "of", "onoff"}) {
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(bad, -1, tula_parse_two_words(bad, "on", "off", "x", "on, off", err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL(std::string("tula: invalid --tula-x value '") + bad + "'; valid values: on, off",
+                                 std::string(err));
+        }
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_two_words(nullptr, "on", "off", "x", "on, off", err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(std::string("tula: invalid --tula-x value ''; valid values: on, off"), std::string(err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_two_words("bogus", "on", "off", "x", "on, off", nullptr, 0));
+        // a long value is shortened in the message, which stays one line within the buffer
+        const std::string huge(10000, 'z');
+        CPPUNIT_ASSERT_EQUAL(-1, tula_parse_two_words(huge.c_str(), "on", "off", "x", "on, off", err, sizeof err));
+        CPPUNIT_ASSERT(std::strlen(err) < sizeof err && !contains(err, "\n") && !contains(err, huge));
     }
 };
 

@@ -179,7 +179,8 @@ TrainConfig train_config(const Options& o, const Dataset& tr, const Dataset* val
 
 // Where the checkpoint goes and whether this run resumes (--resume, a requeued job with a
 // checkpoint, --branch-from): every rank reads the checkpoint (like the data, it must be on a
-// file system all ranks see) and all agree on the verdict. Sets hooks->checkpoint_path,
+// file system all ranks see) and all agree on the verdict. Rank 0 removes the temporary files
+// of the checkpoint path that a killed writer left. Sets hooks->checkpoint_path,
 // save_epochs and resume (pointing at *ck). Returns 0, or 2 when the checkpoint cannot be
 // used (the message printed).
 int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint* ck, std::string* ck_path,
@@ -194,6 +195,8 @@ int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint*
     *resume = *branch || o.resume || (requeued() && ck_exists);
     *ck_path = *branch ? o.branch_from : hooks->checkpoint_path;
     hooks->save_epochs = o.save_epochs;
+    // a writer killed before its rename left a temporary file: the job keeps one checkpoint
+    if (root && !hooks->checkpoint_path.empty()) remove_checkpoint_temporaries(hooks->checkpoint_path);
     if (*resume) {
         std::string err;
         try {

@@ -1,11 +1,13 @@
 // tula-train: checkpoint files and stop signals. See checkpoint.hpp.
 #include "train/checkpoint.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -96,7 +98,36 @@ std::string dir_of(const std::string& path) {
     return s == 0 ? "/" : path.substr(0, s);
 }
 
+// The part of `path` after its last '/'.
+std::string base_of(const std::string& path) {
+    const size_t s = path.rfind('/');
+    return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+// Whether the file name `name` is one of mkstemp's "BASE.tmp.XXXXXX" for `base`.
+bool is_temporary_of(const std::string& name, const std::string& base) {
+    const std::string prefix = base + ".tmp.";
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) return false;
+    for (size_t i = prefix.size(); i < name.size(); ++i)
+        if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
+    return true;
+}
+
 }  // namespace
+
+int remove_checkpoint_temporaries(const std::string& path) {
+    const std::string dir = dir_of(path), base = base_of(path);
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return 0;
+    std::vector<std::string> found;
+    while (const dirent* e = ::readdir(d))
+        if (is_temporary_of(e->d_name, base)) found.push_back(e->d_name);
+    ::closedir(d);
+    int removed = 0;
+    for (const std::string& n : found)
+        if (::unlink((dir == "/" ? "/" : dir + "/").append(n).c_str()) == 0) ++removed;
+    return removed;
+}
 
 uint64_t fnv1a64(const std::string& s) {
     uint64_t h = 1469598103934665603ULL;
@@ -156,6 +187,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     hd.put<uint32_t>(static_cast<uint32_t>(crc));
     hd.buf.insert(hd.buf.end(), json.begin(), json.end());
 
+    remove_checkpoint_temporaries(path);  // a killed writer's, before this one takes disk space
     std::string tmpl = path + ".tmp.XXXXXX";
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');

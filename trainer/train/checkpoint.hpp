@@ -59,9 +59,16 @@ uint64_t fnv1a64(const std::string& s);
 /// "epoch_seconds", "lr", "noise_scale", "rank_sums", "noise_estimator", "warmup",
 /// "epochs_done", "opt_t", "layer_rng", "parts" (Checkpoint::parts, seconds), and "tensors":
 /// the name and element count of each float32 array that follows); then the tensors (params, state, opt_m1, opt_m2) in that
-/// order. Errors: CheckpointError (cannot create / write / rename; the temporary file is
-/// removed).
+/// order. Temporary files of `path` left by an earlier writer that was killed are removed
+/// first (remove_checkpoint_temporaries), so that one checkpoint at most is kept per path.
+/// Errors: CheckpointError (cannot create / write / rename; the temporary file is removed).
 void write_checkpoint(const std::string& path, const Checkpoint& c);
+
+/// Removes the temporary files write_checkpoint makes for `path` ("PATH.tmp." and six letters
+/// or digits, in the directory of `path`) that a writer killed before its rename left behind;
+/// no other file is touched. Returns how many were removed. Errors: none (a directory that
+/// cannot be read, or a file that cannot be removed, is passed over).
+int remove_checkpoint_temporaries(const std::string& path);
 
 /// Reads a checkpoint written by write_checkpoint. Errors: CheckpointError when the file
 /// cannot be opened, is not a tula-train checkpoint, has another byte order or another

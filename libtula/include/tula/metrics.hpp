@@ -81,9 +81,9 @@ struct MetricsRun {
     /// test_accuracy (the last epoch's), epoch_seconds / epoch_train_loss (NaN where null or
     /// absent) / epoch_test_accuracy, noise_scale (the "summary" line's, else the last epoch's
     /// non-null one, else 0), noise_observations (the "summary" line's, else the sum of the
-    /// epochs' values), parts (the "summary" line's, else 1 + the resume headers: 1 + 1 when
-    /// the first header is itself a resume), part_seconds (the "summary" line's when parts >
-    /// 1, else empty), optimizer, train_examples,
+    /// epochs' values), parts (the last "summary" line's after the last resume header, else 1 +
+    /// the resume headers: 1 + 1 when the first header is itself a resume), part_seconds (that
+    /// summary's when parts > 1, else empty), optimizer, train_examples,
     /// predicted_seconds (0 when absent), job_id and hardware_class from the header. `created`
     /// is left 0 (the database sets the time of the write).
     RunRecord run;

@@ -52,6 +52,13 @@ long tula_parse_duration(const char *value, char *err, size_t err_len);
  * 0 with the value in *out (when out is not NULL), or -1. */
 int tula_check_budget(const char *value, double *out, char *err, size_t err_len);
 
+/* A value of --tula-OPTION that is one of two words: returns 1 when value is `one`, 0 when it
+ * is `zero` (exact, case-sensitive), or -1 (NULL, empty or anything else) with the message
+ * "invalid --tula-OPTION value 'VALUE'; valid values: VALID" (VALUE shortened by
+ * tula_excerpt) in err. `option` is the name without "--tula-". */
+int tula_parse_two_words(const char *value, const char *one, const char *zero, const char *option,
+                         const char *valid, char *err, size_t err_len);
+
 /* A --tula-epochs value: "follow" (the epochs follow the planned global batch, the default)
  * or "fixed" (the job trains the epochs its script gives). Returns 1 for fixed, 0 for follow,
  * or -1 (NULL, empty or anything else) with a message listing the two. */
