@@ -330,19 +330,22 @@ eval:
 	@TULA_BUILD_DIR=$(B) scripts/eval
 
 # What the isolated testbed does to communication and to Tula's choices: allreduce against the
-# shaped link and the fitted model, the knee at three link rates (scripts/testbed-report);
-# writes docs/testbed-report.md.
+# shaped link and the fitted model, the knee at three link rates (experiments/testbed_report.py);
+# its rows go to results/testbed-report, the report written from them to docs/testbed-report.md.
+# ranks-report (jobs of 2 ranks a node, experiments/ranks_report.py) and first-run-report (the first
+# prediction repeated, experiments/first_run_report.py) likewise: rows in results/NAME, docs/NAME.md.
+# Each module's --from-rows writes its report from the rows alone, without a cluster.
 testbed-report:
 	@$(SUBMAKE) all
-	@TULA_BUILD_DIR=$(B) scripts/testbed-report
+	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.testbed_report
 
 ranks-report:
 	@$(SUBMAKE) all
-	@scripts/ranks-report
+	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.ranks_report
 
 first-run-report:
 	@$(SUBMAKE) all
-	@scripts/first-run-report
+	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.first_run_report
 
 # The tuned large-batch study's reports written from its rows in results/ags-study (no training):
 # docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; the baselines above batch 64 on the CPU), and
