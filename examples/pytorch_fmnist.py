@@ -319,6 +319,8 @@ def train(args):
                     pos["epoch_seconds"] = time.perf_counter() - t_epoch
                     if world > 1:
                         dist.all_reduce(loss_sum)  # rank 0 saves the ranks' sum
+                    if metrics:
+                        metrics.close()  # this part's summary: its training seconds
                     rq.stop(pos["step"])  # saves, requeues when allowed, exits with status 3
             seconds = time.perf_counter() - t_epoch
             pos["train_seconds"] += seconds
