@@ -6,8 +6,7 @@
 # --signal=USR1@S would send it before the limit). tula.Requeue finishes the step, saves the
 # checkpoint, asks slurmctld to requeue the job and exits 3; the requeued job resumes from the
 # checkpoint and ends with the same 40 steps, each once, in one metrics file of two parts (its
-# summary gives the training seconds of each); the
-# run is recorded once. SKIP without PyTorch for /usr/bin/python3 ($TULA_PYTHON).
+# summary gives the training seconds of each); the run is recorded once. SKIP without PyTorch for /usr/bin/python3 ($TULA_PYTHON).
 . "$(dirname "$0")/lib.sh"
 PY=${TULA_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || skip "no $PY (set TULA_PYTHON)"
