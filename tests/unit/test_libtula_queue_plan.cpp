@@ -58,6 +58,7 @@ class LibtulaQueuePlanTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_queue_waits_vs_naive);
     CPPUNIT_TEST(test_busy_fast_partition_loses_to_idle_slow_one);
     CPPUNIT_TEST(test_queue_conf_keys);
+    CPPUNIT_TEST(test_hole_vs_naive);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -165,6 +166,67 @@ public:
         tula::apply_queue_waits(&p, none, spec, "w", 0.25, 120, {});
         CPPUNIT_ASSERT_EQUAL(std::string("fast"), p.choice().partition);
         CPPUNIT_ASSERT(contains(error_of([&] { tula::apply_queue_waits(&p, {1.0}, spec, "w", 0.25, 120, {}); }), "waits"));
+    }
+
+    // A busy fast partition with a backfill hole now: each candidate's time to result is the
+    // two-part one written out here (hole training H - u - S - 60, the rest at max(w_f, w_h + H)
+    // + 120 s plus its start-up) when that is earlier, policy time takes the least, and the reason
+    // and the candidate carry both parts. Without a hole everything is as before.
+    void test_hole_vs_naive() {
+        tula::PlanRequest r = req4();
+        r.epochs = 60;  // minutes of training, so that a hole of a few minutes does not finish it
+        r.policy = tula::Policy::Time;
+        const std::vector<tula::PartitionTarget> ts = {part("slow", 4, 3e-3, 1.0), part("fast", 4, 0.3e-3, 1.0)};
+        tula::PolicySpec spec;
+        spec.policy = tula::Policy::Time;
+        for (const double hole : {0.0, 240.0, 600.0, 100000.0}) {
+            tula::Plan p = tula::make_site_plan(r, ts);
+            std::vector<tula::QueueStart> st(p.candidates.size());
+            std::vector<double> naive(p.candidates.size());
+            for (size_t i = 0; i < st.size(); ++i) {
+                const tula::Candidate& c = p.candidates[i];
+                const bool fast = c.partition == "fast";
+                st[i].wait_seconds = fast ? 7200.0 : 0.0;
+                st[i].hole_wait_seconds = fast ? 30.0 : 0.0;
+                st[i].hole_seconds = fast ? hole : 0.0;
+                naive[i] = st[i].wait_seconds + c.total_seconds;
+                const double u = c.startup_seconds, need = c.total_seconds - u;
+                const double h = std::max(0.0, st[i].hole_seconds - u - c.signal_seconds - 60.0);
+                if (h <= 0) continue;
+                const double ttr = h >= need ? 30.0 + c.total_seconds
+                                             : std::max(7200.0, 30.0 + st[i].hole_seconds) + 120.0 + u + (need - h);
+                naive[i] = std::min(naive[i], ttr);
+            }
+            const std::string before_reason = p.reason;
+            tula::apply_queue_starts(&p, st, spec, "w", 0.25, 120, {});
+            size_t want = 0;
+            for (size_t i = 1; i < naive.size(); ++i)
+                if (naive[i] < naive[want]) want = i;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(naive[want], p.choice().time_to_target, 1e-6);
+            for (size_t i = 0; i < naive.size(); ++i)
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(naive[i], p.candidates[i].time_to_target, 1e-6);
+            const tula::Candidate& ch = p.choice();
+            if (hole == 0) {
+                CPPUNIT_ASSERT(!ch.hole.used);
+                CPPUNIT_ASSERT(!contains(p.reason, "hole"));
+                continue;
+            }
+            if (!ch.hole.used) continue;
+            CPPUNIT_ASSERT_EQUAL(std::string("fast"), ch.partition);
+            CPPUNIT_ASSERT(contains(p.reason, "starts in a backfill hole of " ));
+            CPPUNIT_ASSERT(contains(p.reason, tula::hole_phrase(ch.hole)));
+            if (hole >= 100000.0) {  // the hole finishes everything: one part
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, ch.hole.rest_train_seconds, 0);
+                CPPUNIT_ASSERT(contains(p.reason, "and finishes in it"));
+            } else {
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(7320.0, ch.hole.rest_wait_seconds, 1e-9);
+                CPPUNIT_ASSERT(contains(p.reason, ", then the rest ("));
+            }
+        }
+        // The phrase of the hand-worked case of test_libtula_stop: 10 min hole now, full start in 3000 s.
+        CPPUNIT_ASSERT_EQUAL(std::string("starts in a backfill hole of 10m00s in 0.0s and trains 8m20s, then the rest "
+                                         "(11m50s) starts in 52m00s: result in 1h03m instead of 1h10m"),
+                             tula::hole_phrase(tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30)));
     }
 
     void test_queue_conf_keys() {

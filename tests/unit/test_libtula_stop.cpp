@@ -1,7 +1,8 @@
 // Unit tests of the stop-before-the-time-limit rule (tula/stop.hpp) against the numbers worked
 // by hand, and of the planner's use of it: each candidate's signal_seconds from its upper step
 // time and the workload's checkpoint, and a time limit that leaves the signal and Slurm's 60 s
-// resolution beyond the predicted training.
+// resolution beyond the predicted training; and the two-part time to result of a start in a
+// backfill hole (hole_time_to_result) on cases worked by hand.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@ class StopRuleTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(StopRuleTest);
     CPPUNIT_TEST(test_rule_by_hand);
     CPPUNIT_TEST(test_planner_leaves_the_allowance);
+    CPPUNIT_TEST(test_hole_by_hand);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -63,6 +65,48 @@ public:
         const int limit = static_cast<int>(
             std::ceil((std::max(ch.total_seconds, ch.total_seconds_upper) * 1.25 + 120 + ch.signal_seconds + 60) / 60));
         CPPUNIT_ASSERT_EQUAL(limit, p.time_limit_minutes);
+    }
+
+    void test_hole_by_hand() {
+        // start-up u = 10 s, training 1200 s (T = 1210 s), S = 30 s, Slurm's resolution 60 s,
+        // requeue delay 120 s.
+        // A 10-minute hole now, the full limit in 3000 s: the hole trains 600 - 10 - 30 - 60 =
+        // 500 s; the rest (700 s + 10 s) starts at max(3000, 0 + 600) + 120 = 3120 s;
+        // result 3120 + 710 = 3830 s instead of 3000 + 1210 = 4210 s.
+        tula::HoleStart h = tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(500.0, h.train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3120.0, h.rest_wait_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(710.0, h.rest_train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3830.0, h.time_to_result, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4210.0, h.full_seconds, 1e-9);
+        // The full limit would start in 300 s, before the hole ends: the rest waits for the
+        // hole's end, 600 + 120 = 720 s; result 720 + 710 = 1430 s, earlier than 300 + 1210 = 1510 s.
+        h = tula::hole_time_to_result(0, 600, 300, 1210, 10, 30);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(720.0, h.rest_wait_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1430.0, h.time_to_result, 1e-9);
+        // ... but in 60 s it is not earlier: 1430 s against 60 + 1210 = 1270 s.
+        h = tula::hole_time_to_result(0, 600, 60, 1210, 10, 30);
+        CPPUNIT_ASSERT(!h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1430.0, h.time_to_result, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1270.0, h.full_seconds, 1e-9);
+        // A 30-minute hole in 100 s finishes everything (1800 - 100 = 1700 s >= 1200 s of
+        // training): one part, result 100 + 1210 = 1310 s.
+        h = tula::hole_time_to_result(100, 1800, 3000, 1210, 10, 30);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1200.0, h.train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.rest_wait_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.rest_train_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1310.0, h.time_to_result, 1e-9);
+        // A hole shorter than the stop allowance (90 s < 10 + 30 + 60) trains nothing: not used.
+        h = tula::hole_time_to_result(0, 90, 3000, 1210, 10, 30);
+        CPPUNIT_ASSERT(!h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.train_seconds, 0);
+        // No hole at all (0 s) is never used; bad inputs count as 0.
+        CPPUNIT_ASSERT(!tula::hole_time_to_result(0, 0, 3000, 1210, 10, 30).used);
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        CPPUNIT_ASSERT(!tula::hole_time_to_result(nan, nan, 3000, 1210, 10, 30).used);
     }
 };
 

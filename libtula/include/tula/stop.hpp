@@ -43,4 +43,35 @@ int signal_seconds(double step_seconds, double checkpoint_seconds);
 /// at least 1 and at most time_limit_minutes (when that is > 0). Pure.
 int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_seconds, int time_limit_minutes);
 
+/// How long a requeued job waits before it may start again, seconds: slurmctld holds it until
+/// the credentials of its last start expire, AuthInfo's cred_expire (120 s by default,
+/// slurm.conf(5)).
+constexpr double kRequeueDelaySeconds = 120;
+
+/// A job started early in a backfill hole and requeued before the hole's end, in two parts
+/// (hole_time_to_result). All times are seconds; the waits count from now.
+struct HoleStart {
+    /// The hole version is earlier than waiting for the full time limit (time_to_result <
+    /// full_wait + total); false: the candidate is planned as one part at its full limit.
+    bool used = false;
+    double wait_seconds = 0;        ///< until the hole starts (slurmctld's start at --time-min)
+    double seconds = 0;             ///< the hole's length H: the time limit the job starts with
+    double train_seconds = 0;       ///< training done in the hole
+    double rest_wait_seconds = 0;   ///< until the rest starts; 0 when the hole finishes the training
+    double rest_train_seconds = 0;  ///< the rest's run, start-up included; 0 when the hole finishes it
+    double time_to_result = 0;      ///< from now to the end of the training
+    double full_seconds = 0;        ///< the time to result without the hole: full_wait + total
+};
+
+/// The time to result of a job that starts in a backfill hole (docs/models.md, "Stop before the
+/// time limit", "Starting in a hole"). With u = startup_seconds, T = total_seconds (the
+/// training and u), S = signal_seconds, R = kSlurmSignalResolution, H = hole_seconds, w_h =
+/// hole_wait_seconds and w_f = full_wait_seconds (the start of a job at the full time limit):
+/// the hole trains h = max(0, H - u - S - R); when h >= T - u the hole finishes the training
+/// (one part, result w_h + T); else the rest starts at max(w_f, w_h + H) + kRequeueDelaySeconds
+/// and runs u + (T - u - h), the result is that start plus that run. `used` when h > 0 and the
+/// result is earlier than w_f + T. Negative or non-finite inputs count as 0. Pure.
+HoleStart hole_time_to_result(double hole_wait_seconds, double hole_seconds, double full_wait_seconds,
+                              double total_seconds, double startup_seconds, int signal_seconds);
+
 }  // namespace tula

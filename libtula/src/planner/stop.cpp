@@ -32,4 +32,27 @@ int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_se
     return static_cast<int>(std::min(m, 5256000.0));
 }
 
+HoleStart hole_time_to_result(double hole_wait_seconds, double hole_seconds, double full_wait_seconds,
+                              double total_seconds, double startup_seconds, int signal_seconds) {
+    HoleStart h;
+    const double total = non_negative(total_seconds);
+    const double u = std::min(non_negative(startup_seconds), total);
+    const double need = total - u;  // the training itself
+    h.wait_seconds = non_negative(hole_wait_seconds);
+    h.seconds = non_negative(hole_seconds);
+    h.full_seconds = non_negative(full_wait_seconds) + total;
+    h.train_seconds = std::max(0.0, h.seconds - u - std::max(signal_seconds, 0) - kSlurmSignalResolution);
+    if (h.train_seconds >= need) {  // the hole finishes the training: one part
+        h.train_seconds = need;
+        h.time_to_result = h.wait_seconds + total;
+    } else {
+        h.rest_wait_seconds =
+            std::max(non_negative(full_wait_seconds), h.wait_seconds + h.seconds) + kRequeueDelaySeconds;
+        h.rest_train_seconds = u + need - h.train_seconds;
+        h.time_to_result = h.rest_wait_seconds + h.rest_train_seconds;
+    }
+    h.used = h.train_seconds > 0 && h.time_to_result < h.full_seconds;
+    return h;
+}
+
 }  // namespace tula
