@@ -41,6 +41,15 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
                           : "none (the job was not planned by Tula)"});
     t.rows.push_back({"measured training time",
                       seconds_text(r.measured_seconds) + " (sum of epoch times, without evaluation)"});
+    if (r.parts > 1) {  // stopped before a time limit (a backfill hole's, say) and requeued
+        std::string each;
+        for (size_t i = 0; i < r.part_seconds.size(); ++i)
+            each += (i == 0 ? ": " : i + 1 == r.part_seconds.size() ? ", then the rest " : ", then ") +
+                    format_duration(r.part_seconds[i]);
+        t.rows.push_back({"parts", std::to_string(r.parts) + each +
+                                       " of training (the job stopped before a time limit, such as a backfill "
+                                       "hole's, checkpointed and was requeued)"});
+    }
     t.rows.push_back({"prediction error", e ? format_number("%+.1f %%", *e) + " ((measured - predicted) / measured)" : "-"});
     t.rows.push_back({"final test accuracy", format_number("%.2f %%", r.test_accuracy * 100)});
     t.rows.push_back({"gradient noise scale",

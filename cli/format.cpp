@@ -111,6 +111,17 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("intra_node_source", c.intra_node_source);
     kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));
     kv.emplace_back("queue", r.queue_note);
+    if (c.hole.used) {  // a start in a backfill hole, then the requeued rest (hole_time_to_result)
+        kv.emplace_back("hole_wait_seconds", format_number("%.0f", c.hole.wait_seconds));
+        kv.emplace_back("hole_seconds", format_number("%.0f", c.hole.seconds));
+        kv.emplace_back("hole_part_seconds", format_number("%.0f", c.hole.part_seconds));
+        kv.emplace_back("hole_parts", std::to_string(c.hole.hole_parts));
+        kv.emplace_back("hole_train_seconds", format_number("%.1f", c.hole.train_seconds));
+        kv.emplace_back("rest_parts", std::to_string(c.hole.rest_parts));
+        kv.emplace_back("rest_wait_seconds", format_number("%.0f", c.hole.rest_wait_seconds));
+        kv.emplace_back("rest_train_seconds", format_number("%.1f", c.hole.rest_train_seconds));
+        kv.emplace_back("hole", hole_phrase(c.hole));
+    }
     for (const auto& l : r.plan.left_out) kv.emplace_back("left_out", l);
     for (const auto& w : r.warnings) kv.emplace_back("warning", bare_message(w));
     return kv;
@@ -139,6 +150,13 @@ Json candidate_json(const Candidate& c) {
               {"queue_wait_seconds", c.queue_wait_seconds},
               {"step_seconds", {{"compute", c.compute_step_seconds}, {"exposed_communication", c.exposed_comm_step_seconds},
                                 {"overhead", c.overhead_step_seconds}}}};
+    if (c.hole.used)  // a start in a backfill hole, then the requeued rest (hole_time_to_result)
+        j["hole"] = {{"wait_seconds", c.hole.wait_seconds}, {"seconds", c.hole.seconds},
+                     {"part_seconds", c.hole.part_seconds}, {"parts", c.hole.hole_parts},
+                     {"train_seconds", c.hole.train_seconds}, {"rest_parts", c.hole.rest_parts},
+                     {"rest_wait_seconds", c.hole.rest_wait_seconds},
+                     {"rest_train_seconds", c.hole.rest_train_seconds}, {"time_to_result_seconds", c.hole.time_to_result},
+                     {"without_hole_seconds", c.hole.full_seconds}, {"line", hole_phrase(c.hole)}};
     return j;
 }
 

@@ -46,7 +46,9 @@ struct PlanReport {
     double time_margin = 0.25;          ///< fraction, from tula.conf
     double time_overhead = 120;         ///< seconds, from tula.conf
     int fixed_nodes = 0;                ///< --nodes, 0 when not given
-    bool time_min = false;              ///< from tula.conf: jobs get a --time-min by default
+    /// The job gets a --time-min (tula plan --time-min, sbatch --tula-time-min, else tula.conf's
+    /// time_min), so it may start in a backfill hole.
+    bool time_min = false;
     double deadline_seconds = 0;        ///< Policy::Deadline: seconds of training allowed
     double budget = 0;                  ///< Policy::Budget: price unit of tula.conf
     bool simulated = false;             ///< planned from a hardware file (tula plan --hardware), not profiles
@@ -73,8 +75,11 @@ std::string plan_summary(const PlanReport& r);
 /// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none),
 /// partition (empty for a tula.conf without partition sections), ranks_per_node,
 /// gpus_per_node, scaled_from (the class a partition without profiles was predicted from;
-/// empty when its own), one left_out= per partition left out ("NAME: why"), then one
-/// warning= per warning.
+/// empty when its own), queue_wait_seconds, queue; when the choice starts in a backfill hole
+/// (Candidate::hole used): hole_wait_seconds, hole_seconds, hole_part_seconds, hole_parts,
+/// hole_train_seconds, rest_parts, rest_wait_seconds, rest_train_seconds (seconds; parts a
+/// count) and hole (hole_phrase); one left_out= per
+/// partition left out ("NAME: why"), then one warning= per warning.
 KeyValues plan_kv(const PlanReport& r);
 
 /// `--format kv` lines of a failure: status=error, message=..., then warning= lines.
@@ -82,7 +87,7 @@ KeyValues error_kv(const std::string& message, const std::vector<std::string>& w
 
 /// The whole plan as JSON: workload, epochs, policy (and policy_phrase, deadline_seconds,
 /// budget), simulated (and hardware), price and margins, max_local_batch, gamma, candidates
-/// (all fields of tula::Candidate plus "chosen"), left_out (partitions not planned, "NAME:
+/// (all fields of tula::Candidate plus "chosen"; "hole" only when it is used), left_out (partitions not planned, "NAME:
 /// why"), chosen (index), choice, reason, time limit,
 /// summary, flagged_runs (run_check_json each), warnings.
 Json plan_json(const PlanReport& r);

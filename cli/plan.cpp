@@ -395,7 +395,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     r.watts_per_node = lc.config.watts_per_node;
     r.time_margin = lc.config.time_margin;
     r.time_overhead = lc.config.time_overhead;
-    r.time_min = lc.config.time_min;
+    r.time_min = o.time_min == "yes" || (o.time_min != "no" && lc.config.time_min);
     r.fixed_nodes = o.nodes;
     if (hw) {
         plan_from_hardware(o, lc.config, hw_parts, spec, &r, &warnings, sim);
@@ -502,6 +502,11 @@ void add_plan_command(CLI::App& app, Action* action) {
     sub->add_option("--ranks-per-node", o->ranks_per_node,
                     "ranks (Slurm tasks) per node on every partition, as sbatch --ntasks-per-node (1 .. 1024)")
         ->type_name("N");
+    sub->add_option("--time-min", o->time_min,
+                    "yes: plan for a job with a --time-min (sbatch --tula-time-min=yes): the queue estimate also "
+                    "looks for a backfill hole to start in; no: without; default: tula.conf's time_min")
+        ->type_name("yes|no")
+        ->check(CLI::IsMember({"yes", "no"}));
     sub->add_option("--node-range", o->node_range,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
                     "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")

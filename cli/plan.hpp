@@ -23,6 +23,9 @@ struct PlanOptions : TargetOptions {
     int timeout = 0;  ///< --timeout SECONDS; 0: no limit
     std::string partition;  ///< --partition LIST (sbatch -p): plan only these partitions
     int ranks_per_node = 0;  ///< --ranks-per-node N (sbatch --ntasks-per-node); 0: each partition's
+    /// --time-min yes|no (sbatch --tula-time-min): the job gets a --time-min, so the queue
+    /// estimate also looks for a backfill hole; "": tula.conf's time_min.
+    std::string time_min;
     /// The batch script's text when it is not a file (sbatch --wrap, standard input); `script`
     /// then names it in messages.
     std::string script_text;

@@ -15,6 +15,7 @@
 #include "slurm_query.hpp"
 #include "text.hpp"
 #include "tula/error.hpp"
+#include "tula/stop.hpp"
 
 namespace tula::cli {
 namespace {
@@ -178,6 +179,10 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
         p.ranks_per_node = c.ranks_per_node;
         p.gpus_per_node = c.gpus_per_node;
         p.time_limit_minutes = candidate_time_limit(c, cfg.time_margin, cfg.time_overhead, max_time(c.partition));
+        if (r->time_min) {  // the job may start in a hole of its --time-min (submit.cpp sets it)
+            const int m = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, p.time_limit_minutes);
+            p.time_min_minutes = m < p.time_limit_minutes ? m : 0;
+        }
         probes.push_back(p);
     };
     for (size_t i : pareto_front(cs)) add(cs[i]);
@@ -189,30 +194,41 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
             if (n++ < kProbesPerPartition) add(list[i]);
     }
     const std::vector<StartEstimate> starts = query_starts(probes, q->seconds_left);
-    std::map<std::pair<std::string, int>, double> wait;  // (partition, nodes) -> seconds
+    std::map<std::pair<std::string, int>, const StartEstimate*> wait;  // (partition, nodes) -> its answer
     std::string unanswered;
     for (size_t i = 0; i < probes.size(); ++i) {
-        if (starts[i].answered) wait[{probes[i].partition, probes[i].nodes}] = starts[i].wait_seconds;
+        if (starts[i].answered) wait[{probes[i].partition, probes[i].nodes}] = &starts[i];
         else if (unanswered.empty()) unanswered = starts[i].error;
     }
     if (!unanswered.empty())
         warnings->push_back("slurmctld gave no start estimate for some candidates (" + unanswered +
                             "); they count as starting now");
-    std::vector<double> waits(cs.size(), 0.0);
+    std::vector<QueueStart> waits(cs.size());
     for (size_t i = 0; i < cs.size(); ++i) {
         const Candidate& c = cs[i];
         // the nearest probed node count at or above this one in its partition, else its largest
+        const StartEstimate* s = nullptr;
         auto it = wait.lower_bound({c.partition, c.nodes});
         if (it != wait.end() && it->first.first == c.partition) {
-            waits[i] = it->second;
+            s = it->second;
         } else {
             for (const auto& [k, w] : wait)
-                if (k.first == c.partition) waits[i] = w;
+                if (k.first == c.partition) s = w;
+        }
+        if (!s) continue;
+        waits[i].wait_seconds = s->wait_seconds;
+        // the hole serves a candidate whose own --time-min fits in it
+        const int limit = candidate_time_limit(c, cfg.time_margin, cfg.time_overhead, max_time(c.partition));
+        const int part = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, limit);
+        if (s->hole_minutes > 0 && part <= s->hole_minutes) {
+            waits[i].hole_wait_seconds = s->hole_wait_seconds;
+            waits[i].hole_seconds = 60.0 * s->hole_minutes;
+            waits[i].part_seconds = 60.0 * part;  // Slurm gives every part the --time-min as its limit
         }
     }
     const Candidate before = plan.choice();
-    const double before_wait = waits[plan.chosen];
-    apply_queue_waits(&plan, waits, policy, r->workload, cfg.time_margin, cfg.time_overhead, parts);
+    const double before_wait = waits[plan.chosen].wait_seconds;
+    apply_queue_starts(&plan, waits, policy, r->workload, cfg.time_margin, cfg.time_overhead, parts);
     const Candidate& ch = plan.choice();
     const std::string where = ch.partition.empty() ? std::string() : " of " + ch.partition;
     const bool moved = ch.partition != before.partition || ch.nodes != before.nodes ||
@@ -224,6 +240,7 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
                   (first ? " and finish first" : " and cost less for their time to result");
     else if (ch.queue_wait_seconds >= 60)
         q->note = "starts in " + wait_phrase(ch.queue_wait_seconds) + (ch.partition.empty() ? "" : " on " + ch.partition);
+    if (ch.hole.used) q->note += (q->note.empty() ? "" : "; or ") + hole_phrase(ch.hole);
 }
 
 }  // namespace tula::cli

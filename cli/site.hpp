@@ -51,11 +51,15 @@ struct SiteQueue {
 /// Never throws for Slurm's errors.
 SiteQueue apply_slurm_limits(Config* cfg, std::vector<std::string>* warnings);
 
-/// Ranks r->plan by time to result (apply_queue_waits): asks slurmctld when the leading
+/// Ranks r->plan by time to result (apply_queue_starts): asks slurmctld when the leading
 /// candidates would start (for each partition, the node counts of its own time/cost Pareto
 /// front and of the plan's, at most 16 shapes in all, each at its time limit), gives every
 /// other candidate the wait of the nearest probed node count at or above its own in its
-/// partition (else its partition's largest), and chooses again. Sets q->note to the expected
+/// partition (else its partition's largest), and chooses again. When r->time_min, each shape
+/// is also asked at its --time-min for a backfill hole (StartProbe::time_min_minutes,
+/// find_hole), and a candidate whose own --time-min fits in the hole of its shape is ranked by
+/// the hole and the requeued rest when that is earlier (apply_queue_starts); the note then
+/// ends with hole_phrase. Sets q->note to the expected
 /// wait of the choice and what the queue changed ("fast starts in about 25 min; 2 nodes of cpu
 /// start now and finish first"). Does nothing unless q->answered. Never throws for Slurm's
 /// errors (a start that is not answered counts as no wait, and a warning says so); throws

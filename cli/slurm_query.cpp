@@ -14,12 +14,14 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "slurm_query.hpp"
@@ -201,42 +203,61 @@ void partitions_child(int fd) {
     if (nodes) slurm_free_node_info_msg(nodes);
 }
 
-// In the child: slurm_job_will_run2 for each probe, in order.
+// In the child: slurm_job_will_run2 for a job of `pr`'s shape with a time limit of `minutes`;
+// the expected start minus now, seconds (>= 0), or nullopt with the error in *error.
+std::optional<double> will_run_wait(const StartProbe& pr, int minutes, const std::string& cwd_in, std::string* error) {
+    job_desc_msg_t d;
+    slurm_init_job_desc_msg(&d);
+    std::string part = pr.partition, name = "tula-will-run", gres, cwd = cwd_in;
+    d.partition = part.empty() ? nullptr : &part[0];
+    d.name = &name[0];
+    d.min_nodes = d.max_nodes = static_cast<uint32_t>(pr.nodes);
+    d.ntasks_per_node = static_cast<uint16_t>(pr.ranks_per_node);
+    d.num_tasks = static_cast<uint32_t>(pr.nodes * pr.ranks_per_node);
+    d.time_limit = static_cast<uint32_t>(minutes);
+    d.user_id = ::getuid();
+    d.group_id = ::getgid();
+    // slurmctld refuses a job without a working directory from Slurm 24.11 on, for a
+    // will-run query too ("Job cannot be submitted without the current working directory")
+    d.work_dir = &cwd[0];
+    if (pr.gpus_per_node > 0) {
+        gres = "gres:gpu:" + std::to_string(pr.gpus_per_node);
+        d.tres_per_node = &gres[0];
+    }
+    will_run_response_msg_t* resp = nullptr;
+    if (slurm_job_will_run2(&d, &resp) != SLURM_SUCCESS || !resp) {
+        *error = slurm_error();
+        return std::nullopt;
+    }
+    const double wait = std::difftime(resp->start_time, ::time(nullptr));
+    slurm_free_will_run_response_msg(resp);
+    return wait > 0 ? wait : 0.0;
+}
+
+// In the child: slurm_job_will_run2 for each probe, in order; then the backfill holes of the
+// probes with a --time-min (find_hole), within kMaxHoleProbes questions in all.
 void starts_child(int fd, const std::vector<StartProbe>& probes) {
     slurm_init(nullptr);
     char dir[4096];
-    std::string cwd = ::getcwd(dir, sizeof dir) ? dir : "/";
+    const std::string cwd = ::getcwd(dir, sizeof dir) ? dir : "/";
+    std::vector<StartEstimate> got(probes.size());
     for (size_t i = 0; i < probes.size(); ++i) {
-        const StartProbe& pr = probes[i];
-        job_desc_msg_t d;
-        slurm_init_job_desc_msg(&d);
-        std::string part = pr.partition, name = "tula-will-run", gres;
-        d.partition = part.empty() ? nullptr : &part[0];
-        d.name = &name[0];
-        d.min_nodes = d.max_nodes = static_cast<uint32_t>(pr.nodes);
-        d.ntasks_per_node = static_cast<uint16_t>(pr.ranks_per_node);
-        d.num_tasks = static_cast<uint32_t>(pr.nodes * pr.ranks_per_node);
-        d.time_limit = static_cast<uint32_t>(pr.time_limit_minutes);
-        d.user_id = ::getuid();
-        d.group_id = ::getgid();
-        // slurmctld refuses a job without a working directory from Slurm 24.11 on, for a
-        // will-run query too ("Job cannot be submitted without the current working directory")
-        d.work_dir = &cwd[0];
-        if (pr.gpus_per_node > 0) {
-            gres = "gres:gpu:" + std::to_string(pr.gpus_per_node);
-            d.tres_per_node = &gres[0];
-        }
-        will_run_response_msg_t* resp = nullptr;
-        StartEstimate s;
-        if (slurm_job_will_run2(&d, &resp) == SLURM_SUCCESS && resp) {
-            s.answered = true;
-            const double wait = std::difftime(resp->start_time, ::time(nullptr));
-            s.wait_seconds = wait > 0 ? wait : 0;
-            slurm_free_will_run_response_msg(resp);
-        } else {
-            s.error = slurm_error();
-        }
+        StartEstimate& s = got[i];
+        const std::optional<double> w = will_run_wait(probes[i], probes[i].time_limit_minutes, cwd, &s.error);
+        s.answered = w.has_value();
+        if (w) s.wait_seconds = *w;
         write_all(fd, encode_start(i, s));
+    }
+    int left = kMaxHoleProbes;
+    for (size_t i = 0; i < probes.size() && left > 0; ++i) {
+        const StartProbe& pr = probes[i];
+        if (!got[i].answered || pr.time_min_minutes < 1 || pr.time_min_minutes >= pr.time_limit_minutes) continue;
+        std::string ignored;
+        const StartOracle oracle = [&](int minutes) { return will_run_wait(pr, minutes, cwd, &ignored); };
+        const HoleFound h = find_hole(pr.time_min_minutes, pr.time_limit_minutes, got[i].wait_seconds, oracle,
+                                      std::min(left, kHoleProbesPerShape));
+        left -= h.probes;
+        if (h.minutes > 0) write_all(fd, encode_hole(i, h));
     }
 }
 

@@ -1,5 +1,6 @@
 // tula CLI: the pure half of slurm_query.hpp: the child's line protocol and the AllowGroups
 // check, with no libslurm, so that the unit tests link it alone.
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -59,6 +60,34 @@ std::string encode_start(size_t index, const StartEstimate& s) {
     return o.str();
 }
 
+std::string encode_hole(size_t index, const HoleFound& h) {
+    std::ostringstream o;
+    o << "H\t" << index << '\t' << static_cast<long long>(h.wait_seconds < 0 ? 0 : h.wait_seconds) << '\t' << h.minutes
+      << '\n';
+    return o.str();
+}
+
+HoleFound find_hole(int time_min, int time_limit, double full_wait_seconds, const StartOracle& start,
+                    int max_probes) {
+    HoleFound h;
+    if (time_min < 1 || time_min >= time_limit || max_probes < 1) return h;
+    const std::optional<double> w = start(time_min);
+    h.probes = 1;
+    if (!w || !(*w + kHoleEarlierSeconds <= full_wait_seconds)) return h;
+    h.wait_seconds = std::max(0.0, *w);
+    // lo starts in the hole, hi does not (the full limit starts at full_wait_seconds)
+    int lo = time_min, hi = time_limit;
+    while (hi - lo > 1 && h.probes < max_probes) {
+        const int mid = lo + (hi - lo) / 2;
+        const std::optional<double> m = start(mid);
+        ++h.probes;
+        if (m && *m <= h.wait_seconds + kHoleSlackSeconds) lo = mid;
+        else hi = mid;
+    }
+    h.minutes = lo;
+    return h;
+}
+
 std::string encode_failure(const std::string& message) { return "X\t" + field(message) + "\n"; }
 
 std::string encode_done() { return "D\n"; }
@@ -88,6 +117,15 @@ bool decode_reply(const std::string& text, SlurmSite* site, std::vector<StartEst
                 p.is_default = is_default == 1;
                 site->partitions.push_back(p);
             }
+            continue;
+        }
+        if (f.size() == 4 && f[0] == "H" && starts) {
+            int idx = 0, wait = 0, minutes = 0;
+            if (!to_int(f[1], &idx) || static_cast<size_t>(idx) >= starts->size() || !to_int(f[2], &wait) ||
+                !to_int(f[3], &minutes) || minutes < 1)
+                continue;
+            (*starts)[idx].hole_wait_seconds = wait;
+            (*starts)[idx].hole_minutes = minutes;
             continue;
         }
         if (f.size() == 3 && (f[0] == "S" || f[0] == "E") && starts) {

@@ -361,6 +361,9 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     if (range) call.node_range = std::to_string(range->first) + "-" + std::to_string(range->second);
     // --tula-epochs=fixed (checked by the plugin's option callback): the script's epochs at every batch
     call.fixed_epochs = given(in.spank, "tula-epochs").value_or("") == "fixed";
+    // --tula-time-min=yes|no (checked by the plugin's option callback): the plan looks for a hole
+    const std::string time_min = given(in.spank, "tula-time-min").value_or("");
+    if (time_min == "yes" || time_min == "no") call.time_min = time_min;
     const Shape shape = shape_of(in.options);
     call.partition = shape.partition;
     call.ranks_per_node = shape.ranks_per_node;

@@ -57,7 +57,7 @@ struct PlanAnswer {
     int time_limit = 0;
     int signal_seconds = 0;
     int time_min = 0;               ///< the job's --time-min, minutes (time_min_minutes; 0: none)
-    bool time_min_default = false;  ///< tula.conf's time_min: set --time-min unless the job says no
+    bool time_min_default = false;  ///< the plan was for a --time-min (tula.conf's time_min, or the job's --tula-time-min): set one unless the job says no
     std::string summary;
     std::string table;
     std::string partition;

@@ -13,7 +13,10 @@ Run inside a Tula testbed (scripts/tula-cluster exec DIR -- python3 -m experimen
      (it waits for the reservation to end, then runs whole);
   4. each job's time to result is its last part's end minus its submission, seconds.
 
-Prints one JSON object (`--out FILE` also writes it): per variant the job id, the time to result,
+Before the submissions, `tula plan --time-min yes` gives what the planner expects with the hole
+there: its `hole` line (the parts in the hole and after it) and its queue note.
+
+Prints one JSON object (`--out FILE` also writes it): the plan's hole line, and per variant the job id, the time to result,
 the number of parts (Restarts + 1), the first start's delay, the final state, the test accuracy
 of tula-train's done line; and the reservation's start and length. Exits 1 with a `tula: hole:`
 line when a step fails (the reservation is deleted and both jobs cancelled on the way out).
@@ -129,6 +132,9 @@ def scenario(a, progress):
          "duration=%d" % a.hold, "nodes=" + nodes, "users=nobody", "flags=ignore_jobs"])
     jobs = {}
     try:
+        # what the planner expects now that the hole is there (docs/models.md, "Starting in a hole")
+        planned = kv(run([os.environ.get("TULA", "tula"), "plan", "--script", script, "--time-min", "yes",
+                          "--format", "kv"]))
         for variant, opt in (("time_min", "yes"), ("no_time_min", "no")):
             out = os.path.join(work, "%s-%%j.out" % variant)
             submitted = time.time()
@@ -153,7 +159,8 @@ def scenario(a, progress):
         raise
     finally:
         subprocess.run(["scontrol", "delete", "reservation=" + a.reservation], capture_output=True)
-    result = {"time_min_minutes": time_min, "hole_seconds": hole, "reservation_minutes": a.hold,
+    result = {"plan": {k: planned.get(k) for k in ("hole", "hole_parts", "rest_parts", "queue", "predicted_seconds")},
+              "time_min_minutes": time_min, "hole_seconds": hole, "reservation_minutes": a.hold,
               "partition": a.partition, "trainer_args": a.trainer_args}
     for variant, (j, submitted, out) in jobs.items():
         f = ends[j]
@@ -178,6 +185,8 @@ def markdown(r):
             "submission.\n\n" % (r["partition"], r["hole_seconds"], r["time_min_minutes"],
                                    r["hole_seconds"] - 60 * r["time_min_minutes"], r["reservation_minutes"],
                                    r["trainer_args"]))
+    if r.get("plan", {}).get("hole"):
+        head += "The plan with the hole there (`tula plan --time-min yes`): %s.\n\n" % r["plan"]["hole"]
     lines = ["| job | first start (s) | parts | time to result (s) | final test acc. | state |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
     for name, v in rows:

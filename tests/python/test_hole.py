@@ -15,7 +15,8 @@ class HoleTest(unittest.TestCase):
         self.assertIsNone(hole.slurm_time(None))
 
     def test_markdown(self):
-        r = {"partition": "cpu", "hole_seconds": 200, "time_min_minutes": 3, "reservation_minutes": 1,
+        r = {"plan": {"hole": "starts in a backfill hole of 3m00s in 0.0s and finishes in it in 1 part: result in 1m00s instead of 5m20s"},
+             "partition": "cpu", "hole_seconds": 200, "time_min_minutes": 3, "reservation_minutes": 1,
              "trainer_args": "--model lenet5",
              "time_min": {"first_start_seconds": 0.4, "parts": 2, "time_to_result_seconds": 400.0,
                           "test_accuracy": 0.8828, "state": "COMPLETED"},
@@ -23,6 +24,7 @@ class HoleTest(unittest.TestCase):
                              "test_accuracy": None, "state": "COMPLETED"}}
         md = hole.markdown(r)
         self.assertIn("from 200 s after submission (the plan's time_min of 3 min plus 20 s) for 1 min", md)
+        self.assertIn("The plan with the hole there (`tula plan --time-min yes`): starts in a backfill hole of 3m00s", md)
         self.assertIn("| with `--tula-time-min=yes` | 0 | 2 | 400 | 0.8828 | COMPLETED |", md)
         self.assertIn("| without (`--tula-time-min=no`) | 262 | 1 | 500 | n/a | COMPLETED |", md)
         self.assertIn("the result comes 100 s earlier (80 % of the time without it)", md)

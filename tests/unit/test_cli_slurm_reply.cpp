@@ -1,7 +1,8 @@
 // Unit tests of the line protocol between the tula CLI and its slurmctld query child
 // (cli/slurm_query.hpp): what is encoded decodes to the same values, field separators inside
 // names cannot forge records, malformed and out-of-range lines are skipped, a failure line
-// marks the whole reply failed, and the AllowGroups check against a naive membership test.
+// marks the whole reply failed, the AllowGroups check against a naive membership test, and the
+// search for a backfill hole (find_hole) over a fake slurmctld against the brute-force answer.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <algorithm>
@@ -24,6 +25,9 @@ class SlurmReplyTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_failure_line);
     CPPUNIT_TEST(test_reply_cut_short);
     CPPUNIT_TEST(test_groups_allowed_against_naive);
+    CPPUNIT_TEST(test_hole_round_trip);
+    CPPUNIT_TEST(test_find_hole_against_brute_force);
+    CPPUNIT_TEST(test_find_hole_no_hole);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -163,6 +167,78 @@ public:
         }
         CPPUNIT_ASSERT(groups_allowed("ALL", {}));
         CPPUNIT_ASSERT(!groups_allowed("ab", {"a"}));  // names, not prefixes
+    }
+
+    void test_hole_round_trip() {
+        std::vector<StartEstimate> st(3);
+        HoleFound h;
+        h.wait_seconds = 12.7;
+        h.minutes = 42;
+        const std::string text = encode_start(1, {true, 900, "", 0, 0}) + encode_hole(1, h) + encode_done();
+        CPPUNIT_ASSERT_EQUAL(std::string("H\t1\t12\t42\n"), encode_hole(1, h));
+        CPPUNIT_ASSERT(decode_reply(text, nullptr, &st));
+        CPPUNIT_ASSERT(st[1].answered);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(900.0, st[1].wait_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(12.0, st[1].hole_wait_seconds, 0);
+        CPPUNIT_ASSERT_EQUAL(42, st[1].hole_minutes);
+        CPPUNIT_ASSERT_EQUAL(0, st[0].hole_minutes);
+        // malformed or out-of-range H lines are skipped: a 0-minute hole, an index beyond, a bad number
+        std::vector<StartEstimate> none(2);
+        CPPUNIT_ASSERT(decode_reply("H\t0\t5\t0\nH\t7\t5\t3\nH\t1\t-5\t3\nH\t1\t5\n", nullptr, &none));
+        for (const StartEstimate& e : none) CPPUNIT_ASSERT_EQUAL(0, e.hole_minutes);
+    }
+
+    // A fake slurmctld whose nodes are free from w0 for `hole` minutes and otherwise from
+    // `full` seconds on: find_hole finds the longest limit that starts at w0, exactly when it
+    // may ask enough questions, a limit that does start at w0 when it may not, and never more
+    // questions than allowed.
+    void test_find_hole_against_brute_force() {
+        std::mt19937 rng(11);
+        for (int trial = 0; trial < 2000; ++trial) {
+            const int limit = 2 + static_cast<int>(rng() % 1500);
+            const int time_min = 1 + static_cast<int>(rng() % (limit - 1));
+            const int hole = time_min + static_cast<int>(rng() % (limit - time_min));  // in [time_min, limit)
+            const double w0 = static_cast<double>(rng() % 600), full = w0 + 60 + static_cast<double>(rng() % 7200);
+            int asked = 0;
+            const StartOracle start = [&](int m) -> std::optional<double> {
+                ++asked;
+                return m <= hole ? w0 + static_cast<double>(rng() % 4) : full;  // a few seconds of clock drift
+            };
+            const int cap = 1 + static_cast<int>(rng() % 14);
+            const HoleFound h = find_hole(time_min, limit, full, start, cap);
+            CPPUNIT_ASSERT_EQUAL(asked, h.probes);
+            CPPUNIT_ASSERT(h.probes <= cap);
+            CPPUNIT_ASSERT(h.minutes >= time_min && h.minutes <= hole);  // starts in the hole
+            CPPUNIT_ASSERT(h.wait_seconds >= w0 && h.wait_seconds < w0 + 4);
+            int needed = 1;  // the question at time_min, then one per halving of (time_min, limit)
+            for (int span = limit - time_min; span > 1; span = (span + 1) / 2) ++needed;
+            if (cap >= needed) CPPUNIT_ASSERT_EQUAL(hole, h.minutes);
+        }
+    }
+
+    void test_find_hole_no_hole() {
+        int asked = 0;
+        const StartOracle late = [&](int) -> std::optional<double> { return ++asked, 1000.0; };
+        // the start at the time_min is not a minute earlier than the full limit's (1030 s): no hole, one question
+        HoleFound h = find_hole(5, 60, 1030, late, 6);
+        CPPUNIT_ASSERT_EQUAL(0, h.minutes);
+        CPPUNIT_ASSERT_EQUAL(1, asked);
+        CPPUNIT_ASSERT_EQUAL(1, find_hole(5, 60, 1060, late, 6).minutes > 0 ? 1 : 0);  // exactly 60 s earlier: a hole
+        const StartOracle silent = [](int) -> std::optional<double> { return std::nullopt; };
+        CPPUNIT_ASSERT_EQUAL(0, find_hole(5, 60, 5000, silent, 6).minutes);
+        // nothing to look for: no --time-min, one not below the limit, no questions allowed
+        asked = 0;
+        CPPUNIT_ASSERT_EQUAL(0, find_hole(0, 60, 5000, late, 6).minutes);
+        CPPUNIT_ASSERT_EQUAL(0, find_hole(60, 60, 5000, late, 6).minutes);
+        CPPUNIT_ASSERT_EQUAL(0, find_hole(5, 60, 5000, late, 0).minutes);
+        CPPUNIT_ASSERT_EQUAL(0, asked);
+        // limits past the hole not answered: they count as not starting in it
+        const StartOracle partial = [](int m) -> std::optional<double> {
+            if (m <= 10) return 0.0;
+            return std::nullopt;
+        };
+        const HoleFound p = find_hole(5, 60, 5000, partial, 20);
+        CPPUNIT_ASSERT_EQUAL(10, p.minutes);
     }
 };
 

@@ -58,6 +58,7 @@ class LibtulaQueuePlanTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_queue_waits_vs_naive);
     CPPUNIT_TEST(test_busy_fast_partition_loses_to_idle_slow_one);
     CPPUNIT_TEST(test_queue_conf_keys);
+    CPPUNIT_TEST(test_hole_vs_naive);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -165,6 +166,79 @@ public:
         tula::apply_queue_waits(&p, none, spec, "w", 0.25, 120, {});
         CPPUNIT_ASSERT_EQUAL(std::string("fast"), p.choice().partition);
         CPPUNIT_ASSERT(contains(error_of([&] { tula::apply_queue_waits(&p, {1.0}, spec, "w", 0.25, 120, {}); }), "waits"));
+    }
+
+    // A busy fast partition with a backfill hole now: each candidate's time to result is the
+    // one simulated here part by part (a part of limit L trains L - u - S - 60; a part that does
+    // not finish occupies L, then 120 s; parts run in the hole while a whole one fits, the rest
+    // from the full-limit start) when that is earlier, policy time takes the least, and the
+    // reason and the candidate carry both. Without a hole everything is as before.
+    void test_hole_vs_naive() {
+        tula::PlanRequest r = req4();
+        r.epochs = 600;  // about 37 min on 4 fast nodes: a hole of a few minutes does not finish it
+        r.policy = tula::Policy::Time;
+        const std::vector<tula::PartitionTarget> ts = {part("slow", 4, 3e-3, 1.0), part("fast", 4, 0.3e-3, 1.0)};
+        tula::PolicySpec spec;
+        spec.policy = tula::Policy::Time;
+        // (hole, part limit L)
+        for (const auto& [hole, L] : std::vector<std::pair<double, double>>{{0, 0}, {240, 240}, {600, 600},
+                                                                          {100000, 3000}, {100000, 1200}}) {
+            tula::Plan p = tula::make_site_plan(r, ts);
+            std::vector<tula::QueueStart> st(p.candidates.size());
+            std::vector<double> naive(p.candidates.size());
+            for (size_t i = 0; i < st.size(); ++i) {
+                const tula::Candidate& c = p.candidates[i];
+                const bool fast = c.partition == "fast";
+                st[i].wait_seconds = fast ? 7200.0 : 20000.0;
+                st[i].hole_wait_seconds = fast ? 30.0 : 0.0;
+                st[i].hole_seconds = fast ? hole : 0.0;
+                st[i].part_seconds = fast ? L : 0.0;
+                naive[i] = st[i].wait_seconds + c.total_seconds;
+                const double u = c.startup_seconds, train = L - u - c.signal_seconds - 60.0;
+                if (!fast || hole <= 0 || train <= 0) continue;
+                double t = 30.0, left = c.total_seconds - u;
+                bool waited = false;
+                while (left > 0) {
+                    if (!waited && t + L > 30.0 + hole) {  // no whole part fits: wait for the full start
+                        t = std::max(t, 7200.0);
+                        waited = true;
+                    }
+                    const double x = std::min(train, left);
+                    left -= x;
+                    t += left > 0 ? L + 120.0 : u + x;
+                }
+                naive[i] = std::min(naive[i], t);
+            }
+            tula::apply_queue_starts(&p, st, spec, "w", 0.25, 120, {});
+            size_t want = 0;
+            for (size_t i = 1; i < naive.size(); ++i)
+                if (naive[i] < naive[want]) want = i;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(naive[want], p.choice().time_to_target, 1e-6);
+            for (size_t i = 0; i < naive.size(); ++i)
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(naive[i], p.candidates[i].time_to_target, 1e-6);
+            const tula::Candidate& ch = p.choice();
+            CPPUNIT_ASSERT_EQUAL(ch.hole.used, contains(p.reason, "starts in a backfill hole of "));
+            if (hole == 0 || L <= 600) {  // none, or parts so short that the requeues cost more
+                CPPUNIT_ASSERT(!ch.hole.used);
+                continue;
+            }
+            CPPUNIT_ASSERT(ch.hole.used);
+            CPPUNIT_ASSERT_EQUAL(std::string("fast"), ch.partition);
+            CPPUNIT_ASSERT(contains(p.reason, tula::hole_phrase(ch.hole)));
+            if (L >= 3000) {  // one part in the hole finishes everything
+                CPPUNIT_ASSERT_EQUAL(1, ch.hole.hole_parts);
+                CPPUNIT_ASSERT_EQUAL(0, ch.hole.rest_parts);
+                CPPUNIT_ASSERT(contains(p.reason, "and finishes in it in 1 part"));
+            } else {  // parts of 20 min, all in the hole
+                CPPUNIT_ASSERT(ch.hole.hole_parts >= 2);
+                CPPUNIT_ASSERT_EQUAL(0, ch.hole.rest_parts);
+            }
+        }
+        // The phrase of the worked case of docs/models.md: 10-min hole now, parts of 10 min,
+        // the full start in 3000 s.
+        CPPUNIT_ASSERT_EQUAL(std::string("starts in a backfill hole of 10m00s in 0.0s and trains 8m20s in 1 part, then "
+                                         "the rest (15m30s, 2 parts) starts in 50m00s: result in 1h05m instead of 1h10m"),
+                             tula::hole_phrase(tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30, 600)));
     }
 
     void test_queue_conf_keys() {

@@ -1,7 +1,8 @@
 // Unit tests of the stop-before-the-time-limit rule (tula/stop.hpp) against the numbers worked
 // by hand, and of the planner's use of it: each candidate's signal_seconds from its upper step
 // time and the workload's checkpoint, and a time limit that leaves the signal and Slurm's 60 s
-// resolution beyond the predicted training.
+// resolution beyond the predicted training; and the two-part time to result of a start in a
+// backfill hole (hole_time_to_result) on cases worked by hand.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@ class StopRuleTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(StopRuleTest);
     CPPUNIT_TEST(test_rule_by_hand);
     CPPUNIT_TEST(test_planner_leaves_the_allowance);
+    CPPUNIT_TEST(test_hole_by_hand);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -67,6 +69,67 @@ public:
         const int limit = static_cast<int>(
             std::ceil((std::max(ch.total_seconds, ch.total_seconds_upper) * 1.25 + 120 + ch.signal_seconds + 60) / 60));
         CPPUNIT_ASSERT_EQUAL(limit, p.time_limit_minutes);
+    }
+
+    void test_hole_by_hand() {
+        // start-up u = 10 s, training 1200 s (T = 1210 s), S = 30 s, Slurm's resolution 60 s,
+        // requeue delay 120 s. A part of limit L trains c = L - 100 s.
+        // A 10-minute hole now, parts of 10 min, the full limit in 3000 s: part 1 trains 500 s
+        // (0-600 s), requeued, eligible at 720 s, but 720 + 600 > 600: the rest (700 s) waits
+        // for 3000 s and takes 2 parts, 3000 + (600 + 120) + 10 + 200 = 3930 s instead of
+        // 3000 + 1210 = 4210 s.
+        tula::HoleStart h = tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30, 600);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_EQUAL(1, h.hole_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(500.0, h.train_seconds, 1e-9);
+        CPPUNIT_ASSERT_EQUAL(2, h.rest_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3000.0, h.rest_wait_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(930.0, h.rest_train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3930.0, h.time_to_result, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4210.0, h.full_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(600.0, h.part_seconds, 0);
+        // Parts of 5 min (c = 200 s): the rest (1000 s) takes 5 parts, 3000 + 4 x 420 + 210 =
+        // 4890 s: later than without the hole, not used.
+        h = tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30, 300);
+        CPPUNIT_ASSERT(!h.used);
+        CPPUNIT_ASSERT_EQUAL(5, h.rest_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4890.0, h.time_to_result, 1e-9);
+        // The full limit would start in 300 s: the rest starts when the requeued job may,
+        // 720 s, and ends at 720 + 720 + 210 = 1650 s, later than 300 + 1210 = 1510 s.
+        h = tula::hole_time_to_result(0, 600, 300, 1210, 10, 30, 600);
+        CPPUNIT_ASSERT(!h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(720.0, h.rest_wait_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1650.0, h.time_to_result, 1e-9);
+        // A 30-minute hole, parts of 10 min: two fit (0-600, 720-1320; a third from 1440 would
+        // end after 1800), training 1000 s; the last 200 s in 1 part from 3000 s: 3210 s.
+        h = tula::hole_time_to_result(0, 1800, 3000, 1210, 10, 30, 600);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_EQUAL(2, h.hole_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1000.0, h.train_seconds, 1e-9);
+        CPPUNIT_ASSERT_EQUAL(1, h.rest_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(210.0, h.rest_train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3210.0, h.time_to_result, 1e-9);
+        // A 30-minute hole in 100 s with parts of 30 min finishes everything in one part
+        // (c = 1700 s >= 1200 s): result 100 + 1210 = 1310 s.
+        h = tula::hole_time_to_result(100, 1800, 3000, 1210, 10, 30, 1800);
+        CPPUNIT_ASSERT(h.used);
+        CPPUNIT_ASSERT_EQUAL(1, h.hole_parts);
+        CPPUNIT_ASSERT_EQUAL(0, h.rest_parts);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1200.0, h.train_seconds, 1e-9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.rest_wait_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.rest_train_seconds, 0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1310.0, h.time_to_result, 1e-9);
+        // Parts no longer than the stop allowance (90 s < 10 + 30 + 60) train nothing; a hole
+        // shorter than a part holds none: not used.
+        h = tula::hole_time_to_result(0, 90, 3000, 1210, 10, 30, 90);
+        CPPUNIT_ASSERT(!h.used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, h.train_seconds, 0);
+        CPPUNIT_ASSERT(!tula::hole_time_to_result(0, 300, 3000, 1210, 10, 30, 600).used);
+        // No hole at all (0 s) is never used; bad inputs count as 0; a part limit of 0 is the hole.
+        CPPUNIT_ASSERT(!tula::hole_time_to_result(0, 0, 3000, 1210, 10, 30, 0).used);
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        CPPUNIT_ASSERT(!tula::hole_time_to_result(nan, nan, 3000, 1210, 10, 30, nan).used);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(3930.0, tula::hole_time_to_result(0, 600, 3000, 1210, 10, 30, 0).time_to_result, 1e-9);
     }
 };
 

@@ -11,6 +11,7 @@
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
 #include "tula/records.hpp"
+#include "tula/stop.hpp"
 #include "tula/workload.hpp"
 
 namespace tula {
@@ -77,6 +78,10 @@ struct Candidate {
     /// Expected wait in Slurm's queue before the job starts, seconds (slurmctld's will-run
     /// estimate, apply_queue_waits); 0 when not asked. time_to_target includes it.
     double queue_wait_seconds = 0;
+    /// The start in a backfill hole at the job's --time-min and the requeued rest
+    /// (hole_time_to_result, apply_queue_starts); hole.used false: none, or not earlier. When
+    /// used, time_to_target is hole.time_to_result.
+    HoleStart hole;
     double iter_seconds = 0;      ///< time_factor x overlap(compute(local batch), allreduce), seconds; the
                                   ///< allreduce of the gradient bytes is hierarchical
                                   ///< (hierarchical_allreduce_seconds: within the node, then across nodes)
@@ -362,6 +367,32 @@ int candidate_time_limit(const Candidate& c, double margin, double overhead, int
 void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
                        const std::string& workload, double margin, double overhead,
                        const std::vector<PartitionConf>& partitions);
+
+/// slurmctld's start estimates for one candidate, seconds from now.
+struct QueueStart {
+    double wait_seconds = 0;       ///< a job at the candidate's time limit
+    /// A job at its --time-min, and the longest time limit (seconds) that still starts then;
+    /// hole_seconds 0: no hole (time_min off, or no earlier start).
+    double hole_wait_seconds = 0;
+    double hole_seconds = 0;
+    double part_seconds = 0;  ///< the time limit of each part, the candidate's --time-min (0: hole_seconds)
+};
+
+/// apply_queue_waits with a start in a backfill hole: a candidate with hole_seconds > 0 gets
+/// Candidate::hole = hole_time_to_result(hole_wait, hole_seconds, wait, total_seconds,
+/// startup_seconds, signal_seconds, part_seconds), and its time_to_target is the hole's time to result when
+/// that is used (earlier), else wait + total_seconds. The deadline policy still checks wait +
+/// total_seconds_upper (the full-limit start, the later one). When the choice has a hole, the
+/// reason ends with its line (hole_phrase). Errors: as the form above.
+void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const PolicySpec& policy,
+                       const std::string& workload, double margin, double overhead,
+                       const std::vector<PartitionConf>& partitions);
+
+/// One line for a used hole: "starts in a backfill hole of 10m00s in 0.0s and trains 8m20s in 1
+/// part, then the rest (15m30s, 2 parts) starts in 50m00s: result in 1h05m instead of 1h10m"
+/// (when the hole finishes it: "starts in a backfill hole of H in W and finishes in it in N
+/// parts: result in X instead of Y"). Pure.
+std::string hole_phrase(const HoleStart& h);
 
 /// Builds the request from the site config, the workload's profile and the job's limits.
 /// `epochs` <= 0 means config.default_epochs; `max_nodes` <= 0 means config.max_nodes,

@@ -51,4 +51,40 @@ int signal_seconds(double step_seconds, double checkpoint_seconds);
 /// time_limit_minutes (when that is > 0). Pure. docs/models.md, "Stop before the time limit".
 int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_seconds, int time_limit_minutes);
 
+/// How long a requeued job waits before it may start again, seconds: slurmctld holds it until
+/// the credentials of its last start expire, AuthInfo's cred_expire (120 s by default,
+/// slurm.conf(5)).
+constexpr double kRequeueDelaySeconds = 120;
+
+/// A job started early in a backfill hole, in parts of its --time-min limit
+/// (hole_time_to_result). All times are seconds; the waits count from now.
+struct HoleStart {
+    /// The hole version is earlier than waiting for the full time limit (time_to_result <
+    /// full_wait + total); false: the candidate is planned as one part at its full limit.
+    bool used = false;
+    double wait_seconds = 0;        ///< until the hole starts (slurmctld's start at --time-min)
+    double seconds = 0;             ///< the hole's length H
+    double part_seconds = 0;        ///< L: the time limit of every part (the --time-min)
+    int hole_parts = 0;             ///< parts run in the hole
+    double train_seconds = 0;       ///< training done in the hole
+    int rest_parts = 0;             ///< parts after the hole; 0 when the hole finishes the training
+    double rest_wait_seconds = 0;   ///< until the rest starts; 0 when the hole finishes the training
+    double rest_train_seconds = 0;  ///< the rest's run: its parts, start-ups and requeue waits; 0 likewise
+    double time_to_result = 0;      ///< from now to the end of the training
+    double full_seconds = 0;        ///< the time to result without the hole: full_wait + total
+};
+
+/// The time to result of a job that starts in a backfill hole and runs in parts of its
+/// --time-min (docs/models.md, "Starting in a hole"). With u = startup_seconds, T =
+/// total_seconds (the training and u), S = signal_seconds, R = kSlurmSignalResolution, d =
+/// kRequeueDelaySeconds, L = part_seconds (H when <= 0), H = hole_seconds, w_h =
+/// hole_wait_seconds and w_f = full_wait_seconds (the start of a job at the full time limit): a
+/// part trains at most c = L - u - S - R; parts run from w_h one after the other (a part that
+/// does not finish occupies L, then d) while a whole part fits before w_h + H; the rest waits for
+/// w_f and runs k = ceil(left / c) parts back to back. `used` when c > 0 and the result is
+/// earlier than w_f + T. Negative or non-finite inputs count as 0. Pure.
+HoleStart hole_time_to_result(double hole_wait_seconds, double hole_seconds, double full_wait_seconds,
+                              double total_seconds, double startup_seconds, int signal_seconds,
+                              double part_seconds);
+
 }  // namespace tula

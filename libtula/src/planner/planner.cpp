@@ -528,18 +528,44 @@ int candidate_time_limit(const Candidate& c, double margin, double overhead, int
 void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
                        const std::string& workload, double margin, double overhead,
                        const std::vector<PartitionConf>& partitions) {
+    std::vector<QueueStart> starts(waits.size());
+    for (size_t i = 0; i < waits.size(); ++i) starts[i].wait_seconds = waits[i];
+    apply_queue_starts(plan, starts, policy, workload, margin, overhead, partitions);
+}
+
+std::string hole_phrase(const HoleStart& h) {
+    const std::string head = "starts in a backfill hole of " + duration(h.seconds) + " in " + duration(h.wait_seconds);
+    const std::string tail = ": result in " + duration(h.time_to_result) + " instead of " + duration(h.full_seconds);
+    auto parts = [](int n) { return std::to_string(n) + (n == 1 ? " part" : " parts"); };
+    if (h.rest_parts <= 0) return head + " and finishes in it in " + parts(h.hole_parts) + tail;
+    return head + " and trains " + duration(h.train_seconds) + " in " + parts(h.hole_parts) + ", then the rest (" +
+           duration(h.rest_train_seconds) + ", " + parts(h.rest_parts) + ") starts in " +
+           duration(h.rest_wait_seconds) + tail;
+}
+
+void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const PolicySpec& policy,
+                       const std::string& workload, double margin, double overhead,
+                       const std::vector<PartitionConf>& partitions) {
     Plan& p = *plan;
     const size_t old_choice = p.chosen;
     const std::string old_reason = p.reason;
     bool any_wait = false;
-    if (waits.size() != p.candidates.size())
-        throw Error("apply_queue_waits: " + std::to_string(waits.size()) + " waits for " +
+    if (starts.size() != p.candidates.size())
+        throw Error("apply_queue_waits: " + std::to_string(starts.size()) + " waits for " +
                     std::to_string(p.candidates.size()) + " candidates");
-    for (size_t i = 0; i < waits.size(); ++i) {
+    auto seconds = [](double x) { return std::isfinite(x) && x > 0 ? x : 0.0; };
+    for (size_t i = 0; i < starts.size(); ++i) {
         Candidate& c = p.candidates[i];
-        c.queue_wait_seconds = std::isfinite(waits[i]) && waits[i] > 0 ? waits[i] : 0.0;
-        any_wait = any_wait || c.queue_wait_seconds > 0;
+        c.queue_wait_seconds = seconds(starts[i].wait_seconds);
         c.time_to_target = c.queue_wait_seconds + c.total_seconds;
+        c.hole = HoleStart{};
+        if (seconds(starts[i].hole_seconds) > 0) {
+            c.hole = hole_time_to_result(starts[i].hole_wait_seconds, starts[i].hole_seconds, c.queue_wait_seconds,
+                                         c.total_seconds, c.startup_seconds, c.signal_seconds,
+                                         starts[i].part_seconds);
+            if (c.hole.used) c.time_to_target = c.hole.time_to_result;
+        }
+        any_wait = any_wait || c.queue_wait_seconds > 0;
         c.pareto = false;
     }
     PlanRequest req;  // what choose_candidate reads: the workload's name and the policy
@@ -557,6 +583,7 @@ void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const Polic
         p.reason = any_wait ? old_reason + "; also by " + ttr : old_reason;
     else
         p.reason = reason + " (" + ttr + ")";
+    if (ch.hole.used) p.reason += "; " + hole_phrase(ch.hole);
     p.time_limit_minutes = candidate_time_limit(ch, margin, overhead, max_time);
 }
 

@@ -35,4 +35,40 @@ int time_min_minutes(double startup_seconds, double epoch_seconds, int signal_se
     return static_cast<int>(std::min(m, 5256000.0));
 }
 
+HoleStart hole_time_to_result(double hole_wait_seconds, double hole_seconds, double full_wait_seconds,
+                              double total_seconds, double startup_seconds, int signal_seconds,
+                              double part_seconds) {
+    HoleStart h;
+    const double total = non_negative(total_seconds);
+    const double u = std::min(non_negative(startup_seconds), total);
+    const double full_wait = non_negative(full_wait_seconds);
+    h.wait_seconds = non_negative(hole_wait_seconds);
+    h.seconds = non_negative(hole_seconds);
+    h.full_seconds = full_wait + total;
+    h.part_seconds = non_negative(part_seconds) > 0 ? non_negative(part_seconds) : h.seconds;
+    const double L = h.part_seconds;
+    const double c = L - u - std::max(signal_seconds, 0) - kSlurmSignalResolution;  // training a part
+    if (!(c > 0) || h.seconds < L) return h;
+    double left = total - u, t = h.wait_seconds;
+    const double hole_end = h.wait_seconds + h.seconds;
+    while (left > 0 && t + L <= hole_end + 1e-6) {  // the parts that fit in the hole
+        const double train = std::min(c, left);
+        left -= train;
+        h.train_seconds += train;
+        ++h.hole_parts;
+        t += left > 0 ? L + kRequeueDelaySeconds : u + train;
+    }
+    if (left <= 0) {
+        h.time_to_result = t;
+    } else {  // the rest: from the full-limit start, parts back to back
+        const double k = std::ceil(left / c - 1e-9);
+        h.rest_parts = static_cast<int>(std::min(k, 1e9));
+        h.rest_wait_seconds = std::max(t, full_wait);
+        h.rest_train_seconds = (k - 1) * (L + kRequeueDelaySeconds) + u + (left - (k - 1) * c);
+        h.time_to_result = h.rest_wait_seconds + h.rest_train_seconds;
+    }
+    h.used = h.hole_parts > 0 && h.time_to_result < h.full_seconds;
+    return h;
+}
+
 }  // namespace tula
