@@ -23,6 +23,10 @@ case "$TULA_TRAIN" in /*) ;; *) TULA_TRAIN=$PWD/$TULA_TRAIN ;; esac
 # The workload every cluster test profiles and trains: small and fast.
 T_WORKLOAD=lenet5@fashion-mnist
 T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+# tula-train's arguments of a job longer than one 2-minute part: about 2.5 to 4 minutes of
+# training on a testbed node (0.3 core), one rank and one thread, so that a run in parts ends
+# with the same test accuracy as the same run whole.
+T_LONG_TRAIN="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
 
 note() { printf '# %s\n' "$*"; }
 

@@ -14,8 +14,7 @@ need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
 ensure_profile
 
-# About 2.5 minutes of training on a testbed node (0.3 core): longer than one 2-minute part.
-args="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
+args=$T_LONG_TRAIN
 # write_job FILE LAUNCHER: the job script; LAUNCHER is srun or mpirun.
 write_job() {
     local launch
