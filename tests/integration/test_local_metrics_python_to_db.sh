@@ -43,8 +43,9 @@ print(d["train_examples"], r["job_id"], r["epochs"], r["measured_seconds"], r["p
       r["nodes"], r["ranks_per_node"], r["global_batch"], r["parts"], r["part_seconds"])' <<<"$T_OUT") ||
     fail "cannot read db show's JSON" "$(_excerpt "$T_OUT")"
 # the data set's size for the workload row; measured 1.25 + 2.5 s; the header's prediction; the last accuracy;
-# two parts (the first process and the resumed one), their seconds not written
-assert_eq "60000 777 2 3.75 3.25 0.75 2 2 128 2 None" "$got" "the recorded run and workload row"
+# two parts (the first process and the resumed one), each closed with its summary: the seconds of
+# its steps, 10 x 0.125 and 10 x 0.25
+assert_eq "60000 777 2 3.75 3.25 0.75 2 2 128 2 [1.25, 2.5]" "$got" "the recorded run and workload row"
 expect_ok "tula db show (text)" "$TULA" db show py-cnn@fashion-mnist --db "$db"
 assert_contains "$T_OUT" "3.8 s in 2 parts" "db show names the run's parts"
 
