@@ -35,7 +35,8 @@ wait_job "$job" 480
 expect_completed "$job" "$out"
 output=$(cat "$out")
 assert_eq 1 "$(job_field "$job" Restarts)" "Restarts of job $job"
-assert_contains "$output" "pytorch-ddp: stopped before the time limit with checkpoint tula-ckpt-$job.pt" "the first part's line"
+# (scontrol requeue ends the first part's batch script at once: tula.Requeue's lines are its last)
+assert_contains "$output" "tula: job $job requeued; it resumes from tula-ckpt-$job.pt" "the first part's line"
 assert_eq 1 "$(count_lines "$output" '^pytorch_fmnist: done:')" "done lines of job $job"
 assert_eq 1 "$(count_lines "$output" '^tula: recorded run [0-9]+ of torch-fmnist-cnn@fashion-mnist')" "runs recorded by job $job"
 check=$("$PY" - "$metrics" <<'PY'
