@@ -203,11 +203,14 @@ void partitions_child(int fd) {
     if (nodes) slurm_free_node_info_msg(nodes);
 }
 
-// In the child: slurm_job_will_run2 for a job of `pr`'s shape with a time limit of `minutes`;
-// the expected start minus now, seconds (>= 0), or nullopt with the error in *error.
-std::optional<double> will_run_wait(const StartProbe& pr, int minutes, const std::string& cwd_in, std::string* error) {
+// In the child: slurm_job_will_run2 for a job of `pr`'s shape with a time limit of `minutes`
+// that may not start before `begin` (seconds since the epoch; 0: now); the expected start minus
+// now, seconds (>= 0), or nullopt with the error in *error.
+std::optional<double> will_run_wait(const StartProbe& pr, int minutes, time_t begin, const std::string& cwd_in,
+                                    std::string* error) {
     job_desc_msg_t d;
     slurm_init_job_desc_msg(&d);
+    if (begin > 0) d.begin_time = begin;
     std::string part = pr.partition, name = "tula-will-run", gres, cwd = cwd_in;
     d.partition = part.empty() ? nullptr : &part[0];
     d.name = &name[0];
@@ -234,16 +237,39 @@ std::optional<double> will_run_wait(const StartProbe& pr, int minutes, const std
     return wait > 0 ? wait : 0.0;
 }
 
-// In the child: slurm_job_will_run2 for each probe, in order; then the backfill holes of the
+// In the child: the end times of slurmctld's reservations (seconds since the epoch); none when
+// they cannot be read.
+std::vector<time_t> reservation_ends() {
+    std::vector<time_t> ends;
+    reserve_info_msg_t* msg = nullptr;
+    if (slurm_load_reservations(0, &msg) != SLURM_SUCCESS || !msg) return ends;
+    for (uint32_t i = 0; i < msg->record_count; ++i) ends.push_back(msg->reservation_array[i].end_time);
+    slurm_free_reservation_info_msg(msg);
+    return ends;
+}
+
+// In the child: slurm_job_will_run2 for each probe, in order (after the reservations' ends when
+// slurmctld refuses it now: wait_after_reservations); then the backfill holes of the
 // probes with a --time-min (find_hole), within kMaxHoleProbes questions in all.
 void starts_child(int fd, const std::vector<StartProbe>& probes) {
     slurm_init(nullptr);
     char dir[4096];
     const std::string cwd = ::getcwd(dir, sizeof dir) ? dir : "/";
     std::vector<StartEstimate> got(probes.size());
+    std::optional<std::vector<time_t>> ends;  // the reservations' ends, read at the first refusal
     for (size_t i = 0; i < probes.size(); ++i) {
         StartEstimate& s = got[i];
-        const std::optional<double> w = will_run_wait(probes[i], probes[i].time_limit_minutes, cwd, &s.error);
+        const StartProbe& pr = probes[i];
+        std::optional<double> w = will_run_wait(pr, pr.time_limit_minutes, 0, cwd, &s.error);
+        if (!w) {
+            if (!ends) ends = reservation_ends();
+            std::string ignored;
+            const BeginOracle after = [&](time_t begin) {
+                return will_run_wait(pr, pr.time_limit_minutes, begin, cwd, &ignored);
+            };
+            w = wait_after_reservations(after, *ends, ::time(nullptr), kMaxReservationEnds, nullptr);
+            if (w) s.error.clear();
+        }
         s.answered = w.has_value();
         if (w) s.wait_seconds = *w;
         write_all(fd, encode_start(i, s));
@@ -253,7 +279,7 @@ void starts_child(int fd, const std::vector<StartProbe>& probes) {
         const StartProbe& pr = probes[i];
         if (!got[i].answered || pr.time_min_minutes < 1 || pr.time_min_minutes >= pr.time_limit_minutes) continue;
         std::string ignored;
-        const StartOracle oracle = [&](int minutes) { return will_run_wait(pr, minutes, cwd, &ignored); };
+        const StartOracle oracle = [&](int minutes) { return will_run_wait(pr, minutes, 0, cwd, &ignored); };
         const HoleFound h = find_hole(pr.time_min_minutes, pr.time_limit_minutes, got[i].wait_seconds, oracle,
                                       std::min(left, kHoleProbesPerShape));
         left -= h.probes;

@@ -7,6 +7,7 @@
 // libslurm cannot take the caller down. The child reports in tab-separated lines (one record
 // a line, see encode_* / decode_reply), which the parent reads through a pipe.
 #pragma once
+#include <ctime>
 #include <functional>
 #include <optional>
 #include <string>
@@ -83,6 +84,23 @@ struct HoleFound {
 HoleFound find_hole(int time_min, int time_limit, double full_wait_seconds, const StartOracle& start,
                     int max_probes);
 
+/// At most this many reservation ends are tried for one probe (wait_after_reservations).
+constexpr int kMaxReservationEnds = 3;
+
+/// The wait, seconds from now, of a job of a fixed shape and limit that may not start before
+/// `begin` (seconds since the epoch; 0: now); nullopt when slurmctld did not answer
+/// (slurm_job_will_run2 with the job's begin time in the query child; a fake in tests).
+using BeginOracle = std::function<std::optional<double>(time_t begin)>;
+
+/// The wait of a job whose will-run question failed because a reservation that the job may not
+/// use overlaps its limit: slurmctld's will-run refuses such a job ("Requested node
+/// configuration is not available") instead of starting it after the reservation. Asks `start`
+/// again with the job beginning at each of `reservation_ends` (seconds since the epoch) after
+/// `now`, earliest first, each end once, at most `max_tries`; returns the first answer, seconds
+/// from now, or nullopt when none answers. *asked (may be null) gets the questions asked.
+std::optional<double> wait_after_reservations(const BeginOracle& start, std::vector<time_t> reservation_ends,
+                                              time_t now, int max_tries, int* asked);
+
 
 /// What one query returned: `answered` false when slurmctld did not answer before the
 /// deadline or could not be asked (error says which).
@@ -99,7 +117,9 @@ SlurmSite query_partitions(double timeout_seconds);
 
 /// For each probe, when slurmctld would start such a job now (slurm_job_will_run2), within
 /// `timeout_seconds` for all of them together; probes not answered in time come back with
-/// answered = false. After every probe's start, the probes with a time_min_minutes are asked
+/// answered = false. A probe that slurmctld refuses now is asked again at the ends of the
+/// reservations (wait_after_reservations), since a reservation it may not use makes slurmctld
+/// refuse it instead of starting it later. After every probe's start, the probes with a time_min_minutes are asked
 /// about a backfill hole (find_hole, kHoleProbesPerShape each, kMaxHoleProbes in all, in the
 /// same deadline). Never throws for Slurm's errors.
 std::vector<StartEstimate> query_starts(const std::vector<StartProbe>& probes, double timeout_seconds);

@@ -88,6 +88,23 @@ HoleFound find_hole(int time_min, int time_limit, double full_wait_seconds, cons
     return h;
 }
 
+std::optional<double> wait_after_reservations(const BeginOracle& start, std::vector<time_t> reservation_ends,
+                                              time_t now, int max_tries, int* asked) {
+    std::sort(reservation_ends.begin(), reservation_ends.end());
+    reservation_ends.erase(std::unique(reservation_ends.begin(), reservation_ends.end()), reservation_ends.end());
+    int n = 0;
+    std::optional<double> w;
+    for (time_t end : reservation_ends) {
+        if (end <= now) continue;
+        if (n >= max_tries) break;
+        ++n;
+        w = start(end);
+        if (w) break;
+    }
+    if (asked) *asked = n;
+    return w;
+}
+
 std::string encode_failure(const std::string& message) { return "X\t" + field(message) + "\n"; }
 
 std::string encode_done() { return "D\n"; }

@@ -28,6 +28,7 @@ class SlurmReplyTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_hole_round_trip);
     CPPUNIT_TEST(test_find_hole_against_brute_force);
     CPPUNIT_TEST(test_find_hole_no_hole);
+    CPPUNIT_TEST(test_wait_after_reservations_against_naive);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -213,6 +214,48 @@ public:
             int needed = 1;  // the question at time_min, then one per halving of (time_min, limit)
             for (int span = limit - time_min; span > 1; span = (span + 1) / 2) ++needed;
             if (cap >= needed) CPPUNIT_ASSERT_EQUAL(hole, h.minutes);
+        }
+    }
+
+    // A fake slurmctld that answers only for a begin at or after `free_from` (a reservation the
+    // job may not use ends then): wait_after_reservations returns the wait from the earliest
+    // future reservation end at which it answers, asking each end once, earliest first, within
+    // max_tries; the naive answer scans the sorted, de-duplicated future ends.
+    void test_wait_after_reservations_against_naive() {
+        std::mt19937 rng(5);
+        const time_t now = 1000000;
+        for (int trial = 0; trial < 2000; ++trial) {
+            std::vector<time_t> ends;
+            const int n = static_cast<int>(rng() % 6);
+            for (int k = 0; k < n; ++k) ends.push_back(now - 600 + static_cast<time_t>(rng() % 3600));
+            if (n > 1 && rng() % 2) ends.push_back(ends[0]);  // two reservations ending together
+            const time_t free_from = now + static_cast<time_t>(rng() % 3000);
+            const int max_tries = static_cast<int>(rng() % 5);
+            std::vector<time_t> asked_at;
+            const BeginOracle start = [&](time_t begin) -> std::optional<double> {
+                asked_at.push_back(begin);
+                if (begin < free_from) return std::nullopt;
+                return static_cast<double>(begin - now);
+            };
+            int asked = -1;
+            const std::optional<double> w = wait_after_reservations(start, ends, now, max_tries, &asked);
+            std::vector<time_t> future;
+            for (time_t e : ends)
+                if (e > now && std::find(future.begin(), future.end(), e) == future.end()) future.push_back(e);
+            std::sort(future.begin(), future.end());
+            std::optional<double> want;
+            std::vector<time_t> want_asked;
+            for (size_t k = 0; k < future.size() && static_cast<int>(k) < max_tries; ++k) {
+                want_asked.push_back(future[k]);
+                if (future[k] >= free_from) {
+                    want = static_cast<double>(future[k] - now);
+                    break;
+                }
+            }
+            CPPUNIT_ASSERT(want_asked == asked_at);
+            CPPUNIT_ASSERT_EQUAL(static_cast<int>(want_asked.size()), asked);
+            CPPUNIT_ASSERT_EQUAL(want.has_value(), w.has_value());
+            if (want) CPPUNIT_ASSERT_EQUAL(*want, *w);
         }
     }
 
