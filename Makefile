@@ -2,7 +2,7 @@
 # tests that need no root and no cluster (unit, Python, submission filter); `make check` runs
 # every test; `make check-matrix` the Slurm version matrix and the Debian packages (tests/matrix);
 # `make demo` runs the main job on a local Slurm cluster; `make eval` the end-to-end evaluation
-# (docs/eval-report.md). See README.md.
+# (results/eval/report.md). See README.md.
 # `make fuzz` builds the libFuzzer targets (clang++) and runs each FUZZ_SECONDS seconds (default 30);
 # it is not part of `make check`.
 #
@@ -322,12 +322,14 @@ demo-pytorch:
 	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) scripts/demo-pytorch
 
-# The end-to-end evaluation: Tula vs large batch vs small batch on the local cluster (scripts/eval;
-# EVAL_MODELS, EVAL_EPOCHS, EVAL_LIMIT_TRAIN); writes docs/eval-report.md and docs/eval-*.png.
+# The end-to-end evaluation: Tula vs large batch vs small batch on the local cluster
+# (experiments/eval.py; EVAL_MODELS, EVAL_EPOCHS, EVAL_LIMIT_TRAIN): a row per job in
+# results/eval/runs.jsonl (with manifest.json), and the report written from them beside the rows,
+# results/eval/report.md and results/eval/eval-*.png; its --from-rows writes the report alone.
 eval:
 	@scripts/install-deps
 	@$(SUBMAKE) all
-	@TULA_BUILD_DIR=$(B) scripts/eval
+	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.eval
 
 # What the isolated testbed does to communication and to Tula's choices: allreduce against the
 # shaped link and the fitted model, the knee at three link rates (experiments/testbed_report.py);

@@ -61,11 +61,6 @@ def wait_for(job, out):
     return re.search(r"^tula-train: done:", tb.read_text(out), re.M) is not None
 
 
-def submit(args):
-    """The job id that `sbatch args` (with --parsable) printed."""
-    return tb.output(["sbatch"] + args).strip().split(";")[0]
-
-
 def measure(results):
     """Inside the cluster: the runs; writes the results folder."""
     models, per = settings()
@@ -94,7 +89,7 @@ def measure(results):
             os.makedirs(os.environ["XDG_DATA_HOME"], exist_ok=True)
             tb.on_node(["tula", "profile", "compute", "--workload", m + "@fashion-mnist", "--iters", str(iters),
                         "--nodes", "2,3,4", "--db", sysdb], out=os.path.join(work, "profile-%s-%d.log" % (m, i)))
-            job = submit(["--tula=auto", "--parsable", "-o", os.path.join(work, "%s-%d-%%j.out" % (m, i)), script])
+            job = tb.submit(["--tula=auto", "--parsable", "-o", os.path.join(work, "%s-%d-%%j.out" % (m, i)), script])
             out = os.path.join(work, "%s-%d-%s.out" % (m, i, job))
             if not wait_for(job, out):
                 tb.warn(NAME, "job %s did not finish (see %s)" % (job, out))
@@ -116,7 +111,7 @@ def measure(results):
         text = sub_first(r"--optimizer auto", "--optimizer auto --batch-size %s" % last["global_batch"], text)
         text = sub_first(re.escape("--epochs %s " % epochs), "--epochs %s " % last["epochs"], text)
         tb.write_text(anchor, text)
-        job = submit(["--tula=off", "-N", str(last["nodes"]), "-t", "30", "--parsable",
+        job = tb.submit(["--tula=off", "-N", str(last["nodes"]), "-t", "30", "--parsable",
                       "-o", os.path.join(work, "%s-anchor-%%j.out" % m), anchor])
         out = os.path.join(work, "%s-anchor-%s.out" % (m, job))
         if wait_for(job, out):

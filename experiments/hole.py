@@ -18,7 +18,7 @@ there: its `hole` line (the parts in the hole and after it) and its queue note.
 
 Prints one JSON object (`--out FILE` also writes it): the plan's hole line, and per variant the job id, the time to result,
 the number of parts (Restarts + 1), the first start's delay, the final state, the test accuracy
-of tula-train's done line; and the reservation's start and length. Exits 1 with a `tula: hole:`
+of tula-train's done line, the batch host; and the reservation's start and length. Exits 1 with a `tula: hole:`
 line when a step fails (the reservation is deleted and both jobs cancelled on the way out).
 """
 import argparse
@@ -172,7 +172,7 @@ def scenario(a, progress):
         result[variant] = {"job": int(j), "state": f.get("JobState", "GONE"),
                            "time_to_result_seconds": round(end - submitted, 1),
                            "first_start_seconds": round(max(0.0, first), 1), "parts": restarts + 1,
-                           "test_accuracy": accuracy_of(out.replace("%j", j))}
+                           "test_accuracy": accuracy_of(out.replace("%j", j)), "host": f.get("BatchHost")}
     return result
 
 

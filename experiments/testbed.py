@@ -3,6 +3,7 @@ experiments.first_run_report, experiments.ranks_report) share: progress lines, t
 run in a cluster of scripts/tula-cluster, the readers of tula's and tula-train's outputs, the
 results folder (rows.py) and the markdown table."""
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -122,9 +123,18 @@ def tee(args, path):
         raise subprocess.CalledProcessError(p.returncode, args)
 
 
+# The prefix that runs a command as one task on one node of the cluster.
+ON_NODE = ["srun", "--quiet", "-N", "1", "-n", "1", "-t", "60"]
+
+
 def on_node(args, **kw):
     """Runs args as one task on one node of the cluster."""
-    return run(["srun", "--quiet", "-N", "1", "-n", "1", "-t", "60"] + list(args), **kw)
+    return run(ON_NODE + list(args), **kw)
+
+
+def submit(args):
+    """The job id that `sbatch args` (with --parsable) printed."""
+    return output(["sbatch"] + list(args)).strip().split(";")[0]
 
 
 def sbatch_wait(options, wrap, out):
@@ -146,14 +156,14 @@ def in_cluster(name):
     return d
 
 
-def cluster_run(module, args, env=None):
-    """Runs `python3 -m module args` in a cluster of its own (scripts/tula-cluster run); the exit
-    status."""
+def cluster_run(module, args, env=None, keep=False):
+    """Runs `python3 -m module args` in a cluster of its own (scripts/tula-cluster run; with keep,
+    its directory is kept); the exit status."""
     e = dict(os.environ if env is None else env)
     e["PYTHONPATH"] = REPO + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     sys.stdout.flush()
-    return subprocess.call([os.path.join(REPO, "scripts", "tula-cluster"), "run", "--",
-                            sys.executable, "-B", "-m", module] + list(args), env=e)
+    return subprocess.call([os.path.join(REPO, "scripts", "tula-cluster"), "run"] + (["--keep"] if keep else []) + ["--",
+                           sys.executable, "-B", "-m", module] + list(args), env=e)
 
 
 # ---- readers ----------------------------------------------------------------------------------
@@ -239,6 +249,38 @@ def validate_runs(doc):
     return out
 
 
+def run_summary(path):
+    """The run file that tula-train --summary wrote (tula-jobs(7)) as {"run": its last header,
+    "epochs": the epoch lines after it, "summary": its summary line}, or None where the file or
+    its summary line is missing."""
+    run, epochs, summary = None, [], None
+    for line in read_text(path).splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(o, dict):
+            continue
+        if o.get("type") == "run":
+            run, epochs, summary = o, [], None
+        elif o.get("type") == "epoch":
+            epochs.append(o)
+        elif o.get("type") == "summary":
+            summary = o
+    if run is None or summary is None:
+        return None
+    return {"run": run, "epochs": epochs, "summary": summary}
+
+
+_SPREAD = re.compile(r"^profile compute: round spread ([0-9.]+) %", re.M)
+
+
+def round_spread(text):
+    """The last round spread (percent) that `tula profile compute` printed, or None."""
+    found = _SPREAD.findall(text)
+    return float(found[-1]) if found else None
+
+
 _SAMPLE = re.compile(r"profile allreduce: ([0-9]+) ranks, ([0-9]+) bytes: ([0-9.]+) ms")
 _FIT = re.compile(r"fit \(([a-z]+).*alpha = ([0-9.]+) us per step, beta = ([0-9.]+) ns per byte")
 
@@ -277,6 +319,18 @@ def read_results(folder, name=None):
         if name is None:
             raise
         die(name, "no rows to report: %s" % e)
+
+
+def file_sha256(path):
+    """The SHA-256 of the file at path (hex), or None where it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except (OSError, TypeError):
+        return None
+    return h.hexdigest()
 
 
 def provenance():
