@@ -71,3 +71,16 @@ def write_manifest(path, manifest):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")
+
+
+def read_study(folder, note=""):
+    """(manifest, rows, header) of a study's results folder; header: what a report's header says
+    of it: the "results" folder, whether its rows were "converted" from logs (the manifest names a
+    converter), the study's "command", a "note" paragraph (note, else the manifest's) and the
+    "provenance" text. Errors: OSError, ValueError."""
+    manifest = read_manifest(os.path.join(folder, "manifest.json"))
+    rows = read_rows(os.path.join(folder, "runs.jsonl"))
+    header = {"results": os.path.normpath(folder), "converted": "converter" in manifest.get("source", {}),
+              "command": manifest.get("command") or "", "note": note or manifest.get("note") or "",
+              "provenance": manifest.get("provenance")}
+    return manifest, rows, header
