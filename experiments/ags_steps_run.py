@@ -28,14 +28,12 @@ method's recipe (experiments/recipes.py), the extra options and --summary. Stopp
 SIGINT stops the chains in flight and their trainings. Environment: B (build directory, default
 build) locates tula-train when --trainer is not given. Exit status: 0 report written; 1 report
 written but some run failed; 2 bad options; 128 + the signal's number when stopped."""
-import argparse
 import os
 import sys
 
-from experiments import ags_report, runner, study_cli as cli
+from experiments import runner, study_cli as cli
 from experiments.ags_steps_report import Steps, report
 from experiments.recipes import train_args
-from experiments import rows as rows_mod
 
 NAME = "ags-steps"
 KEY = ("subset", "method", "batch", "seed", "run")
@@ -45,24 +43,15 @@ OWN = ("--model", "--data", "--epochs", "--batch-size", "--seed", "--val-split",
 
 
 def parser():
-    p = cli.Parser(prog="ags_steps_run", description=__doc__.split("\n\n")[0],
-                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    p = cli.Parser("ags_steps_run", __doc__)
     p.add_argument("--selection", help="the study's choices (ags_study_run --print-selection)")
     p.add_argument("--model", default="lenet5")
     p.add_argument("--batches", default="1024 4096")
     p.add_argument("--methods", default="ags lamb")
     p.add_argument("--totals", default="3 5 10 15 20 25 30 40")
     p.add_argument("--decay-share", default="0.2")
-    p.add_argument("--seeds", default="2 3 4")
-    p.add_argument("--val-split", default="10000")
-    p.add_argument("--jobs", default="2")
-    p.add_argument("--results", help="the study's folder (default results/ags-steps/MODEL)")
     p.add_argument("--work", help="the saved states (default build/ags-steps-work/MODEL)")
-    p.add_argument("--from-rows", action="store_true", help="train nothing; write the report from the rows")
-    p.add_argument("--out", help="the report (default: RESULTS/report.md)")
-    p.add_argument("--trainer", help="the tula-train to run (default $B/bin/tula-train)")
-    p.add_argument("--note", default="", help="a paragraph under the report's header")
-    p.add_argument("extra", nargs="*", help="extra tula-train options (after --)")
+    p.add_common("ags-steps")
     return p
 
 
@@ -164,20 +153,11 @@ def run(argv, say):
     a = parser().parse_args(argv)
     o = options(a)
     jobs = cli.integer("--jobs", a.jobs)
-    results = a.results or os.path.join("results", "ags-steps", a.model)
-    out = a.out or os.path.join(results, "report.md")
+    results, out, trainer = cli.start(a, argv, "experiments.ags_steps_run", "ags-steps", o, a.from_rows)
     failed = 0
-    if a.from_rows:
-        if not os.path.isfile(os.path.join(results, "runs.jsonl")):
-            raise cli.Usage("--from-rows: no rows in '%s' (runs.jsonl)" % results)
-    else:
-        trainer = cli.trainer(a.trainer)
+    if trainer:
         work = a.work or os.path.join("build", "ags-steps-work", a.model)
         os.makedirs(work, exist_ok=True)
-        os.makedirs(results, exist_ok=True)
-        cli.write_manifest(results, {"study": os.path.basename(os.path.normpath(results)), "model": a.model,
-                                     "data": "fashion-mnist", "options": o, "note": a.note or None,
-                                     "command": cli.command_line("experiments.ags_steps_run", argv)}, trainer)
         table = runner.Table(os.path.join(results, "runs.jsonl"), KEY)
         pool = runner.Pool(table, jobs, cli.base_row(os.path.basename(os.path.normpath(results)), trainer), say)
         chains = [make_chain(a, o, trainer, work, table, m, b, s) for b in o["batches"] for m in o["methods"] for s in o["seeds"]]
@@ -186,15 +166,8 @@ def run(argv, say):
                len(chains), jobs))
         pool.run_chains(chains)
         failed = pool.failed
-    st = Steps(a.model, o, rows_mod.read_rows(os.path.join(results, "runs.jsonl")))
-    _, _, header = rows_mod.read_study(results, a.note)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    ags_report.write_text(report(st, header), out)
-    say("wrote %s" % out)
-    if failed:
-        say("%d runs failed; see their rows' output in %s" % (failed, results))
-        return 1
-    return 0
+    return cli.finish(results, out, a.note, lambda rows, header: report(Steps(a.model, o, rows), header), say, failed,
+                      "runs failed")
 
 
 def main(argv=None):

@@ -31,7 +31,6 @@ the next invocation. Environment: B (build directory, default build) locates tul
 --trainer is not given. Exit status: 0 report written; 1 report written but some run failed for
 another reason than divergence (its row keeps its output), or the rows cannot be read; 2 bad
 options; 128 + the signal's number when stopped."""
-import argparse
 import os
 import sys
 
@@ -48,8 +47,7 @@ OWN = ("--model", "--data", "--epochs", "--batch-size", "--seed", "--val-split",
 
 
 def parser():
-    p = cli.Parser(prog="ags_study_run", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    p = cli.Parser("ags_study_run", __doc__)
     p.add_argument("--model", default="lenet5")
     p.add_argument("--batches", default="1024 2048 4096")
     p.add_argument("--reference-batch", default="64")
@@ -59,16 +57,8 @@ def parser():
     p.add_argument("--extend-edges", default="0")
     p.add_argument("--epochs", default="10")
     p.add_argument("--select-seed", default="1")
-    p.add_argument("--seeds", default="2 3 4")
-    p.add_argument("--val-split", default="10000")
-    p.add_argument("--jobs", default="2")
-    p.add_argument("--results", help="the study's folder (default results/ags-study/MODEL)")
-    p.add_argument("--from-rows", action="store_true", help="train nothing; write the report from the rows")
     p.add_argument("--print-selection", action="store_true", help="train nothing; print the choices")
-    p.add_argument("--out", help="the report (default: RESULTS/report.md)")
-    p.add_argument("--trainer", help="the tula-train to run (default $B/bin/tula-train)")
-    p.add_argument("--note", default="", help="a paragraph under the report's header")
-    p.add_argument("extra", nargs="*", help="extra tula-train options (after --)")
+    p.add_common("ags-study")
     return p
 
 
@@ -166,31 +156,14 @@ def run(argv, say):
     a = parser().parse_args(argv)
     o = options(a)
     cli.integer("--jobs", a.jobs)
-    results = a.results or os.path.join("results", "ags-study", a.model)
-    out = a.out or os.path.join(results, "report.md")
-    failed = 0
-    if a.from_rows or a.print_selection:
-        if not os.path.isfile(os.path.join(results, "runs.jsonl")):
-            raise cli.Usage("--from-rows: no rows in '%s' (runs.jsonl)" % results)
-    else:
-        trainer = cli.trainer(a.trainer)
-        os.makedirs(results, exist_ok=True)
-        cli.write_manifest(results, {"study": os.path.basename(os.path.normpath(results)), "model": a.model,
-                                     "data": "fashion-mnist", "options": o, "note": a.note or None,
-                                     "command": cli.command_line("experiments.ags_study_run", argv)}, trainer)
-        failed = train(a, o, results, trainer, say).failed
-    st = Study(a.model, o, rows_mod.read_rows(os.path.join(results, "runs.jsonl")))
+    results, out, trainer = cli.start(a, argv, "experiments.ags_study_run", "ags-study", o, a.from_rows or a.print_selection)
+    failed = train(a, o, results, trainer, say).failed if trainer else 0
     if a.print_selection:
+        st = Study(a.model, o, rows_mod.read_rows(os.path.join(results, "runs.jsonl")))
         print("\n".join(ags_report.selection_lines(st, "print-selection")))
         return 0
-    _, _, header = rows_mod.read_study(results, a.note)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    ags_report.write_text(report(st, header), out)
-    say("wrote %s" % out)
-    if failed:
-        say("%d runs failed for another reason than divergence; see their rows' output in %s" % (failed, results))
-        return 1
-    return 0
+    return cli.finish(results, out, a.note, lambda rows, header: report(Study(a.model, o, rows), header), say, failed,
+                      "runs failed for another reason than divergence")
 
 
 def main(argv=None):

@@ -8,6 +8,7 @@ import shlex
 import sys
 
 from experiments import rows as rows_mod
+from experiments.ags_report import write_text
 from experiments import runner
 from experiments.convert_ags_logs import _git_commit as git_commit
 from experiments.recipes import METHODS
@@ -20,10 +21,27 @@ class Usage(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are Usage."""
+    """An argument parser whose errors are Usage, its description and epilog a runner's
+    docstring (its first paragraph, and all after its second)."""
+
+    def __init__(self, prog, doc):
+        super().__init__(prog=prog, description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 2)[2],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
 
     def error(self, message):
         raise Usage(message)
+
+    def add_common(self, folder):
+        """The options both runners have, after their own."""
+        self.add_argument("--seeds", default="2 3 4")
+        self.add_argument("--val-split", default="10000")
+        self.add_argument("--jobs", default="2")
+        self.add_argument("--results", help="the study's folder (default results/%s/MODEL)" % folder)
+        self.add_argument("--from-rows", action="store_true", help="train nothing; write the report from the rows")
+        self.add_argument("--out", help="the report (default: RESULTS/report.md)")
+        self.add_argument("--trainer", help="the tula-train to run (default $B/bin/tula-train)")
+        self.add_argument("--note", default="", help="a paragraph under the report's header")
+        self.add_argument("extra", nargs="*", help="extra tula-train options (after --)")
 
 
 def words(option, text):
@@ -95,6 +113,37 @@ def write_manifest(results, fields, trainer_path):
     manifest["source"] = source
     manifest.setdefault("provenance", None)
     rows_mod.write_manifest(path, manifest)
+
+
+def start(a, argv, prog, folder, options, train_nothing):
+    """(results, out, trainer) of a runner's parsed arguments a: the results folder (--results,
+    default results/FOLDER/MODEL), the report's file and the trainer (None when train_nothing,
+    which needs the folder's rows); with a trainer, the folder's manifest is written. Errors: Usage."""
+    results = a.results or os.path.join("results", folder, a.model)
+    out = a.out or os.path.join(results, "report.md")
+    if train_nothing:
+        if not os.path.isfile(os.path.join(results, "runs.jsonl")):
+            raise Usage("--from-rows: no rows in '%s' (runs.jsonl)" % results)
+        return results, out, None
+    path = trainer(a.trainer)
+    os.makedirs(results, exist_ok=True)
+    write_manifest(results, {"study": os.path.basename(os.path.normpath(results)), "model": a.model, "data": "fashion-mnist",
+                             "options": options, "note": a.note or None, "command": command_line(prog, argv)}, path)
+    return results, out, path
+
+
+def finish(results, out, note, report_of, say, failed, what):
+    """Writes the report report_of(rows, header) of the results folder to out; the exit status:
+    1 when failed runs (what they are) are counted, else 0."""
+    rows = rows_mod.read_rows(os.path.join(results, "runs.jsonl"))
+    _, _, header = rows_mod.read_study(results, note)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    write_text(report_of(rows, header), out)
+    say("wrote %s" % out)
+    if failed:
+        say("%d %s; see their rows' output in %s" % (failed, what, results))
+        return 1
+    return 0
 
 
 def base_row(study, trainer_path):

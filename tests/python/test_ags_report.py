@@ -7,13 +7,12 @@ results/ags-study, identical to the report.md beside them."""
 import contextlib
 import io
 import os
-import shutil
-import tempfile
 import unittest
 
 from experiments import ags_report, rows
 from experiments.ags_report_text import report
 from experiments.ags_study import Study
+from committed import assert_regenerated
 
 try:
     import scipy  # noqa: F401
@@ -119,17 +118,8 @@ class ToySelectionTest(unittest.TestCase):
 @unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
 class CommittedReportsTest(unittest.TestCase):
     def test_reports_regenerated_from_the_rows(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        cwd = os.getcwd()
-        os.chdir(REPO)
-        self.addCleanup(os.chdir, cwd)
         for study in ("lenet5", "fmnist-cnn"):
-            out = os.path.join(d, study + ".md")
-            results = os.path.join("results", "ags-study", study)
-            self.assertEqual(ags_report.main(["--results", results, "--out", out]), 0)
-            with open(out, "rb") as f, open(os.path.join(results, "report.md"), "rb") as g:
-                self.assertTrue(f.read() == g.read(), "%s differs from %s/report.md" % (out, results))
+            assert_regenerated(self, ags_report.main, os.path.join("results", "ags-study", study))
 
     def test_selection_of_the_steps_study(self):
         # the steps study's selection: the lenet5 study's choices at its batches

@@ -17,6 +17,7 @@ import unittest
 from experiments import ags_steps_report as rep
 from experiments import convert_ags_steps_logs as conv
 from experiments import rows
+from committed import assert_regenerated
 
 try:
     import scipy  # noqa: F401
@@ -184,12 +185,4 @@ class CommittedRowsTest(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
     def test_report_regenerated_from_the_rows(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        cwd = os.getcwd()
-        os.chdir(REPO)
-        self.addCleanup(os.chdir, cwd)
-        out = os.path.join(d, "report.md")
-        self.assertEqual(rep.main(["--results", "results/ags-steps/lenet5", "--out", out]), 0)
-        with open(out, "rb") as f, open(os.path.join("results", "ags-steps", "lenet5", "report.md"), "rb") as g:
-            self.assertTrue(f.read() == g.read(), "%s differs from results/ags-steps/lenet5/report.md" % out)
+        assert_regenerated(self, rep.main, os.path.join("results", "ags-steps", "lenet5"))

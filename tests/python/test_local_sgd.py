@@ -6,13 +6,12 @@ identically."""
 
 import hashlib
 import os
-import shutil
-import tempfile
 import unittest
 
 from experiments import convert_local_sgd_logs as conv
 from experiments import local_sgd_report as rep
 from experiments import rows
+from committed import assert_regenerated
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RESULTS = os.path.join(REPO, "results", "local-sgd")
@@ -37,15 +36,7 @@ class LocalSgdRowsTest(unittest.TestCase):
         self.assertTrue(text.endswith(self.manifest["conclusion"]))
 
     def test_report_regenerated_from_the_rows(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        cwd = os.getcwd()
-        os.chdir(REPO)
-        self.addCleanup(os.chdir, cwd)
-        out = os.path.join(d, "report.md")
-        self.assertEqual(rep.main(["--results", "results/local-sgd", "--out", out]), 0)
-        with open(out, "rb") as f, open(os.path.join(RESULTS, "report.md"), "rb") as g:
-            self.assertTrue(f.read() == g.read(), "%s differs from results/local-sgd/report.md" % out)
+        assert_regenerated(self, rep.main, os.path.join("results", "local-sgd"))
 
     def test_a_log_off_the_pattern(self):
         with self.assertRaises(ValueError):
