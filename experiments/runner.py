@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -328,7 +327,3 @@ class _signals:
         for s, h in self.old.items():
             signal.signal(s, h)
         return False
-
-
-def host():
-    return socket.gethostname()
