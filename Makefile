@@ -349,15 +349,17 @@ first-run-report:
 	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.first_run_report
 
-# The tuned large-batch study's reports written from its rows in results/ags-study (no training):
-# docs/ags-report.md (lenet5, CPU), docs/ags-report-fmnist-cnn.md (GPU; the baselines above batch 64 on the CPU), and
-# docs/ags-steps-lenet5.md (steps to the target with WSD branches at the lenet5 study's choices) from the
-# rows in results/ags-steps/lenet5. The runs themselves are scripts/ags-study and scripts/ags-steps with
-# the options of the results folder's manifest.json.
+# The large-batch studies' reports, each written beside its rows (no training):
+# results/ags-study/lenet5/report.md (CPU), results/ags-study/fmnist-cnn/report.md (GPU; the baselines above
+# batch 64 on the CPU) and results/ags-steps/lenet5/report.md (steps to the target with WSD branches at the
+# lenet5 study's choices); results/local-sgd/report.md (Local SGD's batch test). The runs themselves are
+# `python3 -m experiments.ags_study_run` and `python3 -m experiments.ags_steps_run` with the options of the
+# results folder's manifest.json.
 ags-report:
-	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/lenet5 --out docs/ags-report.md
-	@$(PYTHON) -B -m experiments.ags_steps_report --results results/ags-steps/lenet5 --out docs/ags-steps-lenet5.md
-	@$(PYTHON) -B -m experiments.ags_report --results results/ags-study/fmnist-cnn --out docs/ags-report-fmnist-cnn.md
+	@for s in ags-study/lenet5 ags-study/fmnist-cnn; do \
+	    $(PYTHON) -B -m experiments.ags_report --results results/$$s --out results/$$s/report.md || exit 1; done
+	@$(PYTHON) -B -m experiments.ags_steps_report --results results/ags-steps/lenet5 --out results/ags-steps/lenet5/report.md
+	@$(PYTHON) -B -m experiments.local_sgd_report --results results/local-sgd --out results/local-sgd/report.md
 
 bench: all $(BENCH_PLANNER)
 	@B=$(B) bench/run

@@ -1,13 +1,13 @@
 """The text of the large-batch study's report (Markdown), from a Study (ags_study.py): the
 header, the selection table, the test accuracies, the critical batches, AGS's differences from
 the baselines, and what is not measured."""
+from experiments.recipes import base_lr_text, recipes_text
 from experiments.ags_study import DIVERGED_BELOW, LARGE_FROM, WITHIN, fmt_ci, paired, paired_diffs, summary
 from experiments.stats import mean_ci
 
 
 def report(st, header):
-    """The report of the Study st; header: its source ("results" folder or "logs" folder), the
-    study's "command", a "note" paragraph and the "provenance" text (the logs' NOTE.md)."""
+    """The report of the Study st; header: rows.read_study's."""
     w = []
     p = w.append
     chosen = {c: st.select(*c) for c in st.cells()}
@@ -24,12 +24,12 @@ def report(st, header):
 def _header(p, st, header, chosen):
     p("# Large-batch optimizer study: %s on Fashion-MNIST" % st.model)
     p("")
-    if header.get("results"):
+    if header.get("converted"):
         p("Written by `experiments/ags_report.py` from the rows in `%s` (one per run, converted from the study's" % header["results"])
         p("tula-train logs); regenerate it with `make ags-report`. The study's command, with `--from-logs` on its logs:")
     else:
-        p("Written by `scripts/ags-study` from the tula-train logs in `%s`; regenerate it with the same" % header["logs"])
-        p("options and `--from-logs`. Command:")
+        p("Written by `experiments/ags_report.py` from the rows in `%s` (one per run); regenerate it with the" % header["results"])
+        p("study's command and `--from-rows`. Command:")
     p("")
     p("    " + header["command"])
     p("")
@@ -42,7 +42,7 @@ def _header(p, st, header, chosen):
     p("- model `%s`, data fashion-mnist, epochs per run: %s; validation set: the last %s training examples" % (st.model, st.epochs, st.val_split))
     p("- methods: %s; global batches: %s; reference batch (SGD only): %d" % (", ".join(st.methods), ", ".join(map(str, st.batches)), st.ref))
     p("- grid per (method, batch): learning-rate multipliers %s of the method's base rate (`--lr` at `--lr-base-batch 64`:"
-      " 0.01 for lamb, 0.05 otherwise) x schedules %s%s" % (", ".join("x" + x for x in st.mults), ", ".join(st.scheds),
+      " %s) x schedules %s%s" % (", ".join("x" + x for x in st.mults), base_lr_text(), ", ".join(st.scheds),
       "" if not st.extend else "; a row whose choice is the lowest (highest) multiplier of its grid gets the next one below"
       " (above) it with every schedule, up to %d time%s, by the same rule for every method" % (st.extend, "" if st.extend == 1 else "s")))
     if st.extend:
@@ -51,13 +51,9 @@ def _header(p, st, header, chosen):
         p("- selection runs per method over the batches %s (the grid and its extensions): %s" % (
           ", ".join(map(str, st.batches)), ", ".join("%s %d" % (m, runs[m]) for m in st.methods)))
     p("- selection seed: %s (validation accuracy only); test seeds: %s" % (st.sel, ", ".join(st.seeds)))
-    p("- recipes at multiplier m: sgd `--optimizer sgd --lr-scaling linear --lr-max 0.4*m` (linear scaling with the"
-      " trainer's gradual warmup, the rate capped at 0.4*m); lars, ags `--optimizer NAME`; lamb `--optimizer lamb"
-      " --lr-scaling sqrt` (square-root scaling); ags-sqrt `--optimizer ags --ags-rate-rule sqrt`; ags-first"
-      " `--optimizer ags --ags-rate-rule first`; the trainer's"
-      " defaults otherwise")
+    p("- " + recipes_text())
     p("- every run: `--data fashion-mnist --threads 1 --no-db --quiet` and the study's extra options; the reference"
-      " run's command, from its log:")
+      " run's command, from its row:")
     p("")
     p("    " + st.command_of("sgd", st.ref, (chosen[("sgd", st.ref)] or (st.mults[0], st.scheds[0]))[:2], st.sel))
     p("")
@@ -67,7 +63,7 @@ def _selection(p, st, chosen):
     p("## Selection (final validation accuracy, seed %s)" % st.sel)
     p("")
     p("Bold: the chosen configuration of the row. failed: the run ended without a done line (diverged or"
-      " crashed); missing: no log; -: not in the row's grid. A choice at the edge of its row's grid is marked"
+      " crashed); missing: no row; -: not in the row's grid. A choice at the edge of its row's grid is marked"
       " *edge*: the best rate may lie outside the grid.")
     p("")
     all_mults = sorted({x for c in st.cells() for x in st.grid_of(*c)}, key=float)
@@ -281,8 +277,8 @@ def _not_measured(p, st, chosen, res):
     p("")
     p("- Steps or time to an accuracy: the runs log only their final line (`--quiet`), so this report compares final"
       " accuracies at the one budget of %s epochs. Steps to the target, with warmup-stable-decay branches off one"
-      " constant-rate run at this study's choices, are `scripts/ags-steps`' report (`make ags-report` writes it for"
-      " lenet5 at batches 1024 and 4096: `docs/ags-steps-lenet5.md`)." % st.epochs)
+      " constant-rate run at this study's choices, are the report of `experiments.ags_steps_run` (`make ags-report`"
+      " writes it for lenet5 at batches 1024 and 4096: `results/ags-steps/lenet5/report.md`)." % st.epochs)
     p("- Wall-clock speed: runs use one thread on a shared machine; their times are not compared.")
     p("- Hyperparameters other than the rate multiplier and the schedule (momentum, weight decay, warmup, trust"
       " coefficients, AGS's bounds) keep the trainer's defaults for every method.")
@@ -292,4 +288,4 @@ def _not_measured(p, st, chosen, res):
     missing += sum(1 for c in st.cells() for s in st.seeds if chosen[c] and res[c][s] is None)
     if missing:
         p("")
-        p("Incomplete: %d run%s of the study ha%s no log yet." % (missing, "" if missing == 1 else "s", "s" if missing == 1 else "ve"))
+        p("Incomplete: %d run%s of the study ha%s no row yet." % (missing, "" if missing == 1 else "s", "s" if missing == 1 else "ve"))

@@ -1,21 +1,18 @@
 """The steps study's report (steps to the target accuracy with warmup-stable-decay branches),
 from its rows:
 
-    python3 -m experiments.ags_steps_report --results results/ags-steps/STUDY [--out FILE]
-    python3 -m experiments.ags_steps_report --logs DIR --selection FILE STUDY-OPTIONS [--command TEXT] [--note TEXT] [--out FILE]
+    python3 -m experiments.ags_steps_report --results results/ags-steps/STUDY [--out FILE] [--note TEXT]
 
---results reads the rows and options of a study folder (runs.jsonl, manifest.json); --logs
-converts a folder of scripts/ags-steps logs on the fly (its NOTE.md is the provenance), the way
-scripts/ags-steps calls it, with its options. The target is the selection's reference accuracy
-minus its tolerance; a seed's steps to the target are T x (steps per epoch) of its shortest branch
-whose final test accuracy reaches it. Exit status: 0 written; 1 the rows, the manifest or the
-selection cannot be read; 2 bad options."""
+--results reads the rows and options of a study folder (runs.jsonl, manifest.json), as
+experiments.ags_steps_run writes them or experiments.convert_ags_steps_logs converted them. The
+target is the selection's reference accuracy minus its tolerance; a seed's steps to the target
+are T x (steps per epoch) of its shortest branch whose final test accuracy reaches it. Exit
+status: 0 written; 1 the rows or the manifest cannot be read; 2 bad options."""
 import argparse
-import os
 import sys
 
 from experiments import rows as rows_mod
-from experiments.convert_ags_steps_logs import read_lines, read_logs
+from experiments.ags_report import write_text
 from experiments.stats import mean_ci
 
 # the training set of Fashion-MNIST, less the validation split, gives the steps per epoch of a
@@ -78,13 +75,13 @@ def ci(mean, half, n=None, f="%.4f"):
 def _header(st, header, p):
     p("# Steps to the target accuracy: %s, warmup-stable-decay branches" % st.model)
     p("")
-    if header.get("results"):
+    if header.get("converted"):
         p("Written by `experiments/ags_steps_report.py` from the rows in `%s` (one per run, converted from the"
           " study's tula-train logs); regenerate it with `make ags-report`. The study's command, with `--from-logs`"
           " on its logs:" % header["results"])
     else:
-        p("Written by `scripts/ags-steps` from the tula-train logs in `%s`; regenerate it with the same options and"
-          " `--from-logs`. Command:" % header["logs"])
+        p("Written by `experiments/ags_steps_report.py` from the rows in `%s` (one per run); regenerate it with the"
+          " study's command and `--from-rows`. Command:" % header["results"])
     p("")
     p("    " + header["command"])
     p("")
@@ -164,8 +161,7 @@ def _ratios(st, reached, p):
 
 
 def report(st, header):
-    """The report of the Steps st; header: its source ("results" folder or "logs" folder), the
-    study's "command", a "note" paragraph and the "provenance" text (the logs' NOTE.md)."""
+    """The report of the Steps st; header: rows.read_study's."""
     w = []
     _header(st, header, w.append)
     reached = _tables(st, w.append)
@@ -177,60 +173,27 @@ def report(st, header):
 
 def parser():
     p = argparse.ArgumentParser(prog="ags_steps_report", description=__doc__.split("\n\n")[0])
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--results", help="a study's folder: runs.jsonl and manifest.json")
-    src.add_argument("--logs", help="a folder of scripts/ags-steps logs")
+    p.add_argument("--results", required=True, help="a study's folder: runs.jsonl and manifest.json")
     p.add_argument("--out", help="the report's file (default: standard output)")
-    p.add_argument("--selection", help="with --logs: the study's choices (scripts/ags-study --print-selection)")
-    p.add_argument("--model", default="lenet5")
-    p.add_argument("--batches", default="1024 4096")
-    p.add_argument("--methods", default="ags lamb")
-    p.add_argument("--totals", default="3 5 10 15 20 25 30 40")
-    p.add_argument("--decay-share", type=float, default=0.2)
-    p.add_argument("--seeds", default="2 3 4")
-    p.add_argument("--val-split", type=int, default=10000)
-    p.add_argument("--command", default="", help="the study's command line, shown in the report")
-    p.add_argument("--note", default="", help="a paragraph under the report's header")
+    p.add_argument("--note", default="", help="a paragraph under the report's header (default: the manifest's note)")
     return p
 
 
-def load(args):
-    """(steps, header): the Steps and what the report's header says of its source."""
-    if args.results:
-        manifest = rows_mod.read_manifest(os.path.join(args.results, "manifest.json"))
-        rows = rows_mod.read_rows(os.path.join(args.results, "runs.jsonl"))
-        header = {"results": os.path.normpath(args.results), "command": manifest.get("command") or "",
-                  "note": args.note, "provenance": manifest.get("provenance")}
-        return Steps(manifest["model"], manifest["options"], rows), header
-    selection = read_lines(args.selection) if args.selection else None
-    if selection is None:
-        raise ValueError("cannot read the selection '%s'" % args.selection)
-    rows, _, _ = read_logs(args.logs, args.model, strict=False)
-    options = {"selection": selection, "methods": args.methods.split(), "batches": args.batches.split(),
-               "totals": args.totals.split(), "seeds": args.seeds.split(), "decay_share": args.decay_share,
-               "val_split": args.val_split}
-    try:
-        with open(os.path.join(args.logs, "NOTE.md"), errors="replace") as f:
-            provenance = f.read()
-    except OSError:
-        provenance = None
-    header = {"results": None, "logs": args.logs, "command": args.command, "note": args.note, "provenance": provenance}
-    return Steps(args.model, options, rows), header
+def load(results, note=""):
+    """(steps, header): the Steps of a results folder and what the report's header says of its
+    source. Errors: OSError, ValueError, KeyError, IndexError."""
+    manifest, rows, header = rows_mod.read_study(results, note)
+    return Steps(manifest["model"], manifest["options"], rows), header
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
-        st, header = load(args)
+        st, header = load(args.results, args.note)
     except (OSError, ValueError, KeyError, IndexError) as e:
         print("tula: ags_steps_report: %s" % e, file=sys.stderr)
         return 1
-    text = report(st, header)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text(report(st, header), args.out)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The large-batch study's analysis on its rows: which runs there are, each cell's grid (with
 its edge extensions) and choice on validation accuracy, and the test runs' summaries. The report
-(ags_report.py) and scripts/ags-study (through ags_report's commands) use it."""
+(ags_report.py) and its runner (ags_study_run.py) use it."""
 import functools
 import math
 
@@ -53,10 +53,10 @@ class Study:
     def command_of(self, m, b, config, seed):
         """The tula-train command of a run."""
         row = self.runs.get((m, b, config[0], config[1], str(seed)))
-        name = "%s-%d-lr%s-%s-seed%s.log" % (m, b, config[0], config[1], seed)
+        name = "%s %d x%s %s seed %s" % (m, b, config[0], config[1], seed)
         if row is None:
-            return "(no log %s)" % name
-        return row["command"] if row.get("command") is not None else "(no command in %s)" % name
+            return "(no row of %s)" % name
+        return row["command"] if row.get("command") is not None else "(no command in the row of %s)" % name
 
     def cells(self):
         """(method, batch) pairs that are tuned: every method at every batch, and sgd at the reference batch."""

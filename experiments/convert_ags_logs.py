@@ -1,8 +1,9 @@
-"""Turns a large-batch study's tula-train logs (scripts/ags-study: one log per run, named
-METHOD-BATCH-lrMULT-SCHEDULE-seedS.log, and a NOTE.md) into its rows and manifest:
+"""Turns a large-batch study's tula-train logs (one log per run, named
+METHOD-BATCH-lrMULT-SCHEDULE-seedS.log, each starting with a "tula: ags-study: command: " line,
+and a NOTE.md) into its rows and manifest:
 
     python3 -m experiments.convert_ags_logs --logs DIR --out results/ags-study/STUDY \\
-        [scripts/ags-study's grid options] [--command TEXT] [-- extra tula-train options]
+        [the study's grid options, as experiments.ags_study_run takes them] [--command TEXT] [-- extra tula-train options]
 
 Every log of DIR and of its subfolders becomes a row (a subfolder's runs are a side experiment,
 named by the row's subset); the row keeps the log's command and output, so that row_to_log gives

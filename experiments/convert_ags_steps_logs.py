@@ -1,9 +1,9 @@
-"""Turns a steps study's tula-train logs (scripts/ags-steps: one log per run, named
-METHOD-BATCH-seedS-trunk.log or METHOD-BATCH-seedS-T{T}.log, a selection.txt and a NOTE.md) into
-its rows and manifest:
+"""Turns a steps study's tula-train logs (one log per run, named METHOD-BATCH-seedS-trunk.log or
+METHOD-BATCH-seedS-T{T}.log, each starting with a "tula: ags-steps: command: " line, a
+selection.txt and a NOTE.md) into its rows and manifest:
 
     python3 -m experiments.convert_ags_steps_logs --logs DIR --out results/ags-steps/STUDY \\
-        [scripts/ags-steps' options] [--command TEXT] [-- extra tula-train options]
+        [the study's options, as experiments.ags_steps_run takes them] [--command TEXT] [-- extra tula-train options]
 
 Every log of DIR and of its subfolders becomes a row (a subfolder's runs are a side experiment,
 named by the row's subset; a probe's log, METHOD-BATCH-seedS-rateR.log, has run "rateR"). A row
@@ -21,6 +21,7 @@ import sys
 
 from experiments import rows as rows_mod
 from experiments.convert_ags_logs import _device, _git_commit, _number
+from experiments.runner import option
 
 NAME = re.compile(r"^(?P<method>[a-z0-9]+(?:-[a-z0-9]+)*)-(?P<batch>[0-9]+)-seed(?P<seed>[0-9]+)"
                   r"-(?P<run>trunk|T[0-9]+|rate[0-9.]+)\.log$")
@@ -30,13 +31,7 @@ SELECTION = "selection.txt"
 
 def _option(command, name):
     """The value of a tula-train option in a command line, or None."""
-    words = (command or "").split()
-    for i, w in enumerate(words):
-        if w == name and i + 1 < len(words):
-            return words[i + 1]
-        if w.startswith(name + "="):
-            return w.split("=", 1)[1]
-    return None
+    return option((command or "").split(), name)
 
 
 def _int(text):

@@ -16,7 +16,7 @@ FIELDS = (
     "val_accuracy",    # final validation accuracy (null: none, or not finite)
     "test_accuracy",   # final test accuracy (null: none, or not finite)
     "train_seconds",
-    "done",            # the run ended with tula-train's done line
+    "done",            # the run ended normally: tula-train's done line, or its --summary file
     "diverged",        # tula-train's divergence message, or null
     "device",          # cpu or cuda
     "host",
@@ -25,9 +25,9 @@ FIELDS = (
     "command",         # the tula-train command line
     "output",          # tula-train's output as logged, a string a line
 )
-# A steps study's rows (experiments.convert_ags_steps_logs) add run (trunk, T{T} or a probe's
-# rate{R}), epochs, decay_epochs, steps_per_epoch and logged_by (the script named in the log's
-# command line).
+# A steps study's rows (experiments.convert_ags_steps_logs, experiments.ags_steps_run) add run
+# (trunk, T{T} or a probe's rate{R}), epochs, decay_epochs, steps_per_epoch and, when converted,
+# logged_by (the script named in the log's command line).
 
 
 def read_rows(path):
@@ -71,3 +71,16 @@ def write_manifest(path, manifest):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")
+
+
+def read_study(folder, note=""):
+    """(manifest, rows, header) of a study's results folder; header: what a report's header says
+    of it: the "results" folder, whether its rows were "converted" from logs (the manifest names a
+    converter), the study's "command", a "note" paragraph (note, else the manifest's) and the
+    "provenance" text. Errors: OSError, ValueError."""
+    manifest = read_manifest(os.path.join(folder, "manifest.json"))
+    rows = read_rows(os.path.join(folder, "runs.jsonl"))
+    header = {"results": os.path.normpath(folder), "converted": "converter" in manifest.get("source", {}),
+              "command": manifest.get("command") or "", "note": note or manifest.get("note") or "",
+              "provenance": manifest.get("provenance")}
+    return manifest, rows, header

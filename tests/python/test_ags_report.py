@@ -2,18 +2,17 @@
 figures: each row's choice on validation accuracy, the test table's mean ± 95 % t half-width,
 the critical batches, AGS minus tuned SGD and minus the weak baseline paired by seed, a missing
 test run, the edge extensions' runs; and every committed report regenerated from its rows in
-results/ags-study, identical to the file in docs/."""
+results/ags-study, identical to the report.md beside them."""
 
 import contextlib
 import io
 import os
-import shutil
-import tempfile
 import unittest
 
 from experiments import ags_report, rows
 from experiments.ags_report_text import report
 from experiments.ags_study import Study
+from committed import assert_regenerated
 
 try:
     import scipy  # noqa: F401
@@ -24,7 +23,7 @@ except ImportError:
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OPTIONS = {"epochs": 1, "val_split": 1000, "methods": ["sgd", "ags"], "schedules": ["cosine"], "lr_mults": ["1", "2"],
            "extend_edges": 0, "batches": [256, 1024], "reference_batch": 64, "select_seed": 1, "seeds": [2, 3]}
-HEADER = {"results": "results/toy", "logs": "logs/toy", "command": "scripts/ags-study --model toy", "note": "",
+HEADER = {"results": "results/toy", "command": "python3 -m experiments.ags_study_run --model toy", "note": "",
           "provenance": "Made by hand."}
 
 
@@ -93,8 +92,9 @@ class ToyReportTest(unittest.TestCase):
         self.assertIn("\n    tula-train --batch-size 64\n", self.text)
         self.assertNotIn("Incomplete", self.text)
         self.assertIn("\nWritten by `experiments/ags_report.py` from the rows in `results/toy` ", self.text)
-        from_logs = report(Study("toy", OPTIONS, toy_rows()), dict(HEADER, results=None))
-        self.assertIn("\nWritten by `scripts/ags-study` from the tula-train logs in `logs/toy`; ", from_logs)
+        self.assertIn("regenerate it with the\nstudy's command and `--from-rows`. Command:\n", self.text)
+        converted = report(Study("toy", OPTIONS, toy_rows()), dict(HEADER, converted=True))
+        self.assertIn("(one per run, converted from the study's\ntula-train logs); regenerate it with `make ags-report`.", converted)
 
     def test_missing_test_run(self):
         some = [r for r in toy_rows() if (r["method"], r["batch"], r["seed"]) != ("ags", 1024, 3)]
@@ -103,7 +103,7 @@ class ToyReportTest(unittest.TestCase):
         # a missing seed takes the batch out of the critical batch
         self.assertIn("\n| ags | 256 |\n", text)
         self.assertIn("\n| 1024 | 1 | +0.2000 (one seed, no interval) |\n", text)
-        self.assertIn("Incomplete: 1 run of the study has no log yet.", text)
+        self.assertIn("Incomplete: 1 run of the study has no row yet.", text)
 
 
 class ToySelectionTest(unittest.TestCase):
@@ -118,16 +118,8 @@ class ToySelectionTest(unittest.TestCase):
 @unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
 class CommittedReportsTest(unittest.TestCase):
     def test_reports_regenerated_from_the_rows(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        cwd = os.getcwd()
-        os.chdir(REPO)
-        self.addCleanup(os.chdir, cwd)
-        for study, doc in (("lenet5", "ags-report.md"), ("fmnist-cnn", "ags-report-fmnist-cnn.md")):
-            out = os.path.join(d, doc)
-            self.assertEqual(ags_report.main(["--results", "results/ags-study/" + study, "--out", out]), 0)
-            with open(out, "rb") as f, open(os.path.join("docs", doc), "rb") as g:
-                self.assertTrue(f.read() == g.read(), "%s differs from docs/%s" % (out, doc))
+        for study in ("lenet5", "fmnist-cnn"):
+            assert_regenerated(self, ags_report.main, os.path.join("results", "ags-study", study))
 
     def test_selection_of_the_steps_study(self):
         # the steps study's selection: the lenet5 study's choices at its batches

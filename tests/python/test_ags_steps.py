@@ -4,8 +4,7 @@ trunk, a probe, a log without a command line), names the pattern does not hold a
 fabricated rows with hand-computed figures, each T's mean final test accuracy with its 95 % t
 half-width, a seed's steps to the target, "not reached", the seed-paired ratios of steps; the
 committed rows of results/ags-steps give back every log and file they were converted from (the
-SHA-256 of each in the manifest), and docs/ags-steps-lenet5.md is regenerated from them
-identically."""
+SHA-256 of each in the manifest), and their report.md is regenerated from them identically."""
 
 import contextlib
 import hashlib
@@ -18,6 +17,7 @@ import unittest
 from experiments import ags_steps_report as rep
 from experiments import convert_ags_steps_logs as conv
 from experiments import rows
+from committed import assert_regenerated
 
 try:
     import scipy  # noqa: F401
@@ -40,7 +40,7 @@ NO_STATE = "tula: ags-steps: the trunk saved no state at epoch 8 (it diverged or
 SELECTION = ["chosen sgd 64 1 wsd", "chosen lamb 1000 0.5 cosine", "chosen ags 1000 2 wsd", "reference 64 0.905000 0.010000"]
 OPTIONS = {"selection": SELECTION, "methods": ["ags", "lamb"], "batches": [1000], "totals": [3, 5, 10], "seeds": [2, 3],
            "decay_share": 0.2, "val_split": 10000}
-HEADER = {"results": "results/toy", "command": "scripts/ags-steps --model toy", "note": "", "provenance": "Made by hand.\n"}
+HEADER = {"results": "results/toy", "command": "python3 -m experiments.ags_steps_run --model toy", "note": "", "provenance": "Made by hand.\n"}
 
 
 class LogRowTest(unittest.TestCase):
@@ -128,7 +128,7 @@ class ToyReportTest(unittest.TestCase):
     def test_accuracy_steps_and_ratio(self):
         text = self.text()
         self.assertIn("\nWritten by `experiments/ags_steps_report.py` from the rows in `results/toy` ", text)
-        self.assertIn("\n    scripts/ags-steps --model toy\n\nMade by hand.\n\n", text)
+        self.assertIn("\n    python3 -m experiments.ags_steps_run --model toy\n\nMade by hand.\n\n", text)
         self.assertIn("minus 0.01: **0.8950**", text)
         # ags T=5: 0.90, 0.89: mean 0.895, sd 0.00707, t(1) 12.706: half-width 0.0635
         self.assertIn("\n| ags | 1000 | 0.8450 ± 0.0635 | 0.8950 ± 0.0635 | 0.9050 ± 0.0635 |\n", text)
@@ -161,26 +161,9 @@ class ToyReportTest(unittest.TestCase):
     def test_no_ratios_without_ags(self):
         self.assertNotIn("## AGS against the baselines", self.text(("lamb",)))
 
-    def test_from_a_log_folder(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        for name, text in (("ags-1000-seed2-T3.log", BRANCH.replace("0.8964", "0.9")), ("NOTE.md", "From logs.\n"),
-                           ("selection.txt", "\n".join(SELECTION) + "\n")):
-            with open(os.path.join(d, name), "w") as f:
-                f.write(text)
-        out = os.path.join(d, "report.md")
-        rc = rep.main(["--logs", d, "--selection", os.path.join(d, "selection.txt"), "--batches", "1000", "--methods", "ags",
-                       "--totals", "3", "--seeds", "2", "--command", "scripts/ags-steps x", "--note", "A note.", "--out", out])
-        self.assertEqual(rc, 0)
-        with open(out) as f:
-            text = f.read()
-        self.assertIn("Written by `scripts/ags-steps` from the tula-train logs in `%s`;" % d, text)
-        self.assertIn("\n    scripts/ags-steps x\n\nA note.\n\nFrom logs.\n\n", text)
-        self.assertIn("\n| ags | 1000 | 48 | seed 2: 144 (3) | 144 | 3.0 |\n", text)
-
-    def test_no_selection(self):
+    def test_no_results(self):
         with contextlib.redirect_stderr(io.StringIO()) as said:
-            self.assertEqual(rep.main(["--logs", REPO, "--selection", os.path.join(REPO, "no-such-file")]), 1)
+            self.assertEqual(rep.main(["--results", os.path.join(REPO, "no-such-folder")]), 1)
         self.assertTrue(said.getvalue().startswith("tula: ags_steps_report: "))
 
 
@@ -202,12 +185,4 @@ class CommittedRowsTest(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
     def test_report_regenerated_from_the_rows(self):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(shutil.rmtree, d)
-        cwd = os.getcwd()
-        os.chdir(REPO)
-        self.addCleanup(os.chdir, cwd)
-        out = os.path.join(d, "ags-steps-lenet5.md")
-        self.assertEqual(rep.main(["--results", "results/ags-steps/lenet5", "--out", out]), 0)
-        with open(out, "rb") as f, open(os.path.join("docs", "ags-steps-lenet5.md"), "rb") as g:
-            self.assertTrue(f.read() == g.read(), "%s differs from docs/ags-steps-lenet5.md" % out)
+        assert_regenerated(self, rep.main, os.path.join("results", "ags-steps", "lenet5"))

@@ -456,7 +456,7 @@ std::string resolve_batch_and_epochs(const CLI::App& app, Options& o, bool root)
 // --optimizer auto and the defaults that depend on the update rule.
 void resolve_optimizer(const CLI::App& app, Options& o) {
     // --optimizer auto: auto does not tune, so it takes the rule that holds up at its default
-    // rate. In docs/ags-report.md (lenet5, 10 epochs, validation accuracy at each method's
+    // rate. In results/ags-study/lenet5/report.md (lenet5, 10 epochs, validation accuracy at each method's
     // default rate, x1 cosine, seed 1) SGD with linear scaling is best up to 256 (0.913 against
     // AGS's 0.901) and diverges at 512 and from 2048 on; AGS trains at every batch to 8192
     // (0.908 at 1024, 0.894 at 2048, 0.856 at 4096), where LARS diverges from 4096 and LAMB
