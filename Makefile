@@ -333,9 +333,9 @@ eval:
 
 # What the isolated testbed does to communication and to Tula's choices: allreduce against the
 # shaped link and the fitted model, the knee at three link rates (experiments/testbed_report.py);
-# its rows go to results/testbed-report, the report written from them to docs/testbed-report.md.
+# its rows go to results/testbed-report, the report written from them beside them (report.md).
 # ranks-report (jobs of 2 ranks a node, experiments/ranks_report.py) and first-run-report (the first
-# prediction repeated, experiments/first_run_report.py) likewise: rows in results/NAME, docs/NAME.md.
+# prediction repeated, experiments/first_run_report.py) likewise: rows and report.md in results/NAME.
 # Each module's --from-rows writes its report from the rows alone, without a cluster.
 testbed-report:
 	@$(SUBMAKE) all

@@ -12,7 +12,7 @@ planned one is the run-to-run noise no prediction can beat. A row per job
 
 Usage: python3 -m experiments.first_run_report [--results DIR] [--out FILE] [--from-rows]
 --results: the rows' folder (default results/first-run-report); --out: the report (default
-$TULA_REPORT_OUT/first-run-report.md, TULA_REPORT_OUT defaulting to docs); --from-rows: no
+report.md in the rows' folder); --from-rows: no
 cluster, the report written from the rows.
 Environment: FIRST_RUNS (default 5; FIRST_RUNS_<model>, e.g. FIRST_RUNS_fmnist_cnn, for one
 model), FIRST_MODELS (default "lenet5 fmnist-cnn"), FIRST_EPOCHS_<model> and FIRST_LIMIT_<model>

@@ -15,7 +15,7 @@
 
 Usage: python3 -m experiments.ranks_report [--results DIR] [--out FILE] [--from-rows]
 --results: the rows' folder (default results/ranks-report); --out: the report (default
-$TULA_REPORT_OUT/ranks-report.md, TULA_REPORT_OUT defaulting to docs); --from-rows: no cluster,
+report.md in the rows' folder); --from-rows: no cluster,
 the report written from the rows. SKIPs (exit 77, one line) where the isolated testbed cannot be
 made."""
 import os

@@ -86,7 +86,7 @@ def inside(name, measure, *args):
 
 def one_cluster_main(name, module, doc, measure, write_report, argv=None, check=None):
     """The command of a report measured in one cluster: --results DIR (the rows' folder, default
-    results/NAME), --out FILE (default $TULA_REPORT_OUT/NAME.md, else docs/NAME.md), --from-rows
+    results/NAME), --out FILE (default report.md in the rows' folder), --from-rows
     (no cluster: the report from the rows); it runs itself with --inside in a cluster, where
     measure(results) writes the rows, then write_report(results, out). check() runs before the
     cluster is started."""
@@ -100,7 +100,7 @@ def one_cluster_main(name, module, doc, measure, write_report, argv=None, check=
     results = os.path.abspath(a.results)
     if a.inside:
         return inside(name, measure, results)
-    out = os.path.abspath(a.out or os.path.join(os.environ.get("TULA_REPORT_OUT") or os.path.join(REPO, "docs"), name + ".md"))
+    out = os.path.abspath(a.out or os.path.join(results, "report.md"))
     if not a.from_rows:
         if check:
             check()

@@ -27,7 +27,7 @@ manifest.json; the report is written from them.
 
 Usage: python3 -m experiments.testbed_report [--results DIR] [--out DIR] [--from-rows]
 --results: the rows' folder (default results/testbed-report); --out: the report's folder (default
-$TULA_REPORT_OUT, else docs); --from-rows: no cluster, the report written from the rows.
+the rows' folder; the report is report.md there); --from-rows: no cluster, the report written from the rows.
 Environment: TULA_REPORT_OUT, TULA_REPORT_RATES, TULA_LINK_RATE (the default rate, 200mbit),
 TULA_BUILD_DIR. SKIPs (exit 77, one line) where the isolated testbed cannot be made."""
 import argparse
@@ -386,19 +386,20 @@ def show(x, form="%s"):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="testbed_report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default=os.environ.get("TULA_REPORT_RESULTS") or os.path.join(tb.REPO, "results", NAME))
-    ap.add_argument("--out", default=os.environ.get("TULA_REPORT_OUT") or os.path.join(tb.REPO, "docs"))
+    ap.add_argument("--out", help="the report's folder (default: the rows' folder)")
     ap.add_argument("--from-rows", action="store_true")
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plan", metavar="RATE", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.profile or a.plan:
         return tb.inside(NAME, inside, a)
-    results, out_dir = os.path.abspath(a.results), os.path.abspath(a.out)
+    results = os.path.abspath(a.results)
+    out_dir = os.path.abspath(a.out or results)
     if not a.from_rows:
         measure(results)
     rows, manifest = tb.read_results(results, NAME)
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, NAME + ".md")
+    path = os.path.join(out_dir, "report.md")
     text = report(rows, manifest, out_dir)
     tb.write_text(path, text)
     print("%s: wrote %s" % (NAME, path))
