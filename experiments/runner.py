@@ -10,7 +10,6 @@ replaced by its next run, and a run stopped before its end leaves no row, so it 
 SIGTERM and SIGINT stop the runs in flight (SIGTERM to each one's process group, SIGKILL after a
 grace period), write nothing more and raise Stopped, which a command turns into its `tula:` line
 and exit status."""
-import hashlib
 import json
 import os
 import shlex
@@ -20,6 +19,7 @@ import tempfile
 import time
 
 from experiments import rows as rows_mod
+from experiments import testbed as tb
 
 # seconds a stopped run's processes get between SIGTERM and SIGKILL
 GRACE = 10
@@ -38,40 +38,12 @@ def complete(row):
     return bool(row.get("done")) or row.get("diverged") is not None
 
 
-def read_summary(path):
-    """(header, summary) of a tula-train --summary file (its "run" line and its "summary" line),
-    None for a missing line or file."""
-    header = summary = None
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and obj.get("type") == "run":
-                    header = obj
-                elif isinstance(obj, dict) and obj.get("type") == "summary":
-                    summary = obj
-    except OSError:
-        pass
-    return header, summary
-
-
 def diverged_line(output):
     """tula-train's divergence message in a run's output lines (without its "tula-train: "), or None."""
     for line in output:
         if line.startswith("tula-train: ") and "training diverged" in line:
             return line[len("tula-train: "):]
     return None
-
-
-def file_sha256(path):
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
 
 
 def option(args, name):
@@ -87,7 +59,8 @@ def option(args, name):
 def result_fields(args, output, summary_path):
     """The row fields of one finished tula-train command: accuracies and seconds from its
     summary file, done, diverged, device and host, the command and its output lines."""
-    header, summary = read_summary(summary_path)
+    got = tb.run_summary(summary_path, complete=False)
+    header, summary = got["run"], got["summary"]
     fields = {"val_accuracy": None, "test_accuracy": None, "train_seconds": None, "done": summary is not None,
               "diverged": diverged_line(output), "device": option(args, "--device") or "cpu",
               "host": (header or {}).get("host"), "command": shlex.join(args), "output": output}

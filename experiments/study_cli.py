@@ -10,6 +10,7 @@ import sys
 from experiments import rows as rows_mod
 from experiments.ags_report import write_text
 from experiments import runner
+from experiments import testbed as tb
 from experiments.convert_ags_logs import _git_commit as git_commit
 from experiments.recipes import METHODS
 
@@ -148,7 +149,7 @@ def finish(results, out, note, report_of, say, failed, what):
 
 def base_row(study, trainer_path):
     """The fields every row of a runner starts with."""
-    return {"study": study, "subset": None, "git_commit": None, "binary_sha256": runner.file_sha256(trainer_path)}
+    return {"study": study, "subset": None, "git_commit": None, "binary_sha256": tb.file_sha256(trainer_path)}
 
 
 def say_to(name):

@@ -249,10 +249,11 @@ def validate_runs(doc):
     return out
 
 
-def run_summary(path):
+def run_summary(path, complete=True):
     """The run file that tula-train --summary wrote (tula-jobs(7)) as {"run": its last header,
     "epochs": the epoch lines after it, "summary": its summary line}, or None where the file or
-    its summary line is missing."""
+    its summary line is missing; with complete=False, the lines found so far instead of None
+    (each None where missing)."""
     run, epochs, summary = None, [], None
     for line in read_text(path).splitlines():
         try:
@@ -267,7 +268,7 @@ def run_summary(path):
             epochs.append(o)
         elif o.get("type") == "summary":
             summary = o
-    if run is None or summary is None:
+    if complete and (run is None or summary is None):
         return None
     return {"run": run, "epochs": epochs, "summary": summary}
 
