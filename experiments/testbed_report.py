@@ -19,11 +19,15 @@ measured (`make testbed-report`, about 15 minutes).
   4. On the testbed at the default rate (with all of step 2's samples): one epoch of a training
      subset of each model on 1-4 nodes at global batches 64, 256 and 1024, measured, beside the
      epoch Tula predicts (testbed-scaling-MODEL.png beside the report, with gnuplot); then the
-     leave-one-out error of those runs with each of Tula's corrections switched in turn.
+     epochs on more than 2 nodes (4 nodes: none of those global batches is a multiple of 3)
+     predicted again from copies of the system and run databases without anything measured on
+     more than 2 nodes (fit on 1 and 2 nodes, predict 3 and 4), beside the measured epoch and the
+     prediction from all the profiles; then the leave-one-out error of the runs with each of
+     Tula's corrections switched in turn.
 
 Every measurement is a row of results/testbed-report/runs.jsonl (its field kind says which: allreduce,
-allreduce-fit, variant, concurrency, step-factor, plan, plan-candidate, scaling, validate), with
-manifest.json; the report is written from them.
+allreduce-fit, variant, concurrency, step-factor, plan, plan-candidate, scaling, extrapolate,
+validate), with manifest.json; the report is written from them.
 
 Usage: python3 -m experiments.testbed_report [--results DIR] [--out DIR] [--from-rows]
 --results: the rows' folder (default results/testbed-report); --out: the report's folder (default
@@ -35,9 +39,11 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 from experiments import testbed as tb
 
@@ -48,6 +54,17 @@ SCALE_BATCHES = (64, 256, 1024)
 SCALE_EXAMPLES = {"lenet5": 12800, "fmnist-cnn": 3200}
 # the corrections' ablation: tula validate's options, in the report's order
 ABLATION = ("defaults", "without=concurrency", "without=synced-step", "without=class-scaling", "with=calibration")
+# The extrapolation check: fitted on what was measured on at most FIT_NODES nodes.
+FIT_NODES = 2
+# What prune_db deletes from a profile database (the tables of libtula/src/db/schema.cpp), each a
+# condition on the node count ?: the epochs of the runs on more nodes (deleted by hand: SQLite
+# applies run_epoch's ON DELETE CASCADE only with foreign keys switched on), those runs, the compute
+# samples timed by ranks on more nodes at once (ranks counts the ranks of all nodes) and the
+# allreduce samples on more nodes.
+PRUNE = (("run_epoch", "run_id IN (SELECT id FROM run WHERE nodes > ?)"),
+         ("run", "nodes > ?"),
+         ("compute_profile", "ranks > ? * ranks_per_node"),
+         ("allreduce_profile", "nodes > ?"))
 # A full TCP segment carries MSS payload bytes (1500-byte MTU, 20 IP, 20 TCP and 12 timestamp
 # bytes) and puts WIRE bytes on the wire (the 14-byte Ethernet header too).
 MSS, WIRE = 1448, 1514
@@ -132,6 +149,7 @@ def plan(work, out, rate, sysdb):
         # the epoch-time figure at the profiling cluster's rate: with every sample
         tb.run(["tula", "db", "import", "--db", sysdb, os.path.join(work, "compute.json")], out=os.devnull)
         scaling(work, out)
+        extrapolate(work, out)
         ablation(work, out)
 
 
@@ -172,6 +190,77 @@ def scaling(work, out):
                 continue
             tb.append_row(out, row("scaling", model=m, nodes=k, global_batch=b, examples=n,
                                    measured_epoch_seconds=meas, predicted_epoch_seconds=tb.predicted_seconds(pred)))
+
+
+def copy_db(src, dst):
+    """Copies the SQLite database at src to dst (SQLite's online backup, so what src's -wal file
+    holds is copied too); False where there is no file src."""
+    if not os.path.isfile(src):
+        return False
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    s = sqlite3.connect("file:%s?mode=rw" % urllib.parse.quote(src), uri=True)
+    try:
+        d = sqlite3.connect(dst)
+        try:
+            s.backup(d)
+        finally:
+            d.close()
+    finally:
+        s.close()
+    return True
+
+
+def prune_db(path, nodes):
+    """Deletes from the profile database at path what was measured on more than nodes nodes (PRUNE),
+    in one transaction; returns {table: rows deleted}."""
+    con = sqlite3.connect(path)
+    try:
+        with con:
+            return {t: con.execute("DELETE FROM %s WHERE %s" % (t, where), (nodes,)).rowcount for t, where in PRUNE}
+    finally:
+        con.close()
+
+
+def extrapolate(work, out):
+    """Each scaling shape on more than FIT_NODES nodes predicted again from copies of the system
+    database and the user's run database without anything measured on more than FIT_NODES nodes
+    (prune_db): the profiles and the recorded runs of 1-2 nodes, as a site's history would have
+    them (tula predict's default corrections). A row per shape beside its measured epoch."""
+    d = tempfile.mkdtemp(prefix="extrapolate.", dir=work)
+    sysdb, xdg = os.path.join(d, "system.db"), os.path.join(d, "xdg")
+    rundb = os.path.join(xdg, "tula", "profiles.db")
+    if not copy_db(os.path.join(os.environ["TULA_CLUSTER_DIR"], "system.db"), sysdb):
+        tb.warn(NAME, "no system database to fit on 1-%d nodes" % FIT_NODES)
+        return
+    runs = copy_db(os.path.join(os.environ["XDG_DATA_HOME"], "tula", "profiles.db"), rundb)
+    if not runs:
+        tb.warn(NAME, "no recorded runs: the 3-4-node predictions are made from the profiles alone")
+    for db in (sysdb, rundb) if runs else (sysdb,):
+        gone = prune_db(db, FIT_NODES)
+        print("%s: %s: deleted %s" % (NAME, db, ", ".join("%d %s rows" % (n, t) for t, n in gone.items())))
+    conf = os.path.join(d, "extrapolate.conf")
+    tb.write_text(conf, "system_db = %s\nmax_nodes = 4\nglobal_batches = %s\n" % (sysdb, ",".join(map(str, SCALE_BATCHES))))
+    # --db names the databases read (instead of system_db and then the user's); XDG_DATA_HOME
+    # points at the copy too, so that nothing reads the run database with the 3-4-node runs
+    dbs = ["--db", sysdb] + (["--db", rundb] if runs else [])
+    shapes = [r for r in tb.rowsmod.read_rows(out) if r["kind"] == "scaling" and r["nodes"] > FIT_NODES]
+    saved = os.environ["XDG_DATA_HOME"]
+    os.environ["XDG_DATA_HOME"] = xdg
+    try:
+        for r in shapes:
+            m, k, b = r["model"], r["nodes"], r["global_batch"]
+            path = os.path.join(d, "predict-%s-%d-%d.json" % (m, k, b))
+            rc = tb.run(["tula", "predict", "--conf", conf] + dbs +
+                        ["--workload", m + "@fashion-mnist", "--nodes", str(k), "--global-batch", str(b), "--epochs", "1",
+                         "--limit-train", str(r["examples"]), "--format", "json"], out=path, check=False, quiet=True)
+            if rc != 0:
+                tb.warn(NAME, "tula predict of %s on %d nodes at batch %d from 1-%d nodes failed (exit %d)"
+                        % (m, k, b, FIT_NODES, rc))
+            tb.append_row(out, row("extrapolate", model=m, nodes=k, global_batch=b,
+                                   measured_epoch_seconds=r["measured_epoch_seconds"],
+                                   predicted_epoch_seconds=tb.predicted_seconds(tb.read_json(path))))
+    finally:
+        os.environ["XDG_DATA_HOME"] = saved
 
 
 def ablation(work, out):
@@ -356,13 +445,13 @@ def report(rows, manifest, out_dir=None):
         t = []
         for r in scale:
             q, p = r["measured_epoch_seconds"], r["predicted_epoch_seconds"]
-            err = "n/a" if p is None or q <= 0 else "%+.1f %%" % ((q - p) / q * 100)
-            t.append((m, r["nodes"], r["global_batch"], "%.2f" % q, "nan" if p is None else "%.3f" % p, err))
+            t.append((m, r["nodes"], r["global_batch"], "%.2f" % q, "nan" if p is None else "%.3f" % p, error_text(q, p)))
         o += [""] + tb.md_table(("model", "nodes", "global batch", "measured s", "predicted s", "error"), "lrrrrr", t)
         if out_dir is not None:
             png = "testbed-scaling-%s.png" % m
             if plot(os.path.join(out_dir, png), m, rate, scale):
                 o += ["", "![%s: epoch time vs nodes](%s)" % (m, png)]
+    o += extrapolation(rows, models, rate)
     held = [r for r in rows if r["kind"] == "validate"]
     if held:
         o += ["", "## The corrections, switched in turn (%s)" % rate, "",
@@ -377,6 +466,62 @@ def report(rows, manifest, out_dir=None):
             t.append((w, len(errs), ("%.2f" % (100 * sum(errs) / len(errs)) if errs else "nan") + " %"))
         o += tb.md_table(("corrections", "runs", "MAPE"), "lrr", t)
     return "\n".join(o) + "\n"
+
+
+def error_text(measured, predicted):
+    """(measured - predicted) / measured as printed, "n/a" without a prediction."""
+    return "n/a" if predicted is None or measured <= 0 else "%+.1f %%" % ((measured - predicted) / measured * 100)
+
+
+def mape(pairs):
+    """The mean absolute percentage error of (measured, predicted) pairs, or None without any."""
+    errs = [abs(p - q) / q for q, p in pairs if p is not None and q > 0]
+    return 100 * sum(errs) / len(errs) if errs else None
+
+
+def extrapolation(rows, models, rate):
+    """The section of the extrapolate rows: per model its shapes, then the MAPE of the shapes with
+    both predictions, fitted on 1-2 nodes and on all of them (the scaling rows)."""
+    o = ["", "## Fit on 1-%d nodes, predict 3-4 (%s)" % (FIT_NODES, rate), ""]
+    ext = [r for r in rows if r["kind"] == "extrapolate"]
+    if not ext:
+        return o + ["Not measured: the rows hold no extrapolate row."]
+    o += ["The shapes above on more than %d nodes (a global batch that is not a multiple of the node count has" % FIT_NODES,
+          "none) predicted again by tula predict from copies of the system and run databases from which",
+          "everything measured on more than %d nodes was deleted: the allreduce samples, the compute samples" % FIT_NODES,
+          "timed by ranks on more than %d nodes at once and the recorded runs. The 1-%d-node runs above are" % (FIT_NODES, FIT_NODES),
+          "left as the run history a site would have (with the default corrections its multi-node runs fit",
+          "the overlap exponent; the time calibration is off). \"Fitted on all nodes\" is the prediction of",
+          "the table above (every profile, no run history). Error = (measured - predicted) / measured; the",
+          "MAPE is taken over the shapes with both predictions."]
+    full = {(r["model"], r["nodes"], r["global_batch"]): r.get("predicted_epoch_seconds") for r in rows if r["kind"] == "scaling"}
+    both = []
+    for m in models:
+        mine = [r for r in ext if r["model"] == m]
+        if not mine:
+            continue
+        t, pairs = [], []
+        for r in mine:
+            q, p, a = r["measured_epoch_seconds"], r["predicted_epoch_seconds"], full.get((m, r["nodes"], r["global_batch"]))
+            t.append((r["nodes"], r["global_batch"], "%.2f" % q, "nan" if p is None else "%.3f" % p, error_text(q, p)))
+            if p is not None and a is not None and q > 0:
+                pairs.append((q, p, a))
+        o += ["", "### %s" % m, ""]
+        o += tb.md_table(("nodes", "global batch", "measured s", "predicted s", "error"), "rrrrr", t)
+        o += ["", mape_line(m, pairs)]
+        both += pairs
+    o += ["", mape_line("Both models", both)]
+    return o
+
+
+def mape_line(what, pairs):
+    """The MAPE of (measured, fitted on 1-2 nodes, fitted on all) triples, as printed."""
+    one = mape([(q, p) for q, p, _ in pairs])
+    every = mape([(q, a) for q, _, a in pairs])
+    if one is None:
+        return "%s: MAPE n/a (no shape with both predictions)." % what
+    return ("%s: MAPE %.2f %% fitted on 1-%d nodes, %.2f %% fitted on all nodes; shapes with both predictions: %d."
+            % (what, one, FIT_NODES, every, len(pairs)))
 
 
 def show(x, form="%s"):

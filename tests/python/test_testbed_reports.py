@@ -1,14 +1,21 @@
 """The testbed reports (experiments.testbed_report, first_run_report, ranks_report) and their shared
 module (experiments.testbed): the readers of tula's and tula-train's outputs on fabricated text,
-and each report written from fabricated rows with hand-computed figures. The committed reports'
-raw measurements are not in the repository, so none of them is regenerated here."""
+and each report written from fabricated rows with hand-computed figures; the extrapolation check's
+pruning of a profile database on a file made with libtula's own schema statements. The committed
+reports' raw measurements are not in the repository, so none of them is regenerated here."""
 
 import contextlib
 import io
 import json
 import os
+import re
+import sqlite3
+import stat
+import subprocess
+import sys
 import tempfile
 import unittest
+from unittest import mock
 
 from experiments import first_run_report as frr
 from experiments import ranks_report as rr
@@ -231,7 +238,54 @@ class Testbed(unittest.TestCase):
     def test_without_ablation(self):
         text = tbr.report([r for r in self.rows() if r["kind"] != "validate"], self.manifest())
         self.assertNotIn("## The corrections", text)
-        self.assertTrue(text.endswith("| lenet5 | 4 | 64 | 12.57 | nan | n/a |\n"))
+        self.assertTrue(text.endswith("| lenet5 | 4 | 64 | 12.57 | nan | n/a |\n\n## Fit on 1-2 nodes, predict 3-4 (200mbit)\n\n"
+                                      "Not measured: the rows hold no extrapolate row.\n"))
+
+    def extrapolate_rows(self):
+        r = tbr.row
+        rows = [x for x in self.rows() if x["kind"] != "scaling"]
+        for m, k, b, q, p in (("lenet5", 2, 256, 4.0, 3.9), ("lenet5", 4, 64, 10.0, 9.0), ("lenet5", 4, 256, 5.0, 5.5),
+                              ("fmnist-cnn", 4, 64, 20.0, 19.0), ("fmnist-cnn", 4, 256, 8.0, 7.6)):
+            rows.append(r("scaling", model=m, nodes=k, global_batch=b, examples=3200, measured_epoch_seconds=q,
+                          predicted_epoch_seconds=p))
+        for m, k, b, q, p in (("lenet5", 4, 64, 10.0, 8.0), ("lenet5", 4, 256, 5.0, 6.0), ("lenet5", 4, 1024, 4.0, 3.0),
+                              ("fmnist-cnn", 4, 64, 20.0, None), ("fmnist-cnn", 4, 256, 8.0, 9.0)):
+            rows.append(r("extrapolate", model=m, nodes=k, global_batch=b, measured_epoch_seconds=q, predicted_epoch_seconds=p))
+        return rows
+
+    def test_extrapolation(self):
+        lines = tbr.report(self.extrapolate_rows(), self.manifest()).splitlines()
+        i = lines.index("## Fit on 1-2 nodes, predict 3-4 (200mbit)")
+        self.assertLess(lines.index("| lenet5 | 2 | 256 | 4.00 | 3.900 | +2.5 % |"), i)
+        self.assertLess(i, lines.index("## The corrections, switched in turn (200mbit)"))
+        j = lines.index("### lenet5")
+        # (10 - 8) / 10, (5 - 6) / 5, (4 - 3) / 4
+        self.assertEqual(lines[j + 2:j + 7], ["| nodes | global batch | measured s | predicted s | error |",
+                                              "| ---: | ---: | ---: | ---: | ---: |", "| 4 | 64 | 10.00 | 8.000 | +20.0 % |",
+                                              "| 4 | 256 | 5.00 | 6.000 | -20.0 % |", "| 4 | 1024 | 4.00 | 3.000 | +25.0 % |"])
+        # 4 x 1024 has no scaling prediction, so it is left out of both: (20 + 20) / 2 against
+        # (|9 - 10| / 10 + |5.5 - 5| / 5) / 2 = 10 %
+        self.assertIn("lenet5: MAPE 20.00 % fitted on 1-2 nodes, 10.00 % fitted on all nodes; shapes with both predictions: 2.",
+                      lines)
+        self.assertIn("| 4 | 64 | 20.00 | nan | n/a |", lines)
+        self.assertIn("| 4 | 256 | 8.00 | 9.000 | -12.5 % |", lines)
+        # only 4 x 256 has both: |9 - 8| / 8 = 12.5 % against |7.6 - 8| / 8 = 5 %
+        self.assertIn("fmnist-cnn: MAPE 12.50 % fitted on 1-2 nodes, 5.00 % fitted on all nodes; shapes with both predictions: 1.",
+                      lines)
+        # (20 + 20 + 12.5) / 3 = 17.5 %; (10 + 10 + 5) / 3 = 8.33 %
+        self.assertIn("Both models: MAPE 17.50 % fitted on 1-2 nodes, 8.33 % fitted on all nodes; shapes with both predictions: 3.",
+                      lines)
+
+    def test_extrapolation_without_predictions(self):
+        rows = [x for x in self.extrapolate_rows() if x["kind"] != "extrapolate" or x["model"] == "fmnist-cnn"]
+        for x in rows:
+            if x["kind"] == "extrapolate":
+                x["predicted_epoch_seconds"] = None
+        lines = tbr.extrapolation(rows, ["lenet5", "fmnist-cnn"], "200mbit")
+        self.assertNotIn("### lenet5", lines)
+        self.assertIn("fmnist-cnn: MAPE n/a (no shape with both predictions).", lines)
+        self.assertEqual(tbr.mape([(10.0, 8.0), (0.0, 1.0), (5.0, None)]), 20.0)
+        self.assertIsNone(tbr.mape([]))
 
     def test_rows_round_trip(self):
         with tempfile.TemporaryDirectory() as d:
@@ -243,6 +297,184 @@ class Testbed(unittest.TestCase):
                 first = json.loads(f.readline())
             self.assertEqual(list(first), ["study", "bytes", "cluster", "kind", "ms", "nodes"])  # study, then sorted
             self.assertEqual(first["study"], "testbed-report")
+
+
+def schema_db(path):
+    """A profile database at path made by libtula's own statements (libtula/src/db/schema.cpp:
+    version 1, then each migration, in the order of the file), in WAL mode as tula makes one."""
+    with open(os.path.join(REPO, "libtula", "src", "db", "schema.cpp"), encoding="utf-8") as f:
+        parts = re.findall(r'constexpr const char\* (\w+) = R"SQL\((.*?)\)SQL";', f.read(), re.S)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode = WAL")
+    for _, sql in parts:
+        con.executescript(sql)
+    return con
+
+
+def fill(con):
+    """Samples and runs on 1-4 nodes: compute samples of 1-4 ranks, one rank a node, and of 2 and
+    3 nodes of 2 ranks each; allreduce samples on 1 node (2 ranks) and 2-4 nodes; a run of 2
+    epochs on each of 1-4 nodes."""
+    con.execute("INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated)"
+                " VALUES ('lenet5@fashion-mnist', 'lenet5', 'fashion-mnist', 61706, 60000, 10000, 0)")
+    for ranks, rpn in ((1, 1), (2, 1), (3, 1), (4, 1), (4, 2), (6, 2)):
+        con.execute("INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created,"
+                    " ranks, ranks_per_node) VALUES ('lenet5@fashion-mnist', 'n1', 64, 1, 0.01, 10, 0, ?, ?)", (ranks, rpn))
+    for nodes, rpn in ((1, 2), (2, 1), (3, 1), (4, 1)):
+        con.execute("INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, ranks_per_node)"
+                    " VALUES ('n1', ?, 1048576, 0.05, 0, ?)", (nodes, rpn))
+    for nodes in (1, 2, 3, 4):
+        rid = con.execute("INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds,"
+                          " test_accuracy, created) VALUES (?, 'lenet5@fashion-mnist', ?, 64, 2, 10, 11, 0.8, 0)",
+                          (str(nodes), nodes)).lastrowid
+        for e in (1, 2):
+            con.execute("INSERT INTO run_epoch(run_id, epoch, seconds) VALUES (?, ?, 5.5)", (rid, e))
+    con.commit()
+
+
+def contents(path):
+    con = sqlite3.connect(path)
+    try:
+        return (sorted(con.execute("SELECT ranks, ranks_per_node FROM compute_profile")),
+                sorted(con.execute("SELECT nodes, ranks_per_node FROM allreduce_profile")),
+                sorted(r[0] for r in con.execute("SELECT nodes FROM run")),
+                sorted(con.execute("SELECT run.nodes, run_epoch.epoch FROM run_epoch LEFT JOIN run ON run.id = run_epoch.run_id")),
+                con.execute("PRAGMA user_version").fetchone()[0],
+                sorted(con.execute("SELECT type, name, sql FROM sqlite_master")))
+    finally:
+        con.close()
+
+
+def tula_binary():
+    path = os.path.join(os.environ.get("TULA_BUILD_DIR") or os.path.join(REPO, "build"), "bin", "tula")
+    return path if os.access(path, os.X_OK) else None
+
+
+# A stand-in for tula on PATH: `tula predict` writes its arguments, XDG_DATA_HOME and the node
+# counts in each --db it was given to $FAKE_LOG and prints a prediction of nodes + batch / 1000.
+FAKE_TULA = """#!%s
+import json, os, sqlite3, sys
+a = sys.argv[1:]
+dbs = [a[i + 1] for i, x in enumerate(a) if x == "--db"]
+seen = {}
+for d in dbs:
+    c = sqlite3.connect(d)
+    seen[d] = [sorted({r[0] for r in c.execute("SELECT nodes FROM %%s" %% t)}) for t in ("run", "allreduce_profile")]
+    c.close()
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(json.dumps({"argv": a, "xdg": os.environ.get("XDG_DATA_HOME"), "seen": seen}) + "\\n")
+k, b = int(a[a.index("--nodes") + 1]), int(a[a.index("--global-batch") + 1])
+print(json.dumps({"predicted_seconds": k + b / 1000}))
+""" % sys.executable
+
+
+class Extrapolate(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_prune(self):
+        path = os.path.join(self.d, "p.db")
+        con = schema_db(path)
+        fill(con)
+        con.close()
+        before = contents(path)
+        self.assertEqual(before[4], 10)
+        # 3 and 4 ranks of one a node, 6 ranks of 2 a node (3 nodes); allreduce on 3 and 4 nodes;
+        # the runs on 3 and 4 nodes and their 2 epochs each
+        self.assertEqual(tbr.prune_db(path, 2), {"run_epoch": 4, "run": 2, "compute_profile": 3, "allreduce_profile": 2})
+        after = contents(path)
+        self.assertEqual(after[0], [(1, 1), (2, 1), (4, 2)])
+        self.assertEqual(after[1], [(1, 2), (2, 1)])
+        self.assertEqual(after[2], [1, 2])
+        self.assertEqual(after[3], [(1, 1), (1, 2), (2, 1), (2, 2)])  # no epoch left without its run
+        self.assertEqual(after[4:], before[4:])  # the schema and its version as they were
+        self.assertEqual(tbr.prune_db(path, 2), {"run_epoch": 0, "run": 0, "compute_profile": 0, "allreduce_profile": 0})
+
+    def test_copy(self):
+        src, dst = os.path.join(self.d, "src.db"), os.path.join(self.d, "a", "b", "dst.db")
+        con = schema_db(src)
+        con.execute("PRAGMA wal_autocheckpoint = 0")
+        fill(con)  # left in src's -wal file while con is open
+        self.assertTrue(os.path.exists(src + "-wal"))
+        self.assertTrue(tbr.copy_db(src, dst))
+        con.close()
+        self.assertEqual(contents(dst), contents(src))
+        self.assertFalse(tbr.copy_db(os.path.join(self.d, "none.db"), os.path.join(self.d, "none-copy.db")))
+        self.assertFalse(os.path.exists(os.path.join(self.d, "none.db")))
+        self.assertFalse(os.path.exists(os.path.join(self.d, "none-copy.db")))
+
+    def test_extrapolate(self):
+        cluster, xdg, work, bindir = (os.path.join(self.d, x) for x in ("cluster", "xdg", "work", "bin"))
+        for x in (cluster, os.path.join(xdg, "tula"), work, bindir):
+            os.makedirs(x)
+        for path in (os.path.join(cluster, "system.db"), os.path.join(xdg, "tula", "profiles.db")):
+            con = schema_db(path)
+            fill(con)
+            con.close()
+        fake = os.path.join(bindir, "tula")
+        tb.write_text(fake, FAKE_TULA)
+        os.chmod(fake, stat.S_IRWXU)
+        out, log = os.path.join(work, "rows.jsonl"), os.path.join(self.d, "log.jsonl")
+        for k, b, q in ((2, 64, 3.0), (4, 64, 5.0), (4, 256, 4.0)):
+            tb.append_row(out, tbr.row("scaling", model="lenet5", nodes=k, global_batch=b, examples=12800,
+                                       measured_epoch_seconds=q, predicted_epoch_seconds=1.0))
+        env = {"TULA_CLUSTER_DIR": cluster, "XDG_DATA_HOME": xdg, "FAKE_LOG": log,
+               "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()):
+            tbr.extrapolate(work, out)
+            self.assertEqual(os.environ["XDG_DATA_HOME"], xdg)
+        rows = [r for r in tb.rowsmod.read_rows(out) if r["kind"] == "extrapolate"]
+        self.assertEqual(rows, [tbr.row("extrapolate", model="lenet5", nodes=4, global_batch=64, measured_epoch_seconds=5.0,
+                                        predicted_epoch_seconds=4.064),
+                                tbr.row("extrapolate", model="lenet5", nodes=4, global_batch=256, measured_epoch_seconds=4.0,
+                                        predicted_epoch_seconds=4.256)])
+        calls = tb.rowsmod.read_rows(log)
+        self.assertEqual(len(calls), 2)
+        a = calls[0]["argv"]
+        dbs = [a[i + 1] for i, x in enumerate(a) if x == "--db"]
+        self.assertEqual(len(dbs), 2)
+        self.assertTrue(all(d.startswith(work + os.sep) for d in dbs))
+        self.assertEqual(dbs[1], os.path.join(calls[0]["xdg"], "tula", "profiles.db"))
+        for d in dbs:
+            self.assertEqual(calls[0]["seen"][d], [[1, 2], [1, 2]])  # runs, allreduce samples
+        conf = tb.read_text(a[a.index("--conf") + 1])
+        self.assertIn("system_db = %s\n" % dbs[0], conf)
+        self.assertEqual(a[a.index("--workload"):], ["--workload", "lenet5@fashion-mnist", "--nodes", "4", "--global-batch", "64",
+                                                     "--epochs", "1", "--limit-train", "12800", "--format", "json"])
+        # the originals keep their 3-4-node rows
+        self.assertEqual(contents(os.path.join(xdg, "tula", "profiles.db"))[2], [1, 2, 3, 4])
+        self.assertEqual(contents(os.path.join(cluster, "system.db"))[2], [1, 2, 3, 4])
+
+    @unittest.skipUnless(tula_binary(), "no build/bin/tula (TULA_BUILD_DIR)")
+    def test_tula_reads_pruned(self):
+        """tula's own import makes the database; its export reads the pruned file (the schema
+        checks of every open pass)."""
+        doc = {"format": "tula-profiles", "schema_version": 10, "exported": 0, "workload_filter": None,
+               "workloads": [{"name": "lenet5@fashion-mnist", "model": "lenet5", "dataset": "fashion-mnist", "params": 61706,
+                              "train_examples": 60000, "test_examples": 10000}],
+               "compute": [{"workload": "lenet5@fashion-mnist", "host": "n1", "local_batch": 64, "threads": 1,
+                            "seconds_per_iter": 0.01, "iters": 10, "created": 1 + i, "ranks": k, "ranks_per_node": 1}
+                           for i, k in enumerate((1, 2, 3, 4))],
+               "allreduce": [{"host": "n1", "nodes": k, "bytes": 1048576, "seconds": 0.05, "created": k} for k in (2, 3, 4)],
+               "runs": [{"job_id": str(k), "workload": "lenet5@fashion-mnist", "nodes": k, "global_batch": 64, "epochs": 1,
+                         "predicted_seconds": 10, "measured_seconds": 11, "test_accuracy": 0.8, "created": k,
+                         "epoch_rows": [{"epoch": 1, "seconds": 11, "train_loss": 0.5, "test_accuracy": 0.8}]}
+                        for k in (1, 2, 3, 4)]}
+        src, db, exported = (os.path.join(self.d, x) for x in ("in.json", "p.db", "out.json"))
+        tb.write_text(src, json.dumps(doc))
+        tula = tula_binary()
+        subprocess.run([tula, "db", "import", "--db", db, src], check=True, stdout=subprocess.DEVNULL)
+        self.assertEqual(tbr.prune_db(db, 2), {"run_epoch": 2, "run": 2, "compute_profile": 2, "allreduce_profile": 2})
+        subprocess.run([tula, "db", "export", "--db", db, "-o", exported], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        got = tb.read_json(exported)
+        self.assertEqual([c["ranks"] for c in got["compute"]], [1, 2])
+        self.assertEqual([a["nodes"] for a in got["allreduce"]], [2])
+        self.assertEqual([(r["nodes"], len(r["epoch_rows"])) for r in got["runs"]], [(1, 1), (2, 1)])
 
 
 if __name__ == "__main__":
