@@ -8,7 +8,8 @@
 # after the reservation. Without it, the job waits for the reservation to end. The job with
 # time_min starts in the hole, runs in several parts (or, on a node fast enough, whole within the
 # hole), finishes first, and ends with the same test accuracy as the job without it (one rank,
-# one thread, the same seed).
+# one thread, the same seed). With the reservation there, `tula plan --time-min yes` plans the
+# start in the hole.
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
@@ -29,6 +30,9 @@ assert_eq True "$(field "time_min['first_start_seconds'] < hole_seconds")" \
 # in parts, or whole within the hole when the node trains fast enough (its limit is its time_min)
 assert_eq True "$(field "time_min['parts'] >= 2 or time_min['time_to_result_seconds'] <= hole_seconds")" \
     "the job with time_min runs in parts or ends in the hole ($r)"
+# the plan asked slurmctld with the reservation there: it starts in the hole
+assert_eq True "$(field "bool(plan['hole']) and int(plan['hole_parts'] or 0) >= 1")" \
+    "tula plan --time-min yes sees the hole ($r)"
 assert_eq True "$(field "no_time_min['first_start_seconds'] >= hole_seconds")" \
     "the job without time_min waits for the reservation ($r)"
 assert_eq True "$(field "time_min['time_to_result_seconds'] < no_time_min['time_to_result_seconds']")" \
