@@ -1,6 +1,6 @@
 // tula CLI: `tula plot` -- a PNG (or SVG) of the plan: predicted training time and cost vs
 // global batch, one curve per node count, the time/cost Pareto front and the chosen candidate
-// marked (tula(1), "tula plot").
+// marked, and where the time of a step goes on the Pareto front (tula(1), "tula plot").
 //
 // The plan itself comes from `tula plan --format json` run as a child of this same program
 // (/proc/self/exe), so the options (--workload, --script, --epochs, --batch-size, --fixed-epochs,
@@ -95,6 +95,8 @@ struct Point {
     double cost = 0;     // node-hours x price
     bool pareto = false;
     bool chosen = false;
+    // the step's parts (the plan's step_seconds), seconds; NaN when the plan has none
+    double compute = NAN, exposed_comm = NAN, overhead = NAN;
 };
 
 // The candidates of `tula plan --format json` output. Errors: tula::Error for output that is
@@ -115,6 +117,11 @@ std::vector<Point> read_points(const Json& plan) {
         p.cost = c.contains("cost_to_target") ? c.at("cost_to_target").get<double>() : c.at("cost").get<double>();
         p.pareto = c.at("pareto").get<bool>();
         p.chosen = c.value("chosen", false);
+        if (auto st = c.find("step_seconds"); st != c.end() && st->is_object()) {
+            p.compute = st->value("compute", NAN);
+            p.exposed_comm = st->value("exposed_communication", NAN);
+            p.overhead = st->value("overhead", NAN);
+        }
         if (!std::isfinite(p.seconds) || !std::isfinite(p.cost)) continue;
         pts.push_back(p);
     }
@@ -123,8 +130,10 @@ std::vector<Point> read_points(const Json& plan) {
 }
 
 // The data file: one block per (partition, node count) (gnuplot `index`), then the Pareto front
-// sorted by time, then the chosen point. Columns: global_batch seconds cost. `labels` gets each
-// block's title ("2 nodes", "2 nodes of gpu").
+// sorted by time, then the chosen point (columns: global_batch seconds cost), then the step's
+// parts of the Pareto front's candidates in the same order (columns: compute, exposed
+// communication and overhead in milliseconds per step, then a label "K x B" or "p:K x B").
+// `labels` gets each block's title ("2 nodes", "2 nodes of gpu").
 std::string data_file(const std::vector<Point>& pts, std::vector<std::string>* labels) {
     std::map<std::pair<std::string, int>, std::vector<const Point*>> by_nodes;
     for (const auto& p : pts) by_nodes[{p.partition, p.nodes}].push_back(&p);
@@ -159,6 +168,18 @@ std::string data_file(const std::vector<Point>& pts, std::vector<std::string>* l
             any = true;
         }
     if (!any) d += "NaN NaN NaN\n";
+    d += "\n\n# step parts of the Pareto front (ms)\n";
+    bool parts = false;
+    for (const Point* p : front) {
+        if (!std::isfinite(p->compute) || !std::isfinite(p->exposed_comm) || !std::isfinite(p->overhead)) continue;
+        const std::string label = (p->partition.empty() ? "" : p->partition + ":") + std::to_string(p->nodes) + "x" +
+                                  std::to_string(p->global_batch);
+        std::snprintf(line, sizeof line, "%.9g %.9g %.9g \"%s\"\n", 1e3 * p->compute, 1e3 * p->exposed_comm,
+                      1e3 * p->overhead, label.substr(0, 60).c_str());
+        d += line;
+        parts = true;
+    }
+    if (!parts) d += "NaN NaN NaN \"-\"\n";
     return d;
 }
 
@@ -181,7 +202,7 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
              : "set terminal pngcairo size " + std::to_string(o.width) + "," + std::to_string(o.height) +
                    " enhanced font 'sans,10'\n";
     s += "set output " + gp_quote(out) + "\n";
-    s += "set multiplot layout 1,2 title " +
+    s += "set multiplot layout 1,3 title " +
          gp_quote(workload + ", " + std::to_string(epochs) + " epochs, policy " + policy +
                   (chosen.empty() ? "" : "; chosen: " + chosen)) +
          " noenhanced\n";
@@ -199,6 +220,14 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
     };
     panel(2, "predicted time to target (s)");
     panel(3, "predicted cost to target (node-hours x " + format_number("%g", price) + ")");
+    // where a step's time goes, per Pareto-front candidate (fastest first), stacked
+    s += "unset logscale x\nset xlabel 'Pareto front: nodes x global batch (fastest first)'\n";
+    s += "set ylabel 'predicted seconds per step (ms)'\nset xtics rotate by -45 noenhanced\nset yrange [0:*]\n";
+    s += "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n";
+    s += "set boxwidth 0.7\nset key top left noenhanced\n";
+    const std::string parts = gp_quote(data) + " index " + std::to_string(node_counts.size() + 2);
+    s += "plot " + parts + " using 1:xtic(4) title 'compute', \\\n     " + parts +
+         " using 2 title 'exposed communication', \\\n     " + parts + " using 3 title 'overhead (start-up)'\n";
     s += "unset multiplot\nset output\n";
     return s;
 }

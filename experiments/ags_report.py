@@ -12,7 +12,7 @@ status: 0 done; 1 the rows or the manifest cannot be read; 2 bad options."""
 import argparse
 import sys
 
-from experiments import rows as rows_mod
+from experiments import rows as rows_mod, testbed as tb
 from experiments.ags_study import Study, WITHIN, summary
 from experiments.ags_report_text import report
 
@@ -47,15 +47,6 @@ def selection_lines(study, action):
     return out
 
 
-def write_text(text, out):
-    """Writes text to the file out, or to standard output when out is None."""
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
-
-
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
@@ -70,7 +61,7 @@ def main(argv=None):
         for line in selection_lines(study, args.action):
             print(line)
     else:
-        write_text(report(study, header), args.out)
+        tb.write_text(args.out, report(study, header))
     return 0
 
 

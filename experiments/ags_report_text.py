@@ -1,6 +1,7 @@
 """The text of the large-batch study's report (Markdown), from a Study (ags_study.py): the
 header, the selection table, the test accuracies, the critical batches, AGS's differences from
 the baselines, and what is not measured."""
+from experiments import rows as rows_mod
 from experiments.recipes import base_lr_text, recipes_text
 from experiments.ags_study import DIVERGED_BELOW, LARGE_FROM, WITHIN, fmt_ci, paired, paired_diffs, summary
 from experiments.stats import mean_ci
@@ -30,15 +31,7 @@ def _header(p, st, header, chosen):
     else:
         p("Written by `experiments/ags_report.py` from the rows in `%s` (one per run); regenerate it with the" % header["results"])
         p("study's command and `--from-rows`. Command:")
-    p("")
-    p("    " + header["command"])
-    p("")
-    if header.get("note"):
-        p(header["note"])
-        p("")
-    if header.get("provenance") is not None:
-        p(header["provenance"].strip())
-        p("")
+    rows_mod.header_source(p, header)
     p("- model `%s`, data fashion-mnist, epochs per run: %s; validation set: the last %s training examples" % (st.model, st.epochs, st.val_split))
     p("- methods: %s; global batches: %s; reference batch (SGD only): %d" % (", ".join(st.methods), ", ".join(map(str, st.batches)), st.ref))
     p("- grid per (method, batch): learning-rate multipliers %s of the method's base rate (`--lr` at `--lr-base-batch 64`:"

@@ -11,8 +11,7 @@ status: 0 written; 1 the rows or the manifest cannot be read; 2 bad options."""
 import argparse
 import sys
 
-from experiments import rows as rows_mod
-from experiments.ags_report import write_text
+from experiments import rows as rows_mod, testbed as tb
 from experiments.stats import mean_ci
 
 # the training set of Fashion-MNIST, less the validation split, gives the steps per epoch of a
@@ -82,15 +81,7 @@ def _header(st, header, p):
     else:
         p("Written by `experiments/ags_steps_report.py` from the rows in `%s` (one per run); regenerate it with the"
           " study's command and `--from-rows`. Command:" % header["results"])
-    p("")
-    p("    " + header["command"])
-    p("")
-    if header.get("note"):
-        p(header["note"])
-        p("")
-    if header.get("provenance") is not None:
-        p(header["provenance"].strip())
-        p("")
+    rows_mod.header_source(p, header)
     p("Each method runs at the learning-rate multiplier the tuned study chose for the batch (on validation"
       " accuracy). Per test seed, one trunk trains at that rate after the warmup, held constant, and saves its"
       " state at the branch points; a branch of T epochs continues from the state at k = T - D with a linear decay"
@@ -193,7 +184,7 @@ def main(argv=None):
     except (OSError, ValueError, KeyError, IndexError) as e:
         print("tula: ags_steps_report: %s" % e, file=sys.stderr)
         return 1
-    write_text(report(st, header), args.out)
+    tb.write_text(args.out, report(st, header))
     return 0
 
 

@@ -12,15 +12,13 @@ manifest keeps each log's SHA-256 to check that against, and the lines and SHA-2
 files (the selections, NOTE.md as the provenance). A run's multiplier is the one chosen for its
 method and batch in the selection of its folder (null without one). Exit status: 0 written; 1 a
 log that cannot be converted; 2 bad options."""
-import argparse
 import hashlib
 import os
 import re
-import shlex
 import sys
 
 from experiments import rows as rows_mod
-from experiments.convert_ags_logs import _device, _git_commit, _number
+from experiments.convert_ags_logs import _device, convert_study, output_fields, read_note, source, study_parser
 from experiments.runner import option
 
 NAME = re.compile(r"^(?P<method>[a-z0-9]+(?:-[a-z0-9]+)*)-(?P<batch>[0-9]+)-seed(?P<seed>[0-9]+)"
@@ -74,14 +72,8 @@ def log_to_row(study, relpath, text, mults=None, strict=True):
                seed=int(m["seed"]), done=False, device=_device(command), command=command, output=output,
                run=m["run"], epochs=_int(_option(command, "--epochs")),
                decay_epochs=_int(_option(command, "--decay-epochs")), steps_per_epoch=None, logged_by=by)
+    output_fields(row, output)
     for line in output:
-        if line.startswith("tula-train: done:"):
-            row["done"] = True
-            for key, v in re.findall(r"(\w+)=(\S+)", line):
-                if key in ("test_accuracy", "val_accuracy", "train_seconds"):
-                    row[key] = _number(v)
-        elif line.startswith("tula-train: ") and "training diverged" in line:
-            row["diverged"] = line[len("tula-train: "):]
         g = re.search(r"\d+ epochs of (\d+) steps", line)
         if g and row["steps_per_epoch"] is None:
             row["steps_per_epoch"] = int(g.group(1))
@@ -142,12 +134,6 @@ def read_logs(logs, study, strict=True):
 
 
 def manifest_of(args, sums, files):
-    note = None
-    try:
-        with open(os.path.join(args.logs, "NOTE.md"), encoding="utf-8") as f:
-            note = f.read()
-    except OSError:
-        pass
     subsets = {}
     for rel in files:
         folder, name = os.path.split(rel)
@@ -169,51 +155,25 @@ def manifest_of(args, sums, files):
         },
         "subsets": subsets,
         "command": args.command,
-        "provenance": note,
-        "source": {
-            "logs": os.path.normpath(args.logs),
-            "git_commit": _git_commit(args.logs),
-            "converter": "python3 -m experiments.convert_ags_steps_logs " + " ".join(shlex.quote(a) for a in args.argv),
-            "log_sha256": sums,
-            "file_sha256": files,
-        },
+        "provenance": read_note(args.logs),
+        "source": dict(source("convert_ags_steps_logs", args.logs, args.argv, sums), file_sha256=files),
     }
 
 
-def parser():
-    p = argparse.ArgumentParser(prog="convert_ags_steps_logs", description=__doc__.split("\n\n")[0])
-    p.add_argument("--logs", required=True)
-    p.add_argument("--out", required=True, help="the study's results folder (runs.jsonl, manifest.json)")
-    p.add_argument("--study", help="the study's name (default: the log folder's)")
-    p.add_argument("--model", default="lenet5")
+def _steps_options(p):
+    """Adds the steps study's own options to the parser p."""
     p.add_argument("--batches", default="1024 4096")
     p.add_argument("--methods", default="ags lamb")
     p.add_argument("--totals", default="3 5 10 15 20 25 30 40")
     p.add_argument("--decay-share", type=float, default=0.2)
-    p.add_argument("--seeds", default="2 3 4")
-    p.add_argument("--val-split", type=int, default=10000)
-    p.add_argument("--command", help="the study's command as its report shows it")
-    p.add_argument("extra", nargs="*", help="the study's extra tula-train options (after --)")
-    return p
+
+
+def parser():
+    return study_parser("convert_ags_steps_logs", __doc__, _steps_options)
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(argv)
-    args.argv = argv
-    args.study = args.study or os.path.basename(os.path.normpath(args.logs))
-    if not os.path.isdir(args.logs):
-        print("tula: convert_ags_steps_logs: no log folder '%s'" % args.logs, file=sys.stderr)
-        return 2
-    try:
-        rows, sums, files = read_logs(args.logs, args.study)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        print("tula: convert_ags_steps_logs: %s" % e, file=sys.stderr)
-        return 1
-    rows_mod.write_rows(os.path.join(args.out, "runs.jsonl"), rows)
-    rows_mod.write_manifest(os.path.join(args.out, "manifest.json"), manifest_of(args, sums, files))
-    print("tula: convert_ags_steps_logs: %d rows from %s in %s" % (len(rows), args.logs, shlex.quote(args.out)))
-    return 0
+    return convert_study("convert_ags_steps_logs", parser(), read_logs, manifest_of, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from experiments import rows as rows_mod
-from experiments.convert_ags_logs import _git_commit, _number
+from experiments.convert_ags_logs import output_fields, source
 from experiments.runner import diverged_line, option
 
 NAME = re.compile(r"^(?:beta-(?P<beta>none|[0-9.]+)|growth(?P<growth>[0-9]+)-(?P<gbeta>[0-9.]+))-seed(?P<seed>[0-9]+)\.log$")
@@ -55,11 +55,7 @@ def log_to_row(name, text):
         e = EPOCH_BATCH.match(line)
         if e:
             row["final_batch"] = int(e.group(1))
-        if line.startswith("tula-train: done:"):
-            row["done"] = True
-            for key, v in re.findall(r"(\w+)=(\S+)", line):
-                if key in ("test_accuracy", "val_accuracy", "train_seconds"):
-                    row[key] = _number(v)
+    output_fields(row, output, diverged=False)
     if row_to_log(row) != text:
         raise ValueError("%s: the row does not give the log back" % name)
     return row
@@ -109,9 +105,7 @@ def main(argv=None):
         "command": COMMAND, "batch_test": BATCH_TEST,
         "conclusion": conclusion(note),
         "provenance": note,
-        "source": {"logs": os.path.normpath(args.logs), "git_commit": _git_commit(args.logs),
-                   "converter": "python3 -m experiments.convert_local_sgd_logs " + " ".join(shlex.quote(a) for a in argv),
-                   "log_sha256": sums},
+        "source": source("convert_local_sgd_logs", args.logs, argv, sums),
     }
     rows_mod.write_rows(os.path.join(args.out, "runs.jsonl"), rows)
     rows_mod.write_manifest(os.path.join(args.out, "manifest.json"), manifest)

@@ -11,8 +11,7 @@ import argparse
 import re
 import sys
 
-from experiments import rows as rows_mod
-from experiments.ags_report import write_text
+from experiments import rows as rows_mod, testbed as tb
 
 
 def label(row):
@@ -79,7 +78,7 @@ def main(argv=None):
     except (OSError, ValueError, KeyError, IndexError) as e:
         print("tula: local_sgd_report: %s" % e, file=sys.stderr)
         return 1
-    write_text(text, args.out)
+    tb.write_text(args.out, text)
     return 0
 
 

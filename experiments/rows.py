@@ -84,3 +84,18 @@ def read_study(folder, note=""):
               "command": manifest.get("command") or "", "note": note or manifest.get("note") or "",
               "provenance": manifest.get("provenance")}
     return manifest, rows, header
+
+
+def header_source(p, header):
+    """Appends, by p(line), what a report's header says below its first paragraph from read_study's
+    header: a blank line, the study's command as a code line and a blank line, then the note and
+    the provenance, each where the header has one and followed by a blank line."""
+    p("")
+    p("    " + header["command"])
+    p("")
+    if header.get("note"):
+        p(header["note"])
+        p("")
+    if header.get("provenance") is not None:
+        p(header["provenance"].strip())
+        p("")

@@ -8,10 +8,8 @@ import shlex
 import sys
 
 from experiments import rows as rows_mod
-from experiments.ags_report import write_text
 from experiments import runner
 from experiments import testbed as tb
-from experiments.convert_ags_logs import _git_commit as git_commit
 from experiments.recipes import METHODS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,7 +108,7 @@ def write_manifest(results, fields, trainer_path):
     manifest = rows_mod.read_manifest(path) if os.path.exists(path) else {}
     manifest.update(fields)
     source = dict(manifest.get("source") or {})
-    source.update(runner_commit=git_commit(REPO), trainer=trainer_path)
+    source.update(runner_commit=tb.git_commit(REPO, short=True, dirty=True), trainer=trainer_path)
     manifest["source"] = source
     manifest.setdefault("provenance", None)
     rows_mod.write_manifest(path, manifest)
@@ -138,8 +136,7 @@ def finish(results, out, note, report_of, say, failed, what):
     1 when failed runs (what they are) are counted, else 0."""
     rows = rows_mod.read_rows(os.path.join(results, "runs.jsonl"))
     _, _, header = rows_mod.read_study(results, note)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    write_text(report_of(rows, header), out)
+    tb.write_text(out, report_of(rows, header))
     say("wrote %s" % out)
     if failed:
         say("%d %s; see their rows' output in %s" % (failed, what, results))

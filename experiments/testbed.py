@@ -334,16 +334,26 @@ def file_sha256(path):
     return h.hexdigest()
 
 
-def provenance():
-    """Where and when: made_at (UTC), uname (-srm), cores and the repository's git commit."""
+def git_commit(path, short=False, dirty=False):
+    """The commit checked out in the git repository around the folder path: its full hash, or its
+    abbreviated one with short; with dirty, "-dirty" appended when git status shows changes under
+    path. None where git cannot say (no git, no repository, no commit)."""
     try:
-        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip() or None
-    except OSError:
-        commit = None
+        head = subprocess.run(["git", "-C", path, "rev-parse"] + (["--short"] if short else []) + ["HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        changed = dirty and subprocess.run(["git", "-C", path, "status", "--porcelain", "--", "."],
+                                           capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return (head + ("-dirty" if changed else "")) if head else None
+
+
+def provenance():
+    """Where and when: made_at (UTC), uname (-srm), cores and the repository's git commit (its full
+    hash, git_commit)."""
     return {"made_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "uname": "%s %s %s" % (platform.system(), platform.release(), platform.machine()),
-            "cores": len(os.sched_getaffinity(0)), "git_commit": commit}
+            "cores": len(os.sched_getaffinity(0)), "git_commit": git_commit(REPO)}
 
 
 def md_table(header, aligns, rows, compact=False):
@@ -355,6 +365,11 @@ def md_table(header, aligns, rows, compact=False):
 
 
 def write_text(path, text):
+    """Writes text to the file path (UTF-8, its folder made where missing), or to standard output
+    when path is None or empty."""
+    if not path:
+        sys.stdout.write(text)
+        return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

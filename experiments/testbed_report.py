@@ -32,7 +32,7 @@ validate), with manifest.json; the report is written from them.
 Usage: python3 -m experiments.testbed_report [--results DIR] [--out DIR] [--from-rows]
 --results: the rows' folder (default results/testbed-report); --out: the report's folder (default
 the rows' folder; the report is report.md there); --from-rows: no cluster, the report written from the rows.
-Environment: TULA_REPORT_OUT, TULA_REPORT_RATES, TULA_LINK_RATE (the default rate, 200mbit),
+Environment: TULA_REPORT_RATES, TULA_LINK_RATE (the default rate, 200mbit),
 TULA_BUILD_DIR. SKIPs (exit 77, one line) where the isolated testbed cannot be made."""
 import argparse
 import json

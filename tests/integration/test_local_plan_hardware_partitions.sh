@@ -17,7 +17,7 @@ P=("$TULA" plan --conf empty.conf)
 
 expect_ok "table" "${P[@]}" --hardware "$HW"
 assert_contains "$T_OUT" "SIMULATED plan" "the table is labelled"
-assert_contains "$T_OUT" "partitions h100 512 nodes x 8 devices, a100 1024 nodes x 8 devices" "both partitions named"
+assert_contains "$T_OUT" "partitions h100 1024 nodes x 8 devices, a100 1024 nodes x 8 devices" "both partitions named"
 assert_match "$T_OUT" "partition +ranks/node +nodes" "partition column"
 assert_match "$T_OUT" "^chosen \(simulated\): [0-9]+ nodes? of (h100|a100) x global batch" "the choice names its partition"
 assert_eq "" "$T_ERR" "no warnings without databases"

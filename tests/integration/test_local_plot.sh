@@ -57,6 +57,7 @@ assert_int "chosen nodes" "$chosen_nodes"
 expect_ok "plot SVG" "$TULA" plot "${W[@]}" -o plan.svg
 head -c 400 plan.svg | grep -q "<svg" || fail "plan.svg is not SVG" "$(head -c 300 plan.svg)"
 grep -q "global batch $chosen_batch" plan.svg || fail "the SVG title does not name the plan's choice (global batch $chosen_batch)"
+grep -q "exposed communication" plan.svg || fail "the SVG has no panel of the step's parts (exposed communication)"
 expect_ok "plot --svg" "$TULA" plot "${W[@]}" --svg -o forced.img
 head -c 400 forced.img | grep -q "<svg" || fail "--svg did not write SVG"
 expect_ok "plot --policy time" "$TULA" plot "${W[@]}" --policy time -o time.png

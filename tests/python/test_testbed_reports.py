@@ -1,8 +1,9 @@
 """The testbed reports (experiments.testbed_report, first_run_report, ranks_report) and their shared
 module (experiments.testbed): the readers of tula's and tula-train's outputs on fabricated text,
 and each report written from fabricated rows with hand-computed figures; the extrapolation check's
-pruning of a profile database on a file made with libtula's own schema statements. The committed
-reports' raw measurements are not in the repository, so none of them is regenerated here."""
+pruning of a profile database on a file made with libtula's own schema statements; and every
+committed report of these studies that has its rows (runs.jsonl) regenerated from them, byte for
+byte."""
 
 import contextlib
 import io
@@ -475,6 +476,36 @@ class Extrapolate(unittest.TestCase):
         self.assertEqual([c["ranks"] for c in got["compute"]], [1, 2])
         self.assertEqual([a["nodes"] for a in got["allreduce"]], [2])
         self.assertEqual([(r["nodes"], len(r["epoch_rows"])) for r in got["runs"]], [(1, 1), (2, 1)])
+
+
+
+class CommittedReports(unittest.TestCase):
+    """The reports in results/ written again from their committed rows (--from-rows) are the
+    committed report.md. A folder whose rows are not committed (a report from before the rows
+    were kept) is left out; ranks-report and testbed-report-200mbit have them."""
+
+    def regenerate(self, main, results, out_arg):
+        d = tempfile.mkdtemp(prefix="tula-py-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", d])
+        out = os.path.join(d, "report.md")
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(main(["--results", os.path.join(REPO, results), "--out", d if out_arg == "dir" else out,
+                                   "--from-rows"]), 0)
+        with open(out, "rb") as f, open(os.path.join(REPO, results, "report.md"), "rb") as g:
+            self.assertTrue(f.read() == g.read(), "%s regenerated differs from the committed report.md" % results)
+
+    def test_regenerated(self):
+        studies = [("results/ranks-report", rr.main, "file"), ("results/first-run-report", frr.main, "file"),
+                   ("results/testbed-report", tbr.main, "dir"), ("results/testbed-report-200mbit", tbr.main, "dir")]
+        done = []
+        for results, main, out_arg in studies:
+            if not os.path.exists(os.path.join(REPO, results, "runs.jsonl")):
+                continue
+            with self.subTest(results=results):
+                self.regenerate(main, results, out_arg)
+            done.append(results)
+        self.assertIn("results/ranks-report", done)
+        self.assertIn("results/testbed-report-200mbit", done)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ class LibtulaHardwareTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_knee_on_pareto_front);
     CPPUNIT_TEST(test_memory_bound_and_fixed_nodes);
     CPPUNIT_TEST(test_runs_calibrate_compute);
+    CPPUNIT_TEST(test_bus_bandwidth_tables);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -358,6 +359,71 @@ public:
         tula::SimulatedModels m3 = tula::derive_models(h);
         CPPUNIT_ASSERT_EQUAL(0, tula::fit_hardware_compute(h, one, &m3));
         CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::derive_models(h).compute.t1, m3.compute.t1, 0.0);
+    }
+
+    // nccl-tests tables per level: the seconds against busbw = algbw x 2 (n-1)/n worked out
+    // by hand, the interpolation in log size, the ends, the within-node part taken out of the
+    // across-node allreduce, and the parser's errors.
+    void test_bus_bandwidth_tables() {
+        const tula::BusBandwidthTable inter = {{1 << 25, 80e9}, {1 << 27, 200e9}};
+        // At a measured size: n = 80 ranks, 32 MiB, 80 GB/s -> 2 x 79/80 x 33554432 / 80e9 s.
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 79.0 / 80 * 33554432 / 80e9, tula::bus_bandwidth_seconds(inter, 80, 1 << 25), 1e-15);
+        // 64 MiB lies half-way between 32 and 128 MiB in log size: busbw 140 GB/s.
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 15.0 / 16 * 67108864 / 140e9, tula::bus_bandwidth_seconds(inter, 16, 1 << 26), 1e-15);
+        // Above the largest size: its busbw; below the smallest: its seconds; 1 rank or no table: 0.
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 0.5 * 1e9 / 200e9, tula::bus_bandwidth_seconds(inter, 2, 1e9), 1e-15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::bus_bandwidth_seconds(inter, 8, 1 << 25), tula::bus_bandwidth_seconds(inter, 8, 1000), 0.0);
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::bus_bandwidth_seconds(inter, 1, 1e8));
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::bus_bandwidth_seconds({}, 8, 1e8));
+
+        Json j = cluster(25e9, 2e-6);
+        j["network"]["intra_node_bandwidth"] = 200e9;
+        j["network"]["bus_bandwidth"] = Json::object();
+        j["network"]["bus_bandwidth"]["intra_node"] =
+            Json::array({Json::array({33554432, 300e9}), Json::array({134217728, 400e9})});
+        j["network"]["bus_bandwidth"]["inter_node"] =
+            Json::array({Json::array({33554432, 80e9}), Json::array({134217728, 200e9})});
+        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        CPPUNIT_ASSERT_EQUAL(size_t(2), h.inter_bus_bandwidth.size());
+        const tula::SimulatedModels m = tula::derive_models(h);
+        const double n = 1e8, g = 4;
+        // busbw at n bytes by hand: w = ln(n / 2^25) / ln(4).
+        const double w = std::log(n / 33554432.0) / std::log(4.0);
+        const double intra = 2 * (g - 1) / g * n / (300e9 + w * 100e9);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(intra, m.intra_node_seconds, 1e-15);
+        for (int K : {2, 64, 256}) {
+            const double whole = 2 * (K * g - 1) / (K * g) * n / (80e9 + w * 120e9);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(whole - intra, m.allreduce.seconds(K, n), 1e-15);
+        }
+        CPPUNIT_ASSERT_EQUAL(0.0, m.allreduce.seconds(1, n));
+        // Without the within-node table the ring at intra_node_bandwidth is taken out instead.
+        j["network"]["bus_bandwidth"].erase("intra_node");
+        const tula::SimulatedModels m2 = tula::derive_models(tula::parse_hardware(j.dump()));
+        const double ring = 2 * (g - 1) / g * n / 200e9;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(ring, m2.intra_node_seconds, 1e-15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 63.0 / 64 * n / (80e9 + w * 120e9) - ring, m2.allreduce.seconds(16, n), 1e-15);
+
+        auto pairs = [](std::initializer_list<Json> rows) {
+            Json t = Json::array();
+            for (const Json& r : rows) t.push_back(r);
+            return t;
+        };
+        auto err_with = [&](const Json& table) {
+            Json k = cluster(25e9, 2e-6);
+            k["network"]["bus_bandwidth"] = Json::object();
+            k["network"]["bus_bandwidth"]["inter_node"] = table;
+            return error_of([&] { tula::parse_hardware(k.dump()); });
+        };
+        CPPUNIT_ASSERT(contains(err_with(Json::array()), "network.bus_bandwidth.inter_node' must be a list"));
+        CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({1, 2, 3})})), "must be a list"));
+        CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({1e6, 0})})), "bus bandwidth 0"));
+        CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({0, 1e9})})), "message size 0"));
+        CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({2e6, 1e9}), Json::array({1e6, 2e9})})), "strictly ascending"));
+        CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({"1e6", 1e9})})), "must be a list"));
+        Json k = cluster(25e9, 2e-6);
+        k["network"]["bus_bandwidth"] = Json::object();
+        k["network"]["bus_bandwidth"]["across"] = Json::array();
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::parse_hardware(k.dump()); }), "unknown key 'network.bus_bandwidth.across'"));
     }
 };
 

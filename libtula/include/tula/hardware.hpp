@@ -31,6 +31,13 @@ struct HardwareSpec {
     double intra_node_bandwidth = 0;  ///< [network.intra_node_bandwidth] bytes/s between the devices of
                                       ///< a node; 0: intra-node reduction not modelled
     AllreduceModel::Algorithm algorithm = AllreduceModel::Algorithm::Rabenseifner;  ///< [network.allreduce]
+    /// [network.bus_bandwidth.intra_node] nccl-tests all_reduce_perf on one node of
+    /// gpus_per_node devices, [[bytes, busbw bytes/s], ...] ascending in bytes (1 to 64 points;
+    /// BusBandwidthTable); empty: the ring at intra_node_bandwidth.
+    BusBandwidthTable intra_bus_bandwidth;
+    /// [network.bus_bandwidth.inter_node] the same over several nodes of gpus_per_node devices
+    /// (the whole allreduce across nodes); empty: the alpha-beta model of bandwidth and latency.
+    BusBandwidthTable inter_bus_bandwidth;
     double iteration_overhead = 0;    ///< [iteration_overhead_seconds] fixed seconds per iteration
     double price_per_node_hour = 1;   ///< [price_per_node_hour] price unit per node-hour
     double price_per_gpu_hour = 0;    ///< [price_per_gpu_hour] price unit per GPU-hour on top (optional)
@@ -81,9 +88,12 @@ struct SimulatedModels {
     /// floor t_min = t_over + t_intra + s F / (P e) when a saturation batch s > 0 is given
     /// (flat-then-linear form). t_intra is the intra-node ring reduction of the gradient
     /// (n bytes) over the g devices, 2 (g-1)/g n / bw_intra (Thakur, Rabenseifner & Gropp
-    /// 2005, sec. 4.5, bandwidth term), 0 when g = 1 or bw_intra is not given.
+    /// 2005, sec. 4.5, bandwidth term), 0 when g = 1 or bw_intra is not given; with
+    /// network.bus_bandwidth.intra_node, bus_bandwidth_seconds of that table for g ranks.
     ComputeModel compute;
-    /// Inter-node allreduce, alpha-beta: alpha = network.latency, beta = 1 / network.bandwidth;
+    /// Inter-node allreduce from network.bus_bandwidth.inter_node when the file gives it
+    /// (AllreduceModel::bus_bandwidth: nccl-tests' time of the whole allreduce less the
+    /// within-node part t_intra), else alpha-beta: alpha = network.latency, beta = 1 / network.bandwidth;
     /// ring T = 2 (K-1) alpha + 2 (K-1)/K n beta, Rabenseifner (recursive halving + doubling,
     /// Thakur, Rabenseifner & Gropp 2005 sec. 4.5; Rabenseifner 2004) T = 2 log2 K alpha +
     /// 2 (K-1)/K n beta. The two-level (hierarchical) scheme: after the intra-node

@@ -212,6 +212,19 @@ struct ComputeModel {
 /// One alpha and beta for all node counts cannot follow a cluster whose cost per step
 /// changes with the node count (e.g. ranks oversubscribing a host's cores, or nodes beyond
 /// one switch), and the measured node counts are the ones a small cluster's jobs run on.
+/// One level's allreduce bus bandwidth as nccl-tests' all_reduce_perf reports it: (message bytes,
+/// busbw bytes/s) points, ascending in bytes, every value > 0. busbw = algbw x 2 (n-1)/n with
+/// algbw = bytes / seconds over n ranks (nccl-tests, doc/PERFORMANCE.md, "Bus bandwidth").
+using BusBandwidthTable = std::vector<std::pair<double, double>>;
+
+/// Seconds of one allreduce of `bytes` bytes among `ranks` ranks read from `table`:
+///   t = 2 (n-1)/n x S / busbw(S)
+/// with busbw interpolated linearly in log S between the table's sizes; above the largest size
+/// the largest's busbw (bandwidth bound); below the smallest the smallest's seconds (latency
+/// bound: a smaller message is not modelled as faster). 0 when ranks <= 1, bytes <= 0 or the
+/// table is empty. Pure. docs/models.md, "Allreduce from nccl-tests tables".
+double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double bytes);
+
 struct AllreduceModel {
     enum class Algorithm { Ring, Rabenseifner };
     double alpha = 0;    ///< latency per step, seconds
@@ -221,6 +234,16 @@ struct AllreduceModel {
     /// Node count -> its (bytes, median seconds) points, ascending in bytes; only node counts
     /// measured at >= 2 message sizes. Empty for a model built from alpha and beta alone.
     std::map<int, std::vector<std::pair<double, double>>> measured;
+    /// Across nodes (a hardware file's network.bus_bandwidth.inter_node): nccl-tests run over
+    /// K nodes x devices_per_node ranks, the whole two-level allreduce. When given, a node count
+    /// without measurements costs bus_bandwidth_seconds(bus_bandwidth, K x devices_per_node, n)
+    /// less the within-node part the compute model already holds (intra_bus_bandwidth's
+    /// seconds for devices_per_node ranks, or intra_node_allreduce_seconds at intra_bandwidth),
+    /// at least 0. Empty: the alpha-beta formula.
+    BusBandwidthTable bus_bandwidth;
+    BusBandwidthTable intra_bus_bandwidth;  ///< within one node of devices_per_node ranks; may be empty
+    int devices_per_node = 1;               ///< ranks per node of bus_bandwidth's runs (the node's GPUs)
+    double intra_bandwidth = 0;             ///< bytes/s of the within-node ring when intra_bus_bandwidth is empty
 
     /// Uses the samples of nodes >= 2 and one rank per node; the within-node samples (nodes = 1,
     /// IntraNodeModel) and any of several ranks per node are left out.
@@ -231,7 +254,8 @@ struct AllreduceModel {
     static bool has_inter_node(const std::vector<AllreduceSample>& samples);
 
     /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks: from the
-    /// node count's own measurements when there are (see above), else modelled_seconds().
+    /// node count's own measurements when there are (see above), else from bus_bandwidth when
+    /// given, else modelled_seconds().
     double seconds(int nodes, double bytes) const;
     /// The alpha-beta formula of `algorithm` (above), seconds; 0 for nodes <= 1.
     double modelled_seconds(int nodes, double bytes) const;

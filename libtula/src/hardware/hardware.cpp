@@ -24,6 +24,7 @@ using Json = nlohmann::json;
 
 constexpr size_t kMaxHardwareBytes = 1 << 20;
 constexpr double kMaxPairs = 1e8;  // (nodes, global batch) pairs plan_hardware enumerates at most
+constexpr size_t kMaxTablePoints = 64;  // points of one bus-bandwidth table
 
 std::string fmt_g(double v) {
     char b[64];
@@ -72,6 +73,31 @@ public:
         if (d != std::floor(d)) fail("'" + where_ + k + "' = " + fmt_g(d) + " must be a whole number (" + unit + ")");
         return static_cast<int>(d);
     }
+    // A bus-bandwidth table [[bytes, busbw], ...]: 1..kMaxTablePoints pairs of numbers > 0,
+    // bytes strictly ascending; `k` absent: empty.
+    BusBandwidthTable table(const char* k) const {
+        BusBandwidthTable t;
+        if (!has(k)) return t;
+        const Json& v = obj_.at(k);
+        const std::string name = "'" + where_ + k + "'";
+        const std::string form = " must be a list of 1 to " + std::to_string(kMaxTablePoints) +
+                                 " [bytes, busbw bytes/s] pairs, as nccl-tests all_reduce_perf prints them";
+        if (!v.is_array() || v.empty() || v.size() > kMaxTablePoints) fail(name + form);
+        for (size_t i = 0; i < v.size(); ++i) {
+            const Json& e = v[i];
+            if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number()) fail(name + form);
+            const double bytes = e[0].get<double>(), busbw = e[1].get<double>();
+            const std::string at = name + "[" + std::to_string(i) + "]";
+            if (!std::isfinite(bytes) || bytes < 1 || bytes > 1e15)
+                fail(at + " has message size " + fmt_g(bytes) + ", not in [1, 1e15] bytes");
+            if (!std::isfinite(busbw) || busbw < 1e3 || busbw > 1e15)
+                fail(at + " has bus bandwidth " + fmt_g(busbw) + ", not in [1e3, 1e15] bytes/s");
+            if (!t.empty() && !(bytes > t.back().first))
+                fail(at + ": message sizes must be strictly ascending");
+            t.emplace_back(bytes, busbw);
+        }
+        return t;
+    }
     std::string string(const char* k, bool required, const std::string& def) const {
         if (!has(k)) {
             if (required) fail("missing key '" + where_ + k + "'");
@@ -106,7 +132,8 @@ void parse_nodes(const Reader& top, const std::string& source, const std::string
     h.device_memory_bytes = dev.number("memory_bytes", 1e6, 1e15, true, 0, "bytes of one device");
     h.saturation_batch = dev.integer("saturation_batch", 0, 1 << 20, false, 0, "examples per device");
 
-    const Reader net(top.at("network"), where + "network.", source, {"bandwidth", "latency", "intra_node_bandwidth", "allreduce"});
+    const Reader net(top.at("network"), where + "network.", source,
+                     {"bandwidth", "latency", "intra_node_bandwidth", "allreduce", "bus_bandwidth"});
     h.network_bandwidth = net.number("bandwidth", 1e3, 1e15, true, 0, "bytes/s per node");
     h.network_latency = net.number("latency", 0, 1.0, true, 0, "seconds");
     h.intra_node_bandwidth = net.number("intra_node_bandwidth", 0, 1e15, false, 0, "bytes/s");
@@ -114,6 +141,11 @@ void parse_nodes(const Reader& top, const std::string& source, const std::string
     if (alg == "ring") h.algorithm = AllreduceModel::Algorithm::Ring;
     else if (alg == "rabenseifner") h.algorithm = AllreduceModel::Algorithm::Rabenseifner;
     else net.fail("'" + where + "network.allreduce' must be \"ring\" or \"rabenseifner\"");
+    if (net.has("bus_bandwidth")) {
+        const Reader bus(net.at("bus_bandwidth"), where + "network.bus_bandwidth.", source, {"intra_node", "inter_node"});
+        h.intra_bus_bandwidth = bus.table("intra_node");
+        h.inter_bus_bandwidth = bus.table("inter_node");
+    }
 }
 
 }  // namespace
@@ -238,7 +270,9 @@ SimulatedModels derive_models(const HardwareSpec& h) {
     SimulatedModels m;
     const double g = h.gpus_per_node;
     const double per_device = h.peak_flops * h.efficiency;  // FLOP/s reached by one device
-    m.intra_node_seconds = intra_node_allreduce_seconds(h.gpus_per_node, h.parameter_bytes, h.intra_node_bandwidth);
+    m.intra_node_seconds = h.intra_bus_bandwidth.empty()
+                               ? intra_node_allreduce_seconds(h.gpus_per_node, h.parameter_bytes, h.intra_node_bandwidth)
+                               : bus_bandwidth_seconds(h.intra_bus_bandwidth, h.gpus_per_node, h.parameter_bytes);
     ComputeModel& c = m.compute;
     c.t0 = h.iteration_overhead + m.intra_node_seconds;
     c.t1 = h.flops_per_example / (g * per_device);
@@ -253,6 +287,10 @@ SimulatedModels derive_models(const HardwareSpec& h) {
     a.alpha = h.network_latency;
     a.beta = 1.0 / h.network_bandwidth;
     a.algorithm = h.algorithm;
+    a.bus_bandwidth = h.inter_bus_bandwidth;
+    a.intra_bus_bandwidth = h.intra_bus_bandwidth;
+    a.devices_per_node = h.gpus_per_node;
+    a.intra_bandwidth = h.intra_node_bandwidth;
     m.memory.static_bytes = g * 4.0 * h.parameter_bytes;
     m.memory.per_example_bytes = h.activation_bytes_per_example;
     m.node_memory_bytes = g * h.device_memory_bytes;

@@ -75,9 +75,32 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
     return best;
 }
 
+double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double bytes) {
+    if (ranks <= 1 || !(bytes > 0) || table.empty()) return 0.0;
+    const double share = 2.0 * (ranks - 1.0) / ranks;
+    const auto& lo = table.front();
+    if (!(bytes > lo.first)) return share * lo.first / lo.second;  // latency bound: the smallest's time
+    const auto& hi = table.back();
+    if (!(bytes < hi.first)) return share * bytes / hi.second;
+    size_t i = 1;
+    while (table[i].first < bytes) ++i;  // table[i-1].first < bytes <= table[i].first
+    const auto& [s0, b0] = table[i - 1];
+    const auto& [s1, b1] = table[i];
+    const double w = std::log(bytes / s0) / std::log(s1 / s0);
+    return share * bytes / (b0 + w * (b1 - b0));
+}
+
 double AllreduceModel::seconds(int nodes, double bytes) const {
     if (nodes <= 1) return 0.0;
     const auto it = measured.find(nodes);
+    if (it == measured.end() && !bus_bandwidth.empty()) {
+        const int g = std::max(1, devices_per_node);
+        const double local = intra_bus_bandwidth.empty() ? intra_node_allreduce_seconds(g, bytes, intra_bandwidth)
+                                                         : bus_bandwidth_seconds(intra_bus_bandwidth, g, bytes);
+        const double whole = bus_bandwidth_seconds(bus_bandwidth, static_cast<int>(std::min<double>(
+                                                                       double(nodes) * g, 2e9)), bytes);
+        return std::max(0.0, whole - local);
+    }
     if (it == measured.end()) return modelled_seconds(nodes, bytes);  // fit() keeps >= 2 sizes
     const auto& p = it->second;
     if (!(bytes > p.front().first)) return p.front().second;
