@@ -1,5 +1,5 @@
 """How well Tula predicts jobs with several ranks per node, measured on the isolated testbed
-(`make ranks-report`, about 15 minutes).
+(`make ranks-report`, about 10 minutes on a 2-core machine).
 
   1. profiles lenet5@fashion-mnist: one rank on a node (under its CPU quota), 2 ranks on each
      of 1-4 nodes of the cpu partition (2 CPUs a node) at once (`tula profile compute

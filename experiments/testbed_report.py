@@ -1,5 +1,5 @@
 """What the isolated testbed (scripts/tula-cluster) does to communication and to Tula's choices,
-measured (`make testbed-report`, about 15 minutes).
+measured (`make testbed-report`, about 35 minutes on a 2-core machine).
 
   1. On the default link rate: tula profile allreduce on 2, 3 and 4 nodes at 1, 2, 4 and 8 MB.
      Each size is compared with the shaped rate (a ring allreduce sends 2 (K-1)/K x n bytes over
