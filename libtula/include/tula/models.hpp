@@ -193,6 +193,19 @@ struct ComputeModel {
     const char* form() const { return flat ? "flat-then-linear" : "linear"; }
 };
 
+/// One level's allreduce bus bandwidth as nccl-tests' all_reduce_perf reports it: (message bytes,
+/// busbw bytes/s) points, ascending in bytes, every value > 0. busbw = algbw x 2 (n-1)/n with
+/// algbw = bytes / seconds over n ranks (nccl-tests, doc/PERFORMANCE.md, "Bus bandwidth").
+using BusBandwidthTable = std::vector<std::pair<double, double>>;
+
+/// Seconds of one allreduce of `bytes` bytes among `ranks` ranks read from `table`:
+///   t = 2 (n-1)/n x S / busbw(S)
+/// with busbw interpolated linearly in log S between the table's sizes; above the largest size
+/// the largest's busbw (bandwidth bound); below the smallest the smallest's seconds (latency
+/// bound: a smaller message is not modelled as faster). 0 when ranks <= 1, bytes <= 0 or the
+/// table is empty. Pure. docs/models.md, "Allreduce from nccl-tests tables".
+double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double bytes);
+
 /// Allreduce alpha-beta model of `nodes` ranks reducing a message of n bytes, in one of two
 /// algorithms (Thakur, Rabenseifner & Gropp 2005, "Optimization of collective communication
 /// operations in MPICH", IJHPCA 19(1), sec. 4.5):
@@ -212,19 +225,6 @@ struct ComputeModel {
 /// One alpha and beta for all node counts cannot follow a cluster whose cost per step
 /// changes with the node count (e.g. ranks oversubscribing a host's cores, or nodes beyond
 /// one switch), and the measured node counts are the ones a small cluster's jobs run on.
-/// One level's allreduce bus bandwidth as nccl-tests' all_reduce_perf reports it: (message bytes,
-/// busbw bytes/s) points, ascending in bytes, every value > 0. busbw = algbw x 2 (n-1)/n with
-/// algbw = bytes / seconds over n ranks (nccl-tests, doc/PERFORMANCE.md, "Bus bandwidth").
-using BusBandwidthTable = std::vector<std::pair<double, double>>;
-
-/// Seconds of one allreduce of `bytes` bytes among `ranks` ranks read from `table`:
-///   t = 2 (n-1)/n x S / busbw(S)
-/// with busbw interpolated linearly in log S between the table's sizes; above the largest size
-/// the largest's busbw (bandwidth bound); below the smallest the smallest's seconds (latency
-/// bound: a smaller message is not modelled as faster). 0 when ranks <= 1, bytes <= 0 or the
-/// table is empty. Pure. docs/models.md, "Allreduce from nccl-tests tables".
-double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double bytes);
-
 struct AllreduceModel {
     enum class Algorithm { Ring, Rabenseifner };
     double alpha = 0;    ///< latency per step, seconds
