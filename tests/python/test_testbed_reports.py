@@ -23,6 +23,8 @@ from experiments import ranks_report as rr
 from experiments import testbed as tb
 from experiments import testbed_report as tbr
 
+from committed import assert_regenerated
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MANIFEST = {"made_at": "2026-01-02 03:04 UTC", "seconds": 1234, "uname": "Linux 6.1 x86_64", "cores": 2}
 
@@ -481,32 +483,14 @@ class Extrapolate(unittest.TestCase):
 
 class CommittedReports(unittest.TestCase):
     """The reports in results/ written again from their committed rows (--from-rows) are the
-    committed report.md. A folder whose rows are not committed (a report from before the rows
-    were kept) is left out; ranks-report and testbed-report-200mbit have them."""
-
-    def regenerate(self, main, results, out_arg):
-        d = tempfile.mkdtemp(prefix="tula-py-")
-        self.addCleanup(subprocess.run, ["rm", "-rf", d])
-        out = os.path.join(d, "report.md")
-        with contextlib.redirect_stdout(io.StringIO()):
-            self.assertEqual(main(["--results", os.path.join(REPO, results), "--out", d if out_arg == "dir" else out,
-                                   "--from-rows"]), 0)
-        with open(out, "rb") as f, open(os.path.join(REPO, results, "report.md"), "rb") as g:
-            self.assertTrue(f.read() == g.read(), "%s regenerated differs from the committed report.md" % results)
+    committed report.md."""
 
     def test_regenerated(self):
-        studies = [("results/ranks-report", rr.main, "file"), ("results/first-run-report", frr.main, "file"),
-                   ("results/testbed-report", tbr.main, "dir"), ("results/testbed-report-200mbit", tbr.main, "dir")]
-        done = []
-        for results, main, out_arg in studies:
-            if not os.path.exists(os.path.join(REPO, results, "runs.jsonl")):
-                continue
-            with self.subTest(results=results):
-                self.regenerate(main, results, out_arg)
-            done.append(results)
-        self.assertIn("results/ranks-report", done)
-        self.assertIn("results/testbed-report-200mbit", done)
-
+        studies = [("results/ranks-report", rr.main, False), ("results/first-run-report", frr.main, False),
+                   ("results/testbed-report", tbr.main, True), ("results/testbed-report-200mbit", tbr.main, True)]
+        for results, main, out_dir in studies:
+            with self.subTest(results=results), contextlib.redirect_stdout(io.StringIO()):
+                assert_regenerated(self, main, results, ["--from-rows"], out_dir=out_dir)
 
 if __name__ == "__main__":
     unittest.main()
