@@ -326,8 +326,7 @@ void plan_from_hardware(const PlanOptions& o, const Config& cfg, const std::vect
     std::vector<RunRecord> runs;
     if (!o.common.dbs.empty()) load_profiles(o.common.dbs, &warnings, hw->workload.name, &runs);
     if (hw_parts.size() == 1) {
-        *sim = derive_models(*hw);
-        fit_hardware_compute(*hw, runs, &**sim);
+        *sim = hardware_models(*hw, runs, nullptr);
         r.plan = plan_hardware(cfg, *hw, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);
     } else {
         r.plan = plan_hardware_site(cfg, hw_parts, r.epochs, o.max_nodes, o.nodes, spec, runs, &warnings);

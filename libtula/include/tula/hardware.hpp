@@ -11,6 +11,11 @@
 
 namespace tula {
 
+/// PyTorch DistributedDataParallel's default gradient bucket, bucket_cap_mb = 25 (Li et al.
+/// 2020, PVLDB 13(12), sec. 3.2.3), bytes: a hardware file's workload.allreduce_bucket_bytes
+/// when it gives none.
+constexpr double kDefaultBucketBytes = 25.0 * 1024 * 1024;
+
 /// A cluster and a workload described by published figures (the hardware file). Units in
 /// the comments; every value is finite. Keys of the JSON file in brackets.
 struct HardwareSpec {
@@ -48,6 +53,9 @@ struct HardwareSpec {
     double activation_bytes_per_example = 0;  ///< [workload.activation_bytes_per_example] bytes; 0: not modelled
     int epochs = 0;                   ///< [workload.epochs] 0: --epochs or default_epochs of tula.conf
     double noise_scale = 0;           ///< [workload.noise_scale] B_noise, examples; 0: tula.conf's
+    /// [workload.allreduce_bucket_bytes] bytes per gradient bucket the trainer reduces during
+    /// the backward pass (OverlapModel's bucketed form); 0: one allreduce after it, not hidden.
+    double allreduce_bucket_bytes = kDefaultBucketBytes;
     std::vector<int> global_batches;  ///< [global_batches] empty: default_global_batches()
 };
 
@@ -105,6 +113,9 @@ struct SimulatedModels {
     MemoryModel memory;
     double node_memory_bytes = 0;   ///< g x device memory, bytes (the planner's per-rank bound)
     double intra_node_seconds = 0;  ///< t_intra above, seconds per iteration
+    /// How compute and the inter-node allreduce combine: the bucketed form with the workload's
+    /// allreduce_bucket_bytes (OverlapModel; 0 bytes: the sum, gamma = 1).
+    OverlapModel overlap;
 };
 
 /// Derives the models (pure). Errors: none beyond those of a spec parse_hardware accepted.
@@ -117,8 +128,9 @@ bool runs_serve_partition(const RunRecord& r, const HardwareSpec& p);
 
 /// Calibrates m->compute of partition `p` (derive_models) by the finished runs of p's workload
 /// that serve it (runs_serve_partition, usable_run): each run gives the seconds of one step,
-///   y = measured_seconds / (floor(D / B) x epochs) - allreduce(nodes, 4 x params)
-/// (D its examples per epoch, B its global batch, the inter-node allreduce of m->allreduce),
+///   y = measured_seconds / (floor(D / B) x epochs) - exposed allreduce(nodes, 4 x params)
+/// (D its examples per epoch, B its global batch, the inter-node allreduce of m->allreduce,
+/// less the part m->overlap hides behind the backward pass of the fitted c x),
 /// at x = B / (nodes x ranks_per_node) examples per device (a run's ranks_per_node is its
 /// devices per node). The fixed part per step plus a part per example (as Pollux's per-GPU
 /// gradient time alpha + beta x local batch, Qiao et al. 2021, OSDI) y = a + c x is fitted by least squares weighted
@@ -129,6 +141,11 @@ bool runs_serve_partition(const RunRecord& r, const HardwareSpec& p);
 /// memory, they are lowered until they do. Returns the runs used (0: none). docs/models.md, "Runs
 /// calibrate a hardware file's compute model".
 int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& runs, SimulatedModels* m);
+
+/// The models of partition `p` as every --hardware plan and its display use them:
+/// derive_models(p) calibrated by fit_hardware_compute(p, runs); `calibrated_runs` (when given)
+/// receives the runs used. Errors: none.
+SimulatedModels hardware_models(const HardwareSpec& p, const std::vector<RunRecord>& runs, int* calibrated_runs);
 
 /// Plans the hardware file's workload on its cluster: make_plan with the derived models,
 /// node range 1..min(nodes, max_nodes) (max_nodes <= 0: nodes), price of the file,

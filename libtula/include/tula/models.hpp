@@ -308,6 +308,35 @@ double intra_node_allreduce_seconds(int ranks, double bytes, double bandwidth);
 double hierarchical_allreduce_seconds(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
                                       double intra_bandwidth);
 
+/// The gradient allreduce of one step as data-parallel trainers issue it: in buckets of
+/// `bucket_bytes`, each reduced as soon as the backward pass has computed its gradients
+/// (PyTorch DistributedDataParallel, Li et al. 2020, "PyTorch Distributed", PVLDB 13(12),
+/// sec. 3.2.3; its default bucket is 25 MiB). n gradient bytes give k = floor(n / S) full
+/// buckets of S bytes and a last one of n - k S bytes (none when it is 0). Seconds; built by
+/// bucketed_allreduce.
+struct GradientAllreduce {
+    double seconds = 0;         ///< the whole gradient in one allreduce, seconds (the gamma form's T_comm)
+    int full_buckets = 0;       ///< k above (0: the gradient is one bucket, `last_seconds`)
+    double bucket_fraction = 0; ///< S / n, the share of the gradient in one full bucket
+    double bucket_seconds = 0;  ///< allreduce of one full bucket, seconds
+    double last_seconds = 0;    ///< allreduce of the last bucket, seconds (0: no last bucket)
+
+    /// Seconds of the allreduce not hidden behind a backward pass of W = `backward_seconds`
+    /// (>= 0): gradients are produced evenly over W, so full bucket j is ready at W j S / n
+    /// and the last at W; the buckets are reduced one after another in that order. The
+    /// full buckets end at F = max(W S/n + k tau, W k S/n + tau) (the latest of
+    /// r_j + (k - j + 1) tau over j, linear in j), the last one at max(F, W) + tau_last, and
+    /// what is exposed is that end less W, at least 0 (docs/models.md, "Bucketed allreduce").
+    /// W = 0: the sum of the buckets' allreduces. Pure.
+    double exposed_seconds(double backward_seconds) const;
+};
+
+/// The gradient of `bytes` bytes reduced on `nodes` nodes of `ranks_per_node` ranks
+/// (hierarchical_allreduce_seconds of each bucket and of the whole) in buckets of
+/// `bucket_bytes` (0 or >= bytes: one bucket, the whole gradient). Pure.
+GradientAllreduce bucketed_allreduce(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
+                                     double intra_bandwidth, double bucket_bytes);
+
 /// One measured iteration with its two modelled parts, the data of the overlap fit.
 struct IterationSample {
     double compute_seconds = 0;   ///< T_comp, model prediction at the run's local batch
@@ -324,15 +353,29 @@ struct IterationSample {
 /// nonlinear least squares on relative residuals (T_iter(gamma) - T)/T with GSL
 /// gsl_multifit_nlinear (trust region, Levenberg-Marquardt), gamma = 1 + 9 / (1 + e^-u) so the
 /// bound holds. Default (no samples with T_comm > 0): gamma = 1.
+///
+/// With bucket_bytes > 0 the bucketed form replaces gamma (a hardware file's trainer, which
+/// reduces its gradient in buckets during the backward pass):
+///   T_iter = T_comp + GradientAllreduce::exposed_seconds(backward_fraction x T_comp,batch)
+/// where T_comp,batch is the part of T_comp that grows with the local batch (the fixed part of
+/// a step, the optimizer and the launches, hides nothing) and backward_fraction = 2/3: the
+/// backward pass computes two products per weight for the forward's one (Kaplan et al. 2020,
+/// "Scaling laws for neural language models", sec. 2.1: 2N forward, 4N backward FLOPs).
 struct OverlapModel {
     double gamma = 1.0;
     int samples = 0;        ///< samples used in the fit (0: the default)
     double rmse_rel = 0;    ///< root-mean-square relative residual of the fit
+    double bucket_bytes = 0;             ///< bytes per gradient bucket; 0: the gamma form
+    double backward_fraction = 2.0 / 3;  ///< share of the batch-dependent compute in the backward pass
 
     /// Errors: tula::Error when a sample is negative or non-finite, or GSL fails.
     static OverlapModel fit(const std::vector<IterationSample>& samples);
-    /// Seconds per iteration from the two parts (both >= 0).
+    /// Seconds per iteration from the two parts (both >= 0), the gamma form.
     double combine(double compute_seconds, double comm_seconds) const;
+    /// Seconds per iteration: the bucketed form when bucket_bytes > 0, with
+    /// `batch_compute_seconds` (<= compute_seconds) the part of the compute that grows with the
+    /// local batch; else combine(compute_seconds, comm.seconds). Pure.
+    double combine(double compute_seconds, double batch_compute_seconds, const GradientAllreduce& comm) const;
 };
 
 /// Online calibration of the predicted time per iteration from finished runs (the "online"

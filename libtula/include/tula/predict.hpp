@@ -80,7 +80,8 @@ TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vect
                            const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
                            const Corrections& corrections, std::vector<std::string>* warnings);
 
-/// One step predicted: tau = factor x overlap(f x compute(b) x concurrency, allreduce), seconds.
+/// One step predicted: tau = factor x overlap(f x compute(b) x concurrency, allreduce), seconds
+/// (OverlapModel::combine: Pollux's gamma, or the buckets hidden behind the backward pass).
 struct StepPrediction {
     double compute_seconds = 0;  ///< f x compute(b) x concurrency(K, R, b), seconds
     double comm_seconds = 0;     ///< hierarchical allreduce of the gradient, seconds
@@ -114,13 +115,14 @@ public:
     /// The same from the parts: `w` gives the gradient bytes (4 x params) and the examples.
     Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
               const TimeCalibration& calibration, double level = 0.95);
-    /// The hierarchical allreduce of one step on K nodes of R ranks, seconds (0 on 1 rank).
-    double comm_seconds(int nodes, int ranks_per_node) const;
+    /// The hierarchical allreduce of one step's gradient on K nodes of R ranks, whole and in
+    /// the overlap's buckets (bucketed_allreduce; 0 seconds on 1 rank).
+    GradientAllreduce gradient_allreduce(int nodes, int ranks_per_node) const;
     /// One step of K nodes x R ranks at local batch b (examples per rank), with the allreduce
-    /// seconds given (comm_seconds(K, R), which the planner computes once per K).
-    StepPrediction step(int nodes, int ranks_per_node, double local_batch, double comm_seconds) const;
+    /// given (gradient_allreduce(K, R), which the planner computes once per K).
+    StepPrediction step(int nodes, int ranks_per_node, double local_batch, const GradientAllreduce& comm) const;
     StepPrediction step(int nodes, int ranks_per_node, double local_batch) const {
-        return step(nodes, ranks_per_node, local_batch, comm_seconds(nodes, ranks_per_node));
+        return step(nodes, ranks_per_node, local_batch, gradient_allreduce(nodes, ranks_per_node));
     }
     /// E epochs of floor(D / B) steps at global batch B on K nodes x R ranks (B / (K R) examples
     /// per rank), D = examples_per_epoch. Errors: tula::Error when B < K R or D < B.
@@ -144,6 +146,7 @@ private:
     double level_ = 0.95;
     double sigma_q_ = 0;  // Student-t quantile x residual standard error (parametric form)
     double rel_q_ = 0;    // Student-t quantile x RMS leave-one-out error (interpolated form)
+    double fixed_seconds_ = 0;  // compute.seconds_per_iter(0): the part of a step the batch does not change
 };
 
 }  // namespace tula

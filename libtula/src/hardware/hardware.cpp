@@ -185,7 +185,7 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     }
     const Reader wl(top.at("workload"), "workload.", source,
                     {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
-                     "activation_bytes_per_example", "epochs", "noise_scale"});
+                     "activation_bytes_per_example", "epochs", "noise_scale", "allreduce_bucket_bytes"});
     const std::string wname = wl.string("name", true, "");
     if (wname.find('\0') != std::string::npos || tula_check_workload(wname.c_str(), nullptr, 0) != 0)
         wl.fail("'workload.name' must be MODEL@DATASET (letters, digits, _ . -), e.g. resnet50@imagenet");
@@ -201,6 +201,8 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     h.activation_bytes_per_example = wl.number("activation_bytes_per_example", 0, 1e13, false, 0, "bytes per example");
     h.epochs = wl.integer("epochs", 0, 1000000, false, 0, "epochs");
     h.noise_scale = wl.number("noise_scale", 0, 1e12, false, 0, "examples");
+    h.allreduce_bucket_bytes =
+        wl.number("allreduce_bucket_bytes", 0, 1e13, false, kDefaultBucketBytes, "bytes per gradient bucket");
 
     if (top.has("global_batches")) {
         const Json& gb = top.at("global_batches");
@@ -294,6 +296,7 @@ SimulatedModels derive_models(const HardwareSpec& h) {
     m.memory.static_bytes = g * 4.0 * h.parameter_bytes;
     m.memory.per_example_bytes = h.activation_bytes_per_example;
     m.node_memory_bytes = g * h.device_memory_bytes;
+    m.overlap.bucket_bytes = h.allreduce_bucket_bytes;
     return m;
 }
 
@@ -321,9 +324,12 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
     std::vector<PartitionTarget> targets;
     double node_memory = 0;
     int calibrated_runs = 0;
+    OverlapModel overlap;
     for (const HardwareSpec& p : parts) {
-        SimulatedModels m = derive_models(p);
-        calibrated_runs += fit_hardware_compute(p, runs, &m);
+        int used = 0;
+        const SimulatedModels m = hardware_models(p, runs, &used);
+        calibrated_runs += used;
+        if (targets.empty()) overlap = m.overlap;  // the workload's trainer: the same for every partition
         PartitionTarget t;
         t.conf.name = p.partition;
         t.conf.hardware_class = p.partition;
@@ -369,6 +375,7 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
     req.memory = *targets.front().memory;  // the first partition's, with what its runs measured
+    req.overlap = overlap;
     if (!runs.empty()) {
         int ref = req.reference_batch;
         if (ref <= 0)  // as the candidates' enumeration: the smallest global batch

@@ -136,4 +136,30 @@ double hierarchical_allreduce_seconds(const AllreduceModel* across, int nodes, i
     return intra_node_allreduce_seconds(ranks_per_node, bytes, intra_bandwidth) + inter;
 }
 
+GradientAllreduce bucketed_allreduce(const AllreduceModel* across, int nodes, int ranks_per_node, double bytes,
+                                     double intra_bandwidth, double bucket_bytes) {
+    GradientAllreduce g;
+    g.seconds = hierarchical_allreduce_seconds(across, nodes, ranks_per_node, bytes, intra_bandwidth);
+    if (!(bucket_bytes > 0) || !(bucket_bytes < bytes)) {
+        g.last_seconds = g.seconds;
+        return g;
+    }
+    const double k = std::floor(bytes / bucket_bytes);
+    g.full_buckets = static_cast<int>(std::min(k, 1e9));
+    g.bucket_fraction = bucket_bytes / bytes;
+    g.bucket_seconds = hierarchical_allreduce_seconds(across, nodes, ranks_per_node, bucket_bytes, intra_bandwidth);
+    const double last = bytes - k * bucket_bytes;
+    g.last_seconds = last > 0 ? hierarchical_allreduce_seconds(across, nodes, ranks_per_node, last, intra_bandwidth) : 0.0;
+    return g;
+}
+
+double GradientAllreduce::exposed_seconds(double backward_seconds) const {
+    const double w = std::max(0.0, backward_seconds);
+    if (full_buckets <= 0) return last_seconds;
+    const double k = full_buckets, tau = bucket_seconds, s = bucket_fraction;
+    const double full_end = std::max(w * s + k * tau, w * k * s + tau);
+    const double end = last_seconds > 0 ? std::max(full_end, w) + last_seconds : full_end;
+    return std::max(0.0, end - w);
+}
+
 }  // namespace tula

@@ -19,11 +19,41 @@ using namespace models_detail;
 
 namespace {
 
-// One run as a sample of the per-device step: x = examples per device per step, y = measured
-// seconds per step less the modelled inter-node allreduce.
+// One run as a sample of the per-device step: x = examples per device per step, t = measured
+// seconds per step, comm = the inter-node allreduce of its gradient (whole and in buckets).
 struct StepSample {
-    double x = 0, y = 0;
+    double x = 0, t = 0;
+    GradientAllreduce comm;
 };
+
+// Least squares of y = a + c x in relative residuals (each row divided by its y), a, c >= 0,
+// where y = t less the allreduce not hidden behind the backward pass of the previous round's c
+// (OverlapModel; the first round, c = 0, takes the whole allreduce out). Each round hides more
+// of it, by less; rounds stop when c no longer changes (relative 1e-12) or after 50. Returns
+// {a, c}; c = 0 when fewer than 2 runs are left with y > 0.
+Eigen::Vector2d fit_step(const std::vector<StepSample>& s, const OverlapModel& overlap) {
+    Eigen::Vector2d ac(0.0, 0.0);
+    for (int round = 0; round < 50; ++round) {
+        std::vector<std::pair<double, double>> xy;
+        for (const StepSample& q : s) {
+            const double batch = ac(1) * q.x;
+            const double exposed = overlap.combine(ac(0) + batch, batch, q.comm) - (ac(0) + batch);
+            const double y = q.t - exposed;
+            if (y > 0 && std::isfinite(y)) xy.emplace_back(q.x, y);
+        }
+        if (xy.size() < 2) return Eigen::Vector2d(0.0, 0.0);
+        Eigen::MatrixXd A(static_cast<Eigen::Index>(xy.size()), 2);
+        for (size_t i = 0; i < xy.size(); ++i) {
+            A(static_cast<Eigen::Index>(i), 0) = 1.0 / xy[i].second;
+            A(static_cast<Eigen::Index>(i), 1) = xy[i].first / xy[i].second;
+        }
+        const Eigen::VectorXd next = nnls_small(A, Eigen::VectorXd::Ones(A.rows()));
+        const bool settled = std::abs(next(1) - ac(1)) <= 1e-12 * next(1);
+        ac = Eigen::Vector2d(next(0), next(1));
+        if (!(overlap.bucket_bytes > 0) || settled) break;
+    }
+    return ac;
+}
 
 }  // namespace
 
@@ -40,11 +70,11 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
         const double d = r.examples_per_epoch(static_cast<double>(p.workload.train_examples));
         const double iters = std::floor(d / r.global_batch) * r.epochs;
         if (!(iters > 0)) continue;
-        const double comm = hierarchical_allreduce_seconds(&m->allreduce, r.nodes, 1, grad_bytes, 0.0);
         StepSample q;
         q.x = r.local_batch();
-        q.y = r.measured_seconds / iters - comm;
-        if (q.x > 0 && q.y > 0 && std::isfinite(q.y)) s.push_back(q);
+        q.t = r.measured_seconds / iters;
+        q.comm = bucketed_allreduce(&m->allreduce, r.nodes, 1, grad_bytes, 0.0, m->overlap.bucket_bytes);
+        if (q.x > 0 && q.t - q.comm.seconds > 0 && std::isfinite(q.t)) s.push_back(q);
     }
     std::set<double> xs;
     for (const StepSample& q : s) xs.insert(q.x);
@@ -57,14 +87,7 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
             m->memory.per_example_bytes = room / node_batch;
     }
     if (xs.size() < 2) return 0;
-    // Least squares of y = a + c x in relative residuals: each row divided by its y, a, c >= 0.
-    Eigen::MatrixXd A(static_cast<Eigen::Index>(s.size()), 2);
-    const Eigen::VectorXd ones = Eigen::VectorXd::Ones(A.rows());
-    for (size_t i = 0; i < s.size(); ++i) {
-        A(static_cast<Eigen::Index>(i), 0) = 1.0 / s[i].y;
-        A(static_cast<Eigen::Index>(i), 1) = s[i].x / s[i].y;
-    }
-    const Eigen::VectorXd ac = nnls_small(A, ones);
+    const Eigen::Vector2d ac = fit_step(s, m->overlap);
     const double a = ac(0), c = ac(1);
     if (!(c > 0)) return 0;
     ComputeModel& cm = m->compute;
@@ -73,6 +96,13 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
     cm.flat = false;
     cm.t_min = 0;
     return static_cast<int>(s.size());
+}
+
+SimulatedModels hardware_models(const HardwareSpec& p, const std::vector<RunRecord>& runs, int* calibrated_runs) {
+    SimulatedModels m = derive_models(p);
+    const int n = fit_hardware_compute(p, runs, &m);
+    if (calibrated_runs) *calibrated_runs = n;
+    return m;
 }
 
 }  // namespace tula

@@ -105,4 +105,11 @@ double OverlapModel::combine(double compute_seconds, double comm_seconds) const 
     return pnorm(compute_seconds, comm_seconds, gamma);
 }
 
+double OverlapModel::combine(double compute_seconds, double batch_compute_seconds,
+                             const GradientAllreduce& comm) const {
+    if (!(bucket_bytes > 0)) return combine(compute_seconds, comm.seconds);
+    const double w = backward_fraction * std::clamp(batch_compute_seconds, 0.0, compute_seconds);
+    return compute_seconds + comm.exposed_seconds(w);
+}
+
 }  // namespace tula

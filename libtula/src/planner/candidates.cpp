@@ -95,8 +95,9 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
     const int n_nodes = max_nodes - req.min_nodes + 1;
     plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
-    std::vector<double> comm(static_cast<size_t>(n_nodes), 0.0);  // the allreduce of each node count
-    for (int K = req.min_nodes; K <= max_nodes; ++K) comm[static_cast<size_t>(K - req.min_nodes)] = pred.comm_seconds(K, R);
+    std::vector<GradientAllreduce> comm(static_cast<size_t>(n_nodes));  // the allreduce of each node count
+    for (int K = req.min_nodes; K <= max_nodes; ++K)
+        comm[static_cast<size_t>(K - req.min_nodes)] = pred.gradient_allreduce(K, R);
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;

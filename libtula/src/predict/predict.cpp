@@ -195,30 +195,34 @@ Predictor::Predictor(const PartitionTarget& target, const Workload& w, const Ove
     const ComputeModel& c = target_.compute;
     sigma_q_ = c.dof > 0 && c.sigma > 0 ? c.interval(0.0, level) / std::sqrt(1.0 + std::max(0.0, c.xtx_inv[0])) : 0.0;
     rel_q_ = c.relative_interval(level);
+    fixed_seconds_ = c.seconds_per_iter(0.0);
 }
 
-double Predictor::comm_seconds(int nodes, int ranks_per_node) const {
-    return hierarchical_allreduce_seconds(target_.allreduce ? &*target_.allreduce : nullptr, nodes,
-                                          std::max(1, ranks_per_node), grad_bytes_, target_.intra_node_bandwidth());
+GradientAllreduce Predictor::gradient_allreduce(int nodes, int ranks_per_node) const {
+    return bucketed_allreduce(target_.allreduce ? &*target_.allreduce : nullptr, nodes, std::max(1, ranks_per_node),
+                              grad_bytes_, target_.intra_node_bandwidth(), overlap_.bucket_bytes);
 }
 
-StepPrediction Predictor::step(int K, int R, double b, double comm) const {
+StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& comm) const {
     const ComputeModel& c = target_.compute;
     const double f = target_.compute_factor;
     R = std::max(1, R);
     StepPrediction p;
     const double conc = c.concurrency_at(K, R, b);  // 1 unless ranks were profiled at once
     p.compute_seconds = f * c.seconds_per_iter(b) * conc;
-    p.comm_seconds = comm;
+    p.comm_seconds = comm.seconds;
+    // the part of the compute that grows with the batch, which the backward pass is part of
+    const double batch_part =
+        overlap_.bucket_bytes > 0 ? f * conc * std::max(0.0, c.seconds_per_iter(b) - fixed_seconds_) : 0.0;
     p.time_factor = step_time_factor(calibration_, synced_, K, R, b, &p.synced_profile);
-    p.seconds = p.time_factor * overlap_.combine(p.compute_seconds, comm);
+    p.seconds = p.time_factor * overlap_.combine(p.compute_seconds, batch_part, comm);
     p.exposed_comm_seconds = std::max(0.0, p.seconds - p.time_factor * p.compute_seconds);
     const double lever = c.xtx_inv[0] + 2.0 * b * c.xtx_inv[1] + b * b * c.xtx_inv[2];
     const double half = c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
     p.has_interval = half > 0 && std::isfinite(half);
     const double h = p.has_interval ? half : 0.0;
-    p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, comm);
-    p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), comm);
+    p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, comm);
+    p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
     p.startup_seconds = f * c.startup_seconds(b);
     return p;
 }
