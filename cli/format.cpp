@@ -93,6 +93,7 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("pareto", c.pareto ? "1" : "0");
     kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
+    kv.emplace_back("allreduce_bucket_bytes", format_number("%.0f", r.plan.allreduce_bucket_bytes));
     kv.emplace_back("accuracy_excluded", std::to_string(r.plan.accuracy_excluded));
     kv.emplace_back("gpu_hours", format_number("%.4f", c.gpu_hours));
     kv.emplace_back("energy_kwh", format_number("%.4f", c.energy_kwh));
@@ -200,6 +201,7 @@ Json plan_json(const PlanReport& r) {
     j["left_out"] = r.plan.left_out;  // partitions not planned: "NAME: why"
     j["queue"] = r.queue_note;        // what the queue means for the choice (site.hpp); "" when nothing
     j["gamma"] = r.plan.gamma;
+    j["allreduce_bucket_bytes"] = r.plan.allreduce_bucket_bytes;  // 0: gamma's form of the overlap
     // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
     j["noise_scale"] = r.plan.convergence.noise_scale;
     j["noise_scale_source"] = r.plan.convergence.measured_runs > 0 ? "measured" : r.plan.convergence.source;

@@ -65,10 +65,17 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                         format_number("%.4g", sim->compute.t1 * 1e3).c_str(),
                         sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "",
                         fitted > 0 ? "fitted to the runs' seconds per step" : "roofline: FLOPs / (peak x efficiency)");
-            std::printf("  allreduce: %s, alpha %s us, beta %s ns/byte (alpha-beta model); intra-node %s ms per iteration\n",
-                        sim->allreduce.algorithm_name(), format_number("%.4g", sim->allreduce.alpha * 1e6).c_str(),
-                        format_number("%.4g", sim->allreduce.beta * 1e9).c_str(),
-                        format_number("%.4g", sim->intra_node_seconds * 1e3).c_str());
+            const std::string across =
+                sim->allreduce.bus_bandwidth.empty()
+                    ? std::string(sim->allreduce.algorithm_name()) + ", alpha " + format_number("%.4g", sim->allreduce.alpha * 1e6) +
+                          " us, beta " + format_number("%.4g", sim->allreduce.beta * 1e9) + " ns/byte (alpha-beta model)"
+                    : "nccl-tests bus bandwidth tables";
+            const std::string buckets =
+                sim->overlap.bucket_bytes > 0
+                    ? "in " + format_number("%.4g", sim->overlap.bucket_bytes / 1048576.0) + " MiB buckets during the backward pass"
+                    : "in one message after the backward pass";
+            std::printf("  allreduce: %s; intra-node %s ms per iteration; the gradient %s\n", across.c_str(),
+                        format_number("%.4g", sim->intra_node_seconds * 1e3).c_str(), buckets.c_str());
             std::printf("  memory per node: %s GiB + %s MiB x b, of %s GiB\n",
                         format_number("%.4g", sim->memory.static_bytes / 1073741824.0).c_str(),
                         format_number("%.4g", sim->memory.per_example_bytes / 1048576.0).c_str(),

@@ -294,6 +294,7 @@ struct Plan {
     int time_limit_minutes = 0;         ///< ceil((total_upper*(1+margin) + overhead)/60), at least 1
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
+    double allreduce_bucket_bytes = 0;  ///< bytes per gradient bucket of the bucketed overlap (0: gamma's form)
     TimeCalibration calibration;        ///< the factor applied to every iter_seconds, and its runs
     /// Feasible candidates left out because their expected accuracy (run history) is more
     /// than max_accuracy_loss below the best one's; 0 without run history.

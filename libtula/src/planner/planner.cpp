@@ -457,6 +457,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
     check_plan_request(req, any_allreduce);
     Plan plan;
     plan.gamma = req.overlap.gamma;
+    plan.allreduce_bucket_bytes = req.overlap.bucket_bytes;
     plan.calibration = req.calibration;
     plan.convergence = req.convergence;
     plan.fixed_epochs = req.fixed_epochs;
