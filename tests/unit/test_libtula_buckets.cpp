@@ -15,11 +15,13 @@
 
 #include "tula/hardware.hpp"
 #include "tula/models.hpp"
+#include "hardware_fixtures.hpp"
 #include "record_builders.hpp"
 
 namespace {
 
 using Json = nlohmann::json;
+using tula_test::cluster;
 using tula_test::run_record;
 
 // The buckets one at a time: bucket j of k full ones (share s of the gradient) is ready at
@@ -30,24 +32,6 @@ double simulate_exposed(int k, double s, double tau, double tau_last, double W) 
     for (int j = 1; j <= k; ++j) end = std::max(end, W * std::min(1.0, j * s)) + tau;
     if (tau_last > 0) end = std::max(end, W) + tau_last;
     return std::max(0.0, end - W);
-}
-
-// The synthetic cluster of test_libtula_hardware.cpp: 256 nodes x 4 devices, 1e8 gradient bytes.
-Json cluster(double bandwidth, double latency) {
-    return Json{{"name", "synthetic"},
-                {"nodes", 256},
-                {"gpus_per_node", 4},
-                {"price_per_node_hour", 10.0},
-                {"device", {{"peak_flops", 100e12}, {"efficiency", 0.5}, {"memory_bytes", 40e9}}},
-                {"network", {{"bandwidth", bandwidth}, {"latency", latency}, {"allreduce", "ring"}}},
-                {"workload",
-                 {{"name", "net@data"},
-                  {"flops_per_example", 1e10},
-                  {"parameter_bytes", 1e8},
-                  {"train_examples", 1000000},
-                  {"activation_bytes_per_example", 5e7},
-                  {"epochs", 10}}},
-                {"global_batches", {256, 1024, 4096, 16384}}};
 }
 
 // The ring of `bytes` over K nodes (alpha-beta, Thakur et al. 2005) written out.

@@ -18,6 +18,7 @@
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
+#include "hardware_fixtures.hpp"
 #include "record_builders.hpp"
 #include "test_util.hpp"
 
@@ -27,6 +28,7 @@ using tula_test::error_of;
 using tula_test::contains;
 using tula_test::hand_epochs;
 using tula_test::run_record;
+using tula_test::cluster;
 
 using Json = nlohmann::json;
 
@@ -41,24 +43,6 @@ std::string example_file() {
     std::string dir(buf, static_cast<size_t>(n));
     for (int up = 0; up < 3; ++up) dir = dir.substr(0, dir.rfind('/'));
     return dir + "/" + rel;
-}
-
-// A synthetic cluster: 256 nodes x 4 devices of 100 TFLOP/s, 40 GB, given network figures.
-Json cluster(double bandwidth, double latency) {
-    return Json{{"name", "synthetic"},
-                {"nodes", 256},
-                {"gpus_per_node", 4},
-                {"price_per_node_hour", 10.0},
-                {"device", {{"peak_flops", 100e12}, {"efficiency", 0.5}, {"memory_bytes", 40e9}}},
-                {"network", {{"bandwidth", bandwidth}, {"latency", latency}, {"allreduce", "ring"}}},
-                {"workload",
-                 {{"name", "net@data"},
-                  {"flops_per_example", 1e10},
-                  {"parameter_bytes", 1e8},
-                  {"train_examples", 1000000},
-                  {"activation_bytes_per_example", 5e7},
-                  {"epochs", 10}}},
-                {"global_batches", {256, 512, 1024, 2048, 4096, 8192, 16384, 32768}}};
 }
 
 tula::PolicySpec policy(tula::Policy p) {
