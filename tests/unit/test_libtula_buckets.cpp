@@ -133,6 +133,21 @@ public:
             hidden = hidden || (c.nodes > 1 && exposed < ring(c.nodes, 1e8, 12.5e9, 5e-6));
         }
         CPPUNIT_ASSERT(hidden);  // some candidates hide part of their allreduce
+        // Below a floor (saturation at 64 examples per device) the step is the floor, and the
+        // backward pass is 2/3 of the floor less the fixed part (here 1 ms of overhead).
+        Json f = cluster(12.5e9, 5e-6);
+        f["device"]["saturation_batch"] = 64;
+        f["iteration_overhead_seconds"] = 0.001;
+        const tula::Plan pf = tula::plan_hardware(tula::Config{}, tula::parse_hardware(f.dump()), 0, 0, 0, pol);
+        const double floor = 0.001 + 64 * 1e10 / (100e12 * 0.5);
+        int below = 0;
+        for (const auto& c : pf.candidates) {
+            const double compute = std::max(floor, 0.001 + double(c.global_batch) / c.nodes * 1e10 / (4 * 100e12 * 0.5));
+            const double exposed = naive_exposed(c.nodes, 2.0 / 3 * (compute - 0.001), 12.5e9, 5e-6);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(compute + exposed, c.iter_seconds, 1e-12 * c.iter_seconds);
+            below += c.global_batch < 64 * 4 * c.nodes;
+        }
+        CPPUNIT_ASSERT(below > 0);
     }
 
     // Runs made from a + c x plus the exposed allreduce of their buckets: the fit gives a and c

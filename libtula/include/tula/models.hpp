@@ -357,8 +357,8 @@ struct IterationSample {
 /// With bucket_bytes > 0 the bucketed form replaces gamma (a hardware file's trainer, which
 /// reduces its gradient in buckets during the backward pass):
 ///   T_iter = T_comp + GradientAllreduce::exposed_seconds(backward_fraction x T_comp,batch)
-/// where T_comp,batch is the part of T_comp that grows with the local batch (the fixed part of
-/// a step, the optimizer and the launches, hides nothing) and backward_fraction = 2/3: the
+/// where T_comp,batch is T_comp less the compute model's fixed part t0 (the optimizer and the
+/// launches, which hide nothing; below a floor t_min, t_min - t0) and backward_fraction = 2/3: the
 /// backward pass computes two products per weight for the forward's one (Kaplan et al. 2020,
 /// "Scaling laws for neural language models", sec. 2.1: 2N forward, 4N backward FLOPs).
 struct OverlapModel {
@@ -373,8 +373,8 @@ struct OverlapModel {
     /// Seconds per iteration from the two parts (both >= 0), the gamma form.
     double combine(double compute_seconds, double comm_seconds) const;
     /// Seconds per iteration: the bucketed form when bucket_bytes > 0, with
-    /// `batch_compute_seconds` (<= compute_seconds) the part of the compute that grows with the
-    /// local batch; else combine(compute_seconds, comm.seconds). Pure.
+    /// `batch_compute_seconds` (taken in [0, compute_seconds]) the compute beyond the model's
+    /// fixed part; else combine(compute_seconds, comm.seconds). Pure.
     double combine(double compute_seconds, double batch_compute_seconds, const GradientAllreduce& comm) const;
 };
 

@@ -146,7 +146,7 @@ private:
     double level_ = 0.95;
     double sigma_q_ = 0;  // Student-t quantile x residual standard error (parametric form)
     double rel_q_ = 0;    // Student-t quantile x RMS leave-one-out error (interpolated form)
-    double fixed_seconds_ = 0;  // compute.seconds_per_iter(0): the part of a step the batch does not change
+    double fixed_seconds_ = 0;  // compute.t0: the part of a step that is not per example (no backward pass in it)
 };
 
 }  // namespace tula

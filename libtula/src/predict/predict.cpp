@@ -195,7 +195,7 @@ Predictor::Predictor(const PartitionTarget& target, const Workload& w, const Ove
     const ComputeModel& c = target_.compute;
     sigma_q_ = c.dof > 0 && c.sigma > 0 ? c.interval(0.0, level) / std::sqrt(1.0 + std::max(0.0, c.xtx_inv[0])) : 0.0;
     rel_q_ = c.relative_interval(level);
-    fixed_seconds_ = c.seconds_per_iter(0.0);
+    fixed_seconds_ = c.t0;
 }
 
 GradientAllreduce Predictor::gradient_allreduce(int nodes, int ranks_per_node) const {
@@ -211,7 +211,8 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
     const double conc = c.concurrency_at(K, R, b);  // 1 unless ranks were profiled at once
     p.compute_seconds = f * c.seconds_per_iter(b) * conc;
     p.comm_seconds = comm.seconds;
-    // the part of the compute that grows with the batch, which the backward pass is part of
+    // the compute beyond the fixed part t0 (in the flat region of a floor, the floor's): the
+    // forward and backward passes, of which the backward pass hides the allreduce's buckets
     const double batch_part =
         overlap_.bucket_bytes > 0 ? f * conc * std::max(0.0, c.seconds_per_iter(b) - fixed_seconds_) : 0.0;
     p.time_factor = step_time_factor(calibration_, synced_, K, R, b, &p.synced_profile);
