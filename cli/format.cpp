@@ -94,6 +94,7 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("max_local_batch", std::to_string(r.plan.max_local_batch));
     kv.emplace_back("gamma", format_number("%.4g", r.plan.gamma));
     kv.emplace_back("allreduce_bucket_bytes", format_number("%.0f", r.plan.allreduce_bucket_bytes));
+    kv.emplace_back("last_batch", last_batch_name(r.plan.last_batch));
     kv.emplace_back("accuracy_excluded", std::to_string(r.plan.accuracy_excluded));
     kv.emplace_back("gpu_hours", format_number("%.4f", c.gpu_hours));
     kv.emplace_back("energy_kwh", format_number("%.4f", c.energy_kwh));
@@ -202,6 +203,7 @@ Json plan_json(const PlanReport& r) {
     j["queue"] = r.queue_note;        // what the queue means for the choice (site.hpp); "" when nothing
     j["gamma"] = r.plan.gamma;
     j["allreduce_bucket_bytes"] = r.plan.allreduce_bucket_bytes;  // 0: gamma's form of the overlap
+    j["last_batch"] = last_batch_name(r.plan.last_batch);          // "drop": floor(D / B) steps, "keep": ceil
     // B_noise of the convergence model and where it came from (ConvergenceModel::origin)
     j["noise_scale"] = r.plan.convergence.noise_scale;
     j["noise_scale_source"] = r.plan.convergence.measured_runs > 0 ? "measured" : r.plan.convergence.source;

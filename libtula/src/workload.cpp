@@ -2,6 +2,7 @@
 #include "tula/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -273,6 +274,14 @@ bool read_directive(const std::string& text, size_t b, size_t e, Directive* d, s
 }  // namespace
 
 std::string workload_name(const std::string& model, const std::string& dataset) { return model + "@" + dataset; }
+
+double steps_per_epoch(double examples, double global_batch, LastBatch last) {
+    if (!(examples > 0) || !(global_batch > 0)) return 0.0;
+    const double q = examples / global_batch;
+    return last == LastBatch::Keep ? std::ceil(q) : std::floor(q);
+}
+
+const char* last_batch_name(LastBatch last) { return last == LastBatch::Keep ? "keep" : "drop"; }
 
 // One pass over the script: physical lines are joined at `\` continuations into a logical
 // line (a comment line inside a continuation ends the command, as in sh; comment lines are

@@ -90,6 +90,7 @@ tula::Plan synthetic_plan(size_t chosen) {
     p.max_local_batch = 300;
     p.gamma = 1.5;
     p.allreduce_bucket_bytes = 26214400;
+    p.last_batch = tula::LastBatch::Keep;
     p.convergence.noise_scale = 432.5;
     p.convergence.measured_runs = 3;
     p.reference_batch = 64;
@@ -317,6 +318,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(3, j.at("noise_scale_runs").get<int>());
         CPPUNIT_ASSERT_EQUAL(64, j.at("reference_batch").get<int>());
         CPPUNIT_ASSERT_EQUAL(26214400.0, j.at("allreduce_bucket_bytes").get<double>());
+        CPPUNIT_ASSERT_EQUAL(std::string("keep"), j.at("last_batch").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(r.plan.candidates[1].nodes, j.at("choice").at("nodes").get<int>());
     }
 
@@ -418,6 +420,7 @@ public:
             CPPUNIT_ASSERT_EQUAL(300, std::stoi(kv.at("max_local_batch")));
             CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, std::stod(kv.at("gamma")), 1e-12);
             CPPUNIT_ASSERT_EQUAL(std::string("26214400"), kv.at("allreduce_bucket_bytes"));
+            CPPUNIT_ASSERT_EQUAL(std::string("keep"), kv.at("last_batch"));
             CPPUNIT_ASSERT_EQUAL(std::string("1"), kv.at("simulated"));
             CPPUNIT_ASSERT_EQUAL(r.hardware, kv.at("hardware"));
             CPPUNIT_ASSERT_EQUAL(std::string(""), kv.at("flagged_runs"));

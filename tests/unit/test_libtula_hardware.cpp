@@ -126,6 +126,11 @@ public:
         CPPUNIT_ASSERT(contains(err_with("", "global_batches", Json::array()), "global_batches"));
         CPPUNIT_ASSERT(contains(err_with("", "global_batches", Json{64, 0}), "global_batches"));
         CPPUNIT_ASSERT(contains(err_with("", "device", 5), "device must be a JSON object"));
+        CPPUNIT_ASSERT(contains(err_with("workload", "allreduce_bucket_bytes", 0.5), "less than one byte"));
+        CPPUNIT_ASSERT(contains(err_with("workload", "allreduce_bucket_bytes", -1), "workload.allreduce_bucket_bytes"));
+        CPPUNIT_ASSERT(contains(err_with("workload", "last_batch", "sometimes"), "workload.last_batch"));
+        CPPUNIT_ASSERT(contains(err_with("workload", "last_batch", 1), "workload.last_batch"));
+        CPPUNIT_ASSERT(tula::parse_hardware(good.dump()).workload.last_batch == tula::LastBatch::Keep);
         for (const char* bad : {"", "{", "[1,2]", "null", "{\"nodes\": 1e999}", "\"x\""}) {
             const std::string e = error_of([&] { tula::parse_hardware(bad); });
             CPPUNIT_ASSERT_MESSAGE(std::string(bad) + " -> " + e, e.rfind("tula: ", 0) == 0);
@@ -162,10 +167,17 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 6 * 2e-6 + 2 * 63.0 / 64 * n / 25e9, a.seconds(64, n), 1e-12);
     }
 
-    // Every candidate of a simulated plan against a naive computation from the raw figures.
+    // Every candidate of a simulated plan against a naive computation from the raw figures, with
+    // an epoch's last partial batch kept (the default: ceil(D / B) steps) and dropped (floor).
     void test_predictions_vs_naive() {
+        check_predictions_vs_naive("");
+        check_predictions_vs_naive("drop");
+    }
+
+    void check_predictions_vs_naive(const std::string& last_batch) {
         Json j = cluster(12.5e9, 5e-6);
         j["workload"]["allreduce_bucket_bytes"] = 0;  // one allreduce after the backward pass
+        if (!last_batch.empty()) j["workload"]["last_batch"] = last_batch;
         const tula::HardwareSpec h = tula::parse_hardware(j.dump());
         tula::Config cfg;
         cfg.time_margin = 0.1;
@@ -182,7 +194,8 @@ public:
             const double iter = compute + comm;  // one allreduce, not hidden (gamma = 1)
             // 10 epochs at the smallest global batch, E(B) whole epochs at B (no --batch-size given)
             CPPUNIT_ASSERT_EQUAL(hand_epochs(p.convergence.noise_scale, c.global_batch, 10, p.reference_batch), c.epochs);
-            const double total = c.epochs * std::floor(1e6 / c.global_batch) * iter;
+            const double steps = last_batch == "drop" ? std::floor(1e6 / c.global_batch) : std::ceil(1e6 / c.global_batch);
+            const double total = c.epochs * steps * iter;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(iter, c.iter_seconds, iter * 1e-12);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(compute, c.compute_step_seconds, iter * 1e-12);  // the step's parts
             CPPUNIT_ASSERT_DOUBLES_EQUAL(comm, c.exposed_comm_step_seconds, iter * 1e-12);
@@ -306,7 +319,7 @@ public:
         auto seconds = [&](int nodes, int B, int epochs) {
             const double K = nodes, x = double(B) / (K * g);
             const double comm = K > 1 ? 2 * (K - 1) * 5e-6 + 2 * (K - 1) / K * n / 12.5e9 : 0.0;
-            return std::floor(1e6 / B) * epochs * (a + c * x + comm);
+            return std::ceil(1e6 / B) * epochs * (a + c * x + comm);  // the last partial batch kept
         };
         std::vector<tula::RunRecord> runs;
         // the last at 1,000 examples per device, more than the file's 50 MB per example lets fit

@@ -58,6 +58,7 @@ static int found_epochs(const std::string& script) { return found_command(script
 class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaWorkloadTest);
     CPPUNIT_TEST(test_workload_name);
+    CPPUNIT_TEST(test_steps_per_epoch);
     CPPUNIT_TEST(test_plain);
     CPPUNIT_TEST(test_mpirun_prefix_and_path);
     CPPUNIT_TEST(test_continuation_and_comments);
@@ -81,6 +82,34 @@ public:
         c.model = "m";
         c.dataset = "d";
         CPPUNIT_ASSERT_EQUAL(std::string("m@d"), c.workload());
+    }
+
+    // Steps per epoch against the batches a trainer's loop forms: a batch of B from each offset
+    // 0, B, 2B, ... below D, the last one kept only when it is full (drop) or always (keep).
+    void test_steps_per_epoch() {
+        auto loop = [](int64_t D, int64_t B, bool keep) {
+            int64_t steps = 0;
+            for (int64_t at = 0; at < D; at += B)
+                if (keep || at + B <= D) ++steps;
+            return steps;
+        };
+        std::mt19937 rng(5);
+        for (int i = 0; i < 2000; ++i) {
+            const int64_t B = 1 + static_cast<int64_t>(rng() % 5000);
+            const int64_t D = 1 + static_cast<int64_t>(rng() % 200000);
+            for (bool keep : {false, true}) {
+                const auto last = keep ? tula::LastBatch::Keep : tula::LastBatch::Drop;
+                CPPUNIT_ASSERT_EQUAL(double(loop(D, B, keep)), tula::steps_per_epoch(double(D), double(B), last));
+            }
+        }
+        // ImageNet at MLPerf's global batches: one step apart when B does not divide D
+        CPPUNIT_ASSERT_EQUAL(392.0, tula::steps_per_epoch(1281167, 3264, tula::LastBatch::Drop));
+        CPPUNIT_ASSERT_EQUAL(393.0, tula::steps_per_epoch(1281167, 3264, tula::LastBatch::Keep));
+        CPPUNIT_ASSERT_EQUAL(1000.0, tula::steps_per_epoch(64000, 64, tula::LastBatch::Keep));
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::steps_per_epoch(0, 64, tula::LastBatch::Keep));
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::steps_per_epoch(100, 0, tula::LastBatch::Drop));
+        CPPUNIT_ASSERT_EQUAL(std::string("keep"), std::string(tula::last_batch_name(tula::LastBatch::Keep)));
+        CPPUNIT_ASSERT_EQUAL(std::string("drop"), std::string(tula::last_batch_name(tula::LastBatch::Drop)));
     }
 
     void test_plain() {

@@ -95,14 +95,14 @@ struct Candidate {
     /// Where a step's time goes, seconds per step: compute (time_factor x compute(local batch),
     /// StepPrediction::compute_seconds scaled), the allreduce not hidden behind it
     /// (StepPrediction::exposed_comm_seconds), and what is paid outside the steps
-    /// (startup_seconds) spread over the run's epochs x floor(D / B) steps.
+    /// (startup_seconds) spread over the run's epochs x steps_per_epoch(D, B) steps.
     /// compute + exposed = iter_seconds.
     double compute_step_seconds = 0;
     double exposed_comm_step_seconds = 0;
     double overhead_step_seconds = 0;
-    double epoch_seconds = 0;     ///< floor(D / global_batch) * iter_seconds, D =
-                                  ///< PlanRequest::examples_per_epoch() (the last partial batch is
-                                  ///< dropped, as tula-train does), seconds
+    double epoch_seconds = 0;     ///< steps_per_epoch(D, global_batch) * iter_seconds, D =
+                                  ///< PlanRequest::examples_per_epoch(), steps counted by the
+                                  ///< workload's LastBatch (tula-train: floor), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
                                   ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
     /// Whole epochs the job trains: ceil(epochs_to_target) (at least 1), or the request's epochs
@@ -295,6 +295,7 @@ struct Plan {
     int max_local_batch = 0;            ///< largest local batch that fits device memory (0: no limit)
     double gamma = 1.0;                 ///< overlap exponent used
     double allreduce_bucket_bytes = 0;  ///< bytes per gradient bucket of the bucketed overlap (0: gamma's form)
+    LastBatch last_batch = LastBatch::Drop;  ///< how the workload's epochs count steps (Workload::last_batch)
     TimeCalibration calibration;        ///< the factor applied to every iter_seconds, and its runs
     /// Feasible candidates left out because their expected accuracy (run history) is more
     /// than max_accuracy_loss below the best one's; 0 without run history.

@@ -94,13 +94,14 @@ struct StepPrediction {
     bool has_interval = false;   ///< the compute model gives an interval (residual dof or LOO)
 };
 
-/// A run (or candidate) predicted: E epochs of floor(D / B) steps plus the start-up.
+/// A run (or candidate) predicted: E epochs of S steps plus the start-up, S = the workload's
+/// steps_per_epoch(D, B) (floor(D / B) or ceil(D / B), by its LastBatch).
 struct RunPrediction {
     StepPrediction step;
-    double steps_per_epoch = 0;  ///< floor(D / B)
-    double seconds = 0;          ///< E x floor(D / B) x step.seconds + startup, seconds
-    double lower = 0;            ///< E x floor(D / B) x step.lower + startup
-    double upper = 0;            ///< E x floor(D / B) x step.upper + upper_factor x startup
+    double steps_per_epoch = 0;  ///< S, steps
+    double seconds = 0;          ///< E x S x step.seconds + startup, seconds
+    double lower = 0;            ///< E x S x step.lower + startup
+    double upper = 0;            ///< E x S x step.upper + upper_factor x startup
 };
 
 /// The prediction of steps and runs on one partition (its target and the time models), with
@@ -124,12 +125,17 @@ public:
     StepPrediction step(int nodes, int ranks_per_node, double local_batch) const {
         return step(nodes, ranks_per_node, local_batch, gradient_allreduce(nodes, ranks_per_node));
     }
-    /// E epochs of floor(D / B) steps at global batch B on K nodes x R ranks (B / (K R) examples
-    /// per rank), D = examples_per_epoch. Errors: tula::Error when B < K R or D < B.
+    /// E epochs of steps_per_epoch(D, B) steps at global batch B on K nodes x R ranks (B / (K R)
+    /// examples per rank), D = examples_per_epoch. Errors: tula::Error when B < K R or D < B.
     RunPrediction run(int nodes, int ranks_per_node, int global_batch, int epochs, double examples_per_epoch) const;
     /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
     /// workload's unless it trained on fewer), at its mean local batch B / (K R).
     RunPrediction run(const RunRecord& r) const;
+    /// Steps in one epoch of D examples at global batch B, by the workload's LastBatch
+    /// (tula::steps_per_epoch). Errors: none.
+    double steps_per_epoch(double examples_per_epoch, double global_batch) const {
+        return tula::steps_per_epoch(examples_per_epoch, global_batch, last_batch_);
+    }
     const PartitionTarget& target() const { return target_; }
     const SyncedRatios& synced() const { return synced_; }
     /// The level of the prediction intervals, in (0, 1).
@@ -143,6 +149,7 @@ private:
     SyncedRatios synced_;
     double grad_bytes_ = 0;
     double examples_ = 0;  // the workload's training examples per epoch
+    LastBatch last_batch_ = LastBatch::Drop;  // the workload's: how its epochs count steps
     double level_ = 0.95;
     double sigma_q_ = 0;  // Student-t quantile x residual standard error (parametric form)
     double rel_q_ = 0;    // Student-t quantile x RMS leave-one-out error (interpolated form)

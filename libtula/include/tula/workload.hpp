@@ -5,6 +5,23 @@
 
 namespace tula {
 
+/// What a trainer does with the last partial batch of an epoch (D examples at global batch B
+/// when B does not divide D).
+enum class LastBatch {
+    Drop,  ///< left out: floor(D / B) steps (tula-train)
+    Keep,  ///< trained as a smaller step: ceil(D / B) steps (PyTorch's DataLoader default,
+           ///< drop_last=False; the MLPerf ResNet-50 reference's epoch size)
+};
+
+/// Optimizer steps in one epoch of `examples` (D) at global batch B (examples per step):
+/// floor(D / B) for LastBatch::Drop, ceil(D / B) for LastBatch::Keep. The one place the
+/// planner, the predictions and the calibrations count steps. 0 when D or B is not > 0.
+/// Errors: none (pure).
+double steps_per_epoch(double examples, double global_batch, LastBatch last);
+
+/// "drop" or "keep" (JSON and kv output, hardware files). Pure.
+const char* last_batch_name(LastBatch last);
+
 /// A training workload: a model on a dataset. `name` is "<model>@<dataset>",
 /// for example "lenet5@fashion-mnist".
 struct Workload {
@@ -18,6 +35,9 @@ struct Workload {
     /// and every layer's output, composites' inner outputs included), written by tula-train
     /// from its model's layer shapes; 0: not known (memory is then not modelled).
     int64_t activation_floats = 0;
+    /// How its trainer forms an epoch's steps: Drop for tula-train (profiled workloads), a
+    /// hardware file's workload.last_batch otherwise.
+    LastBatch last_batch = LastBatch::Drop;
 };
 
 /// "<model>@<dataset>". Pure.

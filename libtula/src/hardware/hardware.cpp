@@ -185,7 +185,7 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     }
     const Reader wl(top.at("workload"), "workload.", source,
                     {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
-                     "activation_bytes_per_example", "epochs", "noise_scale", "allreduce_bucket_bytes"});
+                     "activation_bytes_per_example", "epochs", "noise_scale", "allreduce_bucket_bytes", "last_batch"});
     const std::string wname = wl.string("name", true, "");
     if (wname.find('\0') != std::string::npos || tula_check_workload(wname.c_str(), nullptr, 0) != 0)
         wl.fail("'workload.name' must be MODEL@DATASET (letters, digits, _ . -), e.g. resnet50@imagenet");
@@ -203,6 +203,14 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     h.noise_scale = wl.number("noise_scale", 0, 1e12, false, 0, "examples");
     h.allreduce_bucket_bytes =
         wl.number("allreduce_bucket_bytes", 0, 1e13, false, kDefaultBucketBytes, "bytes per gradient bucket");
+    if (h.allreduce_bucket_bytes > 0 && h.allreduce_bucket_bytes < 1)
+        wl.fail("'workload.allreduce_bucket_bytes' = " + fmt_g(h.allreduce_bucket_bytes) +
+                " is less than one byte; give 0 for one allreduce after the backward pass, or a bucket size in bytes");
+    const std::string last = wl.string("last_batch", false, "keep");
+    if (last != "keep" && last != "drop")
+        wl.fail("'workload.last_batch' must be \"keep\" (the last partial batch of an epoch is trained: ceil(D / B) "
+                "steps) or \"drop\" (it is left out: floor(D / B) steps)");
+    h.workload.last_batch = last == "drop" ? LastBatch::Drop : LastBatch::Keep;
 
     if (top.has("global_batches")) {
         const Json& gb = top.at("global_batches");

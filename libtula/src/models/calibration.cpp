@@ -41,7 +41,8 @@ std::vector<IterationSample> iteration_samples(const std::vector<const RunRecord
     for (const RunRecord* r : runs) {
         if (!usable_run(*r) || (r->nodes > 1 && !allreduce)) continue;
         const double n_iter =
-            std::floor(r->examples_per_epoch(static_cast<double>(w.train_examples)) / r->global_batch) * r->epochs;
+            steps_per_epoch(r->examples_per_epoch(static_cast<double>(w.train_examples)), r->global_batch, w.last_batch) *
+            r->epochs;
         if (!(n_iter > 0)) continue;
         IterationSample q;
         q.compute_seconds =

@@ -68,7 +68,7 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
     for (const RunRecord& r : runs) {
         if (r.workload != p.workload.name || !usable_run(r) || !runs_serve_partition(r, p)) continue;
         const double d = r.examples_per_epoch(static_cast<double>(p.workload.train_examples));
-        const double iters = std::floor(d / r.global_batch) * r.epochs;
+        const double iters = steps_per_epoch(d, r.global_batch, p.workload.last_batch) * r.epochs;
         if (!(iters > 0)) continue;
         StepSample q;
         q.x = r.local_batch();

@@ -8,8 +8,10 @@
 //                                                      class), allreduce hierarchical: within the
 //                                                      node among R ranks, then across K nodes
 //                                                      (hierarchical_allreduce_seconds)
-//   iterations per epoch = floor(D / B)                D = training examples per epoch (the trainer
-//                                                      drops the last partial batch)
+//   iterations per epoch = steps_per_epoch(D, B)       D = training examples per epoch; floor(D / B)
+//                                                      when the trainer drops the last partial
+//                                                      batch (tula-train), ceil(D / B) when it
+//                                                      keeps it (the workload's LastBatch)
 //   T = epochs(B) * iterations per epoch * tau + start-up
 //   C = K * T / 3600 * (price per node-hour + GPUs per node * price per GPU-hour)
 #include "candidates.hpp"
@@ -130,7 +132,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             c.synced_profile = p.synced_profile;
             c.time_factor = p.time_factor;
             c.iter_seconds = p.seconds;
-            const double iters = std::floor(static_cast<double>(D) / B);
+            const double iters = pred.steps_per_epoch(static_cast<double>(D), B);
             c.epoch_seconds = iters * c.iter_seconds;
             c.startup_seconds = p.startup_seconds;  // once per run
             const double startup = c.startup_seconds;

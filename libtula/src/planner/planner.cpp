@@ -458,6 +458,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
     Plan plan;
     plan.gamma = req.overlap.gamma;
     plan.allreduce_bucket_bytes = req.overlap.bucket_bytes;
+    plan.last_batch = w.last_batch;
     plan.calibration = req.calibration;
     plan.convergence = req.convergence;
     plan.fixed_epochs = req.fixed_epochs;

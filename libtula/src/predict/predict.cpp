@@ -190,6 +190,7 @@ Predictor::Predictor(const PartitionTarget& target, const Workload& w, const Ove
     : target_(target), overlap_(overlap), calibration_(calibration), level_(level) {
     grad_bytes_ = 4.0 * static_cast<double>(w.params);
     examples_ = static_cast<double>(w.train_examples);
+    last_batch_ = w.last_batch;
     synced_ = step_synced_ratios(target_.compute, target_.allreduce ? &*target_.allreduce : nullptr, overlap_,
                                  grad_bytes_, target_.intra_node_bandwidth());
     const ComputeModel& c = target_.compute;
@@ -246,13 +247,13 @@ RunPrediction Predictor::run(int K, int R, int B, int E, double D) const {
                     planner_detail::nodes_str(K) + " of " + std::to_string(R) + " rank" + (R == 1 ? "" : "s") +
                     " each with " + planner_detail::fmt("%.0f", D) +
                     " examples per epoch: the global batch must be a multiple of the ranks, and at most the examples");
-    return assemble(step(K, R, B / (K * R)), std::floor(D / B), E);
+    return assemble(step(K, R, B / (K * R)), steps_per_epoch(D, B), E);
 }
 
 RunPrediction Predictor::run(const RunRecord& rec) const {
     // a recorded run's global batch need not divide by its ranks: its mean local batch
     const StepPrediction s = step(std::max(1, rec.nodes), std::max(1, rec.ranks_per_node), rec.local_batch());
-    return assemble(s, std::floor(rec.examples_per_epoch(examples_) / rec.global_batch), rec.epochs);
+    return assemble(s, steps_per_epoch(rec.examples_per_epoch(examples_), rec.global_batch), rec.epochs);
 }
 
 }  // namespace tula

@@ -90,7 +90,7 @@ ValidationResult validate_workload(const Config& cfg, const Workload& w, const s
             const ComputeModel m = ComputeModel::fit(rest);
             double mean = 0;
             for (double t : times) mean += t / static_cast<double>(times.size());
-            const double iters = std::floor(D / b);
+            const double iters = steps_per_epoch(D, b, w.last_batch);
             if (!(iters >= 1)) continue;
             ValidationPoint p;
             p.kind = "compute";
