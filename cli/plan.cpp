@@ -506,7 +506,8 @@ void add_plan_command(CLI::App& app, Action* action) {
                     "plan only these partitions (a comma list, as sbatch -p); with [partition] sections in tula.conf")
         ->type_name("LIST");
     sub->add_option("--ranks-per-node", o->ranks_per_node,
-                    "ranks (Slurm tasks) per node on every partition, as sbatch --ntasks-per-node (1 .. 1024)")
+                    "ranks (Slurm tasks) per node on every partition, as sbatch --ntasks-per-node (1 .. 1024); with "
+                    "--hardware, the GPUs of each node the job uses, one rank each (at most the file's gpus_per_node)")
         ->type_name("N");
     sub->add_option("--time-min", o->time_min,
                     "yes: plan for a job with a --time-min (sbatch --tula-time-min=yes): the queue estimate also "

@@ -91,22 +91,29 @@ void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node)
 
 void narrow_hardware(std::vector<HardwareSpec>* parts, const std::string& file, const std::string& partitions,
                      int ranks_per_node) {
-    if (ranks_per_node != 0)
-        throw UsageError("--ranks-per-node does not apply to --hardware: a hardware plan runs each node's "
-                         "gpus_per_node devices as the file describes them; leave it out");
-    if (partitions.empty()) return;
-    const std::vector<std::string> want = wanted_partitions(partitions);
-    std::vector<HardwareSpec> kept;
-    std::string have;
-    for (const HardwareSpec& h : *parts) {
-        const std::string name = h.partition.empty() ? h.name : h.partition;
-        have += (have.empty() ? "" : ", ") + name;
-        if (std::find(want.begin(), want.end(), name) != want.end()) kept.push_back(h);
+    if (!partitions.empty()) {
+        const std::vector<std::string> want = wanted_partitions(partitions);
+        std::vector<HardwareSpec> kept;
+        std::string have;
+        for (const HardwareSpec& h : *parts) {
+            const std::string name = h.partition.empty() ? h.name : h.partition;
+            have += (have.empty() ? "" : ", ") + name;
+            if (std::find(want.begin(), want.end(), name) != want.end()) kept.push_back(h);
+        }
+        if (kept.empty())
+            throw UsageError("--partition " + one_line(partitions, 80) + ": the hardware file " + file +
+                             " has no such partition (it has: " + have + ")");
+        *parts = kept;
     }
-    if (kept.empty())
-        throw UsageError("--partition " + one_line(partitions, 80) + ": the hardware file " + file +
-                         " has no such partition (it has: " + have + ")");
-    *parts = kept;
+    if (ranks_per_node <= 0) return;
+    for (HardwareSpec& h : *parts) {
+        if (ranks_per_node > h.gpus_per_node)
+            throw UsageError("--ranks-per-node " + std::to_string(ranks_per_node) + ": the nodes of partition " +
+                             (h.partition.empty() ? h.name : h.partition) + " in " + file + " have " +
+                             std::to_string(h.gpus_per_node) + " GPUs (gpus_per_node), one rank each; ask for at most " +
+                             std::to_string(h.gpus_per_node) + ", or plan only the partitions with more (--partition)");
+        h.gpus_per_node = ranks_per_node;
+    }
 }
 
 bool slurm_configured() {

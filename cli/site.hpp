@@ -24,8 +24,10 @@ void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node)
 /// Narrows the partitions of a --hardware `file` (`parts`, in the file's order) to those of
 /// `partitions` (a comma list, as narrow_site's; a one-partition file's partition is named by
 /// the file's cluster name). Errors: UsageError for a malformed list, a list that names none of
-/// the file's partitions (the message lists them), or `ranks_per_node` != 0 (a hardware plan
-/// runs the file's GPUs per node).
+/// the file's partitions (the message lists them), or a `ranks_per_node` above a kept
+/// partition's gpus_per_node. `ranks_per_node` > 0: the job runs that many GPUs of each node, one
+/// rank each (a run's ranks per node are its GPUs per node), so each kept partition's
+/// gpus_per_node becomes it; 0: the file's.
 void narrow_hardware(std::vector<HardwareSpec>* parts, const std::string& file, const std::string& partitions,
                      int ranks_per_node);
 

@@ -5,7 +5,9 @@
 # chosen partition, its ranks and GPUs per node; every candidate's cost is at its own
 # partition's price (checked from the file by hand); each partition's candidates equal those of
 # a one-partition file cut from it; --partition plans only the partitions it names, and one the
-# file lacks or --ranks-per-node is refused; bad partition lists give one `tula:` line naming the key.
+# file lacks is refused; --ranks-per-node R plans R GPUs per node, as a file whose gpus_per_node is
+# R does, and more than the file's GPUs per node is refused; bad partition lists give one `tula:`
+# line naming the key.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 make_workdir
@@ -84,8 +86,24 @@ done
 expect_fail "--partition x100" "${P[@]}" --hardware "$HW" --partition x100
 assert_contains "$T_ERR" "has no such partition (it has: h100, a100)" "the file's partitions listed"
 assert_eq 1 "$(count_lines "$T_ERR" '^tula: ')" "one tula: line"
-expect_fail "--ranks-per-node" "${P[@]}" --hardware "$HW" --ranks-per-node 8
-assert_contains "$T_ERR" "--ranks-per-node does not apply to --hardware" "--ranks-per-node refused"
+expect_ok "--ranks-per-node 4" "${P[@]}" --hardware "$HW" --partition a100 --ranks-per-node 4 --json
+echo "$T_OUT" >rpn4.json
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["partitions"]=[dict(p, gpus_per_node=4) for p in j["partitions"] if p["name"]=="a100"]; json.dump(j,open("a100x4.json","w"))' "$HW"
+expect_ok "a100 with 4 GPUs per node" "${P[@]}" --hardware a100x4.json --json
+python3 - rpn4.json "$T_OUT" <<'PY' || fail "--ranks-per-node 4 differs from gpus_per_node 4"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+key = lambda c: (c["nodes"], c["global_batch"])
+ca, cb = {key(c): c for c in a["candidates"]}, {key(c): c for c in b["candidates"]}
+assert ca.keys() == cb.keys() and len(ca) > 10, (len(ca), len(cb))
+for k in ca:
+    for f in ("total_seconds", "cost", "iter_seconds", "gpus_per_node", "memory_bytes"):
+        assert abs(ca[k][f] - cb[k][f]) <= 1e-9 * max(1.0, abs(cb[k][f])), (k, f, ca[k][f], cb[k][f])
+assert all(c["gpus_per_node"] == 4 for c in a["candidates"])
+PY
+expect_fail "--ranks-per-node 9" "${P[@]}" --hardware "$HW" --ranks-per-node 9
+assert_contains "$T_ERR" "--ranks-per-node 9: the nodes of partition h100" "more ranks than GPUs refused"
+assert_eq 1 "$(count_lines "$T_ERR" '^tula: ')" "one tula: line"
 
 # Bad partition lists: one clean message naming the problem.
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["nodes"]=4; json.dump(j,open("top.json","w"))' "$HW"
