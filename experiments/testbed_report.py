@@ -511,6 +511,51 @@ def extrapolation(rows, models, rate):
         o += ["", mape_line(m, pairs)]
         both += pairs
     o += ["", mape_line("Both models", both)]
+    return o + small_fit_allreduce(rows)
+
+
+def ring_fit(samples):
+    """(alpha in us, beta in ns per byte) of the ring form 2 (K-1) alpha + 2 (K-1)/K n beta fitted
+    by non-negative least squares in ms (scipy.optimize.nnls) to allreduce rows (nodes K >= 2,
+    bytes n, ms); None with fewer than 2 distinct (nodes, bytes) among them."""
+    from scipy.optimize import nnls
+    pts = [s for s in samples if s["nodes"] >= 2]
+    if len({(s["nodes"], s["bytes"]) for s in pts}) < 2:
+        return None
+    a = [[2 * (s["nodes"] - 1) / 1000, ring_bytes(s["nodes"], s["bytes"]) / 1e6] for s in pts]
+    x, _ = nnls(a, [s["ms"] for s in pts])
+    return float(x[0]), float(x[1])
+
+
+def small_fit_allreduce(rows):
+    """Where the extrapolation loses time: the profiling cluster's allreduce samples on at most
+    FIT_NODES nodes fitted alone (ring_fit), against the samples on more nodes at 2 MB and less
+    (where the per-step latency is a large part of an allreduce), and the range of the step
+    factors on at most and on more than FIT_NODES nodes. [] without such samples."""
+    prof = [r for r in rows if r["kind"] == "allreduce" and r["cluster"] == "profile"]
+    fit = ring_fit([r for r in prof if r["nodes"] <= FIT_NODES])
+    more = sorted((r for r in prof if r["nodes"] > FIT_NODES and r["bytes"] <= 2 ** 21),
+                  key=lambda r: (r["nodes"], r["bytes"]))
+    if fit is None or not more:
+        return []
+    alpha, beta = fit
+    o = ["", "Where the time goes missing: the ring form (2 (K-1) alpha + 2 (K-1)/K n beta) fitted here",
+         "(non-negative least squares, scipy) to the allreduce samples on 1-%d nodes alone gives" % FIT_NODES,
+         "alpha = %.1f us, beta = %.2f ns per byte; on more nodes, at 2 MB and less," % (alpha, beta),
+         "against what was measured (error = (measured - fitted) / measured; > 0: the fit falls short):", ""]
+    t = []
+    for r in more:
+        p = model_ms(r["nodes"], r["bytes"], ("ring", alpha, beta))
+        t.append((r["nodes"], r["bytes"], "%.1f" % r["ms"], "%.1f" % p, error_text(r["ms"], p)))
+    o += tb.md_table(("nodes", "bytes", "measured ms", "fitted on 1-%d nodes, ms" % FIT_NODES, "error"), "rrrrr", t)
+    sf = [r for r in rows if r["kind"] == "step-factor"]
+    small = [r["time_factor"] for r in sf if r["nodes"] <= FIT_NODES]
+    large = [r["time_factor"] for r in sf if r["nodes"] > FIT_NODES]
+    if small and large:
+        o += ["", ("The step factors above grow with the node count as well: %.2f to %.2f on %d nodes, %.2f to %.2f on "
+                   "more; fitted on 1-%d nodes, a step of more nodes takes the factors of the largest profiled count "
+                   "(ComputeModel::synced_factor_at).") % (min(small), max(small), FIT_NODES, min(large), max(large),
+                                                           FIT_NODES)]
     return o
 
 

@@ -279,6 +279,29 @@ class Testbed(unittest.TestCase):
         self.assertIn("Both models: MAPE 17.50 % fitted on 1-2 nodes, 8.33 % fitted on all nodes; shapes with both predictions: 3.",
                       lines)
 
+    def test_small_fit_allreduce(self):
+        r = tbr.row
+        # 2-node samples made from alpha = 1000 us, beta = 40 ns per byte: 2 alpha + n beta ms
+        rows = [r("allreduce", cluster="profile", nodes=2, bytes=n, ms=2.0 + n * 40e-6) for n in (2 ** 20, 2 ** 22)]
+        a, b = tbr.ring_fit(rows)
+        self.assertAlmostEqual(a, 1000.0, places=6)
+        self.assertAlmostEqual(b, 40.0, places=9)
+        self.assertIsNone(tbr.ring_fit(rows[:1]))
+        # 4 nodes, 1 MiB, measured 100 ms: the 2-node fit gives 6 x 1 ms + 1.5 x 1048576 x 40 ns
+        # = 68.91456 ms, (100 - 68.91456) / 100 = +31.1 %; 8 MB on 4 nodes is above 2 MB: not shown
+        rows += [r("allreduce", cluster="profile", nodes=4, bytes=2 ** 20, ms=100.0),
+                 r("allreduce", cluster="profile", nodes=4, bytes=2 ** 23, ms=400.0),
+                 r("allreduce", cluster="plan", nodes=4, bytes=2 ** 20, ms=1.0),
+                 r("step-factor", model="lenet5", nodes=2, local_batch=32, time_factor=1.25),
+                 r("step-factor", model="lenet5", nodes=4, local_batch=16, time_factor=1.75)]
+        lines = tbr.small_fit_allreduce(rows)
+        self.assertIn("alpha = 1000.0 us, beta = 40.00 ns per byte; on more nodes, at 2 MB and less,",
+                      lines)
+        self.assertIn("| 4 | 1048576 | 100.0 | 68.9 | +31.1 % |", lines)
+        self.assertEqual(1, sum(1 for x in lines if x.startswith("| 4 |")))
+        self.assertTrue(any("1.25 to 1.25 on 2 nodes, 1.75 to 1.75 on more" in x for x in lines))
+        self.assertEqual(tbr.small_fit_allreduce([x for x in rows if x["nodes"] <= 2]), [])
+
     def test_extrapolation_without_predictions(self):
         rows = [x for x in self.extrapolate_rows() if x["kind"] != "extrapolate" or x["model"] == "fmnist-cnn"]
         for x in rows:
