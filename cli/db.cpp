@@ -420,7 +420,7 @@ void print_show_text(const ShowOptions& o, const ShowData& d) {
                               r.predicted_seconds > 0 ? format_number("%.1f s", r.predicted_seconds) : "-",
                               format_number("%.1f s", r.measured_seconds) + parts_note(r),
                               e ? format_number("%+.1f %%", *e) : "-",
-                              format_number("%.2f %%", r.test_accuracy * 100)});
+                              r.test_accuracy > 0 ? format_number("%.2f %%", r.test_accuracy * 100) : "-"});  // 0: not measured
         }
         std::fputs(render_table(t).c_str(), stdout);
     }

@@ -11,6 +11,7 @@ using namespace db_test;
 class LibtulaDbExchangeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaDbExchangeTest);
     CPPUNIT_TEST(test_import_v1_document);
+    CPPUNIT_TEST(test_import_minimal_runs);
     CPPUNIT_TEST(test_load_profiles_merge_and_skip);
     CPPUNIT_TEST(test_export_import_round_trip);
     CPPUNIT_TEST(test_export_one_workload);
@@ -44,6 +45,35 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(2), rows.size());
         CPPUNIT_ASSERT_EQUAL(std::string("1700000000|null|0|"), rows[0]);
         CPPUNIT_ASSERT_EQUAL(std::string("1700000001|250.5|12|"), rows[1]);
+    }
+
+    // Runs with only the fields a time-to-train table has (workload, nodes, ranks per node,
+    // global batch, epochs, measured seconds) import with the defaults, once; a run without its
+    // measured seconds is refused, naming the field; an export of them imports again.
+    void test_import_minimal_runs() {
+        TempDir d;
+        auto db = tula::ProfileDb::open(d / "p.db", tula::ProfileDb::Mode::ReadWrite);
+        const std::string doc = R"({"format": "tula-profiles", "schema_version": 9, "runs": [
+            {"workload": "resnet50@imagenet", "nodes": 8, "ranks_per_node": 8, "global_batch": 3264, "epochs": 35,
+             "measured_seconds": 275.0},
+            {"workload": "resnet50@imagenet", "nodes": 1, "ranks_per_node": 4, "global_batch": 1632, "epochs": 35,
+             "measured_seconds": 3325.0}]})";
+        CPPUNIT_ASSERT_EQUAL(size_t(2), db.import_json(doc, "min.json").runs);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), db.import_json(doc, "min.json").runs);  // already present
+        const auto rows = raw_rows(d / "p.db", "SELECT job_id, nodes, ranks_per_node, global_batch, epochs, "
+                                               "predicted_seconds, measured_seconds, test_accuracy, created FROM run ORDER BY id");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), rows.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("|8|8|3264|35|0|275|0|0|"), rows[0]);
+        CPPUNIT_ASSERT_EQUAL(std::string("|1|4|1632|35|0|3325|0|0|"), rows[1]);
+        const auto runs = db.runs("resnet50@imagenet");
+        CPPUNIT_ASSERT_EQUAL(size_t(2), runs.size());
+        for (const auto& r : runs) CPPUNIT_ASSERT(r.epoch_seconds.empty());
+        std::string bad = doc;
+        bad.replace(bad.find("\"measured_seconds\": 275.0"), 24, "\"seconds\": 275.0");
+        CPPUNIT_ASSERT(contains(error_of([&] { db.import_json(bad, "bad.json"); }), "runs row 1: has no field \"measured_seconds\""));
+        const std::string exported = db.export_json();
+        auto db2 = tula::ProfileDb::open(d / "q.db", tula::ProfileDb::Mode::ReadWrite);
+        CPPUNIT_ASSERT_EQUAL(size_t(2), db2.import_json(exported, "exported.json").runs);
     }
 
     void test_load_profiles_merge_and_skip() {

@@ -279,15 +279,19 @@ std::vector<ImportedRun> read_run_rows(const ExJson& doc, int64_t version, const
         const std::string where = source + ": " + row_name("runs", i);
         RowReader r(jr[i], where);
         ImportedRun x;
-        x.r.job_id = r.text("job_id", false);
+        // Required: workload, nodes, global_batch, epochs, measured_seconds. The rest may be left
+        // out: job_id "" (no Slurm job), predicted_seconds 0 (no prediction), test_accuracy 0
+        // (not measured), created 0 (not known: older than any dated run), no epoch rows.
+        const ExJson& row = jr[i];
+        x.r.job_id = row.contains("job_id") ? r.text("job_id", false) : "";
         x.r.workload = r.text("workload", true);
         x.r.nodes = static_cast<int>(r.integer("nodes", 1, INT32_MAX));
         x.r.global_batch = static_cast<int>(r.integer("global_batch", 1, INT32_MAX));
         x.r.epochs = static_cast<int>(r.integer("epochs", 1, INT32_MAX));
-        x.r.predicted_seconds = r.number("predicted_seconds", false);  // 0: no prediction
+        x.r.predicted_seconds = row.contains("predicted_seconds") ? r.number("predicted_seconds", false) : 0.0;
         x.r.measured_seconds = r.number("measured_seconds", true);
-        x.r.test_accuracy = r.number("test_accuracy", false, 1.0);
-        x.r.created = r.number("created", true, kMaxTime);
+        x.r.test_accuracy = row.contains("test_accuracy") ? r.number("test_accuracy", false, 1.0) : 0.0;
+        x.r.created = row.contains("created") ? r.number("created", false, kMaxTime) : 0.0;
         if (version >= 2) {  // optional: missing or null = not measured
             auto ns = jr[i].find("noise_scale");
             if (ns != jr[i].end()) {
@@ -320,7 +324,8 @@ std::vector<ImportedRun> read_run_rows(const ExJson& doc, int64_t version, const
             for (double v : x.r.part_seconds)
                 if (std::isnan(v)) r.bad("part_seconds must hold numbers, not null");
         }
-        const ExJson& er = r.field("epoch_rows");
+        static const ExJson kNoEpochs = ExJson::array();
+        const ExJson& er = row.contains("epoch_rows") ? r.field("epoch_rows") : kNoEpochs;
         if (!er.is_array()) r.bad("epoch_rows must be a JSON array");
         for (size_t k = 0; k < er.size(); ++k) {
             RowReader e(er[k], where + " epoch row " + std::to_string(k + 1) + ":");
