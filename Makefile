@@ -271,7 +271,7 @@ ifeq ($(HAVE_CUDA),yes)
 $(B)/obj/trainer/cuda/%.o: trainer/cuda/%.cu $(SETTINGS)
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
-	  $(NCCL_DEFS) -Itrainer -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+	  $(NCCL_DEFS) -Ilibtula/include -Itrainer -Itrainer/cuda -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 $(GPU_TEST_OBJ): ALL_CXXFLAGS += -isystem $(CUDA_HOME)/include -Itrainer/cuda $(NCCL_DEFS)
 $(B)/bin/tula-gpu-tests: $(GPU_TEST_OBJ) $(CUDA_OBJ) $(GPU_ORACLE) $(LIBTULA_A)
 	@mkdir -p $(@D)

@@ -64,7 +64,7 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
                                           format_number("%.4g ms", check->exposed_comm_step_seconds * 1e3) +
                                           " exposed communication + " +
                                           format_number("%.4g ms", check->overhead_step_seconds * 1e3) +
-                                          " start-up spread over the steps"});
+                                          " start-up and evaluations spread over the steps"});
     const std::string when = format_time(r.created);
     if (!when.empty()) t.rows.push_back({"finished", when});
     t.rows.push_back({"database", db_path});

@@ -227,7 +227,7 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
     s += "set boxwidth 0.7\nset key top left noenhanced\n";
     const std::string parts = gp_quote(data) + " index " + std::to_string(node_counts.size() + 2);
     s += "plot " + parts + " using 1:xtic(4) title 'compute', \\\n     " + parts +
-         " using 2 title 'exposed communication', \\\n     " + parts + " using 3 title 'overhead (start-up)'\n";
+         " using 2 title 'exposed communication', \\\n     " + parts + " using 3 title 'overhead (start-up, evaluation)'\n";
     s += "unset multiplot\nset output\n";
     return s;
 }

@@ -187,7 +187,7 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
         p.gpus_per_node = c.gpus_per_node;
         p.time_limit_minutes = candidate_time_limit(c, cfg.time_margin, cfg.time_overhead, max_time(c.partition));
         if (r->time_min) {  // the job may start in a hole of its --time-min (submit.cpp sets it)
-            const int m = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, p.time_limit_minutes);
+            const int m = candidate_time_min(c, p.time_limit_minutes);
             p.time_min_minutes = m < p.time_limit_minutes ? m : 0;
         }
         probes.push_back(p);
@@ -226,7 +226,7 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
         waits[i].wait_seconds = s->wait_seconds;
         // the hole serves a candidate whose own --time-min fits in it
         const int limit = candidate_time_limit(c, cfg.time_margin, cfg.time_overhead, max_time(c.partition));
-        const int part = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, limit);
+        const int part = candidate_time_min(c, limit);
         if (s->hole_minutes > 0 && part <= s->hole_minutes) {
             waits[i].hole_wait_seconds = s->hole_wait_seconds;
             waits[i].hole_seconds = 60.0 * s->hole_minutes;

@@ -83,7 +83,7 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
     a.nodes = c.nodes;
     a.time_limit = r.plan.time_limit_minutes;
     a.signal_seconds = c.signal_seconds;
-    a.time_min = time_min_minutes(c.startup_seconds, c.epoch_seconds, c.signal_seconds, a.time_limit);
+    a.time_min = candidate_time_min(c, a.time_limit);
     a.time_min_default = r.time_min;
     a.summary = plan_summary(r);
     a.table = table;

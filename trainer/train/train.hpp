@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tula/workload.hpp"
 #include "train/checkpoint.hpp"
 #include "dist/comm.hpp"
 #include "data/data.hpp"
@@ -37,7 +38,7 @@ struct TrainConfig {
     /// Szegedy et al. 2016, sec. 7), in [0, 1); 0: plain cross-entropy. CPU path only.
     float label_smoothing = 0.0f;
     uint64_t seed = 1;         ///< data order (shuffle); the model is initialized by the caller
-    int eval_batch = 500;      ///< examples per evaluation forward pass (per rank)
+    int eval_batch = tula::kTrainerEvalBatch;  ///< examples per evaluation forward pass (per rank)
     /// Update rule and its hyper-parameters; optim.momentum / optim.weight_decay are
     /// overwritten by momentum / weight_decay above.
     OptimConfig optim;

@@ -94,9 +94,9 @@ struct Candidate {
     bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
     /// Where a step's time goes, seconds per step: compute (time_factor x compute(local batch),
     /// StepPrediction::compute_seconds scaled), the allreduce not hidden behind it
-    /// (StepPrediction::exposed_comm_seconds), and what is paid outside the steps
-    /// (startup_seconds) spread over the run's epochs x steps_per_epoch(D, B) steps.
-    /// compute + exposed = iter_seconds.
+    /// (StepPrediction::exposed_comm_seconds), and what the job pays outside the steps
+    /// (startup_seconds + evaluation_seconds) spread over the run's epochs x steps_per_epoch(D, B)
+    /// steps. compute + exposed = iter_seconds.
     double compute_step_seconds = 0;
     double exposed_comm_step_seconds = 0;
     double overhead_step_seconds = 0;
@@ -105,11 +105,20 @@ struct Candidate {
                                   ///< workload's LastBatch (tula-train: floor), seconds
     double startup_seconds = 0;   ///< a fresh process's warm-up steps beyond steady ones, paid once per
                                   ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
+    /// The evaluations of the test set after each of the run's epochs, seconds: epochs x
+    /// Predictor::evaluation_seconds(nodes, ranks_per_node). Not in total_seconds (runs record
+    /// their training seconds without it); the time limit and --time-min cover it.
+    double evaluation_seconds = 0;
     /// Whole epochs the job trains: ceil(epochs_to_target) (at least 1), or the request's epochs
     /// when they are fixed (PlanRequest::fixed_epochs). The plan table hands them to the job
     /// (TULA_EPOCHS), and total_seconds, cost, the time limit and the policies all use them.
     int epochs = 0;
     double total_seconds = 0;     ///< epochs * epoch_seconds + startup_seconds (training only, no evaluation)
+    /// One epoch and the evaluation after it, seconds: epoch_seconds + evaluation_seconds / epochs
+    /// (the least a part of a requeued job must hold, with the start-up; time_min_minutes).
+    double epoch_with_evaluation_seconds() const {
+        return epoch_seconds + (epochs > 0 ? evaluation_seconds / epochs : 0.0);
+    }
     double node_hours = 0;        ///< nodes * total_seconds / 3600
     double gpu_hours = 0;         ///< node_hours * gpus_per_node (0 on a CPU partition)
     double energy_kwh = 0;        ///< node_hours * watts_per_node / 1000, kWh (0: watts unknown)
@@ -194,6 +203,9 @@ struct PartitionTarget {
     /// Factor on the compute seconds of `compute` (1: the partition's own class);
     /// scaled_compute_factor when it was predicted from another class.
     double compute_factor = 1.0;
+    /// Devices one rank of `compute` drives: a hardware file's node of gpus_per_node devices
+    /// (its SimulatedModels time the node's batch), else 1 (a tula-train rank, one device).
+    int devices_per_rank = 1;
     /// Factor on the upper end of the time interval beyond the model's own (1: none); a
     /// partition predicted from another class gets kScaledIntervalFactor.
     double upper_factor = 1.0;
@@ -350,12 +362,17 @@ Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const Allred
 /// each one's reason.
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets);
 
-/// The Slurm time limit of a candidate, minutes: ceil((max(total_seconds, total_seconds_upper)
-/// x (1 + margin) + overhead + A) / 60), at least 1, and at most `max_time_minutes` when that
+/// The Slurm time limit of a candidate, minutes: ceil(((max(total_seconds, total_seconds_upper)
+/// + evaluation_seconds) x (1 + margin) + overhead + A) / 60), at least 1, and at most `max_time_minutes` when that
 /// is > 0 (the partition's MaxTime). A = signal_seconds + kSlurmSignalResolution (tula/stop.hpp)
 /// when the candidate has signal_seconds, else 0: the stop signal comes after the predicted
 /// end. Pure.
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes);
+
+/// The --time-min of a candidate, minutes: time_min_minutes (tula/stop.hpp) of its start-up,
+/// one epoch with the evaluation after it (Candidate::epoch_with_evaluation_seconds) and its
+/// signal_seconds, for a time limit of `time_limit_minutes`. Pure.
+int candidate_time_min(const Candidate& c, int time_limit_minutes);
 
 /// Ranks `plan` again by time to result: each candidate's time_to_target becomes
 /// waits[i] + total_seconds (waits in seconds, one per candidate, the expected start in

@@ -131,6 +131,17 @@ public:
     /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
     /// workload's unless it trained on fewer), at its mean local batch B / (K R).
     RunPrediction run(const RunRecord& r) const;
+    /// Seconds of the evaluation of the test set that follows each epoch, on K nodes x R ranks
+    /// of d = devices_per_rank devices: each device runs the forward pass over its shard of at
+    /// most ceil(T / (K R d)) of the workload's T test examples, so a rank over n = d ceil(T /
+    /// (K R d)), in batches of b = min(d eval_batch, n, the compute model's largest profiled
+    /// local batch when it has one), and a forward pass takes the share
+    /// 1 - backward_fraction of a training step at that batch (Kaplan et al. 2020, sec. 2.1:
+    /// 2N of the 6N FLOPs per example; docs/models.md, "Evaluation of the test set"):
+    ///   ceil(n / b) x (1 - backward_fraction) x f x compute(b) x concurrency(K, R, b).
+    /// 0 without test examples. Not part of RunPrediction::seconds: runs record their training
+    /// seconds without it. Errors: none.
+    double evaluation_seconds(int nodes, int ranks_per_node) const;
     /// Steps in one epoch of D examples at global batch B, by the workload's LastBatch
     /// (tula::steps_per_epoch). Errors: none.
     double steps_per_epoch(double examples_per_epoch, double global_batch) const {
@@ -149,6 +160,8 @@ private:
     SyncedRatios synced_;
     double grad_bytes_ = 0;
     double examples_ = 0;  // the workload's training examples per epoch
+    double test_examples_ = 0;  // the workload's test examples, evaluated after each epoch
+    int eval_batch_ = kTrainerEvalBatch;  // the workload's examples per rank in one evaluation pass
     LastBatch last_batch_ = LastBatch::Drop;  // the workload's: how its epochs count steps
     double level_ = 0.95;
     double sigma_q_ = 0;  // Student-t quantile x residual standard error (parametric form)

@@ -122,7 +122,8 @@ struct RunCheck {
     bool flagged = false;           ///< has_interval and measured outside [lower, upper]
     int ranks_per_node = 1;         ///< ranks on each node of the run
     /// The predicted step's parts, seconds per step (as Candidate's): compute, the allreduce
-    /// not hidden behind it, and the start-up spread over the run's steps.
+    /// not hidden behind it, and the start-up and the evaluations after each epoch
+    /// (Predictor::evaluation_seconds) spread over the run's steps.
     double compute_step_seconds = 0, exposed_comm_step_seconds = 0, overhead_step_seconds = 0;
 };
 

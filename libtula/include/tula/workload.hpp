@@ -22,6 +22,10 @@ double steps_per_epoch(double examples, double global_batch, LastBatch last);
 /// "drop" or "keep" (JSON and kv output, hardware files). Pure.
 const char* last_batch_name(LastBatch last);
 
+/// Examples per rank in one forward pass of tula-train's evaluation of the test set after
+/// each epoch (TrainConfig::eval_batch), and a hardware file's default (workload.eval_batch).
+constexpr int kTrainerEvalBatch = 500;
+
 /// A training workload: a model on a dataset. `name` is "<model>@<dataset>",
 /// for example "lenet5@fashion-mnist".
 struct Workload {
@@ -38,6 +42,10 @@ struct Workload {
     /// How its trainer forms an epoch's steps: Drop for tula-train (profiled workloads), a
     /// hardware file's workload.last_batch otherwise.
     LastBatch last_batch = LastBatch::Drop;
+    /// Examples per rank in one forward pass of the evaluation of the test set that follows
+    /// each epoch (Predictor::evaluation_seconds): kTrainerEvalBatch, or a hardware file's
+    /// workload.eval_batch.
+    int eval_batch = kTrainerEvalBatch;
 };
 
 /// "<model>@<dataset>". Pure.

@@ -2,6 +2,7 @@
 #include "tula/hardware.hpp"
 #include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
+#include "planner/candidates.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -185,7 +186,7 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     }
     const Reader wl(top.at("workload"), "workload.", source,
                     {"name", "flops_per_example", "parameter_bytes", "train_examples", "test_examples",
-                     "activation_bytes_per_example", "epochs", "noise_scale", "allreduce_bucket_bytes", "last_batch"});
+                     "activation_bytes_per_example", "epochs", "noise_scale", "allreduce_bucket_bytes", "last_batch", "eval_batch"});
     const std::string wname = wl.string("name", true, "");
     if (wname.find('\0') != std::string::npos || tula_check_workload(wname.c_str(), nullptr, 0) != 0)
         wl.fail("'workload.name' must be MODEL@DATASET (letters, digits, _ . -), e.g. resnet50@imagenet");
@@ -211,6 +212,7 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
         wl.fail("'workload.last_batch' must be \"keep\" (the last partial batch of an epoch is trained: ceil(D / B) "
                 "steps) or \"drop\" (it is left out: floor(D / B) steps)");
     h.workload.last_batch = last == "drop" ? LastBatch::Drop : LastBatch::Keep;
+    h.workload.eval_batch = wl.integer("eval_batch", 1, 100000000, false, kTrainerEvalBatch, "examples per GPU");
 
     if (top.has("global_batches")) {
         const Json& gb = top.at("global_batches");
@@ -344,6 +346,7 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
         t.conf.nodes = p.nodes;
         t.conf.gpus_per_node = p.gpus_per_node;
         t.conf.ranks_per_node = 1;  // one planner rank drives the node's devices (SimulatedModels)
+        t.devices_per_rank = p.gpus_per_node;
         t.conf.price_per_node_hour = p.price_per_node_hour;
         t.conf.price_per_gpu_hour = p.price_per_gpu_hour;
         t.conf.watts_per_node = p.watts_per_node;
@@ -406,9 +409,12 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
                                 " have no hardware class and calibrate every partition planned; plan one partition "
                                 "(--partition) or give the runs their hardware_class");
     }
-    Plan plan = parts.size() == 1 && parts.front().partition.empty()
-                    ? make_plan(req, targets.front().compute, &*targets.front().allreduce)
-                    : make_site_plan(req, targets);
+    if (parts.size() == 1 && parts.front().partition.empty()) {  // a file without partitions: make_plan's target
+        PartitionTarget only = planner_detail::implicit_target(req, targets.front().compute, &*targets.front().allreduce);
+        only.devices_per_rank = targets.front().devices_per_rank;
+        targets = {only};
+    }
+    Plan plan = make_site_plan(req, targets);
     plan.calibration.runs = calibrated_runs;
     return plan;
 }

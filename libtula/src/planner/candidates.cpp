@@ -98,8 +98,11 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     const int n_nodes = max_nodes - req.min_nodes + 1;
     plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
     std::vector<GradientAllreduce> comm(static_cast<size_t>(n_nodes));  // the allreduce of each node count
-    for (int K = req.min_nodes; K <= max_nodes; ++K)
+    std::vector<double> evaluation(static_cast<size_t>(n_nodes));  // each node count's evaluation per epoch
+    for (int K = req.min_nodes; K <= max_nodes; ++K) {
         comm[static_cast<size_t>(K - req.min_nodes)] = pred.gradient_allreduce(K, R);
+        evaluation[static_cast<size_t>(K - req.min_nodes)] = pred.evaluation_seconds(K, R);
+    }
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
@@ -146,7 +149,8 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             c.total_seconds = c.epochs * c.epoch_seconds + startup;
             c.compute_step_seconds = p.seconds - p.exposed_comm_seconds;
             c.exposed_comm_step_seconds = p.exposed_comm_seconds;
-            c.overhead_step_seconds = c.epochs * iters > 0 ? startup / (c.epochs * iters) : 0.0;
+            c.evaluation_seconds = c.epochs * evaluation[static_cast<size_t>(K - req.min_nodes)];
+            c.overhead_step_seconds = c.epochs * iters > 0 ? (startup + c.evaluation_seconds) / (c.epochs * iters) : 0.0;
             c.node_hours = K * c.total_seconds / 3600.0;
             c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
             c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;

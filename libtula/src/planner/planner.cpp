@@ -523,8 +523,13 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
 
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes) {
     const double allowance = c.signal_seconds > 0 ? c.signal_seconds + kSlurmSignalResolution : 0.0;
-    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper), margin, overhead + allowance);
+    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper) + c.evaluation_seconds, margin,
+                                overhead + allowance);
     return max_time_minutes > 0 ? std::min(m, max_time_minutes) : m;
+}
+
+int candidate_time_min(const Candidate& c, int time_limit_minutes) {
+    return time_min_minutes(c.startup_seconds, c.epoch_with_evaluation_seconds(), c.signal_seconds, time_limit_minutes);
 }
 
 void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,

@@ -191,6 +191,8 @@ Predictor::Predictor(const PartitionTarget& target, const Workload& w, const Ove
     grad_bytes_ = 4.0 * static_cast<double>(w.params);
     examples_ = static_cast<double>(w.train_examples);
     last_batch_ = w.last_batch;
+    test_examples_ = static_cast<double>(std::max<int64_t>(0, w.test_examples));
+    eval_batch_ = std::max(1, w.eval_batch);
     synced_ = step_synced_ratios(target_.compute, target_.allreduce ? &*target_.allreduce : nullptr, overlap_,
                                  grad_bytes_, target_.intra_node_bandwidth());
     const ComputeModel& c = target_.compute;
@@ -227,6 +229,21 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
     p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
     p.startup_seconds = f * c.startup_seconds(b);
     return p;
+}
+
+double Predictor::evaluation_seconds(int K, int R) const {
+    if (!(test_examples_ > 0)) return 0.0;
+    K = std::max(1, K);
+    R = std::max(1, R);
+    const double d = std::max(1, target_.devices_per_rank);
+    // a rank's examples: its devices' largest shards, and its passes of eval_batch per device
+    const double n = d * std::ceil(test_examples_ / (static_cast<double>(K) * R * d));
+    const ComputeModel& c = target_.compute;
+    double b = std::min<double>(d * eval_batch_, n);
+    if (c.max_batch > 0) b = std::min<double>(b, c.max_batch);
+    const double forward = (1.0 - overlap_.backward_fraction) * target_.compute_factor * c.seconds_per_iter(b) *
+                           c.concurrency_at(K, R, b);
+    return std::ceil(n / b) * forward;
 }
 
 RunPrediction Predictor::assemble(const StepPrediction& step, double steps_per_epoch, int epochs) const {

@@ -142,7 +142,8 @@ std::vector<RunCheck> check_runs(const TimeModels& models, const std::vector<Run
         if (out.size() >= max_checked) break;
         if (!job_id.empty() && run->job_id != job_id) continue;
         const TimeModels m = fit_run_models(models, without(runs, run), nullptr);
-        const RunPrediction q = Predictor(m, m.run_target(run->hardware_class), level).run(*run);
+        const Predictor pred(m, m.run_target(run->hardware_class), level);
+        const RunPrediction q = pred.run(*run);
         RunCheck c;
         c.job_id = run->job_id;
         c.nodes = run->nodes;
@@ -159,7 +160,8 @@ std::vector<RunCheck> check_runs(const TimeModels& models, const std::vector<Run
         c.compute_step_seconds = q.step.seconds - q.step.exposed_comm_seconds;
         c.exposed_comm_step_seconds = q.step.exposed_comm_seconds;
         const double steps = q.steps_per_epoch * run->epochs;
-        c.overhead_step_seconds = steps > 0 ? q.step.startup_seconds / steps : 0.0;
+        const double evaluation = run->epochs * pred.evaluation_seconds(c.nodes, c.ranks_per_node);
+        c.overhead_step_seconds = steps > 0 ? (q.step.startup_seconds + evaluation) / steps : 0.0;
         out.push_back(c);
     }
     return out;

@@ -1,0 +1,156 @@
+// Unit tests of the evaluation of the test set after each epoch (Predictor::evaluation_seconds,
+// Candidate::evaluation_seconds): a hardware plan's and a profiled plan's evaluation against
+// tula-train's sharding of the test set written out rank by rank, the time limit and --time-min
+// against their formulas by hand, and the hardware file's workload.eval_batch.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hardware_fixtures.hpp"
+#include "planner_fixtures.hpp"
+#include "tula/error.hpp"
+#include "tula/hardware.hpp"
+#include "tula/planner.hpp"
+#include "tula/stop.hpp"
+
+namespace {
+
+using Json = nlohmann::json;
+
+// tula-train's evaluation (evaluate_sharded): rank r of P evaluates examples
+// [r T / P, (r+1) T / P) in batches of at most `eval_batch`; the slowest rank's forward passes,
+// each 1/3 of a training step at the batch `batch_of(largest shard)` (2N of 6N FLOPs).
+template <class Step>
+double naive_evaluation(int64_t T, int P, int eval_batch, int max_batch, Step step) {
+    int64_t largest = 0;
+    for (int64_t r = 0; r < P; ++r) largest = std::max(largest, (r + 1) * T / P - r * T / P);
+    int b = static_cast<int>(std::min<int64_t>(eval_batch, largest));
+    if (max_batch > 0) b = std::min(b, max_batch);
+    int64_t passes = 0;
+    for (int64_t s = 0; s < largest; s += b) ++passes;
+    return passes * step(b) / 3.0;
+}
+
+}  // namespace
+
+class LibtulaEvaluationTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaEvaluationTest);
+    CPPUNIT_TEST(test_hardware_plan_vs_naive);
+    CPPUNIT_TEST(test_profiled_plan_vs_naive);
+    CPPUNIT_TEST(test_time_limit_and_time_min);
+    CPPUNIT_TEST(test_eval_batch_key);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    // A hardware file with 50,000 test examples in passes of 256 per GPU: every candidate's
+    // evaluation is its epochs x the slowest rank's passes of the roofline step at that batch,
+    // and it enters the overhead per step but not total_seconds.
+    void test_hardware_plan_vs_naive() {
+        Json j = tula_test::cluster(12.5e9, 5e-6);
+        j["workload"]["test_examples"] = 50000;
+        j["workload"]["eval_batch"] = 256;
+        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        tula::PolicySpec pol;
+        pol.policy = tula::Policy::Cost;
+        const tula::Plan p = tula::plan_hardware(tula::Config{}, h, 0, 0, 0, pol);
+        CPPUNIT_ASSERT(p.candidates.size() > 20);
+        auto roofline = [](int b) { return b * 1e10 / (100e12 * 0.5); };
+        bool small_shard = false;
+        for (const auto& c : p.candidates) {
+            const int P = c.nodes * 4;
+            const double want = c.epochs * naive_evaluation(50000, P, 256, 0, roofline);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.evaluation_seconds, 1e-12 * want);
+            const double steps = c.epochs * std::ceil(1e6 / c.global_batch);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL((c.startup_seconds + want) / steps, c.overhead_step_seconds, 1e-12 * want);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs * c.epoch_seconds + c.startup_seconds, c.total_seconds,
+                                         1e-12 * c.total_seconds);
+            small_shard = small_shard || 50000 / P < 256;
+        }
+        CPPUNIT_ASSERT(small_shard);  // some candidates evaluate fewer than eval_batch examples per GPU
+        // no test examples: no evaluation
+        j["workload"]["test_examples"] = 0;
+        const tula::Plan none = tula::plan_hardware(tula::Config{}, tula::parse_hardware(j.dump()), 0, 0, 0, pol);
+        for (const auto& c : none.candidates) CPPUNIT_ASSERT_EQUAL(0.0, c.evaluation_seconds);
+    }
+
+    // A profiled partition (t0 + t1 b, profiled up to local batch 256; 2 ranks per node at 1.5 x
+    // the one-rank step): the passes are of at most the profiled batch, not tula-train's 500.
+    void test_profiled_plan_vs_naive() {
+        const double t0 = 2e-3, t1 = 1e-4;
+        std::vector<tula::ComputeSample> rows;
+        for (int ranks : {1, 4})
+            for (int b : {16, 32, 64, 128, 256}) {
+                tula::ComputeSample c;
+                c.workload = "lenet5@fashion-mnist";
+                c.local_batch = b;
+                c.seconds_per_iter = (ranks == 1 ? 1.0 : 1.5) * (t0 + t1 * b);
+                c.ranks = ranks;
+                c.ranks_per_node = ranks == 1 ? 1 : 2;
+                rows.push_back(c);
+            }
+        std::vector<tula::PartitionTarget> ts(1);
+        ts[0].conf.name = "duo";
+        ts[0].conf.nodes = 4;
+        ts[0].conf.ranks_per_node = 2;
+        ts[0].compute = tula::ComputeModel::fit(rows);
+        ts[0].allreduce = planner_test::alpha_beta(1e-4, 1e-9);
+        CPPUNIT_ASSERT_EQUAL(256, ts[0].compute.max_batch);
+        const tula::Workload w = planner_test::workload(61706, 60000);  // 10,000 test examples
+        CPPUNIT_ASSERT_EQUAL(tula::kTrainerEvalBatch, w.eval_batch);
+        const tula::Plan p = tula::make_site_plan(planner_test::request(w, 3, 2, 4, {64, 256, 1024}), ts);
+        CPPUNIT_ASSERT(p.candidates.size() >= 6);
+        for (const auto& c : p.candidates) {
+            const int P = c.nodes * 2;  // 4 to 8 ranks, 2 per node: the 1.5 x profile
+            const double want = c.epochs * naive_evaluation(10000, P, 500, 256, [&](int b) { return 1.5 * (t0 + t1 * b); });
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.evaluation_seconds, 1e-9 * want);
+        }
+    }
+
+    // The time limit holds the evaluation with the training, both with the margin; --time-min
+    // holds the start-up, one epoch with its evaluation, and the stop allowance.
+    void test_time_limit_and_time_min() {
+        tula::Candidate c;
+        c.total_seconds = 1000;
+        c.total_seconds_upper = 1200;
+        c.epochs = 4;
+        c.epoch_seconds = 240;
+        c.startup_seconds = 30;
+        c.evaluation_seconds = 400;
+        c.signal_seconds = 40;
+        const double margin = 0.1, overhead = 120;
+        const int want = static_cast<int>(std::ceil(((1200 + 400) * 1.1 + 120 + 40 + tula::kSlurmSignalResolution) / 60));
+        CPPUNIT_ASSERT_EQUAL(want, tula::candidate_time_limit(c, margin, overhead, 0));
+        CPPUNIT_ASSERT_EQUAL(10, tula::candidate_time_limit(c, margin, overhead, 10));  // MaxTime
+        const int part = static_cast<int>(std::ceil((30 + 240 + 100 + 40 + tula::kSlurmSignalResolution) / 60.0));
+        CPPUNIT_ASSERT_EQUAL(std::max(part, static_cast<int>(std::ceil(want * tula::kTimeMinShareOfLimit))),
+                             tula::candidate_time_min(c, want));
+        c.evaluation_seconds = 0;
+        CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((1200 * 1.1 + 120 + 40 + tula::kSlurmSignalResolution) / 60)),
+                             tula::candidate_time_limit(c, margin, overhead, 0));
+    }
+
+    // workload.eval_batch: tula-train's 500 by default, a whole number of at least 1.
+    void test_eval_batch_key() {
+        Json j = tula_test::cluster(12.5e9, 5e-6);
+        CPPUNIT_ASSERT_EQUAL(tula::kTrainerEvalBatch, tula::parse_hardware(j.dump()).workload.eval_batch);
+        j["workload"]["eval_batch"] = 64;
+        CPPUNIT_ASSERT_EQUAL(64, tula::parse_hardware(j.dump()).workload.eval_batch);
+        for (const Json& bad : {Json(0), Json(1.5), Json("64"), Json(-3)}) {
+            j["workload"]["eval_batch"] = bad;
+            bool refused = false;
+            try {
+                tula::parse_hardware(j.dump());
+            } catch (const tula::Error& e) {
+                refused = std::string(e.what()).find("eval_batch") != std::string::npos;
+            }
+            CPPUNIT_ASSERT_MESSAGE(bad.dump(), refused);
+        }
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaEvaluationTest);
