@@ -59,6 +59,7 @@ Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPr
     j["predicted_seconds"] = p.seconds;
     j["lower_seconds"] = p.lower;
     j["upper_seconds"] = p.upper;
+    j["evaluation_seconds"] = o.epochs * pred.evaluation_seconds(o.nodes, o.ranks_per_node);
     j["interval_level"] = pred.level();
     j["has_interval"] = s.has_interval;
     j["step"] = {{"seconds", s.seconds},
@@ -108,7 +109,9 @@ int run_predict(const PredictOptions& o) {
                         {"predicted_seconds", format_number("%.6g", p.seconds)},
                         {"lower_seconds", format_number("%.6g", p.lower)},
                         {"upper_seconds", format_number("%.6g", p.upper)},
-                        {"step_seconds", format_number("%.6g", p.step.seconds)}};
+                        {"step_seconds", format_number("%.6g", p.step.seconds)},
+                        {"evaluation_seconds",
+                         format_number("%.6g", o.epochs * pred.evaluation_seconds(o.nodes, o.ranks_per_node))}};
         for (const auto& x : warnings) kv.emplace_back("warning", bare_message(x));
         std::fputs(render_kv(kv).c_str(), stdout);
     }
