@@ -150,6 +150,7 @@ public:
         Comm serial;
         CPPUNIT_ASSERT_EQUAL(static_cast<size_t>(2), res.size());
         for (const auto& r : res) CPPUNIT_ASSERT(r.val_accuracy >= 0 && r.val_accuracy <= 1);
+        for (const auto& r : res) CPPUNIT_ASSERT(r.eval_seconds > 0);  // the test set's evaluation was timed
         Trainer check(*m, serial, 0.9, 5e-4);
         const EvalResult ev = check.evaluate(val, 50);
         CPPUNIT_ASSERT_EQUAL(static_cast<int64_t>(96), ev.count);

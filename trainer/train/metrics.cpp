@@ -47,7 +47,7 @@ void MetricsLog::epoch(const EpochResult& r) {
                         {"train_accuracy", num(r.train_accuracy)}, {"test_loss", num(r.test_loss)},
                         {"test_accuracy", num(r.test_accuracy)}, {"seconds", num(r.seconds)},
                         {"images_per_second", num(r.images_per_second)}, {"noise_scale", r.noise_scale > 0 ? num(r.noise_scale) : nlohmann::json(nullptr)},
-                        {"lr", num(r.lr)}, {"warmup_end", r.warmup_end}};
+                        {"lr", num(r.lr)}, {"warmup_end", r.warmup_end}, {"eval_seconds", num(r.eval_seconds)}};
     if (r.val_accuracy >= 0) {
         o["val_loss"] = num(r.val_loss);
         o["val_accuracy"] = num(r.val_accuracy);

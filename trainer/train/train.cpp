@@ -582,7 +582,9 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
     if (!std::isfinite(r.train_loss))
         throw TrainError("training diverged in epoch " + std::to_string(r.epoch) + " (loss " +
                          std::to_string(r.train_loss) + "); lower --lr or raise --warmup-epochs");
+    const double t0 = now_seconds();
     const EvalResult ev = engine.evaluate(test_set, eval_batch);
+    r.eval_seconds = now_seconds() - t0;
     r.test_loss = ev.loss;
     r.test_accuracy = ev.accuracy;
     if (val_set && val_set->count > 0) {
