@@ -40,8 +40,9 @@ std::string plan_summary(const PlanReport& r) {
                     (c.ranks_per_node > 1 ? " (" + std::to_string(c.ranks_per_node) + " ranks each)" : "") +
                     " x global batch " + std::to_string(c.global_batch) +
                     ", predicted " + format_duration(c.total_seconds) + " training (" + std::to_string(c.epochs) +
-                    (c.epochs == 1 ? " epoch" : " epochs") + "), " + format_number("%.3g", c.node_hours) +
-                    " node-hours";
+                    (c.epochs == 1 ? " epoch" : " epochs") + ")" +
+                    (c.evaluation_seconds > 0 ? " and " + format_duration(c.evaluation_seconds) + " evaluating" : "") +
+                    ", " + format_number("%.3g", c.node_hours) + " node-hours";
     if (r.gpus_per_node > 0) s += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
     if (r.watts_per_node > 0) s += ", " + format_number("%.3g", c.energy_kwh) + " kWh";
     if (r.node_hour_price() != 1.0) s += ", cost " + format_number("%.4g", c.cost);
@@ -64,6 +65,7 @@ KeyValues plan_kv(const PlanReport& r) {
         {"predicted_seconds", format_number("%.1f", c.total_seconds)},
         {"epoch_seconds", format_number("%.3f", c.epoch_seconds)},
         {"evaluation_seconds", format_number("%.1f", c.evaluation_seconds)},
+        {"job_seconds", format_number("%.1f", c.job_seconds())},
         {"cost", format_number("%.4f", c.cost)},
         {"node_hours", format_number("%.4f", c.node_hours)},
         {"time_limit", std::to_string(r.plan.time_limit_minutes)},
@@ -140,7 +142,8 @@ Json candidate_json(const Candidate& c) {
               {"iter_seconds", c.iter_seconds}, {"time_factor", c.time_factor}, {"synced_profile", c.synced_profile},
               {"epoch_seconds", c.epoch_seconds}, {"startup_seconds", c.startup_seconds},
               {"evaluation_seconds", c.evaluation_seconds}, {"epochs", c.epochs},
-              {"total_seconds", c.total_seconds}, {"node_hours", c.node_hours}, {"gpu_hours", c.gpu_hours},
+              {"total_seconds", c.total_seconds}, {"job_seconds", c.job_seconds()}, {"node_hours", c.node_hours},
+              {"gpu_hours", c.gpu_hours},
               {"energy_kwh", c.energy_kwh}, {"cost", c.cost}, {"pareto", c.pareto},
               {"total_seconds_upper", c.total_seconds_upper}, {"cost_upper", c.cost_upper},
               {"epochs_to_target", c.epochs_to_target}, {"epochs_to_target_low", c.epochs_to_target_low},

@@ -240,7 +240,7 @@ void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, Sit
     const std::string where = ch.partition.empty() ? std::string() : " of " + ch.partition;
     const bool moved = ch.partition != before.partition || ch.nodes != before.nodes ||
                        ch.global_batch != before.global_batch;
-    const bool first = ch.time_to_target < before_wait + before.total_seconds;
+    const bool first = ch.time_to_target < before_wait + before.job_seconds();
     if (moved && before_wait >= 60)
         q->note = part_label(before.partition) + " starts in " + wait_phrase(before_wait) + "; " + nodes_phrase(ch.nodes) +
                   where + (ch.queue_wait_seconds < 60 ? " start now" : " start in " + wait_phrase(ch.queue_wait_seconds)) +

@@ -51,7 +51,7 @@ assert j["candidates"][j["chosen"]]["pareto"] is True
 hw = json.load(open(sys.argv[2]))
 assert j["gpus_per_node"] == hw["gpus_per_node"] and j["watts_per_node"] == hw["watts_per_node"]
 for c in j["candidates"]:
-    nh = c["nodes"] * c["total_seconds"] / 3600
+    nh = c["nodes"] * (c["total_seconds"] + c["evaluation_seconds"]) / 3600  # the job: training and evaluations
     assert abs(c["gpu_hours"] - nh * hw["gpus_per_node"]) <= 1e-9 * max(1, nh * 8), c
     assert abs(c["energy_kwh"] - nh * hw["watts_per_node"] / 1000) <= 1e-9 * max(1, nh * 1e4), c
     assert abs(c["cost"] - nh * hw["price_per_node_hour"]) <= 1e-9 * max(1, nh * 100), c

@@ -57,7 +57,7 @@ for c in j["candidates"]:
     p = parts[c["partition"]]
     seen.add(c["partition"])
     assert c["gpus_per_node"] == p["gpus_per_node"] and c["nodes"] <= p["nodes"], c
-    nh = c["nodes"] * c["total_seconds"] / 3600
+    nh = c["nodes"] * (c["total_seconds"] + c["evaluation_seconds"]) / 3600  # the job: training and evaluations
     assert abs(c["cost"] - nh * p["price_per_node_hour"]) <= 1e-9 * max(1, c["cost"]), c
     assert abs(c["energy_kwh"] - nh * p["watts_per_node"] / 1000) <= 1e-9 * max(1, c["energy_kwh"]), c
 assert seen == set(parts), seen

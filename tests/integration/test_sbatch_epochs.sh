@@ -28,8 +28,11 @@ for c in j["candidates"]:
     want = max(1, math.ceil(e - 1e-9))
     if c["epochs"] != want:
         sys.exit(f"{c['nodes']} x {c['global_batch']}: epochs {c['epochs']}, E(B) {e}")
-    if abs(c["time_to_target_seconds"] - c["total_seconds"]) > 1e-9 * c["total_seconds"]:
-        sys.exit("time to target differs from the training time of the epochs it trains")
+    job = c["total_seconds"] + c["evaluation_seconds"]
+    if abs(c["job_seconds"] - job) > 1e-9 * job:
+        sys.exit("job_seconds differs from the training and evaluations of the epochs it trains")
+    if abs(c["time_to_target_seconds"] - job) > 1e-9 * job:
+        sys.exit("time to target differs from the job of the epochs it trains")
 PY
 ) || fail "a candidate of tula plan does not train ceil(E(B)) epochs" "$why"
 

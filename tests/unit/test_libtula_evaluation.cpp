@@ -13,6 +13,7 @@
 
 #include "hardware_fixtures.hpp"
 #include "planner_fixtures.hpp"
+#include "record_builders.hpp"
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
 #include "tula/planner.hpp"
@@ -44,6 +45,7 @@ class LibtulaEvaluationTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_profiled_plan_vs_naive);
     CPPUNIT_TEST(test_time_limit_and_time_min);
     CPPUNIT_TEST(test_eval_batch_key);
+    CPPUNIT_TEST(test_job_holds_evaluation);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -132,6 +134,41 @@ public:
         c.evaluation_seconds = 0;
         CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((1200 * 1.1 + 120 + 40 + tula::kSlurmSignalResolution) / 60)),
                              tula::candidate_time_limit(c, margin, overhead, 0));
+    }
+
+    // The job is the training and the evaluations after its epochs: its node-hours, cost and
+    // time to result count both, and a partition's MaxTime leaves out a candidate whose training
+    // fits but whose job does not. A test set of 2,000,000 examples makes the evaluation minutes.
+    void test_job_holds_evaluation() {
+        tula::Workload w = planner_test::workload(61706, 60000);
+        w.test_examples = 2000000;
+        tula::PlanRequest r = planner_test::request(w, 12, 1, 4, {32, 64, 128, 256, 512, 1024});
+        r.policy = tula::Policy::Time;
+        tula::PartitionTarget t;
+        t.conf.name = "cpu";
+        t.conf.nodes = 4;
+        t.conf.price_per_node_hour = 2;
+        t.compute = tula_test::linear_compute(3e-3, 2e-4, 16, 256);
+        t.allreduce = planner_test::alpha_beta(1e-4, 1e-9);
+        const tula::Plan free = tula::make_site_plan(r, {t});
+        double max_time = 0;  // minutes: a MaxTime some candidate's training fits and its job does not
+        for (const auto& c : free.candidates) {
+            const double job = c.total_seconds + c.evaluation_seconds;
+            CPPUNIT_ASSERT(c.evaluation_seconds > 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * job / 3600.0, c.node_hours, 1e-12 * job);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * c.nodes * job / 3600.0, c.cost, 1e-12 * job);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(job, c.time_to_target, 1e-12 * job);
+            const double m = std::floor(job / 60.0);
+            if (m >= 1 && c.total_seconds <= 60.0 * m && m > max_time) max_time = m;
+        }
+        CPPUNIT_ASSERT(max_time >= 1);
+        t.conf.max_time_minutes = static_cast<int>(max_time);
+        const tula::Plan cut = tula::make_site_plan(r, {t});
+        size_t kept = 0;
+        for (const auto& c : free.candidates) kept += c.total_seconds + c.evaluation_seconds <= 60.0 * max_time;
+        CPPUNIT_ASSERT_EQUAL(kept, cut.candidates.size());
+        for (const auto& c : cut.candidates) CPPUNIT_ASSERT(c.total_seconds + c.evaluation_seconds <= 60.0 * max_time);
+        CPPUNIT_ASSERT_MESSAGE(free.reason, free.reason.find(" evaluating the test set after them") != std::string::npos);
     }
 
     // workload.eval_batch: tula-train's 500 by default, a whole number of at least 1.

@@ -183,15 +183,20 @@ public:
             const double t = hand_total(c.nodes, c.global_batch, e, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_EQUAL(c.global_batch / c.nodes, c.local_batch);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * t / 3600.0, c.node_hours, 1e-9 * t);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * c.nodes * t / 3600.0, c.cost, 1e-9 * t);
+            // the job's node-hours hold its training and the evaluations after its epochs
+            // (evaluation_seconds, checked against tula-train's sharding in test_libtula_evaluation)
+            CPPUNIT_ASSERT(c.evaluation_seconds > 0);
+            const double job = t + c.evaluation_seconds;
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * job / 3600.0, c.node_hours, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * c.nodes * job / 3600.0, c.cost, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(job, c.time_to_target, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t / e, c.epoch_seconds, 1e-9 * t);
         }
         // the Pareto flags match the naive dominance check
         const std::set<size_t> front = naive_front(p.candidates);
         for (size_t i = 0; i < p.candidates.size(); ++i) CPPUNIT_ASSERT_EQUAL(front.count(i) == 1, p.candidates[i].pareto);
         CPPUNIT_ASSERT(p.choice().pareto);
-        const double T = p.choice().total_seconds;
+        const double T = p.choice().total_seconds + p.choice().evaluation_seconds;
         // the time limit leaves the stop signal and Slurm's 60 s resolution (tula/stop.hpp) beyond it
         CPPUNIT_ASSERT_EQUAL(static_cast<int>(std::ceil((T * 1.3 + 90 + p.choice().signal_seconds + 60) / 60)), p.time_limit_minutes);
         CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "knee"));
@@ -208,12 +213,13 @@ public:
         const tula::Plan g = tula::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(p.candidates.size(), g.candidates.size());
         for (const auto& c : g.candidates) {
-            const double t = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
+            const double t = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9) +
+                             c.evaluation_seconds;  // the job: its training and evaluations
+            const double upper = c.total_seconds_upper + c.evaluation_seconds;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0 * c.nodes * t / 3600.0, c.gpu_hours, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(2500.0 * c.nodes * t / 3.6e6, c.energy_kwh, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 * c.nodes + 0.75 * 4 * c.nodes) * t / 3600.0, c.cost, 1e-9 * t);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 + 0.75 * 4) * c.nodes * c.total_seconds_upper / 3600.0, c.cost_upper,
-                                         1e-9 * c.total_seconds_upper);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL((2.0 + 0.75 * 4) * c.nodes * upper / 3600.0, c.cost_upper, 1e-9 * upper);
         }
         // The time calibration from finished runs scales every time and cost by its factor.
         r.watts_per_node = 0;
@@ -250,7 +256,8 @@ public:
         CPPUNIT_ASSERT(multi > 0);  // some candidates fall between the knots
         r.calibration = tula::TimeCalibration{};
         // A concurrency factor for 2+ nodes (2 ranks profiled at once) multiplies their compute
-        // part only, and the start-up is added once to the total and the time to target.
+        // part only, and the start-up is added once to the total and the time to target (with the
+        // evaluations after the epochs).
         r.watts_per_node = 0;
         tula::ComputeModel cc = cm;
         cc.concurrent[2] = {{64.0, 1.5}};  // one batch size: 1.5 everywhere
@@ -264,7 +271,8 @@ public:
                              2.0 * b / 64;
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0 * b / 64, c.startup_seconds, 1e-12);
-            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs * c.epoch_seconds + 2.0 * b / 64, c.time_to_target, 1e-9 * t);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.epochs * c.epoch_seconds + 2.0 * b / 64 + c.evaluation_seconds, c.time_to_target,
+                                         1e-9 * t);
         }
         // A synchronized-step profile of 2 ranks (local batch 64 only: flat) multiplies every
         // multi-node step by synced / modelled at b = 64; once 2 multi-node runs are in the
@@ -389,8 +397,8 @@ public:
                     // the policies rank by the time and cost of the epochs each trains: E(B)
                     // rounded up to whole epochs, by hand
                     CPPUNIT_ASSERT_EQUAL(hand_epochs(r.convergence.noise_scale, c.global_batch, r.epochs, 32), c.epochs);
-                    const double vc = pol == tula::Policy::Cost ? c.cost : c.total_seconds;
-                    const double vb = pol == tula::Policy::Cost ? b.cost : b.total_seconds;
+                    const double vc = pol == tula::Policy::Cost ? c.cost : c.total_seconds + c.evaluation_seconds;
+                    const double vb = pol == tula::Policy::Cost ? b.cost : b.total_seconds + b.evaluation_seconds;
                     if (vc < vb || (vc == vb && (c.nodes < b.nodes || (c.nodes == b.nodes && c.global_batch < b.global_batch))))
                         best = i;
                 }
@@ -488,10 +496,14 @@ public:
         const auto m = noisy_compute();
         r.policy = tula::Policy::Time;
         const auto all = tula::make_plan(r, m, &ar).candidates;
+        // the job's upper bound: the training's and the evaluations after its epochs
+        auto upper = [](const tula::Candidate& c) { return c.total_seconds_upper + c.evaluation_seconds; };
         std::vector<double> times;
         for (const auto& c : all) {
             CPPUNIT_ASSERT(c.total_seconds_upper > c.total_seconds);
-            times.push_back(c.total_seconds_upper);
+            CPPUNIT_ASSERT(c.evaluation_seconds > 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(c.nodes * upper(c) / 3600.0 * 3, c.cost_upper, 1e-12 * c.cost_upper);
+            times.push_back(upper(c));
         }
         std::sort(times.begin(), times.end());
         for (double deadline : {times[0], times[times.size() / 3], times[times.size() / 2], times.back() * 2}) {
@@ -500,11 +512,11 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.total_seconds_upper <= deadline) naive = std::min(naive, c.cost);
-            CPPUNIT_ASSERT(p.choice().total_seconds_upper <= deadline);  // the whole job meets it
+                if (upper(c) <= deadline) naive = std::min(naive, c.cost);
+            CPPUNIT_ASSERT(upper(p.choice()) <= deadline);  // the whole job meets it
             CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().cost_to_target, 1e-12 * naive);  // cheapest to the target
             // The time limit covers the upper bound plus the margins.
-            CPPUNIT_ASSERT(p.time_limit_minutes * 60.0 >= p.choice().total_seconds_upper * (1 + r.time_margin) + r.time_overhead);
+            CPPUNIT_ASSERT(p.time_limit_minutes * 60.0 >= upper(p.choice()) * (1 + r.time_margin) + r.time_overhead);
         }
         r.deadline_seconds = times[0] * 0.5;
         CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "deadline"));
@@ -517,7 +529,7 @@ public:
             const auto p = tula::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
-                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds);
+                if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds + c.evaluation_seconds);
             CPPUNIT_ASSERT(p.choice().cost_upper <= budget);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().time_to_target, 1e-12 * naive);
         }
@@ -596,7 +608,7 @@ public:
             more |= e > 12;
             const double t = hand_total(c.nodes, c.global_batch, e, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
-            CPPUNIT_ASSERT_EQUAL(c.total_seconds, c.time_to_target);
+            CPPUNIT_ASSERT_EQUAL(c.total_seconds + c.evaluation_seconds, c.time_to_target);
             CPPUNIT_ASSERT_EQUAL(c.cost, c.cost_to_target);
         }
         CPPUNIT_ASSERT(fewer && more);  // 32 trains fewer than 12, 1024 (4.4x the epochs) more

@@ -31,10 +31,11 @@ tula::PartitionTarget part(const std::string& name, int nodes, double t0, double
 
 tula::PlanRequest req4() { return request(workload(61706, 60000), 5, 1, 4, {64, 128, 256, 512}); }
 
-// The chosen index by the policies' definitions, on time = wait + total_seconds.
+// The chosen index by the policies' definitions, on time = wait + total_seconds + evaluation_seconds.
 size_t naive_choice(const std::vector<tula::Candidate>& cs, const std::vector<double>& waits, tula::Policy pol) {
     std::vector<tula::Candidate> c = cs;
-    for (size_t i = 0; i < c.size(); ++i) c[i].time_to_target = waits[i] + c[i].total_seconds;
+    // time to result: the wait, the training and the evaluations after its epochs
+    for (size_t i = 0; i < c.size(); ++i) c[i].time_to_target = waits[i] + c[i].total_seconds + c[i].evaluation_seconds;
     if (pol == tula::Policy::Time) {
         size_t best = 0;
         for (size_t i = 1; i < c.size(); ++i)
@@ -69,7 +70,7 @@ public:
         const tula::Plan free = tula::make_site_plan(r, {slow, fast});
         double shortest = 1e300;  // the fast partition's shortest prediction, seconds
         for (const auto& c : free.candidates)
-            if (c.partition == "fast") shortest = std::min(shortest, c.total_seconds);
+            if (c.partition == "fast") shortest = std::min(shortest, c.total_seconds + c.evaluation_seconds);
         // MaxTime below every prediction of fast: fast left out with the reason, none of its candidates
         fast.conf.max_time_minutes = static_cast<int>(std::ceil(shortest / 60.0)) - 1;
         CPPUNIT_ASSERT(fast.conf.max_time_minutes >= 1);
@@ -81,12 +82,12 @@ public:
         fast.conf.max_time_minutes = 0;
         const tula::Candidate& ch = free.choice();
         const int unclamped = tula::candidate_time_limit(ch, r.time_margin, r.time_overhead, 0);
-        const int ceiling = static_cast<int>(std::ceil(ch.total_seconds / 60.0)) + 1;
+        const int ceiling = static_cast<int>(std::ceil((ch.total_seconds + ch.evaluation_seconds) / 60.0)) + 1;
         CPPUNIT_ASSERT(unclamped > ceiling);  // the margin and the 120 s overhead make room
         (ch.partition == "slow" ? slow : fast).conf.max_time_minutes = ceiling;
         const tula::Plan q = tula::make_site_plan(r, {slow, fast});
         for (const auto& c : q.candidates)  // nothing that cannot finish within MaxTime
-            if (c.partition == ch.partition) CPPUNIT_ASSERT(c.total_seconds <= ceiling * 60.0);
+            if (c.partition == ch.partition) CPPUNIT_ASSERT(c.total_seconds + c.evaluation_seconds <= ceiling * 60.0);
         const tula::Candidate& qc = q.choice();
         const int q_unclamped = tula::candidate_time_limit(qc, r.time_margin, r.time_overhead, 0);
         const int q_max = qc.partition == ch.partition ? ceiling : 0;
@@ -127,7 +128,8 @@ public:
                 spec.policy = pol;
                 tula::apply_queue_waits(&p, waits, spec, "lenet5@fashion-mnist", r.time_margin, r.time_overhead, {});
                 const size_t want = naive_choice(before, waits, pol);
-                CPPUNIT_ASSERT_DOUBLES_EQUAL(waits[want] + before[want].total_seconds, p.choice().time_to_target, 1e-9);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(waits[want] + before[want].total_seconds + before[want].evaluation_seconds,
+                                             p.choice().time_to_target, 1e-9);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(before[want].cost_to_target, p.choice().cost_to_target, 1e-12);
                 for (size_t i = 0; i < waits.size(); ++i) {
                     CPPUNIT_ASSERT_DOUBLES_EQUAL(waits[i], p.candidates[i].queue_wait_seconds, 0.0);
@@ -193,10 +195,12 @@ public:
                 st[i].hole_wait_seconds = fast ? 30.0 : 0.0;
                 st[i].hole_seconds = fast ? hole : 0.0;
                 st[i].part_seconds = fast ? L : 0.0;
-                naive[i] = st[i].wait_seconds + c.total_seconds;
+                // the job's run: its training and the evaluations after its epochs, which the parts share
+                const double job = c.total_seconds + c.evaluation_seconds;
+                naive[i] = st[i].wait_seconds + job;
                 const double u = c.startup_seconds, train = L - u - c.signal_seconds - 60.0;
                 if (!fast || hole <= 0 || train <= 0) continue;
-                double t = 30.0, left = c.total_seconds - u;
+                double t = 30.0, left = job - u;
                 bool waited = false;
                 while (left > 0) {
                     if (!waited && t + L > 30.0 + hole) {  // no whole part fits: wait for the full start

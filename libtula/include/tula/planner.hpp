@@ -107,19 +107,25 @@ struct Candidate {
                                   ///< run (ComputeModel::startup_seconds at the local batch; 0 unprofiled)
     /// The evaluations of the test set after each of the run's epochs, seconds: epochs x
     /// Predictor::evaluation_seconds(nodes, ranks_per_node). Not in total_seconds (runs record
-    /// their training seconds without it); the time limit and --time-min cover it.
+    /// their training seconds without it); in job_seconds, so the cost, the time to result, the
+    /// time limit and --time-min hold it.
     double evaluation_seconds = 0;
     /// Whole epochs the job trains: ceil(epochs_to_target) (at least 1), or the request's epochs
     /// when they are fixed (PlanRequest::fixed_epochs). The plan table hands them to the job
     /// (TULA_EPOCHS), and total_seconds, cost, the time limit and the policies all use them.
     int epochs = 0;
     double total_seconds = 0;     ///< epochs * epoch_seconds + startup_seconds (training only, no evaluation)
+    /// The job's run, seconds: the training and the evaluations after its epochs,
+    /// total_seconds + evaluation_seconds. node_hours, cost and time_to_target count it.
+    double job_seconds() const { return total_seconds + evaluation_seconds; }
+    /// job_seconds at the upper end of the training's interval: total_seconds_upper + evaluation_seconds.
+    double job_seconds_upper() const { return total_seconds_upper + evaluation_seconds; }
     /// One epoch and the evaluation after it, seconds: epoch_seconds + evaluation_seconds / epochs
     /// (the least a part of a requeued job must hold, with the start-up; time_min_minutes).
     double epoch_with_evaluation_seconds() const {
         return epoch_seconds + (epochs > 0 ? evaluation_seconds / epochs : 0.0);
     }
-    double node_hours = 0;        ///< nodes * total_seconds / 3600
+    double node_hours = 0;        ///< nodes * job_seconds() / 3600
     double gpu_hours = 0;         ///< node_hours * gpus_per_node (0 on a CPU partition)
     double energy_kwh = 0;        ///< node_hours * watts_per_node / 1000, kWh (0: watts unknown)
     double cost = 0;              ///< node_hours * price_per_node_hour + gpu_hours * price_per_gpu_hour
@@ -128,7 +134,7 @@ struct Candidate {
     /// The S of --signal=USR1@S, seconds before the time limit (signal_seconds, tula/stop.hpp,
     /// of the upper step time and the workload's checkpoint); 0: not computed.
     int signal_seconds = 0;
-    double cost_upper = 0;        ///< cost at total_seconds_upper
+    double cost_upper = 0;        ///< cost at job_seconds_upper()
     /// Epochs this global batch needs to reach what the request's epochs reach at its
     /// reference batch (PlanRequest::reference_batch): E(B) = E_ref (1 + B/B_noise) /
     /// (1 + B_ref/B_noise) (ConvergenceModel, McCandlish et al. 2018 eq. 2.11); with a target
@@ -138,8 +144,8 @@ struct Candidate {
     /// low at noise_scale_high, high at noise_scale_low; both equal epochs_to_target when
     /// B_noise has no interval (tula.conf, a hardware file, fewer than 2 measured runs)
     double epochs_to_target_low = 0, epochs_to_target_high = 0;
-    double time_to_target = 0;    ///< total_seconds: the time of the epochs the job trains, what the
-                                  ///< policies rank by, seconds
+    double time_to_target = 0;    ///< job_seconds(): the time of the epochs the job trains and their
+                                  ///< evaluations, what the policies rank by, seconds
     double cost_to_target = 0;    ///< cost: of the epochs the job trains, what the policies rank by
     double expected_accuracy = 0; ///< test accuracy from the run history (AccuracyModel), NaN when none
     double memory_bytes = 0;      ///< predicted peak bytes per rank (MemoryModel), 0 when not modelled

@@ -12,8 +12,10 @@
 //                                                      when the trainer drops the last partial
 //                                                      batch (tula-train), ceil(D / B) when it
 //                                                      keeps it (the workload's LastBatch)
-//   T = epochs(B) * iterations per epoch * tau + start-up
-//   C = K * T / 3600 * (price per node-hour + GPUs per node * price per GPU-hour)
+//   T = epochs(B) * iterations per epoch * tau + start-up   (total_seconds, the training)
+//   J = T + epochs(B) * V(K)                           the job: V the evaluation of the test set
+//                                                      after an epoch (Predictor::evaluation_seconds)
+//   C = K * J / 3600 * (price per node-hour + GPUs per node * price per GPU-hour)
 #include "candidates.hpp"
 
 #include "tula/stop.hpp"
@@ -104,7 +106,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
         evaluation[static_cast<size_t>(K - req.min_nodes)] = pred.evaluation_seconds(K, R);
     }
     const size_t before = plan.candidates.size();
-    // Slurm's MaxTime of the partition: candidates predicted to train longer cannot finish.
+    // Slurm's MaxTime of the partition: candidates predicted to run longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
     double shortest_over = 0;  // the shortest predicted time MaxTime excluded, seconds
     const double checkpoint_seconds = checkpoint_write_seconds(checkpoint_bytes(req.workload.params));
@@ -151,19 +153,19 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             c.exposed_comm_step_seconds = p.exposed_comm_seconds;
             c.evaluation_seconds = c.epochs * evaluation[static_cast<size_t>(K - req.min_nodes)];
             c.overhead_step_seconds = c.epochs * iters > 0 ? (startup + c.evaluation_seconds) / (c.epochs * iters) : 0.0;
-            c.node_hours = K * c.total_seconds / 3600.0;
+            c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
+            c.node_hours = K * c.job_seconds() / 3600.0;
             c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
             c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
             c.cost = c.node_hours * price;
-            c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
-            c.cost_upper = K * c.total_seconds_upper / 3600.0 * price;
+            c.cost_upper = K * c.job_seconds_upper() / 3600.0 * price;
             c.signal_seconds = signal_seconds(p.upper, checkpoint_seconds);
-            c.time_to_target = c.total_seconds;  // the job trains c.epochs: ranked on what it runs
+            c.time_to_target = c.job_seconds();  // the job trains c.epochs: ranked on what it runs
             c.cost_to_target = c.cost;
             c.expected_accuracy = req.accuracy.at(B);
             c.memory_bytes = memory ? memory->bytes(b) : 0.0;
-            if (max_seconds > 0 && c.total_seconds > max_seconds) {
-                if (shortest_over == 0 || c.total_seconds < shortest_over) shortest_over = c.total_seconds;
+            if (max_seconds > 0 && c.job_seconds() > max_seconds) {
+                if (shortest_over == 0 || c.job_seconds() < shortest_over) shortest_over = c.job_seconds();
                 continue;
             }
             plan.candidates.push_back(std::move(c));

@@ -311,19 +311,19 @@ std::string choose_candidate(const PlanRequest& req, Plan* out) {
             // Cheapest whose upper bound of training time meets the deadline; ties: faster.
             size_t best = cs.size();
             for (size_t i = 0; i < cs.size(); ++i) {
-                if (!(cs[i].queue_wait_seconds + cs[i].total_seconds_upper <= req.deadline_seconds)) continue;
+                if (!(cs[i].queue_wait_seconds + cs[i].job_seconds_upper() <= req.deadline_seconds)) continue;
                 if (best == cs.size() || cs[i].cost_to_target < cs[best].cost_to_target ||
                     (cs[i].cost_to_target == cs[best].cost_to_target && cs[i].time_to_target < cs[best].time_to_target))
                     best = i;
             }
             if (best == cs.size())
                 throw Error("no candidate for " + w.name + " meets the deadline " + duration(req.deadline_seconds) +
-                            ": the fastest (" + config_str(cs[fastest]) + ") is predicted " + duration(cs[fastest].total_seconds) +
-                            ", up to " + duration(cs[fastest].total_seconds_upper) +
+                            ": the fastest (" + config_str(cs[fastest]) + ") is predicted " + duration(cs[fastest].job_seconds()) +
+                            ", up to " + duration(cs[fastest].job_seconds_upper()) +
                             "; allow more time, more nodes (--max-nodes) or fewer epochs");
             plan.chosen = best;
             reason = "cheapest of " + n_cand + " that meets the deadline " + duration(req.deadline_seconds) +
-                     " (upper bound " + duration(cs[best].total_seconds_upper) + "): " + config_str(cs[best]);
+                     " (upper bound " + duration(cs[best].job_seconds_upper()) + "): " + config_str(cs[best]);
             break;
         }
         case Policy::Budget: {
@@ -395,6 +395,7 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
     else if (ch.epochs != req.epochs)
         reason += " (" + std::to_string(req.epochs) + " at batch " + std::to_string(plan.reference_batch) + " -> " +
                   std::to_string(ch.epochs) + " at batch " + std::to_string(ch.global_batch) + ")";
+    if (ch.evaluation_seconds > 0) reason += " and " + duration(ch.evaluation_seconds) + " evaluating the test set after them";
     reason += ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (D < w.train_examples)
         reason += "; " + std::to_string(D) + " of the " + std::to_string(w.train_examples) +
@@ -523,8 +524,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
 
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes) {
     const double allowance = c.signal_seconds > 0 ? c.signal_seconds + kSlurmSignalResolution : 0.0;
-    const int m = limit_minutes(std::max(c.total_seconds, c.total_seconds_upper) + c.evaluation_seconds, margin,
-                                overhead + allowance);
+    const int m = limit_minutes(std::max(c.job_seconds(), c.job_seconds_upper()), margin, overhead + allowance);
     return max_time_minutes > 0 ? std::min(m, max_time_minutes) : m;
 }
 
@@ -564,11 +564,11 @@ void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const
     for (size_t i = 0; i < starts.size(); ++i) {
         Candidate& c = p.candidates[i];
         c.queue_wait_seconds = seconds(starts[i].wait_seconds);
-        c.time_to_target = c.queue_wait_seconds + c.total_seconds;
+        c.time_to_target = c.queue_wait_seconds + c.job_seconds();
         c.hole = HoleStart{};
         if (seconds(starts[i].hole_seconds) > 0) {
             c.hole = hole_time_to_result(starts[i].hole_wait_seconds, starts[i].hole_seconds, c.queue_wait_seconds,
-                                         c.total_seconds, c.startup_seconds, c.signal_seconds,
+                                         c.job_seconds(), c.startup_seconds, c.signal_seconds,
                                          starts[i].part_seconds);
             if (c.hole.used) c.time_to_target = c.hole.time_to_result;
         }
@@ -585,7 +585,7 @@ void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const
     int max_time = 0;
     for (const PartitionConf& part : partitions)
         if (part.name == ch.partition) max_time = part.max_time_minutes;
-    const std::string ttr = "time to result: the expected wait in the queue plus the predicted training";
+    const std::string ttr = "time to result: the expected wait in the queue plus the predicted training and evaluation";
     if (p.chosen == old_choice)  // the same choice: its full explanation stands
         p.reason = any_wait ? old_reason + "; also by " + ttr : old_reason;
     else
