@@ -260,7 +260,7 @@ std::string table_row(const Candidate& c) {
 struct ScriptFacts {
     std::string workload;          // --workload, else --hardware's (hw_workload), else the script's
     int epochs = 0;                // --epochs, else the script's (0: none)
-    int64_t limit_train = 0;       // the script's --limit-train: training examples per epoch (0: all)
+    EpochExamples examples;        // the script's --limit-train, --limit-test, --val-split (0: absent)
     int script_batch = 0;          // TrainCommand::reference_batch() of the script (0: no script line)
     std::string script_optimizer;  // TrainCommand::optimizer of the script ("": none)
 };
@@ -298,7 +298,7 @@ ScriptFacts read_script(const PlanOptions& o, const std::string& hw_workload, st
                             "', which is not of the form MODEL@DATASET");
         }
         if (epochs <= 0 && tc.found) epochs = tc.epochs;
-        if (tc.found) f.limit_train = tc.limit_train;
+        if (tc.found) f.examples = tc.epoch_examples();
         if (tc.found) f.script_batch = tc.reference_batch();
         if (tc.found) f.script_optimizer = tc.optimizer;
     }
@@ -372,7 +372,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     const ScriptFacts sf = read_script(o, hw ? hw->workload.name : std::string(), &warnings);
     std::string workload = sf.workload;
     int epochs = sf.epochs;
-    const int64_t limit_train = sf.limit_train;
+    const EpochExamples& examples = sf.examples;
     PolicySpec spec;
     try {
         spec = parse_policy_spec(o.policy);
@@ -424,7 +424,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
         }
         SiteQueue q = apply_slurm_limits(&cfg, &warnings);
         const PlanData data = load_plan_data(read_db_paths(o.common, cfg, &warnings), workload, &warnings);
-        std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);
+        std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, examples);
         r.plan = rows.back();
         apply_queue(&r, cfg, spec, &q, &warnings);
         // One job runs in one partition: when the rows of a node range (or the queue) chose
@@ -434,7 +434,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
             mixed = mixed || (rows.size() > 1 && p.choice().partition != r.plan.choice().partition);
         if (mixed) {
             narrow_site(&cfg, r.plan.choice().partition, 0);
-            rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, limit_train);
+            rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, examples);
             r.plan = rows.back();
             apply_queue(&r, cfg, spec, &q, &warnings);
         }

@@ -22,7 +22,7 @@ struct PredictOptions {
     int ranks_per_node = 1;
     int global_batch = 0;
     int epochs = 1;
-    int64_t limit_train = 0;  // training examples per epoch (tula-train --limit-train); 0: all
+    EpochExamples examples;  // tula-train's --limit-train, --limit-test and --val-split; 0: absent
     std::string with;     // --with LIST: corrections switched on (Corrections::select)
     std::string without;      // corrections switched off (Corrections::without)
     std::string format = "json";
@@ -96,9 +96,12 @@ int run_predict(const PredictOptions& o) {
         throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +
                     (m.allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
                                                : m.allreduce_error));
-    const double examples = static_cast<double>(
-        o.limit_train > 0 ? std::min<int64_t>(o.limit_train, w->train_examples) : w->train_examples);
-    const Predictor pred(m, t);
+    const double examples = static_cast<double>(o.examples.trained(*w));
+    if (!(examples >= 1))
+        throw UsageError("--val-split " + std::to_string(o.examples.validation) + " holds out all " +
+                         std::to_string(o.examples.limited_train(*w)) + " training examples of an epoch");
+    Predictor pred(m, t);
+    pred.set_evaluated_examples(o.examples.tested(*w), o.examples.held_out(*w));
     const RunPrediction p = pred.run(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
     if (o.format == "json") {
         std::printf("%s\n", prediction_json(o, pred, p, examples, warnings).dump(2).c_str());
@@ -139,9 +142,16 @@ void add_predict_command(CLI::App& app, Action* action) {
         ->required()
         ->check(CLI::Range(1, 1 << 30));
     sub->add_option("--epochs", o->epochs, "epochs (default 1)")->type_name("E")->check(CLI::Range(1, 100000));
-    sub->add_option("--limit-train", o->limit_train, "training examples per epoch (tula-train --limit-train; default all)")
+    sub->add_option("--limit-train", o->examples.train, "training examples per epoch (tula-train --limit-train; default all)")
         ->type_name("N")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+    sub->add_option("--limit-test", o->examples.test, "test examples evaluated after each epoch (tula-train --limit-test; default all)")
+        ->type_name("N")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+    sub->add_option("--val-split", o->examples.validation,
+                    "training examples held out and evaluated after each epoch (tula-train --val-split; default none)")
+        ->type_name("N")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
     sub->add_option("--partition", o->partition, "the partition of tula.conf (default: the first that can be predicted)")
         ->type_name("NAME");
     add_corrections_options(sub, &o->with, &o->without);

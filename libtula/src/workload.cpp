@@ -122,12 +122,13 @@ int count_value(std::string_view v) {
 bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     bool have_model = false;
     std::string model, data = "fashion-mnist", optimizer;
-    int epochs = 0, batch = 0, limit = 0;
-    static constexpr std::string_view kFlags[] = {"--model", "--data", "--epochs", "--batch-size", "--limit-train",
-                                                  "--optimizer"};
+    int epochs = 0, batch = 0, limit = 0, limit_test = 0, val_split = 0;
+    static constexpr std::string_view kFlags[] = {"--model",       "--data",       "--epochs",   "--batch-size",
+                                                  "--limit-train", "--optimizer",  "--limit-test", "--val-split"};
+    constexpr int kCount = static_cast<int>(sizeof kFlags / sizeof kFlags[0]);
     for (size_t i = start; i < tok.size() && !tok.op(i); ++i) {
         const std::string_view w = tok.text(i);
-        for (int f = 0; f < 6; ++f) {
+        for (int f = 0; f < kCount; ++f) {
             bool with_equals = false, missing = false;
             std::string_view value;
             if (!flag_form(w, kFlags[f], &with_equals, &value)) continue;
@@ -151,6 +152,8 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
                 case 5:  // "$OPT" or another non-name: not known
                     optimizer = !missing && detail::is_plain_name(std::string(value)) ? std::string(value) : "";
                     break;
+                case 6: limit_test = count_value(value); break;
+                case 7: val_split = count_value(value); break;
             }
             break;
         }
@@ -162,6 +165,8 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     cmd->epochs = epochs;
     cmd->batch_size = batch;
     cmd->limit_train = limit;
+    cmd->limit_test = limit_test;
+    cmd->val_split = val_split;
     cmd->optimizer = optimizer;
     return true;
 }

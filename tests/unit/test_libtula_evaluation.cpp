@@ -46,6 +46,7 @@ class LibtulaEvaluationTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_time_limit_and_time_min);
     CPPUNIT_TEST(test_eval_batch_key);
     CPPUNIT_TEST(test_job_holds_evaluation);
+    CPPUNIT_TEST(test_limit_test_and_val_split);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -169,6 +170,44 @@ public:
         CPPUNIT_ASSERT_EQUAL(kept, cut.candidates.size());
         for (const auto& c : cut.candidates) CPPUNIT_ASSERT(c.total_seconds + c.evaluation_seconds <= 60.0 * max_time);
         CPPUNIT_ASSERT_MESSAGE(free.reason, free.reason.find(" evaluating the test set after them") != std::string::npos);
+    }
+
+    // tula-train --limit-test and --val-split (PlanRequest::examples): an epoch trains the
+    // limited training set less the split and evaluates the first limit-test test examples,
+    // then the split, each sharded over the ranks as tula-train shards them; a split of every
+    // training example is refused with one message.
+    void test_limit_test_and_val_split() {
+        const double t0 = 2e-3, t1 = 1e-4;
+        tula::PartitionTarget t;
+        t.conf.name = "cpu";
+        t.conf.nodes = 4;
+        t.compute = tula_test::linear_compute(t0, t1, 16, 256);
+        t.allreduce = planner_test::alpha_beta(1e-4, 1e-9);
+        const tula::Workload w = planner_test::workload(61706, 60000);  // 10,000 test examples
+        tula::PlanRequest r = planner_test::request(w, 3, 1, 4, {64, 256, 1024});
+        r.examples = tula::EpochExamples{20000, 512, 3000};
+        CPPUNIT_ASSERT_EQUAL(int64_t(17000), r.examples_per_epoch());
+        const tula::Plan p = tula::make_site_plan(r, {t});
+        CPPUNIT_ASSERT_EQUAL(int64_t(17000), p.train_examples);
+        auto step = [&](int b) { return t0 + t1 * b; };
+        for (const auto& c : p.candidates) {
+            const int P = c.nodes;
+            const double want = c.epochs * (naive_evaluation(512, P, 500, 256, step) + naive_evaluation(3000, P, 500, 256, step));
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.evaluation_seconds, 1e-9 * want);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(std::floor(17000.0 / c.global_batch) * c.iter_seconds, c.epoch_seconds,
+                                         1e-9 * c.epoch_seconds);
+        }
+        CPPUNIT_ASSERT_MESSAGE(p.reason, p.reason.find("the test set and the validation split after them") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(p.reason, p.reason.find("17000 of the 60000 training examples per epoch "
+                                                       "(tula-train --limit-train, --val-split 3000)") != std::string::npos);
+        r.examples = tula::EpochExamples{0, 0, 60000};
+        bool refused = false;
+        try {
+            tula::make_site_plan(r, {t});
+        } catch (const tula::Error& e) {
+            refused = std::string(e.what()).find("--val-split 60000 holds out all 60000 training examples") != std::string::npos;
+        }
+        CPPUNIT_ASSERT(refused);
     }
 
     // workload.eval_batch: tula-train's 500 by default, a whole number of at least 1.

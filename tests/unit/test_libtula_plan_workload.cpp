@@ -160,11 +160,11 @@ public:
             spec.policy = pol;
             std::vector<std::string> w;
             const tula::PlanData data = tula::load_plan_data({db_path}, "lenet5@fashion-mnist", &w);
-            const std::vector<tula::Plan> rows = tula::plan_node_counts(cfg, data, 3, 4, {1, 2, 3, 4}, spec, &w, 6000);
+            const std::vector<tula::Plan> rows = tula::plan_node_counts(cfg, data, 3, 4, {1, 2, 3, 4}, spec, &w, tula::EpochExamples{6000});
             CPPUNIT_ASSERT_EQUAL(size_t(4), rows.size());
             for (int n = 1; n <= 4; ++n) {
                 const tula::Plan one =
-                    tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 3, 4, n, spec, &w, 6000);
+                    tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 3, 4, n, spec, &w, tula::EpochExamples{6000});
                 const tula::Plan& row = rows[static_cast<size_t>(n - 1)];
                 CPPUNIT_ASSERT_EQUAL(n, row.choice().nodes);
                 CPPUNIT_ASSERT_EQUAL(one.choice().global_batch, row.choice().global_batch);
@@ -318,7 +318,7 @@ public:
         const tula::Plan full =
             tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 0, tula::Policy::Time, &warn);
         const tula::Plan lim =
-            tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 0, tula::Policy::Time, &warn, 6000);
+            tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 0, tula::Policy::Time, &warn, tula::EpochExamples{6000});
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
         CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
         for (const auto& c : lim.candidates) {
@@ -327,7 +327,7 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.total_seconds, 1e-9 * want);
         }
         tula::PolicySpec spec;
-        const tula::Plan lim2 = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 1, spec, &warn, 6000);
+        const tula::Plan lim2 = tula::plan_workload(cfg, {db_path}, "lenet5@fashion-mnist", 0, 0, 1, spec, &warn, tula::EpochExamples{6000});
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim2.train_examples);
     }
 

@@ -645,7 +645,7 @@ public:
         tula::PlanRequest r = request(workload(61706, 60000), 7, 1, 4, {64, 256, 1024});
         const tula::Plan full = tula::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(int64_t(60000), full.train_examples);
-        r.train_examples = 6000;
+        r.examples.train = 6000;
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), r.examples_per_epoch());
         const tula::Plan lim = tula::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
@@ -665,7 +665,7 @@ public:
         CPPUNIT_ASSERT(lim.time_limit_minutes <= full.time_limit_minutes);
         // capped at the training set; 0 and negative mean all of it
         for (int64_t n : {int64_t(60000), int64_t(1) << 40, int64_t(0), int64_t(-5)}) {
-            r.train_examples = n;
+            r.examples.train = n;
             const tula::Plan p = tula::make_plan(r, cm, &am);
             CPPUNIT_ASSERT_EQUAL(int64_t(60000), p.train_examples);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(full.choice().total_seconds, p.choice().total_seconds, 0.0);

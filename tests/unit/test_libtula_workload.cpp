@@ -69,6 +69,7 @@ class LibtulaWorkloadTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_escaped_backslash_at_end);
     CPPUNIT_TEST(test_random_shapes);
     CPPUNIT_TEST(test_limit_train);
+    CPPUNIT_TEST(test_limit_test_and_val_split);
     CPPUNIT_TEST(test_directive);
     CPPUNIT_TEST(test_directive_malformed);
     CPPUNIT_TEST(test_pathological_scripts_are_linear);
@@ -288,6 +289,42 @@ public:
         CPPUNIT_ASSERT_EQUAL(0, tula::parse_train_command("tula-train --model lenet5; x --limit-train 5\n").limit_train);
         // --limit-training is another flag
         CPPUNIT_ASSERT_EQUAL(0, tula::parse_train_command("tula-train --model lenet5 --limit-training 5\n").limit_train);
+    }
+
+    // --limit-test N and --val-split N, read as --limit-train is, and the examples of the
+    // line's epochs (EpochExamples) against the arithmetic by hand.
+    void test_limit_test_and_val_split() {
+        const auto a = tula::parse_train_command(
+            "tula-train --model lenet5 --limit-train 6000 --limit-test=512 --val-split 1000 --epochs 3\n");
+        CPPUNIT_ASSERT(a.found);
+        CPPUNIT_ASSERT_EQUAL(512, a.limit_test);
+        CPPUNIT_ASSERT_EQUAL(1000, a.val_split);
+        CPPUNIT_ASSERT_EQUAL(3, a.epochs);
+        tula::Workload w;
+        w.train_examples = 60000;
+        w.test_examples = 10000;
+        const tula::EpochExamples e = a.epoch_examples();
+        CPPUNIT_ASSERT_EQUAL(int64_t(6000), e.limited_train(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(5000), e.trained(w));  // 6000 less the 1000 held out
+        CPPUNIT_ASSERT_EQUAL(int64_t(1000), e.held_out(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(512), e.tested(w));
+        for (const char* v : {"", " 0", " $N", " -5", "=x"}) {
+            const auto c = tula::parse_train_command(std::string("tula-train --model lenet5 --limit-test") + v +
+                                                     " --val-split" + v + "\n");
+            CPPUNIT_ASSERT_MESSAGE(v, c.found);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, c.limit_test);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, c.val_split);
+        }
+        // no options: the workload's whole sets; a limit above a set is capped at it, and a split
+        // of the whole training set leaves nothing to train
+        const tula::EpochExamples none;
+        CPPUNIT_ASSERT_EQUAL(int64_t(60000), none.trained(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(10000), none.tested(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(0), none.held_out(w));
+        const tula::EpochExamples big{int64_t(1) << 40, int64_t(1) << 40, 60000};
+        CPPUNIT_ASSERT_EQUAL(int64_t(10000), big.tested(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(60000), big.held_out(w));
+        CPPUNIT_ASSERT_EQUAL(int64_t(0), big.trained(w));
     }
 
     // Pathological content parses in time linear in its size (the scanner is one pass; a scan

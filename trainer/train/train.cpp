@@ -584,7 +584,6 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
                          std::to_string(r.train_loss) + "); lower --lr or raise --warmup-epochs");
     const double t0 = now_seconds();
     const EvalResult ev = engine.evaluate(test_set, eval_batch);
-    r.eval_seconds = now_seconds() - t0;
     r.test_loss = ev.loss;
     r.test_accuracy = ev.accuracy;
     if (val_set && val_set->count > 0) {
@@ -592,6 +591,7 @@ void finish_epoch(EpochResult& r, StepEngine& engine, const Dataset& test_set, i
         r.val_loss = vr.loss;
         r.val_accuracy = vr.accuracy;
     }
+    r.eval_seconds = now_seconds() - t0;
     out.push_back(r);
     if (on_epoch) on_epoch(r);
 }

@@ -101,8 +101,8 @@ struct EpochResult {
     int batch = 0;             ///< global batch of the epoch's last step, examples (grows with Local SGD's test)
     double val_loss = 0;       ///< on TrainConfig::val_set, evaluation mode; 0 without one
     double val_accuracy = -1;  ///< fraction of TrainConfig::val_set classified right; -1: no validation set
-    /// Wall time of the evaluation of the test set after the epoch (this rank's, up to the
-    /// allreduce of its sums that ends it), seconds; the validation set's is not in it.
+    /// Wall time of the evaluations after the epoch, the test set's and then the validation
+    /// set's when there is one (this rank's, up to the allreduce of the sums that ends each), seconds.
     double eval_seconds = 0;
 };
 

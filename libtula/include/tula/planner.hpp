@@ -162,15 +162,12 @@ struct PlanRequest {
     /// Every candidate trains `epochs` (ranked under the accuracy bound) instead of its
     /// epochs to target.
     bool fixed_epochs = false;
-    /// Training examples per epoch the job trains on (tula-train --limit-train N, e.g.
-    /// TrainCommand::limit_train); 0: all of workload.train_examples. A value above
-    /// workload.train_examples is capped at it (min(N, D)); negative values count as 0.
-    int64_t train_examples = 0;
-    /// The examples per epoch the prediction uses: min(train_examples, workload.train_examples)
-    /// when train_examples > 0, else workload.train_examples. Pure.
-    int64_t examples_per_epoch() const {
-        return train_examples > 0 ? std::min(train_examples, workload.train_examples) : workload.train_examples;
-    }
+    /// The examples of the job's epochs (the batch script's tula-train --limit-train,
+    /// --limit-test and --val-split, TrainCommand::epoch_examples); zeros: the workload's sets.
+    EpochExamples examples;
+    /// The training examples per epoch the prediction uses: EpochExamples::trained (the
+    /// limited training set less the validation split). Pure.
+    int64_t examples_per_epoch() const { return examples.trained(workload); }
     int min_nodes = 1;
     int max_nodes = 1;
     std::vector<int> global_batches;
@@ -450,7 +447,7 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
 /// plan. Errors: as plan_workload.
 std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int epochs, int max_nodes,
                                    const std::vector<int>& counts, const PolicySpec& policy,
-                                   std::vector<std::string>* warnings, int64_t train_examples = 0);
+                                   std::vector<std::string>* warnings, const EpochExamples& examples = {});
 
 /// The whole planning path from databases: load_plan_data, then plan_node_counts.
 /// `fixed_nodes` > 0 restricts the plan to exactly that node count (used in the job, where
@@ -466,16 +463,16 @@ std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int 
 /// history_convergence, which fits B_crit to the runs' first epochs reaching the target
 /// (policy.target_accuracy, else what the requested epochs reach at the reference batch)
 /// when the history has such runs at 2 or more global batches.
-/// `train_examples` > 0: the job trains on that many examples per epoch (the batch script's
-/// tula-train --limit-train, TrainCommand::limit_train), capped at the workload's training
-/// set (PlanRequest::train_examples); 0 (or less): the whole training set.
+/// `examples`: the examples of the job's epochs (the batch script's tula-train --limit-train,
+/// --limit-test and --val-split, TrainCommand::epoch_examples; PlanRequest::examples); zeros:
+/// the workload's whole sets.
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
-                   Policy policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
+                   Policy policy, std::vector<std::string>* warnings, const EpochExamples& examples = {});
 /// The same with a policy argument (deadline, budget).
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths,
                    const std::string& workload, int epochs, int max_nodes, int fixed_nodes,
-                   const PolicySpec& policy, std::vector<std::string>* warnings, int64_t train_examples = 0);
+                   const PolicySpec& policy, std::vector<std::string>* warnings, const EpochExamples& examples = {});
 /// The run `run` (as read from a profile database) checked against the prediction interval
 /// of the models fitted from the profiles and the other runs in `db_paths` (check_runs, with
 /// the hardware classes of `cfg`'s partitions). nullopt when it cannot be checked: no profile

@@ -2,6 +2,7 @@
 // predict`, `tula validate` (leave-one-out) and the check of finished runs all call it, so the
 // accuracy Tula reports measures the code that plans jobs. Pure: no SQLite, no Slurm.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -131,17 +132,25 @@ public:
     /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
     /// workload's unless it trained on fewer), at its mean local batch B / (K R).
     RunPrediction run(const RunRecord& r) const;
-    /// Seconds of the evaluation of the test set that follows each epoch, on K nodes x R ranks
-    /// of d = devices_per_rank devices: each device runs the forward pass over its shard of at
-    /// most ceil(T / (K R d)) of the workload's T test examples, so a rank over n = d ceil(T /
-    /// (K R d)), in batches of b = min(d eval_batch, n, the compute model's largest profiled
-    /// local batch when it has one), and a forward pass takes the share
-    /// 1 - backward_fraction of a training step at that batch (Kaplan et al. 2020, sec. 2.1:
-    /// 2N of the 6N FLOPs per example; docs/models.md, "Evaluation of the test set"):
-    ///   ceil(n / b) x (1 - backward_fraction) x f x compute(b) x concurrency(K, R, b).
-    /// 0 without test examples. Not part of RunPrediction::seconds: runs record their training
-    /// seconds without it. Errors: none.
+    /// Seconds of the evaluation that follows each epoch, on K nodes x R ranks of d =
+    /// devices_per_rank devices, for each evaluated set of T examples (the test set, then the
+    /// validation split; set_evaluated_examples): each device runs the forward pass over its
+    /// shard of at most ceil(T / (K R d)) examples, so a rank over n = d ceil(T / (K R d)), in
+    /// batches of b = min(d eval_batch, n, the compute model's largest profiled local batch
+    /// when it has one), and a forward pass takes the share 1 - backward_fraction of a training
+    /// step at that batch (Kaplan et al. 2020, sec. 2.1: 2N of the 6N FLOPs per example;
+    /// docs/models.md, "Evaluation of the test set"):
+    ///   sum over the sets of ceil(n / b) x (1 - backward_fraction) x f x compute(b) x concurrency(K, R, b).
+    /// 0 without examples to evaluate. Not part of RunPrediction::seconds: runs record their
+    /// training seconds without it. Errors: none.
     double evaluation_seconds(int nodes, int ranks_per_node) const;
+    /// The examples evaluated after each epoch: `test` of the test set and `validation` held
+    /// out of the training set (EpochExamples::tested and held_out); negative counts as 0. By
+    /// default the workload's test set and no validation split.
+    void set_evaluated_examples(int64_t test, int64_t validation) {
+        test_examples_ = static_cast<double>(std::max<int64_t>(0, test));
+        validation_examples_ = static_cast<double>(std::max<int64_t>(0, validation));
+    }
     /// Steps in one epoch of D examples at global batch B, by the workload's LastBatch
     /// (tula::steps_per_epoch). Errors: none.
     double steps_per_epoch(double examples_per_epoch, double global_batch) const {
@@ -160,7 +169,9 @@ private:
     SyncedRatios synced_;
     double grad_bytes_ = 0;
     double examples_ = 0;  // the workload's training examples per epoch
-    double test_examples_ = 0;  // the workload's test examples, evaluated after each epoch
+    double test_examples_ = 0;        // test examples evaluated after each epoch
+    double validation_examples_ = 0;  // validation examples evaluated after each epoch
+    double evaluation_pass_seconds(double examples, int K, int R) const;  // one set's evaluation
     int eval_batch_ = kTrainerEvalBatch;  // the workload's examples per rank in one evaluation pass
     LastBatch last_batch_ = LastBatch::Drop;  // the workload's: how its epochs count steps
     double level_ = 0.95;

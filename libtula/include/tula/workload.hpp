@@ -1,5 +1,6 @@
 // libtula: what a job trains (the workload) and how to find it in a batch script.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -51,6 +52,33 @@ struct Workload {
 /// "<model>@<dataset>". Pure.
 std::string workload_name(const std::string& model, const std::string& dataset);
 
+/// The examples one epoch of a job uses, as tula-train's --limit-train, --limit-test and
+/// --val-split give them (counts of examples; 0: the option is absent). The one rule of what
+/// an epoch trains on and evaluates: the planner and `tula predict` use these methods.
+struct EpochExamples {
+    int64_t train = 0;       ///< --limit-train N: the first N training examples (0: all)
+    int64_t test = 0;        ///< --limit-test N: the first N test examples (0: all)
+    int64_t validation = 0;  ///< --val-split N: the last N of those training examples, held out
+    /// The training set the limit leaves: min(train, W) when train > 0, else W (W =
+    /// w.train_examples). Pure.
+    int64_t limited_train(const Workload& w) const {
+        return train > 0 ? std::min(train, w.train_examples) : w.train_examples;
+    }
+    /// Examples trained per epoch: limited_train(w) less the validation split, at least 0. Pure.
+    int64_t trained(const Workload& w) const { return std::max<int64_t>(0, limited_train(w) - held_out(w)); }
+    /// Validation examples evaluated after each epoch: min(validation, limited_train(w)), at
+    /// least 0. Pure.
+    int64_t held_out(const Workload& w) const {
+        return std::max<int64_t>(0, std::min(validation, limited_train(w)));
+    }
+    /// Test examples evaluated after each epoch: min(test, T) when test > 0, else T (T =
+    /// w.test_examples, at least 0). Pure.
+    int64_t tested(const Workload& w) const {
+        const int64_t t = std::max<int64_t>(0, w.test_examples);
+        return test > 0 ? std::min(test, t) : t;
+    }
+};
+
 /// What a batch script's tula-train command line says.
 /// tula-train's global batch when neither --batch-size nor TULA_BATCH_SIZE gives one
 /// (examples per step): the reference batch of a script without --batch-size.
@@ -65,6 +93,10 @@ struct TrainCommand {
     /// --limit-train value: tula-train trains on the first N training examples of each epoch.
     /// 0 when absent, 0 (tula-train's "all") or not a plain decimal count in [1, 10^8].
     int limit_train = 0;
+    /// --limit-test value (the first N test examples are evaluated) and --val-split value (the
+    /// last N training examples are held out and evaluated), read as limit_train is.
+    int limit_test = 0;
+    int val_split = 0;
     /// --optimizer value, or the directive's optimizer=NAME; "" when absent. The convergence
     /// fit uses the runs of this optimizer ("auto": the fit picks, as for "").
     std::string optimizer;
@@ -76,11 +108,13 @@ struct TrainCommand {
     /// The global batch at which the script's --epochs define its accuracy target: its
     /// --batch-size, else tula-train's default (kTrainerDefaultBatch), examples per step.
     int reference_batch() const { return batch_size > 0 ? batch_size : kTrainerDefaultBatch; }
+    /// The examples of the line's epochs: --limit-train, --limit-test and --val-split.
+    EpochExamples epoch_examples() const { return EpochExamples{limit_train, limit_test, val_split}; }
 };
 
 /// Finds the first line of a batch script that runs `tula-train` (directly, through a
 /// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size,
-/// --limit-train and --optimizer from it, in both `--flag value` and `--flag=value` forms; `\` line
+/// --limit-train, --limit-test, --val-split and --optimizer from it, in both `--flag value` and `--flag=value` forms; `\` line
 /// continuations are joined. Any trainer (PyTorch, ...) names its workload with the first
 /// directive comment line `# tula: workload=MODEL@DATASET epochs=N batch=B limit_train=M
 /// optimizer=NAME` (only workload required; tula-jobs(7)); the directive's values override the tula-train

@@ -29,17 +29,17 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
 
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
                    int max_nodes, int fixed_nodes, Policy policy, std::vector<std::string>* warnings,
-                   int64_t train_examples) {
+                   const EpochExamples& examples) {
     PolicySpec spec;
     spec.policy = policy;
-    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, train_examples);
+    return plan_workload(cfg, db_paths, workload, epochs, max_nodes, fixed_nodes, spec, warnings, examples);
 }
 
 Plan plan_workload(const Config& cfg, const std::vector<std::string>& db_paths, const std::string& workload, int epochs,
                    int max_nodes, int fixed_nodes, const PolicySpec& policy, std::vector<std::string>* warnings,
-                   int64_t train_examples) {
+                   const EpochExamples& examples) {
     const PlanData d = load_plan_data(db_paths, workload, warnings);
-    return plan_node_counts(cfg, d, epochs, max_nodes, {fixed_nodes}, policy, warnings, train_examples).front();
+    return plan_node_counts(cfg, d, epochs, max_nodes, {fixed_nodes}, policy, warnings, examples).front();
 }
 
 std::optional<RunCheck> check_recorded_run(const Config& cfg, const std::vector<std::string>& db_paths, const RunRecord& run,

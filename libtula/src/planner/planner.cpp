@@ -228,6 +228,10 @@ void check_plan_request(const PlanRequest& req, const AllreduceModel* allreduce)
     if (w.train_examples < 1)
         throw Error("cannot plan " + w.name + ": its profile has no training examples; run `tula profile compute --workload " +
                     w.name + "` again");
+    if (req.examples_per_epoch() < 1)
+        throw Error("cannot plan " + w.name + ": tula-train --val-split " + std::to_string(req.examples.validation) +
+                    " holds out all " + std::to_string(req.examples.limited_train(w)) +
+                    " training examples of an epoch; give a smaller --val-split");
     if (w.params < 0) throw Error("cannot plan " + w.name + ": negative parameter count in its profile");
     if (req.min_nodes < 1 || req.max_nodes < req.min_nodes)
         throw Error("cannot plan " + w.name + ": node range [" + std::to_string(req.min_nodes) + ", " +
@@ -395,11 +399,17 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
     else if (ch.epochs != req.epochs)
         reason += " (" + std::to_string(req.epochs) + " at batch " + std::to_string(plan.reference_batch) + " -> " +
                   std::to_string(ch.epochs) + " at batch " + std::to_string(ch.global_batch) + ")";
-    if (ch.evaluation_seconds > 0) reason += " and " + duration(ch.evaluation_seconds) + " evaluating the test set after them";
+    const int64_t held_out = req.examples.held_out(w);
+    if (ch.evaluation_seconds > 0)
+        reason += " and " + duration(ch.evaluation_seconds) + " evaluating the test set" +
+                  (held_out > 0 ? " and the validation split" : "") + " after them";
     reason += ", " + fmt("%.3g", ch.node_hours) + " node-hours";
     if (D < w.train_examples)
         reason += "; " + std::to_string(D) + " of the " + std::to_string(w.train_examples) +
-                  " training examples per epoch (tula-train --limit-train)";
+                  " training examples per epoch (tula-train " +
+                  (req.examples.limited_train(w) < w.train_examples ? "--limit-train" : "") +
+                  (req.examples.limited_train(w) < w.train_examples && held_out > 0 ? ", " : "") +
+                  (held_out > 0 ? "--val-split " + std::to_string(held_out) : "") + ")";
     if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
     const TimeCalibration& cal = req.calibration;
     // "N finished K-node run(s)" when the runs of the chosen shape serve, else of its kind
@@ -474,6 +484,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
     std::string first_error;
     for (const PartitionTarget& t : targets) {
         predictors.emplace_back(t, w, req.overlap, req.calibration, req.interval_level);
+        predictors.back().set_evaluated_examples(req.examples.tested(w), req.examples.held_out(w));
         if (!t.left_out.empty()) {
             plan.left_out.push_back(t.conf.name + ": " + t.left_out);
             continue;
@@ -624,7 +635,7 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
 
 std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int epochs, int max_nodes,
                                    const std::vector<int>& counts, const PolicySpec& policy,
-                                   std::vector<std::string>* warnings, int64_t train_examples) {
+                                   std::vector<std::string>* warnings, const EpochExamples& examples) {
     if ((policy.policy == Policy::Deadline && !(policy.deadline_seconds > 0)) ||
         (policy.policy == Policy::Budget && !(policy.budget > 0)))
         throw Error("the deadline or budget of the policy must be > 0");
@@ -644,7 +655,7 @@ std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int 
     req.budget = policy.budget;
     req.reference_batch = policy.reference_batch;
     req.fixed_epochs = req.fixed_epochs || policy.fixed_epochs;
-    req.train_examples = train_examples;
+    req.examples = examples;
     req.overlap = tm.overlap;
     req.calibration = tm.calibration;
     // The run history: accuracy (of the runs comparable with the job: its epochs, the full

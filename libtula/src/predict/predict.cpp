@@ -232,12 +232,16 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
 }
 
 double Predictor::evaluation_seconds(int K, int R) const {
-    if (!(test_examples_ > 0)) return 0.0;
+    return evaluation_pass_seconds(test_examples_, K, R) + evaluation_pass_seconds(validation_examples_, K, R);
+}
+
+double Predictor::evaluation_pass_seconds(double examples, int K, int R) const {
+    if (!(examples > 0)) return 0.0;
     K = std::max(1, K);
     R = std::max(1, R);
     const double d = std::max(1, target_.devices_per_rank);
     // a rank's examples: its devices' largest shards, and its passes of eval_batch per device
-    const double n = d * std::ceil(test_examples_ / (static_cast<double>(K) * R * d));
+    const double n = d * std::ceil(examples / (static_cast<double>(K) * R * d));
     const ComputeModel& c = target_.compute;
     double b = std::min<double>(d * eval_batch_, n);
     if (c.max_batch > 0) b = std::min<double>(b, c.max_batch);
