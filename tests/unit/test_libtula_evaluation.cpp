@@ -14,6 +14,7 @@
 #include "hardware_fixtures.hpp"
 #include "planner_fixtures.hpp"
 #include "record_builders.hpp"
+#include "test_util.hpp"
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
 #include "tula/planner.hpp"
@@ -201,13 +202,8 @@ public:
         CPPUNIT_ASSERT_MESSAGE(p.reason, p.reason.find("17000 of the 60000 training examples per epoch "
                                                        "(tula-train --limit-train, --val-split 3000)") != std::string::npos);
         r.examples = tula::EpochExamples{0, 0, 60000};
-        bool refused = false;
-        try {
-            tula::make_site_plan(r, {t});
-        } catch (const tula::Error& e) {
-            refused = std::string(e.what()).find("--val-split 60000 holds out all 60000 training examples") != std::string::npos;
-        }
-        CPPUNIT_ASSERT(refused);
+        tula_test::assert_throws_with([&] { tula::make_site_plan(r, {t}); },
+                                      "--val-split 60000 holds out all 60000 training examples");
     }
 
     // workload.eval_batch: tula-train's 500 by default, a whole number of at least 1.
@@ -218,13 +214,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(64, tula::parse_hardware(j.dump()).workload.eval_batch);
         for (const Json& bad : {Json(0), Json(1.5), Json("64"), Json(-3)}) {
             j["workload"]["eval_batch"] = bad;
-            bool refused = false;
-            try {
-                tula::parse_hardware(j.dump());
-            } catch (const tula::Error& e) {
-                refused = std::string(e.what()).find("eval_batch") != std::string::npos;
-            }
-            CPPUNIT_ASSERT_MESSAGE(bad.dump(), refused);
+            tula_test::assert_throws_with([&] { tula::parse_hardware(j.dump()); }, "eval_batch");
         }
     }
 };
