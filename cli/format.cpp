@@ -110,6 +110,8 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("partition", c.partition);
     kv.emplace_back("ranks_per_node", std::to_string(c.ranks_per_node));
     kv.emplace_back("gpus_per_node", std::to_string(c.gpus_per_node));
+    kv.emplace_back("exclusive", c.exclusive ? "yes" : "no");
+    kv.emplace_back("cpus_per_rank", std::to_string(r.cpus_per_rank));
     kv.emplace_back("scaled_from", c.scaled_from);
     kv.emplace_back("intra_node_bandwidth", format_number("%.6g", c.intra_node_bandwidth));
     kv.emplace_back("intra_node_source", c.intra_node_source);
@@ -151,7 +153,7 @@ Json candidate_json(const Candidate& c) {
               {"cost_to_target", c.cost_to_target},
               {"expected_accuracy", std::isfinite(c.expected_accuracy) ? Json(c.expected_accuracy) : Json(nullptr)},
               {"memory_bytes", c.memory_bytes}, {"partition", c.partition}, {"ranks_per_node", c.ranks_per_node},
-              {"gpus_per_node", c.gpus_per_node}, {"scaled_from", c.scaled_from},
+              {"gpus_per_node", c.gpus_per_node}, {"exclusive", c.exclusive}, {"scaled_from", c.scaled_from},
               {"intra_node_bandwidth", c.intra_node_bandwidth}, {"intra_node_source", c.intra_node_source},
               {"queue_wait_seconds", c.queue_wait_seconds},
               {"step_seconds", {{"compute", c.compute_step_seconds}, {"exposed_communication", c.exposed_comm_step_seconds},
@@ -180,6 +182,7 @@ Json plan_json(const PlanReport& r) {
     j["simulated"] = r.simulated;
     if (r.simulated) j["hardware"] = r.hardware;
     if (r.fixed_nodes > 0) j["fixed_nodes"] = r.fixed_nodes;
+    j["cpus_per_rank"] = r.cpus_per_rank;
     j["price_per_node_hour"] = r.price_per_node_hour;
     j["gpus_per_node"] = r.gpus_per_node;
     j["price_per_gpu_hour"] = r.price_per_gpu_hour;

@@ -46,6 +46,9 @@ struct PlanReport {
     double time_margin = 0.25;          ///< fraction, from tula.conf
     double time_overhead = 120;         ///< seconds, from tula.conf
     int fixed_nodes = 0;                ///< --nodes, 0 when not given
+    /// CPUs one rank computes on: the batch script's `tula-train --threads T` (the submission
+    /// asks Slurm for them with --cpus-per-task); 0 when the script does not say.
+    int cpus_per_rank = 0;
     /// The job gets a --time-min (tula plan --time-min, sbatch --tula-time-min, else tula.conf's
     /// time_min), so it may start in a backfill hole.
     bool time_min = false;
@@ -74,7 +77,8 @@ std::string plan_summary(const PlanReport& r);
 /// max_local_batch (0: no memory bound), gamma, simulated (1/0; hardware= when 1),
 /// flagged_runs (comma list of the job ids of Plan::flagged_runs, empty when none),
 /// partition (empty for a tula.conf without partition sections), ranks_per_node,
-/// gpus_per_node, scaled_from (the class a partition without profiles was predicted from;
+/// gpus_per_node, exclusive (yes: whole nodes, no), cpus_per_rank (0: the script gives no
+/// --threads), scaled_from (the class a partition without profiles was predicted from;
 /// empty when its own), queue_wait_seconds, queue; when the choice starts in a backfill hole
 /// (Candidate::hole used): hole_wait_seconds, hole_seconds, hole_part_seconds, hole_parts,
 /// hole_train_seconds, rest_parts, rest_wait_seconds, rest_train_seconds (seconds; parts a

@@ -263,6 +263,7 @@ struct ScriptFacts {
     EpochExamples examples;        // the script's --limit-train, --limit-test, --val-split (0: absent)
     int script_batch = 0;          // TrainCommand::reference_batch() of the script (0: no script line)
     std::string script_optimizer;  // TrainCommand::optimizer of the script ("": none)
+    int threads = 0;               // TrainCommand::threads of the script (0: none)
 };
 
 // The workload and the facts of the batch script (--script, or its text): --workload names the
@@ -301,6 +302,7 @@ ScriptFacts read_script(const PlanOptions& o, const std::string& hw_workload, st
         if (tc.found) f.examples = tc.epoch_examples();
         if (tc.found) f.script_batch = tc.reference_batch();
         if (tc.found) f.script_optimizer = tc.optimizer;
+        if (tc.found) f.threads = tc.threads;
     }
     if (workload.empty()) workload = hw_workload;
     return f;
@@ -403,6 +405,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     r.time_overhead = lc.config.time_overhead;
     r.time_min = o.time_min == "yes" || (o.time_min != "no" && lc.config.time_min);
     r.fixed_nodes = o.nodes;
+    r.cpus_per_rank = sf.threads;
     if (hw) {
         plan_from_hardware(o, lc.config, hw_parts, spec, &r, &warnings, sim);
     } else {

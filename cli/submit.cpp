@@ -109,13 +109,21 @@ std::optional<std::string> policy_of(const SubmitInput& in, const std::string& m
 }
 
 // What the user fixed of the job's shape (Slurm 22.05 shows ntasks "1" and ntasks-per-node
-// "-2" when not given): -p, --ntasks-per-node, --ntasks above 1, --nodelist, any GPUs.
+// "-2" when not given): -p, --ntasks-per-node, --ntasks above 1, --nodelist, any GPUs, how
+// the nodes are shared (--exclusive in any form, --oversubscribe), -c.
 struct Shape {
     bool partition_given = false;
     std::string partition;  // the -p value when it is a name list (passed to the plan)
     int ranks_per_node = 0;
-    bool ntasks = false, nodelist = false, gpus = false;
+    bool ntasks = false, nodelist = false, gpus = false, sharing = false, cpus = false;
 };
+
+// Whether a cli_filter/lua value of `key` says the user gave the option: Slurm shows an unset
+// --exclusive or --oversubscribe as "unset" (an unset -c as "0").
+bool option_set(const std::map<std::string, std::string>& o, const char* key) {
+    const auto v = given(o, key);
+    return v && *v != "unset" && *v != "(null)" && *v != "0" && *v != "-1";
+}
 
 Shape shape_of(const std::map<std::string, std::string>& o) {
     auto set = [&](const char* k) {
@@ -133,6 +141,8 @@ Shape shape_of(const std::map<std::string, std::string>& o) {
     }
     if (const auto n = given(o, "ntasks"); n && all_digits(*n) && n->size() <= 9) s.ntasks = std::atol(n->c_str()) > 1;
     s.nodelist = set("nodelist");
+    s.sharing = option_set(o, "exclusive") || option_set(o, "oversubscribe");
+    s.cpus = option_set(o, "cpus-per-task");
     for (const char* k : {"gpus", "gpus-per-node", "gres", "gpus-per-task", "gpus-per-socket"})
         if (set(k) && o.at(k) != "0") s.gpus = true;
     return s;
@@ -167,7 +177,9 @@ std::optional<std::string> job_source(const SubmitInput& in, PlanOptions* call) 
 
 // The options to set beyond --nodes and --time, with what the line says of each: the plan's
 // partition unless the user gave -p or --nodelist, its ranks per node unless --ntasks-per-node,
-// --ntasks or --nodelist, its GPUs per node unless any GPUs were asked for.
+// --ntasks or --nodelist, its GPUs per node unless any GPUs were asked for, whole nodes
+// (--exclusive) where the plan assumed them unless --exclusive or --oversubscribe was given,
+// its CPUs per rank (--cpus-per-task) unless -c was given. --mem is never set.
 std::vector<std::pair<std::string, std::string>> shape_changes(const Shape& s, const PlanAnswer& p,
                                                                std::vector<std::string>* say) {
     std::vector<std::pair<std::string, std::string>> sets;
@@ -182,6 +194,14 @@ std::vector<std::pair<std::string, std::string>> shape_changes(const Shape& s, c
     if (p.gpus_per_node > 0 && !s.gpus) {
         sets.emplace_back("gpus-per-node", std::to_string(p.gpus_per_node));
         say->push_back("gpus-per-node default -> " + std::to_string(p.gpus_per_node));
+    }
+    if (p.exclusive && !s.sharing) {
+        sets.emplace_back("exclusive", "exclusive");
+        say->push_back("exclusive default -> whole nodes");
+    }
+    if (p.cpus_per_rank > 0 && !s.cpus) {
+        sets.emplace_back("cpus-per-task", std::to_string(p.cpus_per_rank));
+        say->push_back("cpus-per-task default -> " + std::to_string(p.cpus_per_rank));
     }
     return sets;
 }

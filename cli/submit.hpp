@@ -16,7 +16,8 @@ namespace tula::cli {
 
 /// What sbatch was given, as cli_filter/lua shows it: `options` holds the Slurm options read
 /// (nodes, time, partition, ntasks, ntasks-per-node, nodelist, gpus, gpus-per-node, gres,
-/// gpus-per-task, gpus-per-socket, wrap, signal, requeue, time-min, and argv1: the batch script's path),
+/// gpus-per-task, gpus-per-socket, wrap, signal, requeue, time-min, exclusive, oversubscribe,
+/// cpus-per-task, and argv1: the batch script's path),
 /// absent when nil; `spank` the plugin's options (tula, tula-workload, tula-deadline, tula-budget,
 /// tula-epochs, tula-time-min) that were given; `env` the variables the filter reads (TULA_MODE,
 /// TULA_WORKLOAD, TULA_DEADLINE, TULA_BUDGET and the plugstack's TULA_PLUGSTACK_*); `type`
@@ -63,6 +64,8 @@ struct PlanAnswer {
     std::string partition;
     int ranks_per_node = 0;
     int gpus_per_node = 0;
+    bool exclusive = false;  ///< the plan assumed whole nodes (tula.conf exclusive): ask --exclusive
+    int cpus_per_rank = 0;   ///< CPUs of one rank (the script's --threads; 0: not said): ask --cpus-per-task
 };
 
 /// What the filter does: leave the job unchanged (silently or with `said` lines), change it
@@ -88,7 +91,9 @@ using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 /// --tula-deadline or --tula-budget was given, else off; a bare --tula, shown as "set", is
 /// auto); salloc is told it is not planned; a disabled or absent plugin, a bad mode, policy,
 /// workload or node range is a problem; the plan; then --nodes and --time set only where the
-/// user left them open, and the partition, ranks per node and GPUs per node likewise
+/// user left them open, and the partition, ranks per node and GPUs per node likewise, whole
+/// nodes (--exclusive) where the plan assumed them and the user gave neither --exclusive nor
+/// --oversubscribe, the plan's CPUs per rank (--cpus-per-task) where the user gave no -c
 /// (shape_changes), and --signal=USR1@S (S: the plan's signal_seconds) and --requeue where the
 /// user gave no --signal and neither --requeue nor --no-requeue (stop_changes), and --time-min
 /// with --tula-time-min=yes, or tula.conf's time_min = yes unless --tula-time-min=no, where

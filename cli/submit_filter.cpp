@@ -90,6 +90,8 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
     a.partition = c.partition;
     a.ranks_per_node = c.ranks_per_node;
     a.gpus_per_node = c.gpus_per_node;
+    a.exclusive = c.exclusive;
+    a.cpus_per_rank = r.cpus_per_rank;
     return a;
 }
 

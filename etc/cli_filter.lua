@@ -4,7 +4,7 @@ cli_filter.lua: Tula's shim for Slurm's cli_filter/lua plugin (Lua 5.1): transpo
 With `sbatch --tula[=auto|time|cost|dry-run]` (or $TULA_MODE, --tula-deadline, --tula-budget),
 this script hands sbatch's options to `tula submit-filter` and applies its answer: the options
 to set (`options["nodes"]`, `options["time"]`, partition, ntasks-per-node, gpus-per-node,
-signal, requeue, time-min: no SPANK call can change them), the plan table for the SPANK plugin tula.so (written into the
+signal, requeue, time-min, exclusive, cpus-per-task: no SPANK call can change them), the plan table for the SPANK plugin tula.so (written into the
 plugin's memory file, which passes it to the job; spank-tula(8)), the line to print, or the
 refusal of a strict site. Every decision (mode, policy, the deadline and budget grammar, what
 the user left open, the plugstack's conf=, db= and margin=) is made in `tula submit-filter`
@@ -42,12 +42,12 @@ T.MAX_LINE = 400            -- bytes of a message shown to the user
 -- The Slurm options the filter reads, as cli_filter/lua shows them.
 T.OPTIONS = { "nodes", "time", "partition", "ntasks", "ntasks-per-node", "nodelist", "gpus", "gpus-per-node",
               "gres", "gpus-per-task", "gpus-per-socket", "wrap", "signal", "requeue",
-              "time-min" }
+              "time-min", "exclusive", "oversubscribe", "cpus-per-task" }
 -- The plugin's options.
 T.SPANK = { "tula", "tula-workload", "tula-deadline", "tula-budget", "tula-epochs", "tula-time-min" }
 -- The options `tula submit-filter` may set.
 T.SETTABLE = { nodes = true, time = true, partition = true, ["ntasks-per-node"] = true, ["gpus-per-node"] = true,
-                signal = true, requeue = true, ["time-min"] = true }
+                signal = true, requeue = true, ["time-min"] = true, exclusive = true, ["cpus-per-task"] = true }
 
 -- Prints one line to the submitting user (sbatch's standard error).
 function T.say(line)

@@ -24,11 +24,11 @@ namespace {
 constexpr const char* kValidKeys =
     "system_db, admin_uid, price_per_node_hour, gpus_per_node, price_per_gpu_hour, watts_per_node, max_nodes, global_batches, "
     "time_margin, time_overhead, default_epochs, device_memory_bytes, noise_scale, max_accuracy_loss, fixed_epochs, "
-    "time_min, queue_estimate, queue_timeout";
+    "time_min, queue_estimate, queue_timeout, exclusive";
 
 constexpr const char* kPartitionKeys =
     "nodes, cpus_per_node, gpus_per_node, ranks_per_node, price_per_node_hour, price_per_gpu_hour, watts_per_node, "
-    "hardware_class, peak_flops, memory_bandwidth, link_bandwidth, intra_node_bandwidth";
+    "hardware_class, peak_flops, memory_bandwidth, link_bandwidth, intra_node_bandwidth, exclusive";
 
 // Largest tula.conf load_config reads, bytes. A site configuration is a few hundred bytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
@@ -112,7 +112,7 @@ const std::set<std::string> kSiteKeys = {"system_db",   "price_per_node_hour", "
                                          "default_epochs", "device_memory_bytes",  "noise_scale",
                                          "gpus_per_node",  "price_per_gpu_hour", "watts_per_node",
                                          "max_accuracy_loss", "admin_uid", "fixed_epochs",
-                                         "time_min", "queue_estimate", "queue_timeout"};
+                                         "time_min", "queue_estimate", "queue_timeout", "exclusive"};
 
 // A `[partition NAME]` header line: a new section, the top-level node description its default.
 Section section_header(const std::string& line, const KeyLine& at, const std::vector<Section>& sections,
@@ -136,6 +136,7 @@ Section section_header(const std::string& line, const KeyLine& at, const std::ve
     sec.part.price_per_node_hour = cfg.price_per_node_hour;
     sec.part.price_per_gpu_hour = cfg.price_per_gpu_hour;
     sec.part.watts_per_node = cfg.watts_per_node;
+    sec.part.exclusive = cfg.exclusive;
     return sec;
 }
 
@@ -146,7 +147,7 @@ void set_partition_key(Section& sec, const KeyLine& k) {
     static const std::set<std::string> kPart = {"nodes", "cpus_per_node", "gpus_per_node", "ranks_per_node",
                                                 "price_per_node_hour", "price_per_gpu_hour", "watts_per_node",
                                                 "hardware_class", "peak_flops", "memory_bandwidth",
-                                                "link_bandwidth", "intra_node_bandwidth"};
+                                                "link_bandwidth", "intra_node_bandwidth", "exclusive"};
     if (!kPart.count(key)) {
         if (kSiteKeys.count(key))
             throw k.fail("'" + key + "' is a site-wide key and belongs before the first [partition] section (keys of a section: " +
@@ -165,6 +166,7 @@ void set_partition_key(Section& sec, const KeyLine& k) {
     else if (key == "memory_bandwidth") p.memory_bandwidth = k.number(0.0, 1e16, "bytes/s of one rank's device memory");
     else if (key == "link_bandwidth") p.link_bandwidth = k.number(0.0, 1e16, "bytes/s one node injects into the network");
     else if (key == "intra_node_bandwidth") p.intra_node_bandwidth = k.number(0.0, 1e16, "bytes/s between the ranks of a node");
+    else if (key == "exclusive") p.exclusive = k.yes_no("yes: the partition's jobs get whole nodes (sbatch --exclusive)");
     else if (key == "hardware_class") {
         if (!valid_name(k.value))
             throw k.fail("hardware_class = '" + k.value.substr(0, 64) +
@@ -260,6 +262,8 @@ void set_site_key(Config& cfg, const KeyLine& k) {
         cfg.time_min = k.yes_no("yes: every Tula job gets a --time-min, so that backfill may start it early");
     } else if (key == "queue_estimate") {
         cfg.queue_estimate = k.yes_no("no: plan as if the queue were empty");
+    } else if (key == "exclusive") {
+        cfg.exclusive = k.yes_no("yes: every Tula job gets whole nodes (sbatch --exclusive)");
     } else if (key == "queue_timeout") {
         cfg.queue_timeout = k.number(0.05, 4.0, "seconds to wait for slurmctld");
     } else {
@@ -328,6 +332,7 @@ std::vector<PartitionConf> Config::site_partitions() const {
         p.price_per_node_hour = price_per_node_hour;
         p.price_per_gpu_hour = price_per_gpu_hour;
         p.watts_per_node = watts_per_node;
+        p.exclusive = exclusive;
         out.push_back(p);
     }
     if (implicit || max_nodes_set)

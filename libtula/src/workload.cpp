@@ -122,9 +122,10 @@ int count_value(std::string_view v) {
 bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     bool have_model = false;
     std::string model, data = "fashion-mnist", optimizer;
-    int epochs = 0, batch = 0, limit = 0, limit_test = 0, val_split = 0;
+    int epochs = 0, batch = 0, limit = 0, limit_test = 0, val_split = 0, threads = 0;
     static constexpr std::string_view kFlags[] = {"--model",       "--data",       "--epochs",   "--batch-size",
-                                                  "--limit-train", "--optimizer",  "--limit-test", "--val-split"};
+                                                  "--limit-train", "--optimizer",  "--limit-test", "--val-split",
+                                                  "--threads"};
     constexpr int kCount = static_cast<int>(sizeof kFlags / sizeof kFlags[0]);
     for (size_t i = start; i < tok.size() && !tok.op(i); ++i) {
         const std::string_view w = tok.text(i);
@@ -154,6 +155,7 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
                     break;
                 case 6: limit_test = count_value(value); break;
                 case 7: val_split = count_value(value); break;
+                case 8: threads = count_value(value); break;
             }
             break;
         }
@@ -167,6 +169,7 @@ bool read_flags(const Tokens& tok, size_t start, TrainCommand* cmd) {
     cmd->limit_train = limit;
     cmd->limit_test = limit_test;
     cmd->val_split = val_split;
+    cmd->threads = threads;
     cmd->optimizer = optimizer;
     return true;
 }

@@ -75,6 +75,7 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_nothing_to_do);
     CPPUNIT_TEST(test_plugin_and_strict);
     CPPUNIT_TEST(test_shape);
+    CPPUNIT_TEST(test_whole_nodes_and_cpus);
     CPPUNIT_TEST(test_stop_signal_and_requeue);
     CPPUNIT_TEST(test_time_min);
     CPPUNIT_TEST(test_plan_failures);
@@ -264,6 +265,38 @@ public:
 
     // --signal=USR1@S and --requeue are set where the user left them open (cli_filter/lua shows
     // an unset --signal as "0@0" and --requeue/--no-requeue as "unset"), kept otherwise.
+    // The plan's whole nodes and CPUs per rank are asked for; the user's --exclusive (in any
+    // form), --oversubscribe and -c are kept, as cli_filter/lua shows them (unset: "unset",
+    // "0"); --mem is never set.
+    void test_whole_nodes_and_cpus() {
+        Fake f;
+        f.answer.exclusive = true;
+        f.answer.cpus_per_rank = 2;
+        SubmitInput in = sbatch("auto");
+        in.options["exclusive"] = "unset";
+        in.options["oversubscribe"] = "unset";
+        in.options["cpus-per-task"] = "0";
+        SubmitOutcome o = decide_submission(in, f.planner());
+        CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"exclusive", "exclusive"}, {"cpus-per-task", "2"}}));
+        CPPUNIT_ASSERT(contains(o.said[0], "exclusive default -> whole nodes, cpus-per-task default -> 2"));
+        for (const char* given : {"exclusive", "user", "mcs", "oversubscribe"}) {
+            SubmitInput e = in;
+            e.options["exclusive"] = given;
+            o = decide_submission(e, f.planner());
+            CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"cpus-per-task", "2"}}));
+        }
+        SubmitInput over = in;
+        over.options["oversubscribe"] = "set";
+        CPPUNIT_ASSERT(decide_submission(over, f.planner()).sets ==
+                       (Sets{{"nodes", "2"}, {"time", "5"}, {"cpus-per-task", "2"}}));
+        SubmitInput c = in;
+        c.options["cpus-per-task"] = "1";
+        c.options["mem"] = "1G";
+        CPPUNIT_ASSERT(decide_submission(c, f.planner()).sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"exclusive", "exclusive"}}));
+        Fake shared;  // a plan of shared nodes and no --threads: neither is asked for
+        CPPUNIT_ASSERT(decide_submission(in, shared.planner()).sets == (Sets{{"nodes", "2"}, {"time", "5"}}));
+    }
+
     void test_stop_signal_and_requeue() {
         Fake f;
         f.answer.signal_seconds = 95;

@@ -200,6 +200,14 @@ public:
         CPPUNIT_ASSERT(!d.time_min);
         CPPUNIT_ASSERT(tula::parse_config("time_min = yes").time_min);
         CPPUNIT_ASSERT(contains(error_of([] { tula::parse_config("time_min = 1"); }), "yes or no"));
+        // exclusive: the top level is every section's default and the implicit partition's
+        CPPUNIT_ASSERT(!d.exclusive && !d.site_partitions().front().exclusive);
+        const tula::Config x = tula::parse_config(
+            "exclusive = yes\n[partition a]\nnodes = 2\n[partition b]\nnodes = 2\nexclusive = no\n");
+        CPPUNIT_ASSERT(x.exclusive && x.partitions.at(0).exclusive && !x.partitions.at(1).exclusive);
+        CPPUNIT_ASSERT(tula::parse_config("exclusive = yes").site_partitions().front().exclusive);
+        CPPUNIT_ASSERT(tula::parse_config("[partition a]\nnodes = 1\nexclusive = yes\n").partitions.at(0).exclusive);
+        CPPUNIT_ASSERT(contains(error_of([] { tula::parse_config("exclusive = whole"); }), "yes or no"));
         for (const char* bad : {"fixed_epochs = 1", "fixed_epochs = true", "fixed_epochs ="}) {
             const std::string e = error_of([&] { tula::parse_config(bad); });
             CPPUNIT_ASSERT_MESSAGE(e, contains(e, "line 1") && contains(e, "yes or no"));

@@ -314,7 +314,11 @@ public:
             CPPUNIT_ASSERT_MESSAGE(v, c.found);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, c.limit_test);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, c.val_split);
+            const auto t = tula::parse_train_command(std::string("tula-train --model lenet5 --threads") + v + "\n");
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(v, 0, t.threads);
         }
+        CPPUNIT_ASSERT_EQUAL(2, tula::parse_train_command("mpirun tula-train --threads 2 --model lenet5\n").threads);
+        CPPUNIT_ASSERT_EQUAL(4, tula::parse_train_command("tula-train --model lenet5 --threads=4\n").threads);
         // no options: the workload's whole sets; a limit above a set is capped at it, and a split
         // of the whole training set leaves nothing to train
         const tula::EpochExamples none;

@@ -31,6 +31,10 @@ struct PartitionConf {
     /// bytes/s one node injects into the network, [intra_node_bandwidth] bytes/s between the
     /// ranks of one node (0: the within-node part of the allreduce is not modelled).
     double peak_flops = 0, memory_bandwidth = 0, link_bandwidth = 0, intra_node_bandwidth = 0;
+    /// [exclusive] a job of the partition gets whole nodes (sbatch --exclusive): the profiles
+    /// describe a node that no other job shares (its CPU quota, memory bandwidth and link).
+    /// Default: the top-level `exclusive`.
+    bool exclusive = false;
     /// What Slurm says of the partition at planning time (not tula.conf keys: the `tula`
     /// command fills them in from slurmctld, see tula(1), QUEUE AND LIMITS). MaxTime in
     /// minutes (0: none or not known): candidates predicted to train longer are left out and
@@ -102,6 +106,10 @@ struct Config {
     /// Seconds the `tula` command waits for slurmctld's answers (both queries together);
     /// past it, it plans as if the queue were empty and says so.
     double queue_timeout = 1.0;
+    /// Every Tula job gets whole nodes (sbatch --exclusive) unless its partition's section says
+    /// otherwise or the user gave --exclusive or --oversubscribe (yes), or only the CPUs and
+    /// GPUs of its ranks (no, the default). A section's `exclusive` defaults to this.
+    bool exclusive = false;
     /// max_nodes was written in the file (then it caps every partition's nodes too).
     bool max_nodes_set = false;
     /// The `[partition NAME]` sections, in file order; empty for a file without sections.
@@ -118,12 +126,13 @@ struct Config {
 /// GPU-hour), watts_per_node (watts), max_nodes, global_batches (comma list),
 /// time_margin, time_overhead, default_epochs, device_memory_bytes (bytes, suffixes K M G T
 /// for powers of 1024 allowed), noise_scale (examples), max_accuracy_loss (fraction),
-/// fixed_epochs (yes or no), time_min (yes or no), queue_estimate (yes or no), queue_timeout (seconds, 0.05 .. 4).
+/// fixed_epochs (yes or no), time_min (yes or no), queue_estimate (yes or no), queue_timeout (seconds, 0.05 .. 4),
+/// exclusive (yes or no).
 /// Then optional `[partition NAME]` sections (PartitionConf) with
 /// the keys nodes (required), cpus_per_node, gpus_per_node, ranks_per_node,
 /// price_per_node_hour, price_per_gpu_hour, watts_per_node, hardware_class, peak_flops,
-/// memory_bandwidth, link_bandwidth, intra_node_bandwidth; a section's price_per_node_hour,
-/// gpus_per_node, price_per_gpu_hour and watts_per_node default to the top-level ones.
+/// memory_bandwidth, link_bandwidth, intra_node_bandwidth, exclusive; a section's price_per_node_hour,
+/// gpus_per_node, price_per_gpu_hour, watts_per_node and exclusive default to the top-level ones.
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
 /// unknown key, a missing '=', or a value that is not a valid number / out of range, a
 /// section header that is not `[partition NAME]`, a repeated partition name, a site-wide

@@ -64,6 +64,9 @@ struct Candidate {
     int nodes = 0;
     int ranks_per_node = 1;       ///< training processes (Slurm tasks) per node
     int gpus_per_node = 0;        ///< GPUs of each node (0: a CPU partition)
+    /// The job asks for whole nodes (sbatch --exclusive; PartitionConf::exclusive): its
+    /// prediction assumes nodes no other job shares.
+    bool exclusive = false;
     int global_batch = 0;         ///< examples per step over all ranks
     int local_batch = 0;          ///< examples per rank per step: global_batch / (nodes * ranks_per_node)
     /// The hardware class whose profiles predicted a partition without its own, scaled by the
@@ -173,6 +176,7 @@ struct PlanRequest {
     std::vector<int> global_batches;
     double price_per_node_hour = 1.0;  ///< currency units per node-hour
     int gpus_per_node = 0;             ///< GPUs per node (tula.conf gpus_per_node)
+    bool exclusive = false;            ///< whole nodes for the implicit partition (tula.conf exclusive)
     double price_per_gpu_hour = 0;     ///< currency units per GPU-hour, on top of the node price
     double watts_per_node = 0;         ///< watts of one busy node; 0: no energy figure
     /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *

@@ -97,6 +97,9 @@ struct TrainCommand {
     /// last N training examples are held out and evaluated), read as limit_train is.
     int limit_test = 0;
     int val_split = 0;
+    /// --threads value: the CPUs one rank computes on (the submission asks Slurm for as many
+    /// per task); 0 when absent or not a plain decimal count, read as limit_train is.
+    int threads = 0;
     /// --optimizer value, or the directive's optimizer=NAME; "" when absent. The convergence
     /// fit uses the runs of this optimizer ("auto": the fit picks, as for "").
     std::string optimizer;
@@ -114,7 +117,7 @@ struct TrainCommand {
 
 /// Finds the first line of a batch script that runs `tula-train` (directly, through a
 /// path, or after `mpirun ...`) and reads --model, --data, --epochs, --batch-size,
-/// --limit-train, --limit-test, --val-split and --optimizer from it, in both `--flag value` and `--flag=value` forms; `\` line
+/// --limit-train, --limit-test, --val-split, --threads and --optimizer from it, in both `--flag value` and `--flag=value` forms; `\` line
 /// continuations are joined. Any trainer (PyTorch, ...) names its workload with the first
 /// directive comment line `# tula: workload=MODEL@DATASET epochs=N batch=B limit_train=M
 /// optimizer=NAME` (only workload required; tula-jobs(7)); the directive's values override the tula-train

@@ -53,6 +53,7 @@ PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& comp
     t.conf.nodes = std::max(1, req.max_nodes);
     t.conf.ranks_per_node = 1;
     t.conf.gpus_per_node = req.gpus_per_node;
+    t.conf.exclusive = req.exclusive;
     t.conf.price_per_node_hour = req.price_per_node_hour;
     t.conf.price_per_gpu_hour = req.price_per_gpu_hour;
     t.conf.watts_per_node = req.watts_per_node;
@@ -128,6 +129,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             c.nodes = K;
             c.ranks_per_node = R;
             c.gpus_per_node = t.conf.gpus_per_node;
+            c.exclusive = t.conf.exclusive;
             c.global_batch = B;
             c.local_batch = b;
             c.scaled_from = t.scaled_from;

@@ -616,6 +616,7 @@ PlanRequest make_plan_request(const Config& cfg, const Workload& w, int epochs, 
     r.global_batches = cfg.global_batches;
     r.price_per_node_hour = cfg.price_per_node_hour;
     r.gpus_per_node = cfg.gpus_per_node;
+    r.exclusive = cfg.exclusive;
     r.price_per_gpu_hour = cfg.price_per_gpu_hour;
     r.watts_per_node = cfg.watts_per_node;
     r.time_margin = cfg.time_margin;
