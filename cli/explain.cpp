@@ -7,6 +7,7 @@
 #include "format.hpp"
 #include "tula/error.hpp"
 #include "tula/planner.hpp"
+#include "tula/stop.hpp"
 
 namespace tula::cli {
 namespace {
@@ -51,6 +52,11 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
                                        "hole's, checkpointed and was requeued)"});
     }
     t.rows.push_back({"prediction error", e ? format_number("%+.1f %%", *e) + " ((measured - predicted) / measured)" : "-"});
+    if (const double slow = slower_than_planned(r.measured_seconds, r.predicted_seconds); slow > 0)
+        t.rows.push_back({"slower than planned", format_number("%.2fx", slow) + " the predicted time per step" +
+                                                     (r.parts > 1 ? " (its parts' time limits were set from the "
+                                                                    "measured speed where Slurm allowed it)"
+                                                                  : "")});
     t.rows.push_back({"final test accuracy", format_number("%.2f %%", r.test_accuracy * 100)});
     t.rows.push_back({"gradient noise scale",
                       r.noise_scale > 0 ? format_number("%.4g", r.noise_scale) + " examples (B_simple, " +

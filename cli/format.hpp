@@ -118,7 +118,8 @@ Json run_json(const RunRecord& r);
 /// `tula explain --format kv` lines for a run found in database `db_path`: status=ok,
 /// job_id, workload, nodes, global_batch, local_batch, epochs, measured_seconds (%.1f),
 /// predicted_seconds (%.1f), error_percent (%.1f, empty without a prediction),
-/// test_accuracy (fraction, %.4f), database; with `check`: flagged (1/0), interval_lower and
+/// slower_than_planned (measured / predicted, %.2f, when above kSlowerThanPlanned, tula/stop.hpp;
+/// else empty), parts (the processes the run trained in), test_accuracy (fraction, %.4f), database; with `check`: flagged (1/0), interval_lower and
 /// interval_upper (%.1f seconds, empty without an interval), refit_predicted_seconds (%.1f);
 /// without: flagged= (empty: the run could not be checked).
 KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check = std::nullopt);

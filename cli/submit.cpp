@@ -16,6 +16,7 @@ namespace {
 constexpr long kNoValMinutes = 4294967294L;  // Slurm's NO_VAL: a time limit that was not given
 constexpr int kMaxTableRows = 64;            // node counts of a -N LO-HI range the plan table covers
 constexpr size_t kMaxTable = 4095;           // bytes of the plan table (the plugin's TULA_PLAN_MAX - 1)
+constexpr size_t kMaxReason = 320;           // bytes of a problem's reason in its one line
 
 // The value of `key` in `m`, or nullptr when absent.
 const std::string* find(const std::map<std::string, std::string>& m, const std::string& key) {
@@ -344,8 +345,10 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     if (in.type != "sbatch" && in.type != "salloc") return out;
     if (in.offset != 0) return out;  // a heterogeneous job: its first component only
     const SiteSettings site = site_settings(in.env);
+    // The reason is cut to kMaxReason bytes so that the whole line, with its ending, fits what
+    // cli_filter.lua prints (T.MAX_LINE, 400 bytes).
     auto problem = [&](const std::string& msg) {
-        const std::string m = one_line(bare_message(msg));
+        const std::string m = one_line(bare_message(msg), kMaxReason);
         if (site.strict) {
             out.kind = SubmitOutcome::Kind::Refused;
             out.said.push_back("tula: error: " + m + "; job not submitted (the site runs Tula in strict mode)");

@@ -399,11 +399,16 @@ std::string hardware_class_from_env(std::string* warning) {
     }
     const char* part = std::getenv("SLURM_JOB_PARTITION");
     if (!part || !*part) return "";
+    const std::optional<Config> cfg = site_config_from_env();
+    return cfg ? partition_class(*cfg, part) : "";  // no readable tula.conf: the class is not known
+}
+
+std::optional<Config> site_config_from_env() {
     const char* conf = std::getenv("TULA_CONF");
     try {
-        return partition_class(load_config(conf && *conf ? conf : TULA_DEFAULT_CONF), part);
+        return load_config(conf && *conf ? conf : TULA_DEFAULT_CONF);
     } catch (const Error&) {
-        return "";  // no readable tula.conf: the class is not known
+        return std::nullopt;
     }
 }
 

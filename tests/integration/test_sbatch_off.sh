@@ -33,7 +33,7 @@ describe "$T_JOB" > "$T_WORK/desc.off"; scancel "$T_JOB"
 submit --hold -J tula-off-test -o "$T_WORK/%j.out" --tula=dry-run "$script"
 describe "$T_JOB" > "$T_WORK/desc.dry-run"; scancel "$T_JOB"
 assert_eq 1 "$(count_lines "$T_ERR" 'tula:')" "number of 'tula:' lines of sbatch --tula=dry-run"
-assert_match "$T_ERR" '^tula: dry-run: .*would set nodes default -> [0-9]+, time limit default -> [0-9]+ min, signal default -> USR1@[0-9]+, requeue default -> yes; job submitted unchanged$' \
+assert_match "$T_ERR" '^tula: dry-run: .*would set nodes default -> [0-9]+, time limit default -> [0-9]+ min, (exclusive default -> whole nodes, )?signal default -> USR1@[0-9]+, requeue default -> yes; job submitted unchanged$' \
     "sbatch --tula=dry-run's plan line"
 [ -s "$T_WORK/desc.noplugin" ] || fail "no description of the job submitted without the plugin"
 for v in none off dry-run; do

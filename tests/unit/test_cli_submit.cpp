@@ -407,6 +407,16 @@ public:
         SubmitOutcome o = decide_submission(sbatch("auto"), f.planner());
         CPPUNIT_ASSERT(unchanged_one_warning(o) && contains(o.said[0], "no profile for workload lenet5@fashion-mnist"));
         CPPUNIT_ASSERT(!contains(o.said[0], "tula: warning: tula:"));
+        // a long reason (tula.conf's list of valid keys) is cut, not the line's ending: the line
+        // fits cli_filter.lua's 400 bytes (T.MAX_LINE) whole, also under strict
+        f.error = "tula.conf line 89: unknown key 'bogus' (valid keys: " + std::string(600, 'k') + ")";
+        o = decide_submission(sbatch("auto"), f.planner());
+        CPPUNIT_ASSERT(unchanged_one_warning(o) && o.said[0].size() <= 400);
+        SubmitInput strict = sbatch("auto");
+        strict.env["TULA_PLUGSTACK_STRICT"] = "1";
+        o = decide_submission(strict, f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Refused && o.said[0].size() <= 400 &&
+                       contains(o.said[0], "; job not submitted (the site runs Tula in strict mode)"));
         f.error.clear();
         f.answer.table.clear();  // no plan table
         o = decide_submission(sbatch("auto"), f.planner());

@@ -19,6 +19,7 @@ class StopRuleTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_rule_by_hand);
     CPPUNIT_TEST(test_planner_leaves_the_allowance);
     CPPUNIT_TEST(test_hole_by_hand);
+    CPPUNIT_TEST(test_slower_than_planned_by_hand);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -43,6 +44,24 @@ public:
         CPPUNIT_ASSERT_EQUAL(10, tula::time_min_minutes(20, 100, 34, 19));
         CPPUNIT_ASSERT_EQUAL(1, tula::time_min_minutes(0, 0, 1, 1));
         CPPUNIT_ASSERT_EQUAL(2, tula::time_min_minutes(nan, -5, 30, 0));  // 90 s
+    }
+
+    // A part slower than planned: the ratio past 1.25, and the next part's limit from the
+    // measured speed, against the arithmetic by hand.
+    void test_slower_than_planned_by_hand() {
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2.0, tula::slower_than_planned(0.2, 0.1), 1e-12);
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::slower_than_planned(0.125, 0.1));  // 1.25 exactly is within the plan
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.26, tula::slower_than_planned(0.126, 0.1), 1e-12);
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::slower_than_planned(0.2, 0));     // not planned
+        CPPUNIT_ASSERT_EQUAL(0.0, tula::slower_than_planned(nan, 0.1));
+        // 1000 steps left at 0.3 s = 300 s; x 1.25 = 375; + 120 overhead + S 31 + 60 = 586 s -> 10 min
+        CPPUNIT_ASSERT_EQUAL(10, tula::next_part_time_limit(1000, 0.3, 0, 0.25, 120, 31));
+        // with a start-up of 20 s: 320 x 1.25 = 400 + 211 = 611 s -> 11 min
+        CPPUNIT_ASSERT_EQUAL(11, tula::next_part_time_limit(1000, 0.3, 20, 0.25, 120, 31));
+        CPPUNIT_ASSERT_EQUAL(3, tula::next_part_time_limit(0, nan, -1, -1, 120, 0));  // 180 s
+        CPPUNIT_ASSERT_EQUAL(2, tula::slurm_time_limit_minutes(61, 0, 0));
+        CPPUNIT_ASSERT_EQUAL(1, tula::slurm_time_limit_minutes(nan, 0.25, 0));
     }
 
     void test_planner_leaves_the_allowance() {

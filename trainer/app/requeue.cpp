@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <string>
 
 #include "app/app.hpp"
+#include "tula/conf.hpp"
 #include "tula/stop.hpp"
 #include "tula/tula.h"
 
@@ -45,6 +47,47 @@ int run_line(const std::string& cmd, std::string* line) {
 }
 
 double wall_now() { return static_cast<double>(std::time(nullptr)); }
+
+// The plan's seconds per step: $TULA_PREDICTED_SECONDS (the plan's training of this job, set by
+// the SPANK plugin) over the run's steps; 0 when the job was not planned.
+double predicted_step_seconds(int64_t total_steps) {
+    const char* p = std::getenv("TULA_PREDICTED_SECONDS");
+    if (!p || !*p || std::strlen(p) > 32 || total_steps <= 0) return 0;
+    double s = 0;
+    if (tula_parse_plain_decimal(p, 33, &s) != 0 || !(s > 0)) return 0;
+    return s / static_cast<double>(total_steps);
+}
+
+// A part that met its limit more than kSlowerThanPlanned slower than its plan: one line that
+// says so (measured against predicted step), and the job's time limit set from the measured
+// speed for the rest (next_part_time_limit with tula.conf's margin and overhead), so that the
+// next part does not meet the same wrong limit. Slurm lets only operators raise a limit: a
+// refusal is said in one line and the job goes on with its limit.
+void report_slower_than_planned(const TrainHooks& hooks, const std::string& id, double longest_step) {
+    if (hooks.part_steps <= 0) return;
+    const double measured = hooks.part_train_seconds / static_cast<double>(hooks.part_steps);
+    const double predicted = predicted_step_seconds(hooks.total_steps);
+    const double ratio = slower_than_planned(measured, predicted);
+    if (ratio <= 0) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "%.4g s per step, %.2fx the plan's %.4g s", measured, ratio, predicted);
+    say(true, "tula-train: this part ran slower than planned: " + std::string(line) + " over " +
+                  std::to_string(hooks.part_steps) + " steps");
+    const Config cfg = site_config_from_env().value_or(Config());
+    const int minutes = next_part_time_limit(static_cast<double>(hooks.steps_left), measured, 0, cfg.time_margin,
+                                             cfg.time_overhead, signal_seconds(longest_step, 0));
+    std::string out;
+    const int rc = run_line("timeout -k 1 30 scontrol update JobId=" + id + " TimeLimit=" + std::to_string(minutes) +
+                                " 2>&1",
+                            &out);
+    if (rc == 0)
+        say(true, "tula-train: the time limit of job " + id + " is now " + std::to_string(minutes) + " min, for the " +
+                      std::to_string(hooks.steps_left) + " steps left at the measured speed");
+    else
+        warn("could not set the time limit of job " + id + " to " + std::to_string(minutes) +
+             " min from the measured speed (scontrol update: " + (out.empty() ? "exit status " + std::to_string(rc) : out) +
+             "; only an operator may raise a limit); the next part keeps its limit");
+}
 
 }  // namespace
 
@@ -89,6 +132,7 @@ int finish_stopped(const Options& o, bool root, const TrainHooks& hooks, size_t 
                       " finished epochs; checkpoint written to " + ck + "; continue with --resume --checkpoint " + ck);
         return 3;
     }
+    report_slower_than_planned(hooks, id, hooks.longest_step);
     std::string line;
     const int rc = run_line("timeout -k 1 30 scontrol requeue " + id + " 2>&1", &line);
     if (rc == 0) {

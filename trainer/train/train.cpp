@@ -286,6 +286,8 @@ struct Run {
     int e0 = 1;               // the first epoch to train
     double loss_sum = 0, secs0 = 0;  // this rank's sums of the epoch so far; its seconds before a resume
     double longest = 0;              // the longest step of this part so far (hooks->time_is_up), seconds
+    int64_t part_steps = 0;          // steps trained in this part (this call of train())
+    double part_secs = 0;            // their training seconds (the step loops, without evaluations)
     int64_t correct = 0;
     std::vector<double> parts_before;  // training seconds of the parts before the resume (Checkpoint::parts)
     const Checkpoint* ck = nullptr;
@@ -485,6 +487,7 @@ struct Run {
             lr_now = adaptive ? sched.at_adaptive(t, warm.end_step()) : sched.at(t);
             StepStats st;
             const double l = tr->step(train_set, idx, b, lr_now, true, &correct, &st, measure);
+            ++part_steps;
             loss_sum += l * b;
             gnorm_sum += std::sqrt(st.grad_norm2);
             if (adaptive) warm.update(st.grad_norm2);
@@ -510,11 +513,17 @@ struct Run {
             t_prev = t1;
             if (agree[1] == 0) continue;
             save(hooks->checkpoint_path, e, s + 1, t + 1, secs0 + (now_seconds() - t0) - probe_secs);
+            part_secs += now_seconds() - t0 - probe_secs;
+            hooks->part_steps = part_steps;
+            hooks->part_train_seconds = part_secs;
+            hooks->longest_step = longest;
+            hooks->steps_left = std::max<int64_t>(0, static_cast<int64_t>(cfg.epochs) * steps - (t + 1));
             hooks->stopped = true;
             hooks->requeue = agree[2] == 0;
             if (cpu) hooks->prefetched = cpu->prefetched();
             return false;
         }
+        part_secs += now_seconds() - t0 - probe_secs;
         double secs = secs0 + (now_seconds() - t0) - probe_secs;  // the Hessian probe is not training time
         comm.allreduce_max(&secs, 1);
         double sums[2] = {loss_sum, static_cast<double>(correct)};
@@ -561,6 +570,7 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                          " examples, fewer than one global batch of " + std::to_string(B));
     Run run(model, train_set, test_set, cfg, comm, on_epoch, hooks, engine);
     run.tr->begin();
+    if (hooks) hooks->total_steps = static_cast<int64_t>(cfg.epochs) * run.steps;
     for (int e = run.e0; e <= cfg.epochs; ++e) {
         if (!run.epoch(e)) return run.out;
         if (reached_target(run.out.back().test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank

@@ -164,6 +164,15 @@ struct TrainHooks {
     bool stopped = false;
     /// Output, with `stopped`: no rank got SIGTERM, so the job may be requeued to go on.
     bool requeue = false;
+    /// Output, with `stopped`: the steps this call of train() trained, their training seconds
+    /// (the step loops' time, without evaluations and Hessian probes), and the steps of the
+    /// run left after the stop (epochs x steps per epoch less those done).
+    int64_t part_steps = 0;
+    double part_train_seconds = 0;
+    double longest_step = 0;  ///< the longest of those steps, seconds
+    int64_t steps_left = 0;
+    /// Output: the run's steps, epochs x steps per epoch (set when train() starts).
+    int64_t total_steps = 0;
     /// Output, set at the end of every epoch: the run's gradient noise scale for the profile
     /// database (examples; 0 when not estimated): the median of the estimator's B_simple
     /// (NoiseScale::value, the ratio of the EMAs) taken after each observation of the epoch,

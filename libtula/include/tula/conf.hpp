@@ -1,6 +1,7 @@
 // libtula: tula.conf, the site configuration (see tula.conf(5)).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,11 @@ bool valid_class_name(const std::string& s);
 /// The hardware class of the section named `partition` in `cfg` (PartitionConf::hardware_class),
 /// or "" (the unknown class) when no section has that name. Pure.
 std::string partition_class(const Config& cfg, const std::string& partition);
+
+/// The site's tula.conf as a job's process sees it: the file at $TULA_CONF when it is set and
+/// not empty, else TULA_DEFAULT_CONF; nullopt when it cannot be read or parsed. Reads the
+/// environment and at most that file. Errors: none.
+std::optional<Config> site_config_from_env();
 
 /// The hardware class a process records its profiles and its run under: $TULA_HARDWARE_CLASS
 /// when it is set (a class name, or empty for the unknown class; another value is ignored with

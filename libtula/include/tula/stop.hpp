@@ -25,6 +25,28 @@ constexpr int kSlurmSignalResolution = 60;
 /// start-up. docs/models.md, "Stop before the time limit".
 constexpr double kTimeMinShareOfLimit = 0.5;
 
+/// A Slurm time limit, whole minutes: ceil((seconds x (1 + margin) + overhead) / 60), at least 1
+/// (also for NaN) and at most INT_MAX / 2. seconds: the job's predicted (or measured) run;
+/// margin: tula.conf's time_margin (fraction); overhead: seconds added after the margin
+/// (time_overhead and the stop allowance). Pure.
+int slurm_time_limit_minutes(double seconds, double margin, double overhead);
+
+/// A part of a job that met its time limit and ran slower than this ratio of its plan's step
+/// (measured / predicted seconds per step) is reported as slower than planned, and the next
+/// part's limit is taken from the measured speed (next_part_time_limit).
+constexpr double kSlowerThanPlanned = 1.25;
+
+/// measured_step / predicted_step when it exceeds kSlowerThanPlanned, else 0 (also when either
+/// is not a positive finite number of seconds). Pure.
+double slower_than_planned(double measured_step_seconds, double predicted_step_seconds);
+
+/// The time limit of the next part of a job, minutes, from the speed measured in the part that
+/// met its limit: slurm_time_limit_minutes(steps_left x step_seconds + startup_seconds, margin,
+/// overhead + signal_seconds + kSlurmSignalResolution), the rule candidate_time_limit applies
+/// to a prediction (planner.hpp). Negative or non-finite inputs count as 0. Pure.
+int next_part_time_limit(double steps_left, double step_seconds, double startup_seconds, double margin,
+                         double overhead, int signal_seconds);
+
 /// Bytes of a checkpoint of a model with `params` trainable parameters: the weights and the
 /// optimizer's two moment vectors, float32 (12 x params); the running statistics and the
 /// header are small beside them. params < 0 counts as 0. Pure.

@@ -48,13 +48,6 @@ std::string duration(double s) {
 }
 
 
-int limit_minutes(double total_seconds, double margin, double overhead) {
-    const double m = std::ceil((total_seconds * (1.0 + margin) + overhead) / 60.0);
-    if (!(m >= 1)) return 1;  // also NaN
-    if (m > INT_MAX / 2) return INT_MAX / 2;
-    return static_cast<int>(m);
-}
-
 // A plan for a given node count (`fixed`, the nodes a job was allocated) picks the knee of that
 // node count's candidates, which can differ from the global batch the plan over every node
 // count chose on the same nodes (what sbatch announced to the user at submission): the
@@ -535,7 +528,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
 
 int candidate_time_limit(const Candidate& c, double margin, double overhead, int max_time_minutes) {
     const double allowance = c.signal_seconds > 0 ? c.signal_seconds + kSlurmSignalResolution : 0.0;
-    const int m = limit_minutes(std::max(c.job_seconds(), c.job_seconds_upper()), margin, overhead + allowance);
+    const int m = slurm_time_limit_minutes(std::max(c.job_seconds(), c.job_seconds_upper()), margin, overhead + allowance);
     return max_time_minutes > 0 ? std::min(m, max_time_minutes) : m;
 }
 

@@ -2,6 +2,7 @@
 #include "tula/stop.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 namespace tula {
@@ -10,6 +11,26 @@ namespace {
 double non_negative(double x) { return std::isfinite(x) && x > 0 ? x : 0.0; }
 
 }  // namespace
+
+int slurm_time_limit_minutes(double seconds, double margin, double overhead) {
+    const double m = std::ceil((seconds * (1.0 + margin) + overhead) / 60.0);
+    if (!(m >= 1)) return 1;  // also NaN
+    if (m > INT_MAX / 2) return INT_MAX / 2;
+    return static_cast<int>(m);
+}
+
+double slower_than_planned(double measured_step_seconds, double predicted_step_seconds) {
+    if (!(non_negative(measured_step_seconds) > 0) || !(non_negative(predicted_step_seconds) > 0)) return 0;
+    const double r = measured_step_seconds / predicted_step_seconds;
+    return r > kSlowerThanPlanned ? r : 0;
+}
+
+int next_part_time_limit(double steps_left, double step_seconds, double startup_seconds, double margin,
+                         double overhead, int signal_seconds) {
+    const double run = non_negative(steps_left) * non_negative(step_seconds) + non_negative(startup_seconds);
+    return slurm_time_limit_minutes(run, non_negative(margin),
+                              non_negative(overhead) + std::max(signal_seconds, 0) + kSlurmSignalResolution);
+}
 
 double checkpoint_bytes(int64_t params) { return 12.0 * static_cast<double>(std::max<int64_t>(params, 0)); }
 
