@@ -29,6 +29,9 @@ T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 T_LONG_TRAIN="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
 
 note() { printf '# %s\n' "$*"; }
+# report LINE...: a note that tests/run shows under the test's PASS line too (what a scenario
+# measured: its parts, its times against the plan).
+report() { printf '# report: %s\n' "$*"; }
 
 # skip WHY: this machine cannot run the test (a kernel feature or a privilege it needs is not
 # there); exits 77, which tests/run reports as SKIP with WHY and counts neither passed nor failed.

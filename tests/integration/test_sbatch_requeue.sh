@@ -62,7 +62,10 @@ for l in srun mpirun; do
     expect_ok "tula db list" "$TULA" db list --db "$T_WORK/runs-$l.db" --format json
     runs=$(python3 -c 'import json,sys; print(sum(w["runs"] for db in json.load(sys.stdin) for w in db["workloads"]))' <<<"$T_OUT")
     assert_eq 1 "$runs" "runs recorded by the $l job $j"
-    note "$l job $j: $restarts requeue(s), test accuracy $acc as uninterrupted"
+    expect_ok "tula explain $j" "$TULA" explain "$j" --db "$T_WORK/runs-$l.db" --format kv
+    report "$l job $j: $restarts requeue(s), test accuracy $acc as uninterrupted;" \
+        "$(kv_get "$T_OUT" parts) parts trained $(kv_get "$T_OUT" measured_seconds) s against the plan's" \
+        "$(kv_get "$T_OUT" predicted_seconds) s (slower than planned: $(kv_get "$T_OUT" slower_than_planned || true))"
 done
 
 # explicit --signal, --requeue, --no-requeue are kept (the tula: line sets neither)

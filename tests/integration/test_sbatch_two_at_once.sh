@@ -49,7 +49,7 @@ for j in "${jobs[@]}"; do
     python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$m" "$upper" ||
         fail "job $j trained ${m} s, above the plan's interval (predicted $pred s, upper $upper s) on ${nodes[-1]}" \
             "$(tail -n 20 "$T_WORK/two-$j.out")"
-    note "job $j on ${nodes[-1]}: measured $m s, predicted $pred s (upper $upper s)"
+    report "job $j on ${nodes[-1]}: measured $m s, predicted $pred s (upper $upper s)"
 done
 assert_ne "${nodes[0]}" "${nodes[1]}" "the nodes of the two jobs submitted at once"
 
