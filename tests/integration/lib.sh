@@ -29,6 +29,9 @@ T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 T_LONG_TRAIN="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
 
 note() { printf '# %s\n' "$*"; }
+# scaled SECONDS: a bound of the test in seconds times the testbed's measured speed in this run
+# (tests/run's testbed_speed, TULA_TEST_SPEED; 1 when not measured), rounded.
+scaled() { awk -v l="$1" -v f="${TULA_TEST_SPEED:-1}" 'BEGIN { printf "%d", l * f + 0.5 }'; }
 # report LINE...: a note that tests/run shows under the test's PASS line too (what a scenario
 # measured: its parts, its times against the plan).
 report() { printf '# report: %s\n' "$*"; }
@@ -189,10 +192,14 @@ job_nodes() {
 # job_state JOBID: PENDING, RUNNING, COMPLETED, FAILED, ... or "" if the job is unknown.
 job_state() { job_field "$1" JobState; }
 
-# wait_job JOBID [SECONDS]: waits until the job has finished (default at most 240 s); fails the
-# test on a timeout (cancelling the job). Prints nothing; the final state is in $T_STATE.
+# wait_job JOBID [SECONDS]: waits until the job has finished (default at most 240 s, times
+# TULA_TEST_SPEED); fails the test on a timeout (cancelling the job). Prints one note of what it
+# waits for (the last line a test killed by its own timeout shows); the final state is in
+# $T_STATE.
 wait_job() {
     local id=$1 limit=${2:-240} waited=0
+    limit=$(scaled "$limit")
+    note "waiting up to ${limit}s for job $id to finish"
     while :; do
         T_STATE=$(job_state "$id")
         case "$T_STATE" in

@@ -17,7 +17,7 @@ make_workdir
 ensure_profile
 
 run_cmd env PYTHONPATH="$REPO" python3 -m experiments.hole --workdir "$T_WORK/hole" --hold 1 \
-    --timeout 780 --trainer-args "$T_LONG_TRAIN"
+    --timeout "$(scaled 780)" --trainer-args "$T_LONG_TRAIN"
 [ "$T_RC" = 0 ] || fail "experiments.hole exited $T_RC" "$(_excerpt "$T_ERR" 30)"
 r=$T_OUT
 field() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, r))' "$r" "$1"; }

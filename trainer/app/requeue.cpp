@@ -48,25 +48,41 @@ int run_line(const std::string& cmd, std::string* line) {
 
 double wall_now() { return static_cast<double>(std::time(nullptr)); }
 
-// The plan's seconds per step: $TULA_PREDICTED_SECONDS (the plan's training of this job, set by
-// the SPANK plugin) over the run's steps; 0 when the job was not planned.
-double predicted_step_seconds(int64_t total_steps) {
-    const char* p = std::getenv("TULA_PREDICTED_SECONDS");
-    if (!p || !*p || std::strlen(p) > 32 || total_steps <= 0) return 0;
-    double s = 0;
-    if (tula_parse_plain_decimal(p, 33, &s) != 0 || !(s > 0)) return 0;
-    return s / static_cast<double>(total_steps);
+// A plain decimal environment variable (at most 32 bytes), or 0.
+double env_number(const char* name) {
+    const char* p = std::getenv(name);
+    double v = 0;
+    if (!p || !*p || std::strlen(p) > 32 || tula_parse_plain_decimal(p, 33, &v) != 0 || !(v > 0)) return 0;
+    return v;
+}
+
+// The plan's seconds per step: $TULA_PREDICTED_SECONDS (the plan's training of this job's row,
+// set by the SPANK plugin) over the run's steps, when the run trains that row (its global batch
+// is $TULA_BATCH_SIZE and its epochs $TULA_EPOCHS); 0 when the job was not planned or trains
+// another batch or epochs than the plan's (the user fixed them).
+double predicted_step_seconds(const TrainHooks& hooks) {
+    if (hooks.total_steps <= 0 || env_number("TULA_BATCH_SIZE") != hooks.global_batch ||
+        env_number("TULA_EPOCHS") != hooks.epochs)
+        return 0;
+    return env_number("TULA_PREDICTED_SECONDS") / static_cast<double>(hooks.total_steps);
+}
+
+// The job's time limit in minutes from Slurm's SLURM_JOB_START_TIME and SLURM_JOB_END_TIME (Unix
+// seconds), or 0 when they are not both set.
+int current_limit_minutes() {
+    const double start = env_number("SLURM_JOB_START_TIME"), end = env_number("SLURM_JOB_END_TIME");
+    return start > 0 && end > start ? static_cast<int>(std::lround((end - start) / 60.0)) : 0;
 }
 
 // A part that met its limit more than kSlowerThanPlanned slower than its plan: one line that
-// says so (measured against predicted step), and the job's time limit set from the measured
-// speed for the rest (next_part_time_limit with tula.conf's margin and overhead), so that the
-// next part does not meet the same wrong limit. Slurm lets only operators raise a limit: a
-// refusal is said in one line and the job goes on with its limit.
+// says so (measured against predicted step), and the job's time limit raised to what the rest
+// needs at the measured speed (next_part_time_limit with tula.conf's margin and overhead), so
+// that the next part does not meet the same wrong limit; never lowered. Slurm lets only
+// operators raise a limit: a refusal is said in one line and the job goes on with its limit.
 void report_slower_than_planned(const TrainHooks& hooks, const std::string& id, double longest_step) {
     if (hooks.part_steps <= 0) return;
     const double measured = hooks.part_train_seconds / static_cast<double>(hooks.part_steps);
-    const double predicted = predicted_step_seconds(hooks.total_steps);
+    const double predicted = predicted_step_seconds(hooks);
     const double ratio = slower_than_planned(measured, predicted);
     if (ratio <= 0) return;
     char line[256];
@@ -76,6 +92,11 @@ void report_slower_than_planned(const TrainHooks& hooks, const std::string& id, 
     const Config cfg = site_config_from_env().value_or(Config());
     const int minutes = next_part_time_limit(static_cast<double>(hooks.steps_left), measured, 0, cfg.time_margin,
                                              cfg.time_overhead, signal_seconds(longest_step, 0));
+    if (const int now = current_limit_minutes(); now >= minutes) {
+        say(true, "tula-train: the time limit of job " + id + " (" + std::to_string(now) + " min) holds the " +
+                      std::to_string(hooks.steps_left) + " steps left at the measured speed");
+        return;
+    }
     std::string out;
     const int rc = run_line("timeout -k 1 30 scontrol update JobId=" + id + " TimeLimit=" + std::to_string(minutes) +
                                 " 2>&1",

@@ -570,7 +570,11 @@ std::vector<EpochResult> train(Model& model, const Dataset& train_set, const Dat
                          " examples, fewer than one global batch of " + std::to_string(B));
     Run run(model, train_set, test_set, cfg, comm, on_epoch, hooks, engine);
     run.tr->begin();
-    if (hooks) hooks->total_steps = static_cast<int64_t>(cfg.epochs) * run.steps;
+    if (hooks) {
+        hooks->total_steps = static_cast<int64_t>(cfg.epochs) * run.steps;
+        hooks->global_batch = B;
+        hooks->epochs = cfg.epochs;
+    }
     for (int e = run.e0; e <= cfg.epochs; ++e) {
         if (!run.epoch(e)) return run.out;
         if (reached_target(run.out.back().test_accuracy, cfg.target_accuracy)) break;  // the same verdict on every rank

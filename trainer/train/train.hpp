@@ -171,8 +171,11 @@ struct TrainHooks {
     double part_train_seconds = 0;
     double longest_step = 0;  ///< the longest of those steps, seconds
     int64_t steps_left = 0;
-    /// Output: the run's steps, epochs x steps per epoch (set when train() starts).
+    /// Output: the run's steps, epochs x steps per epoch, its global batch and epochs (set
+    /// when train() starts).
     int64_t total_steps = 0;
+    int global_batch = 0;
+    int epochs = 0;
     /// Output, set at the end of every epoch: the run's gradient noise scale for the profile
     /// database (examples; 0 when not estimated): the median of the estimator's B_simple
     /// (NoiseScale::value, the ratio of the EMAs) taken after each observation of the epoch,
