@@ -74,7 +74,17 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
     r.job_id = !job.empty() ? job : !h.job_id.empty() ? h.job_id : first_env({"SLURM_JOB_ID"}, &which);
     if (h.predicted_seconds < 0) {
         const std::string p = first_env({"TULA_PREDICTED_SECONDS", "SLURM_SPANK_TULA_PREDICTED_SECONDS"}, &which);
-        if (!p.empty()) {
+        // the plan's prediction is for its row: kept only when the run trained that global batch
+        // and those epochs (TULA_BATCH_SIZE, TULA_EPOCHS), not when the script fixed others
+        const std::string pb = first_env({"TULA_BATCH_SIZE", "SLURM_SPANK_TULA_BATCH_SIZE"}, &which);
+        const std::string pe = first_env({"TULA_EPOCHS", "SLURM_SPANK_TULA_EPOCHS"}, &which);
+        const bool other_row = (!pb.empty() && pb != std::to_string(r.global_batch)) ||
+                               (!pe.empty() && pe != std::to_string(r.epochs));
+        if (!p.empty() && other_row) {
+            warnings->push_back("not recording the plan's prediction: it is for global batch " + one_line(pb, 12) + " and " +
+                                one_line(pe, 12) + " epochs, the run trained " + std::to_string(r.global_batch) + " and " +
+                                std::to_string(r.epochs));
+        } else if (!p.empty()) {
             char* end = nullptr;
             const double v = std::strtod(p.c_str(), &end);
             if (end && *end == '\0' && std::isfinite(v) && v >= 0) r.predicted_seconds = v;

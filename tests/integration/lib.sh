@@ -303,7 +303,10 @@ default_job() {
 
 # ensure_profile: profiles $T_WORKLOAD into the cluster's system database once per cluster
 # (compute time per iteration on 1 node, allreduce on 2 nodes), so that `tula plan` and
-# `sbatch --tula=auto` have what they need. Later tests reuse it.
+# `sbatch --tula=auto` have what they need. Later tests reuse it. The compute profile is timed
+# where the test runs (the head namespace, which has no CPU quota): a node trains slower than
+# these plans predict, and the scenario tests (test_sbatch_requeue, the hole) are
+# sized for the limits such plans give; test_sbatch_two_at_once times a node itself.
 ensure_profile() {
     local db=$TULA_CLUSTER_DIR/system.db mark=$TULA_CLUSTER_DIR/.profiled-${T_WORKLOAD//[^A-Za-z0-9]/_}
     [ -f "$mark" ] && [ -f "$db" ] && return 0

@@ -149,6 +149,18 @@ public:
         // --job wins over the environment
         const tula::cli::RecordedRun r2 = tula::cli::record_metrics_file(f, "99", db, &warnings);
         CPPUNIT_ASSERT_EQUAL(std::string("99"), r2.run.job_id);
+        // the plan's prediction is kept for the plan's row (128 x 2 epochs) and dropped, with a
+        // warning, for a run that trained another global batch or other epochs than the plan's
+        {
+            EnvVar b("TULA_BATCH_SIZE", "128"), e("TULA_EPOCHS", "2");
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(17.5, tula::cli::record_metrics_file(f, "7", db, &warnings).run.predicted_seconds, 1e-9);
+        }
+        for (const auto& [batch, epochs] : {std::pair<const char*, const char*>{"512", "2"}, {"128", "30"}}) {
+            EnvVar b("TULA_BATCH_SIZE", batch), e("TULA_EPOCHS", epochs);
+            std::vector<std::string> w;
+            CPPUNIT_ASSERT_EQUAL(0.0, tula::cli::record_metrics_file(f, "8", db, &w).run.predicted_seconds);
+            CPPUNIT_ASSERT(w.size() == 1 && tula_test::contains(w[0], "not recording the plan's prediction"));
+        }
     }
 
     // A run on part of the data set (train_examples 640) records its own examples per epoch
