@@ -80,8 +80,9 @@ PY
 # asked for); a name the file lacks, or --ranks-per-node, is refused with one line.
 for p in a100 h100; do
     expect_ok "--partition $p" "${P[@]}" --hardware "$HW" --partition "$p" --json
-    python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert {c["partition"] for c in j["candidates"]} == {sys.argv[2]}, sys.argv[2]' \
-        "$T_OUT" "$p" || fail "--partition $p: candidates of another partition"
+    # the plan on standard input: its JSON is longer than one argument may be (128 KiB)
+    python3 -c 'import json,sys; j=json.load(sys.stdin); assert {c["partition"] for c in j["candidates"]} == {sys.argv[1]}, sys.argv[1]' \
+        "$p" <<<"$T_OUT" || fail "--partition $p: candidates of another partition"
 done
 expect_fail "--partition x100" "${P[@]}" --hardware "$HW" --partition x100
 assert_contains "$T_ERR" "has no such partition (it has: h100, a100)" "the file's partitions listed"
