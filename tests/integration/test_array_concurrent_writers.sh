@@ -69,7 +69,7 @@ exit \$rc
 EOF
 
 # The readers: sbatch --tula=auto --hold of a training script, cancelled at once, in a loop
-# until the file $T_WORK/stop-readers appears. Each line of readers.log: start end rc.
+# (a quarter of a second apart) until the file $T_WORK/stop-readers appears. Each line of readers.log: start end rc.
 reader_script=$T_WORK/train.sbatch
 write_train_script "$reader_script"
 (
@@ -80,6 +80,8 @@ write_train_script "$reader_script"
         e=$(date +%s.%N)
         [ -n "$id" ] && scancel "${id%%;*}" 2>/dev/null
         echo "$s $e $rc" >> "$T_WORK/readers.log"
+        # a pause, so that the readers leave slurmctld time to start the arrays' tasks
+        sleep 0.25
     done
 ) &
 readers=$!

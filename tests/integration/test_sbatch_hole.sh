@@ -1,8 +1,8 @@
 #!/bin/bash
 # test-timeout: 900
 # A queue with a hole (experiments/hole.py): another user's reservation takes every cpu node from
-# the plan's time_min + 20 s from now, for one minute. The same tula-train job (about 4 minutes
-# of training on a testbed node) is submitted with --tula-time-min=yes and with
+# the plan's time_min + 20 s from now, for one minute. The same tula-train job (T_HOLE_TRAIN,
+# about 1.3 to 2.5 minutes of training on a testbed node) is submitted with --tula-time-min=yes and with
 # --tula-time-min=no. With it, Slurm starts the job now in the hole, with its --time-min as the
 # limit; tula-train stops before that limit, checkpoints and requeues itself, and the rest runs
 # after the reservation. Without it, the job waits for the reservation to end. The job with
@@ -17,7 +17,7 @@ make_workdir
 ensure_profile
 
 run_cmd env PYTHONPATH="$REPO" python3 -m experiments.hole --workdir "$T_WORK/hole" --hold 1 \
-    --timeout "$(scaled 780)" --trainer-args "$T_LONG_TRAIN"
+    --timeout "$(scaled 780)" --trainer-args "$T_HOLE_TRAIN"
 [ "$T_RC" = 0 ] || fail "experiments.hole exited $T_RC" "$(_excerpt "$T_ERR" 30)"
 r=$T_OUT
 field() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, r))' "$r" "$1"; }
