@@ -297,6 +297,7 @@ Json run_json(const RunRecord& r) {
 
 KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
+    const double slow = slower_than_planned(r.measured_seconds, r.predicted_seconds);
     KeyValues kv = {
         {"status", "ok"},
         {"job_id", r.job_id},
@@ -309,9 +310,7 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
         {"measured_seconds", format_number("%.1f", r.measured_seconds)},
         {"predicted_seconds", format_number("%.1f", r.predicted_seconds)},
         {"error_percent", e ? format_number("%.1f", *e) : ""},
-        {"slower_than_planned", slower_than_planned(r.measured_seconds, r.predicted_seconds) > 0
-                                    ? format_number("%.2f", slower_than_planned(r.measured_seconds, r.predicted_seconds))
-                                    : ""},
+        {"slower_than_planned", slow > 0 ? format_number("%.2f", slow) : ""},
         {"parts", std::to_string(r.parts)},
         {"test_accuracy", format_number("%.4f", r.test_accuracy)},
         {"database", db_path},

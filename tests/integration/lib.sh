@@ -3,10 +3,12 @@
 #
 #     . "$(dirname "$0")/lib.sh"
 #
-# A test is a bash script that exits 0 when it passes (77, by skip(): it cannot run here). tests/run runs the test_local_*.sh ones
-# without a cluster and every other test_*.sh inside one local Slurm cluster started by
-# scripts/tula-cluster (SLURM_CONF, TULA_CONF, XDG_DATA_HOME, TULA_CLUSTER_DIR and PATH set from
-# the cluster's env file). Run one by hand with
+# A test is a bash script that exits 0 when it passes (77, by skip(): it cannot run here).
+# tests/run runs the test_local_*.sh ones without a cluster and every other test_*.sh inside a
+# local Slurm cluster started by scripts/tula-cluster (SLURM_CONF, TULA_CONF, XDG_DATA_HOME,
+# TULA_CLUSTER_DIR and PATH set from the cluster's env file). A line "# test-timeout: SECONDS" in
+# a test's header raises its time limit; "# test-cluster: own" runs it in a second cluster beside
+# the first (long scenarios that mostly wait). Run one by hand with
 #
 #     scripts/tula-cluster run -- tests/integration/test_sbatch_off.sh
 #

@@ -1,5 +1,6 @@
 #!/bin/bash
 # test-timeout: 900
+# test-cluster: own
 # A queue with a hole (experiments/hole.py): another user's reservation takes every cpu node from
 # the plan's time_min + 20 s from now, for one minute. The same tula-train job (T_HOLE_TRAIN,
 # about 1.3 to 2.5 minutes of training on a testbed node) is submitted with --tula-time-min=yes and with

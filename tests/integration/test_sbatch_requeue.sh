@@ -1,5 +1,6 @@
 #!/bin/bash
 # test-timeout: 720
+# test-cluster: own
 # Jobs that meet their time limit: sbatch --tula=auto sets --signal=USR1@S and --requeue where
 # they were left open; a tula-train job whose training is longer than its 2-minute limit stops
 # before it, writes its checkpoint, requeues itself and resumes until it finishes, whether its

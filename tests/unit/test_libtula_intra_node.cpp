@@ -144,6 +144,13 @@ public:
         CPPUNIT_ASSERT_EQUAL(a.rmse, b.rmse);
         CPPUNIT_ASSERT(a.algorithm == b.algorithm);
         CPPUNIT_ASSERT(a.measured == b.measured);
+        // the samples the fit used: the 5 across nodes at one rank per node, counted by hand;
+        // neither the within-node ones nor 2 nodes x 2 ranks (a two-level allreduce)
+        tula::AllreduceSample two_level = as(2, 1000, 2e-4);
+        two_level.ranks_per_node = 2;
+        mixed.push_back(two_level);
+        CPPUNIT_ASSERT_EQUAL(5, a.samples);
+        CPPUNIT_ASSERT_EQUAL(5, tula::AllreduceModel::fit(mixed).samples);
         CPPUNIT_ASSERT(tula::AllreduceModel::has_inter_node(mixed));
         const std::vector<tula::AllreduceSample> only_node = {on_node(4, 1000, 1e-6), on_node(4, 100000, 1e-4)};
         CPPUNIT_ASSERT(!tula::AllreduceModel::has_inter_node(only_node));

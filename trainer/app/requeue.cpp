@@ -79,7 +79,7 @@ int current_limit_minutes() {
 // needs at the measured speed (next_part_time_limit with tula.conf's margin and overhead), so
 // that the next part does not meet the same wrong limit; never lowered. Slurm lets only
 // operators raise a limit: a refusal is said in one line and the job goes on with its limit.
-void report_slower_than_planned(const TrainHooks& hooks, const std::string& id, double longest_step) {
+void report_slower_than_planned(const TrainHooks& hooks, const std::string& id) {
     if (hooks.part_steps <= 0) return;
     const double measured = hooks.part_train_seconds / static_cast<double>(hooks.part_steps);
     const double predicted = predicted_step_seconds(hooks);
@@ -91,7 +91,7 @@ void report_slower_than_planned(const TrainHooks& hooks, const std::string& id, 
                   std::to_string(hooks.part_steps) + " steps");
     const Config cfg = site_config_from_env().value_or(Config());
     const int minutes = next_part_time_limit(static_cast<double>(hooks.steps_left), measured, 0, cfg.time_margin,
-                                             cfg.time_overhead, signal_seconds(longest_step, 0));
+                                             cfg.time_overhead, signal_seconds(hooks.longest_step, 0));
     if (const int now = current_limit_minutes(); now >= minutes) {
         say(true, "tula-train: the time limit of job " + id + " (" + std::to_string(now) + " min) holds the " +
                       std::to_string(hooks.steps_left) + " steps left at the measured speed");
@@ -153,7 +153,7 @@ int finish_stopped(const Options& o, bool root, const TrainHooks& hooks, size_t 
                       " finished epochs; checkpoint written to " + ck + "; continue with --resume --checkpoint " + ck);
         return 3;
     }
-    report_slower_than_planned(hooks, id, hooks.longest_step);
+    report_slower_than_planned(hooks, id);
     std::string line;
     const int rc = run_line("timeout -k 1 30 scontrol requeue " + id + " 2>&1", &line);
     if (rc == 0) {

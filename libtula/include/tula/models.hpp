@@ -230,6 +230,7 @@ struct AllreduceModel {
     double alpha = 0;    ///< latency per step, seconds
     double beta = 0;     ///< seconds per byte
     double rmse = 0;     ///< residual, seconds
+    int samples = 0;     ///< the samples fit() used (nodes >= 2, one rank per node); 0 when not fitted
     Algorithm algorithm = Algorithm::Ring;
     /// Node count -> its (bytes, median seconds) points, ascending in bytes; only node counts
     /// measured at >= 2 message sizes. Empty for a model built from alpha and beta alone.

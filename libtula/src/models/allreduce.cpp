@@ -57,6 +57,7 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
         m.beta = x(1);
         m.rmse = rmse_of(A, x, y);
         m.algorithm = alg;
+        m.samples = static_cast<int>(n);
         return m;
     };
     AllreduceModel best = fit_alg(Algorithm::Ring);
