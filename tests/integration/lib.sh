@@ -8,7 +8,8 @@
 # local Slurm cluster started by scripts/tula-cluster (SLURM_CONF, TULA_CONF, XDG_DATA_HOME,
 # TULA_CLUSTER_DIR and PATH set from the cluster's env file). A line "# test-timeout: SECONDS" in
 # a test's header raises its time limit; "# test-cluster: own" runs it in a second cluster beside
-# the first (long scenarios that mostly wait). Run one by hand with
+# the first (long scenarios that mostly wait); "# test-alone" runs it before anything runs side
+# by side (a test that rebuilds the programs the others run). Run one by hand with
 #
 #     scripts/tula-cluster run -- tests/integration/test_sbatch_off.sh
 #

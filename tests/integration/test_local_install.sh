@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test-alone
 # make install with a custom prefix into a temporary DESTDIR: the installed tree is complete and
 # usable: binaries run, libtula's library, headers and pkg-config file are not installed,
 # tula.so exports only the symbols Slurm looks up, the plugstack snippet and cli_filter.lua carry the installed paths, man pages render;
