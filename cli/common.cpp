@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <CLI/CLI.hpp>
+
 #include "format.hpp"
 #include "tula/error.hpp"
 

@@ -8,7 +8,12 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+// CLI11's types by name only: CLI/CLI.hpp costs seconds of compile per file, so only the
+// files that register options include it.
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 #include "tula/conf.hpp"
 #include "tula/db.hpp"

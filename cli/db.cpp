@@ -14,6 +14,9 @@
 #include <memory>
 #include <set>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "common.hpp"
 #include "format.hpp"
 #include "metrics_commands.hpp"

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
 #include "metrics_commands.hpp"
 #include "text.hpp"
 #include "tula/conf.hpp"

@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+// the JSON type by name (json_fwd.hpp): json.hpp costs seconds of compile per file, so only
+// the files that build or read JSON include it.
+#include <nlohmann/json_fwd.hpp>
 
 #include "tula/db.hpp"
 #include "tula/models.hpp"

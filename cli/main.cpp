@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include <CLI/CLI.hpp>
+
 #include "common.hpp"
 #include "tula/tula.h"
 #include "format.hpp"

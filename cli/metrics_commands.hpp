@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "common.hpp"
 #include "profile_jobs.hpp"
 #include "tula/metrics.hpp"

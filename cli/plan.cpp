@@ -12,6 +12,9 @@
 #include <cstring>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "plan.hpp"
 
 #include "common.hpp"

@@ -22,6 +22,9 @@
 #include <memory>
 #include <optional>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "common.hpp"
 #include "format.hpp"
 #include "process.hpp"

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "common.hpp"
 #include "format.hpp"
 #include "tula/db.hpp"

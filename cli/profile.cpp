@@ -15,6 +15,8 @@
 #include <memory>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
 #include "common.hpp"
 #include "format.hpp"
 #include "metrics_commands.hpp"

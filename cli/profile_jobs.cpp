@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
 #include "text.hpp"
 #include "tula/error.hpp"
 

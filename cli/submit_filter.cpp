@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
 #include "common.hpp"
 #include "plan.hpp"
 #include "submit.hpp"

@@ -3,6 +3,7 @@
 // the samples a stub command prints and nothing when it omits a batch size.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 

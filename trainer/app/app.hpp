@@ -16,7 +16,7 @@
 #include "train/train.hpp"
 #include "tula/workload.hpp"
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #ifdef TULA_HAVE_CUDA
 #include "gpu_train.hpp"
 #endif

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <nlohmann/json.hpp>
 
 namespace tula {
 namespace train {

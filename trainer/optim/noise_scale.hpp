@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace tula {
 namespace train {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <nlohmann/json.hpp>
 
 namespace tula {
 namespace train {

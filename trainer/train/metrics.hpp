@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "train/train.hpp"
 
