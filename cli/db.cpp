@@ -312,7 +312,7 @@ void print_show_json(const ShowOptions& o, const ShowData& d) {
     }
     if (!cm_error.empty()) j["compute_model_error"] = cm_error;
     if (am) j["allreduce_model"] = {{"alpha_seconds", am->alpha}, {"beta_seconds_per_byte", am->beta},
-                                    {"rmse_seconds", am->rmse}, {"samples", am->samples}};
+                                    {"rmse_seconds", am->rmse}, {"samples", am->samples}, {"note", am->note}};
     else j["allreduce_model"] = nullptr;
     if (!am_error.empty()) j["allreduce_model_error"] = am_error;
     Json ws = Json::array();
@@ -400,6 +400,7 @@ void print_show_text(const ShowOptions& o, const ShowData& d) {
                     bold("allreduce model:", colour).c_str(), format_number("%.2f", am->alpha * 1e6).c_str(),
                     format_number("%.4f", am->beta * 1e9).c_str(), am->samples, allreduce.size() - within.size(),
                     node_list(allreduce).c_str());
+    if (am && !am->note.empty()) std::printf("                 %s\n", am->note.c_str());
     if (am && !am->measured.empty()) {
         std::printf("                 nodes %s: predicted from their own measurements, interpolated between message sizes\n",
                     am->measured_nodes().c_str());

@@ -16,6 +16,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_allreduce_non_negative);
     CPPUNIT_TEST(test_allreduce_formula);
     CPPUNIT_TEST(test_allreduce_errors);
+    CPPUNIT_TEST(test_allreduce_one_point);
     CPPUNIT_TEST(test_compute_flat_then_linear);
     CPPUNIT_TEST(test_compute_interval);
     CPPUNIT_TEST(test_compute_interpolated);
@@ -467,10 +468,30 @@ public:
     void test_allreduce_errors() {
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({}); }));
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(1, 1000, 0.0), as(1, 2000, 0.0)}); }));
-        CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(2, 1000, 1.1e-4)}); }));
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, 1000, NAN)}); }));
         CPPUNIT_ASSERT(throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, -5, 1e-4)}); }));
         CPPUNIT_ASSERT(!throws([] { tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(3, 1000, 2e-4)}); }));
+    }
+
+    // One (nodes, bytes) point measured three times: the ring's bandwidth term alone through
+    // the median, written out here: T(K, n) = 2 (K-1)/K n beta with T(2, n0) = t; at 0 bytes
+    // the latency term alone: T(K, 0) = 2 (K-1) alpha.
+    void test_allreduce_one_point() {
+        const double t = 1.1e-3, n0 = 4e6;
+        const auto m = tula::AllreduceModel::fit({as(2, 4000000, 1.0e-3), as(2, 4000000, t), as(2, 4000000, 1.3e-3)});
+        CPPUNIT_ASSERT_EQUAL(0.0, m.alpha);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t / n0, m.beta, 1e-12 * t / n0);  // 2 (2-1)/2 = 1
+        CPPUNIT_ASSERT_EQUAL(3, m.samples);
+        CPPUNIT_ASSERT(!m.note.empty());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t, m.seconds(2, n0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * t, m.seconds(4, n0), 1e-12);       // 2 (4-1)/4 = 1.5
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75 * t, m.seconds(4, n0 / 2), 1e-12);  // half the bytes
+        const auto z = tula::AllreduceModel::fit({as(3, 0, 4e-5)});
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1e-5, z.alpha, 1e-18);  // 2 (3-1) alpha = 4e-5
+        CPPUNIT_ASSERT_EQUAL(0.0, z.beta);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(6e-5, z.seconds(4, 0), 1e-18);
+        // two points are a full fit, without a note
+        CPPUNIT_ASSERT(tula::AllreduceModel::fit({as(2, 1000, 1e-4), as(2, 2000, 1.5e-4)}).note.empty());
     }
 
     void test_compute_flat_then_linear() {

@@ -232,6 +232,9 @@ struct AllreduceModel {
     double rmse = 0;     ///< residual, seconds
     int samples = 0;     ///< the samples fit() used (nodes >= 2, one rank per node); 0 when not fitted
     Algorithm algorithm = Algorithm::Ring;
+    /// How a fit from fewer points than the formula has parameters was closed (one (nodes,
+    /// bytes) point: the bandwidth term alone); empty for a full fit. Plans print it.
+    std::string note;
     /// Node count -> its (bytes, median seconds) points, ascending in bytes; only node counts
     /// measured at >= 2 message sizes. Empty for a model built from alpha and beta alone.
     std::map<int, std::vector<std::pair<double, double>>> measured;
@@ -248,8 +251,10 @@ struct AllreduceModel {
 
     /// Uses the samples of nodes >= 2 and one rank per node; the within-node samples (nodes = 1,
     /// IntraNodeModel) and any of several ranks per node are left out.
-    /// Errors: tula::Error when there are no such samples, or fewer than 2 distinct (nodes,
-    /// bytes) points among them, or a sample is negative / non-finite.
+    /// With a single distinct (nodes K, bytes n) point (one message size measured on one node
+    /// count) the median t of its samples is all bandwidth term: alpha = 0, beta = t / (2 (K-1)/K
+    /// n) (all latency term, beta = 0, when n = 0), and `note` says so.
+    /// Errors: tula::Error when there are no such samples, or a sample is negative / non-finite.
     static AllreduceModel fit(const std::vector<AllreduceSample>& samples);
     /// Whether `samples` hold one that fit() uses (nodes >= 2, one rank per node). Pure.
     static bool has_inter_node(const std::vector<AllreduceSample>& samples);

@@ -22,6 +22,28 @@ namespace tula {
 
 using namespace models_detail;
 
+// One (nodes K, bytes n) point, measured one or more times (median t): alpha and beta cannot
+// both be fitted, so the point is all bandwidth term (alpha = 0, beta = t / (2 (K-1)/K n)), or all
+// latency term when n = 0 (beta = 0, alpha = t / (2 (K-1))). docs/models.md, "One message size".
+static AllreduceModel fit_one_point(const std::vector<const AllreduceSample*>& use) {
+    std::vector<double> ts;
+    for (const auto* s : use) ts.push_back(s->seconds);
+    const double K = use.front()->nodes, bytes = static_cast<double>(use.front()->bytes), t = median(ts);
+    AllreduceModel m;
+    if (bytes > 0) {
+        m.beta = t / (2.0 * (K - 1.0) / K * bytes);
+        m.note = "fitted from 1 (nodes, bytes) point: bandwidth term only (alpha = 0)";
+    } else {
+        m.alpha = t / (2.0 * (K - 1.0));
+        m.note = "fitted from 1 (nodes, bytes) point of 0 bytes: latency term only (beta = 0)";
+    }
+    double ss = 0;
+    for (double x : ts) ss += (x - t) * (x - t);
+    m.rmse = std::sqrt(ss / static_cast<double>(ts.size()));
+    m.samples = static_cast<int>(use.size());
+    return m;
+}
+
 AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) {
     const std::string todo = "; run `tula profile allreduce` on 2 or more nodes";
     std::vector<const AllreduceSample*> use;
@@ -36,10 +58,8 @@ AllreduceModel AllreduceModel::fit(const std::vector<AllreduceSample>& samples) 
         points.insert({s.nodes, s.bytes});
     }
     if (use.empty()) throw Error("no allreduce profile with 2 or more nodes" + todo);
-    if (points.size() < 2)
-        throw Error("allreduce profile has only 1 distinct (nodes, bytes) point; need at least 2" + todo +
-                    " with 2 node counts or 2 message sizes");
     const Eigen::Index n = static_cast<Eigen::Index>(use.size());
+    if (points.size() == 1) return fit_one_point(use);
     std::set<int> node_counts;
     for (const auto* s : use) node_counts.insert(s->nodes);
     auto fit_alg = [&](Algorithm alg) {

@@ -286,6 +286,9 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
         if (AllreduceModel::has_inter_node(as)) {
             try {
                 f.allreduce = AllreduceModel::fit(as);
+                if (warnings && !f.allreduce->note.empty())
+                    warnings->push_back((cls.empty() ? std::string("") : "class " + cls + ": ") + "allreduce model " +
+                                        f.allreduce->note);
             } catch (const Error& e) {
                 if (warnings) warnings->push_back(std::string(e.what()) + "; planning " +
                                                   (cls.empty() ? std::string("") : "class " + cls + " ") + "for 1 node only");

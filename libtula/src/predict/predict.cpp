@@ -85,6 +85,7 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
     if (AllreduceModel::has_inter_node(allreduce)) {  // rows of one node are the within-node profile
         try {
             m.allreduce = AllreduceModel::fit(allreduce);
+            if (!m.allreduce->note.empty()) warn->push_back("allreduce model " + m.allreduce->note);
         } catch (const Error& e) {
             m.allreduce_error = e.what();
             warn->push_back(m.allreduce_error + "; planning for 1 node only");
