@@ -42,7 +42,7 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
     t.rows.push_back({"predicted training time",
                       r.predicted_seconds > 0
                           ? seconds_text(r.predicted_seconds)
-                          : "none (the job was not planned by Tula)"});
+                          : "none (the job was not planned by Tula, or it trained other epochs or another batch than the plan's)"});
     t.rows.push_back({"measured training time",
                       seconds_text(r.measured_seconds) + " (sum of epoch times, without evaluation)"});
     if (r.parts > 1) {  // stopped before a time limit (a backfill hole's, say) and requeued
