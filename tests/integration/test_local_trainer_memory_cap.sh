@@ -1,4 +1,5 @@
 #!/bin/bash
+# test-timeout: 600
 # The Local SGD memory guard end to end: under a control-group memory limit that the adaptive
 # batch would outgrow, tula-train holds the batch back with one warning and finishes, where
 # without the guard the kernel would kill it. No cluster needed; two 1-epoch lenet5 runs, with
