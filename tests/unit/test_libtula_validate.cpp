@@ -240,7 +240,8 @@ public:
         tula::RunRecord multi = run("4", 64, 1.0, 400);
         multi.nodes = 2;  // no allreduce profile: not checked
         runs.push_back(multi);
-        const auto checks = tula::check_runs(models(c, {}, "calibration"), runs, 10);
+        // the compute model's interval: the runs' step model off (it would carry their 1.5 and 0.5)
+        const auto checks = tula::check_runs(models(c, {}, "calibration,run-fit"), runs, 10);
         CPPUNIT_ASSERT_EQUAL(size_t{3}, checks.size());
         // Newest first.
         CPPUNIT_ASSERT_EQUAL(std::string("3"), checks[0].job_id);
@@ -264,18 +265,19 @@ public:
         CPPUNIT_ASSERT(!checks[2].flagged);  // at the model's time
         CPPUNIT_ASSERT(checks[1].flagged);   // 50 % slower
         CPPUNIT_ASSERT(checks[0].flagged);   // 50 % faster
-        CPPUNIT_ASSERT_EQUAL(size_t{2}, tula::check_runs(models(c, {}, "calibration"), runs, 2).size());
-        const auto only = tula::check_runs(models(c, {}, "calibration"), runs, 10, 0.95, "2");
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, tula::check_runs(models(c, {}, "calibration,run-fit"), runs, 2).size());
+        const auto only = tula::check_runs(models(c, {}, "calibration,run-fit"), runs, 10, 0.95, "2");
         CPPUNIT_ASSERT_EQUAL(size_t{1}, only.size());
         CPPUNIT_ASSERT_EQUAL(std::string("2"), only[0].job_id);
-        // Two compute samples at two batches: no residual degrees of freedom, no flag.
-        const auto none = tula::check_runs(models({cs(16, 2.6e-3), cs(32, 4.2e-3)}, {}), runs, 10);
+        // Two compute samples at two batches and the runs' step model off: no residual degrees
+        // of freedom, no flag.
+        const auto none = tula::check_runs(models({cs(16, 2.6e-3), cs(32, 4.2e-3)}, {}, "run-fit"), runs, 10);
         for (const auto& ch : none) CPPUNIT_ASSERT(!ch.has_interval && !ch.flagged);
     }
 
     // One prediction: a run checked against the models without it (check_runs), the same run
     // held out by validate_workload, and the planner's candidate of its shape planned from the
-    // other runs (make_plan with their overlap and calibration) predict the same seconds, time
+    // other runs (make_plan with their overlap, calibration and step model) predict the same seconds, time
     // calibration (switched on) and all. Reference: Predictor::run on fit_time_models of the
     // other runs.
     void test_check_runs_is_the_plan_prediction() {
@@ -320,6 +322,7 @@ public:
             req.global_batches = {ch.global_batch};
             req.overlap = m.overlap;
             req.calibration = m.calibration;
+            req.step_fits = m.step_fits;
             const tula::Plan plan = tula::make_plan(req, m.compute, nullptr);
             CPPUNIT_ASSERT_EQUAL(size_t{1}, plan.candidates.size());
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, plan.candidates[0].total_seconds, 1e-9 * want);

@@ -11,6 +11,7 @@
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
 #include "tula/records.hpp"
+#include "tula/step_fit.hpp"
 #include "tula/stop.hpp"
 #include "tula/workload.hpp"
 
@@ -191,6 +192,7 @@ struct PlanRequest {
     std::optional<MemoryModel> memory;  ///< when set with device_memory_bytes, bounds the local batch
     OverlapModel overlap;               ///< Pollux gamma (default 1: no overlap)
     TimeCalibration calibration;        ///< factor on seconds per iteration from finished runs (default 1)
+    std::map<std::string, StepFit> step_fits;  ///< the runs' step model per hardware class (none by default)
     ConvergenceModel convergence;
     AccuracyModel accuracy;
     /// Candidates whose expected accuracy (`accuracy`, when known) is more than this below

@@ -13,6 +13,7 @@
 #include "tula/models.hpp"
 #include "tula/planner.hpp"
 #include "tula/records.hpp"
+#include "tula/step_fit.hpp"
 #include "tula/workload.hpp"
 
 namespace tula {
@@ -21,6 +22,7 @@ namespace tula {
 /// the ablation of `tula validate --without`. Off means the fitted models are used without it:
 ///  - concurrency: ComputeModel::concurrency_at, the slowdown of ranks profiled at once (1);
 ///  - synced_step: the synchronized-step profile's factor (step_synced_ratios; none);
+///  - run_fit: StepFit, the step model fitted to the finished runs of the class (none);
 ///  - calibration: TimeCalibration from finished runs, a factor by shape interpolated over the
 ///    local batch (1);
 ///  - class_scaling: per-hardware-class models and partitions predicted from another class by
@@ -28,12 +30,13 @@ namespace tula {
 struct Corrections {
     bool concurrency = true;
     bool synced_step = true;
+    bool run_fit = true;
     /// Off by default: it raised the leave-one-out error of the recorded runs on both sets
     /// measured (docs/models.md, Corrections).
     bool calibration = false;
     bool class_scaling = true;
     /// The defaults with the corrections of the comma list `with` switched on and those of
-    /// `without` switched off (names: concurrency, synced-step, calibration, class-scaling;
+    /// `without` switched off (names: concurrency, synced-step, run-fit, calibration, class-scaling;
     /// "" or "none": none). Errors: tula::Error naming a bad name, or one in both lists.
     static Corrections select(const std::string& with, const std::string& without);
     /// select("", list).
@@ -52,10 +55,12 @@ struct TimeModels {
     std::vector<PartitionTarget> targets;     ///< the Config's partitions (site_targets)
     OverlapModel overlap;                     ///< Pollux gamma of the multi-node runs (1 without)
     TimeCalibration calibration;              ///< factor of the runs on the modelled step (1 without)
+    std::map<std::string, StepFit> step_fits; ///< the runs' step model per hardware class ("": none given)
     Corrections corrections;
     /// The models that predict a run of hardware class `cls` ("" unknown): that class's
     /// fit when it has one, else the pooled models, with the class's within-node bandwidth
-    /// (its fit, else tula.conf's intra_node_bandwidth of a partition of the class).
+    /// (its fit, else tula.conf's intra_node_bandwidth of a partition of the class); its
+    /// conf.hardware_class is `cls` ("" with class scaling off), whose StepFit it takes.
     PartitionTarget run_target(const std::string& cls) const;
 };
 
@@ -69,10 +74,11 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
                               const std::vector<AllreduceSample>& allreduce, const Corrections& corrections,
                               std::vector<std::string>* warnings);
 
-/// `m` with the overlap exponent (OverlapModel::fit on the multi-node runs) and the time
-/// calibration (TimeCalibration::fit on every usable run, oldest first) fitted to `runs`,
-/// each run's modelled step taken with its class's models (TimeModels::run_target). Runs of
-/// other workloads are ignored. A failed overlap fit leaves gamma = 1 with a warning.
+/// `m` with the overlap exponent (OverlapModel::fit on the multi-node runs), the time
+/// calibration (TimeCalibration::fit on every usable run, oldest first) and the step model of
+/// the runs (StepFit::fit per hardware class, "" for all when class scaling is off) fitted to
+/// `runs`, each run's modelled step taken with its class's models (TimeModels::run_target).
+/// Runs of other workloads are ignored. A failed overlap fit leaves gamma = 1 with a warning.
 /// Errors: none.
 TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings);
 
@@ -87,8 +93,10 @@ struct StepPrediction {
     double compute_seconds = 0;  ///< f x compute(b) x concurrency(K, R, b), seconds
     double comm_seconds = 0;     ///< hierarchical allreduce of the gradient, seconds
     double time_factor = 1;      ///< step_time_factor (synchronized-step profile x calibration)
+    double run_fit_seconds = 0;  ///< what the runs' StepFit added to the modelled step, seconds
+    int run_fit_runs = 0;        ///< the runs behind that fit (0: none)
     bool synced_profile = false; ///< time_factor includes the synchronized-step profile
-    double seconds = 0;          ///< time_factor x overlap(compute, comm), seconds
+    double seconds = 0;          ///< StepFit::seconds of time_factor x overlap(compute, comm), seconds
     double exposed_comm_seconds = 0;  ///< seconds - time_factor x compute: communication not hidden
     double lower = 0, upper = 0; ///< the prediction interval of `seconds` (upper x upper_factor)
     double startup_seconds = 0;  ///< f x ComputeModel::startup_seconds(b): once per run, seconds
@@ -112,11 +120,16 @@ struct RunPrediction {
 class Predictor {
 public:
     /// `level`: of the prediction intervals, in (0, 1). Errors: none.
+    /// The runs' step model is the target class's (find_step_fit on models.step_fits).
     Predictor(const TimeModels& models, const PartitionTarget& target, double level = 0.95)
-        : Predictor(target, models.workload, models.overlap, models.calibration, level) {}
+        : Predictor(target, models.workload, models.overlap, models.calibration, level) {
+        set_step_fit(find_step_fit(models.step_fits, target.conf.hardware_class));
+    }
     /// The same from the parts: `w` gives the gradient bytes (4 x params) and the examples.
     Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
               const TimeCalibration& calibration, double level = 0.95);
+    /// The step model of the runs on this target's class (nullptr: none, the modelled step).
+    void set_step_fit(const StepFit* fit) { fit_ = fit ? *fit : StepFit{}; }
     /// The hierarchical allreduce of one step's gradient on K nodes of R ranks, whole and in
     /// the overlap's buckets (bucketed_allreduce; 0 seconds on 1 rank).
     GradientAllreduce gradient_allreduce(int nodes, int ranks_per_node) const;
@@ -166,6 +179,8 @@ private:
     PartitionTarget target_;
     OverlapModel overlap_;
     TimeCalibration calibration_;
+    StepFit fit_;  // runs == 0: none
+    double z_ = 0; // standard normal quantile of the interval level
     SyncedRatios synced_;
     double grad_bytes_ = 0;
     double examples_ = 0;  // the workload's training examples per epoch

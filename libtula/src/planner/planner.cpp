@@ -472,11 +472,13 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
         if (b > 0 && (smallest == 0 || b < smallest)) smallest = b;
     plan.reference_batch = req.reference_batch > 0 ? req.reference_batch : std::max(1, smallest);
     // The one prediction of each partition (predict.hpp): its models, the overlap and the runs'
-    // calibration, with the synchronized-step profile's ratios per shape.
+    // calibration, with the synchronized-step profile's ratios per shape, and the step model of
+    // the runs on the partition's class.
     std::vector<Predictor> predictors;
     std::string first_error;
     for (const PartitionTarget& t : targets) {
         predictors.emplace_back(t, w, req.overlap, req.calibration, req.interval_level);
+        predictors.back().set_step_fit(find_step_fit(req.step_fits, t.conf.hardware_class));
         predictors.back().set_evaluated_examples(req.examples.tested(w), req.examples.held_out(w));
         if (!t.left_out.empty()) {
             plan.left_out.push_back(t.conf.name + ": " + t.left_out);
@@ -652,6 +654,7 @@ std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int 
     req.examples = examples;
     req.overlap = tm.overlap;
     req.calibration = tm.calibration;
+    req.step_fits = tm.step_fits;
     // The run history: accuracy (of the runs comparable with the job: its epochs, the full
     // data set unless it trains on part of it) and the epochs to the target.
     req.accuracy = AccuracyModel::fit(runs, req.epochs, req.examples_per_epoch(), w->train_examples);

@@ -4,15 +4,19 @@
 // For K nodes of R ranks at local batch b, global batch B = K R b, D examples per epoch, E epochs:
 //   compute   t_c = f x compute(b) x concurrency(K, R, b)     f: the partition's compute factor
 //   allreduce t_m = hierarchical(K, R, 4 x params bytes)      within the node, then across nodes
-//   step      tau = factor(K, R, b) x overlap_gamma(t_c, t_m) factor: synchronized-step profile
+//   step      m   = factor(K, R, b) x overlap_gamma(t_c, t_m) factor: synchronized-step profile
 //                                                             x time calibration of the runs
+//             tau = m + factor t_c (theta_R + psi(K) phi_R)  the runs' StepFit (step_fit.hpp)
 //   run       T   = E x floor(D / B) x tau + f x startup(b)
-// The interval of tau widens t_c by the compute model's Student-t half-width h(b); its upper
-// end is multiplied by the partition's upper_factor (kScaledIntervalFactor when scaled).
+// The interval of tau widens t_c by the compute model's Student-t half-width h(b), or with a
+// StepFit is tau -/+ z sd (StepFit::sd); its upper end is multiplied by the partition's
+// upper_factor (kScaledIntervalFactor when scaled).
 #include "tula/predict.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <gsl/gsl_cdf.h>
+
 #include <sstream>
 
 #include "planner/candidates.hpp"
@@ -26,9 +30,10 @@ namespace {
 bool* correction_flag(Corrections* c, const std::string& name) {
     if (name == "concurrency") return &c->concurrency;
     if (name == "synced-step") return &c->synced_step;
+    if (name == "run-fit") return &c->run_fit;
     if (name == "calibration") return &c->calibration;
     if (name == "class-scaling") return &c->class_scaling;
-    throw Error("unknown correction '" + name + "'; the corrections are concurrency, synced-step, calibration, class-scaling");
+    throw Error("unknown correction '" + name + "'; the corrections are concurrency, synced-step, run-fit, calibration, class-scaling");
 }
 
 // The names of the comma list `list` ("none" and empty items left out).
@@ -127,6 +132,7 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
 
 PartitionTarget TimeModels::run_target(const std::string& cls) const {
     PartitionTarget t;
+    t.conf.hardware_class = corrections.class_scaling ? cls : std::string();  // the runs' StepFit of the class
     const auto it = cls.empty() || !corrections.class_scaling ? classes.end() : classes.find(cls);
     const bool own = it != classes.end();
     t.compute = own ? it->second.compute : compute;
@@ -177,6 +183,30 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
                                                        4.0 * static_cast<double>(w.params), intra);
         m.calibration = TimeCalibration::fit(samples_of(usable), m.overlap, pooled);
     }
+    m.step_fits.clear();
+    if (m.corrections.run_fit) {
+        // each run's measured step against the step modelled without the runs' fit
+        std::map<std::string, std::vector<StepObservation>> by_class;
+        for (const RunRecord* r : usable) {
+            const PartitionTarget t = m.run_target(r->hardware_class);
+            const Predictor base(t, w, m.overlap, m.calibration);
+            const int K = std::max(1, r->nodes), R = std::max(1, r->ranks_per_node);
+            const double steps =
+                base.steps_per_epoch(r->examples_per_epoch(static_cast<double>(w.train_examples)), r->global_batch) *
+                r->epochs;
+            if (!(steps > 0)) continue;
+            const StepPrediction s = base.step(K, R, r->local_batch());
+            StepObservation o;
+            o.nodes = K;
+            o.ranks_per_node = R;
+            o.local_batch = r->local_batch();
+            o.measured_seconds = steady_seconds(*r, t.compute) / steps;
+            o.model_seconds = s.seconds;
+            o.compute_seconds = s.time_factor * s.compute_seconds;
+            by_class[m.corrections.class_scaling ? r->hardware_class : std::string()].push_back(o);
+        }
+        for (const auto& [cls, obs] : by_class) m.step_fits[cls] = StepFit::fit(obs);
+    }
     return m;
 }
 
@@ -189,6 +219,7 @@ TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vect
 Predictor::Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
                      const TimeCalibration& calibration, double level)
     : target_(target), overlap_(overlap), calibration_(calibration), level_(level) {
+    z_ = level > 0 && level < 1 ? gsl_cdf_ugaussian_Pinv(0.5 + 0.5 * level) : 0.0;
     grad_bytes_ = 4.0 * static_cast<double>(w.params);
     examples_ = static_cast<double>(w.train_examples);
     last_batch_ = w.last_batch;
@@ -229,6 +260,18 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
     p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, comm);
     p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
     p.startup_seconds = f * c.startup_seconds(b);
+    if (fit_.runs > 0) {
+        // the runs' step model on the modelled step, and its interval instead of the profile's
+        const double modelled = p.seconds, tc = p.time_factor * p.compute_seconds;
+        p.seconds = fit_.seconds(K, R, modelled, tc);
+        p.run_fit_seconds = p.seconds - modelled;
+        p.run_fit_runs = fit_.runs;
+        p.exposed_comm_seconds = std::max(0.0, p.seconds - tc);
+        const double hw = z_ * fit_.sd(K, R, p.seconds, tc);
+        p.has_interval = hw > 0 && std::isfinite(hw);
+        p.lower = std::max(0.0, p.seconds - (p.has_interval ? hw : 0.0));
+        p.upper = target_.upper_factor * (p.seconds + (p.has_interval ? hw : 0.0));
+    }
     return p;
 }
 

@@ -1,0 +1,125 @@
+// libtula: the step model fitted to the finished runs (StepFit, step_fit.hpp; docs/models.md,
+// "The step fitted to the runs").
+#include "tula/step_fit.hpp"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tula {
+
+namespace {
+
+// psi(K) = 2 (K - 1) / K: the ring allreduce's bandwidth term relative to 2 nodes.
+double psi(int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) / nodes; }
+
+bool usable(const StepObservation& o) {
+    return o.measured_seconds > 0 && o.model_seconds > 0 && o.compute_seconds > 0 && std::isfinite(o.measured_seconds) &&
+           std::isfinite(o.model_seconds) && std::isfinite(o.compute_seconds);
+}
+
+// The feature row (seconds) of (K, R) at compute part c over the coefficients theta_0, phi_0,
+// then (theta'_R, phi'_R) per R in `ranks` order: c for theta, psi(K) u for phi; an R not in
+// `ranks` gets the pooled terms only.
+Eigen::RowVectorXd features(const std::vector<int>& ranks, int nodes, int ranks_per_node, double c, double u) {
+    Eigen::RowVectorXd x = Eigen::RowVectorXd::Zero(2 + 2 * static_cast<Eigen::Index>(ranks.size()));
+    x(0) = c;
+    x(1) = psi(nodes) * u;
+    const auto it = std::find(ranks.begin(), ranks.end(), ranks_per_node);
+    if (it != ranks.end()) {
+        const Eigen::Index j = 2 + 2 * (it - ranks.begin());
+        x(j) = x(0);
+        x(j + 1) = x(1);
+    }
+    return x;
+}
+
+}  // namespace
+
+StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
+    StepFit f;
+    std::vector<const StepObservation*> use;
+    std::vector<int> ranks;
+    for (const StepObservation& o : obs) {
+        if (!usable(o)) continue;
+        use.push_back(&o);
+        const int r = std::max(1, o.ranks_per_node);
+        if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+    }
+    if (use.empty()) return f;
+    std::sort(ranks.begin(), ranks.end());
+    // u: the median compute part of the runs, the exchange term's scale (seconds)
+    std::vector<double> cs;
+    for (const StepObservation* o : use) cs.push_back(o->compute_seconds);
+    std::nth_element(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(cs.size() / 2), cs.end());
+    const double u = cs[cs.size() / 2];
+    const Eigen::Index n = static_cast<Eigen::Index>(use.size()), p = 2 + 2 * static_cast<Eigen::Index>(ranks.size());
+    // y = s - m with weight 1 / s^2: the residual relative to s
+    Eigen::MatrixXd X(n, p);
+    Eigen::VectorXd y(n), w(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+        const StepObservation& o = *use[static_cast<size_t>(i)];
+        X.row(i) = features(ranks, o.nodes, std::max(1, o.ranks_per_node), o.compute_seconds, u);
+        y(i) = o.measured_seconds - o.model_seconds;
+        w(i) = 1.0 / (o.measured_seconds * o.measured_seconds);
+    }
+    Eigen::VectorXd prior_precision(p);
+    prior_precision(0) = 1.0 / (kPriorPooled * kPriorPooled);
+    prior_precision(1) = 1.0 / (kPriorExchangePooled * kPriorExchangePooled);
+    prior_precision.tail(p - 2).setConstant(1.0 / (kPriorPerRanks * kPriorPerRanks));
+    const Eigen::MatrixXd XtW = X.transpose() * w.asDiagonal();
+    double sigma = kNoisePrior;
+    Eigen::VectorXd beta;
+    Eigen::MatrixXd cov;
+    // two passes: the posterior at the prior noise, then at the noise its residuals show
+    for (int pass = 0; pass < 2; ++pass) {
+        const double s2 = sigma * sigma;
+        Eigen::MatrixXd A = XtW * X / s2;
+        A.diagonal() += prior_precision;
+        const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
+        beta = ldlt.solve(XtW * y / s2);
+        cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
+        // relative residuals of the measured steps, pooled with the prior's pseudo-runs
+        double rss = 0;
+        for (Eigen::Index i = 0; i < n; ++i) rss += w(i) * std::pow(y(i) - X.row(i).dot(beta), 2);
+        sigma = std::sqrt((kNoisePriorWeight * kNoisePrior * kNoisePrior + rss) / (kNoisePriorWeight + static_cast<double>(n)));
+    }
+    f.runs = static_cast<int>(n);
+    f.scale_seconds = u;
+    f.theta0 = beta(0);
+    f.phi0 = beta(1);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+        const Eigen::Index j = 2 + 2 * static_cast<Eigen::Index>(k);
+        f.per_ranks[ranks[k]] = {beta(j), beta(j + 1)};
+    }
+    f.covariance.assign(cov.data(), cov.data() + cov.size());  // symmetric: row-major = column-major
+    f.sigma = sigma;
+    return f;
+}
+
+double StepFit::correction(int nodes, int ranks_per_node, double compute_seconds) const {
+    if (runs == 0) return 0.0;
+    double theta = theta0, phi = phi0;
+    const auto it = per_ranks.find(std::max(1, ranks_per_node));
+    if (it != per_ranks.end()) theta += it->second.first, phi += it->second.second;
+    return compute_seconds * theta + psi(nodes) * scale_seconds * phi;
+}
+
+double StepFit::seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const {
+    return std::max(kFloor * model_seconds, model_seconds + correction(nodes, ranks_per_node, compute_seconds));
+}
+
+double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const {
+    if (runs == 0) return 0.0;
+    std::vector<int> ranks;
+    for (const auto& kv : per_ranks) ranks.push_back(kv.first);
+    const Eigen::RowVectorXd x = features(ranks, nodes, std::max(1, ranks_per_node), compute_seconds, scale_seconds);
+    const Eigen::Index p = x.size();
+    if (static_cast<Eigen::Index>(covariance.size()) != p * p) return sigma * tau;
+    const Eigen::Map<const Eigen::MatrixXd> cov(covariance.data(), p, p);
+    const double v = std::max(0.0, x.dot(cov * x.transpose())) + std::pow(sigma * tau, 2);
+    return std::sqrt(v);
+}
+
+}  // namespace tula

@@ -1,0 +1,147 @@
+// Unit tests of the step model fitted to the finished runs (StepFit, step_fit.hpp): it learns
+// from runs at one placement and carries that to the neighbouring placements; on runs made by
+// its own form it predicts the placements never run as that form does.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tula/predict.hpp"
+#include "tula/step_fit.hpp"
+#include "record_builders.hpp"
+
+namespace {
+
+constexpr double kT0 = 1e-3, kT1 = 1e-4, kAlpha = 1e-4, kBeta = 1e-6;
+
+tula::Workload wl() {
+    tula::Workload w;
+    w.name = "w@d";
+    w.model = "lenet5";
+    w.params = 1000;
+    w.train_examples = 6000;
+    return w;
+}
+
+// Exact compute samples t0 + t1 b and ring allreduce samples on 2 and 4 nodes.
+tula::TimeModels profile_models() {
+    std::vector<tula::ComputeSample> c;
+    for (int b : {8, 16, 32, 64, 128}) {
+        tula::ComputeSample s;
+        s.workload = "w@d";
+        s.local_batch = b;
+        s.seconds_per_iter = kT0 + kT1 * b;
+        c.push_back(s);
+    }
+    std::vector<tula::AllreduceSample> a;
+    for (int k : {2, 4})
+        for (int64_t n : {int64_t(1000), int64_t(100000)}) {
+            tula::AllreduceSample s;
+            s.nodes = k;
+            s.bytes = n;
+            s.seconds = 2.0 * (k - 1) * kAlpha + 2.0 * (k - 1) / k * n * kBeta;
+            a.push_back(s);
+        }
+    return tula::fit_profile_models(tula::Config{}, wl(), c, a, tula::Corrections{}, nullptr);
+}
+
+// The step predicted at K x R and local batch b by models `m` (class "").
+double step_at(const tula::TimeModels& m, int K, int R, int b) {
+    return tula::Predictor(m, m.run_target("")).step(K, R, b).seconds;
+}
+
+// A run of E epochs at K x R, local batch b, whose steps took `step` seconds each.
+tula::RunRecord run_of(int K, int R, int b, double step, double created) {
+    const int B = K * R * b, E = 2;
+    tula::RunRecord r = tula_test::run_record(std::to_string(static_cast<int>(created)), "w@d", K, B, E,
+                                              E * std::floor(6000.0 / B) * step, created);
+    r.ranks_per_node = R;
+    return r;
+}
+
+}  // namespace
+
+class LibtulaStepFitTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(LibtulaStepFitTest);
+    CPPUNIT_TEST(test_no_runs_is_the_model);
+    CPPUNIT_TEST(test_six_runs_teach_their_placement_and_neighbours);
+    CPPUNIT_TEST(test_recovers_its_own_form);
+    CPPUNIT_TEST(test_run_fit_switch);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void test_no_runs_is_the_model() {
+        const tula::TimeModels m = tula::fit_run_models(profile_models(), {}, nullptr);
+        CPPUNIT_ASSERT(m.step_fits.empty());
+        const tula::StepPrediction p = tula::Predictor(m, m.run_target("")).step(2, 1, 64);
+        CPPUNIT_ASSERT_EQUAL(0.0, p.run_fit_seconds);
+        CPPUNIT_ASSERT_EQUAL(0, p.run_fit_runs);
+        CPPUNIT_ASSERT_EQUAL(0, tula::StepFit::fit({}).runs);
+    }
+
+    // Six runs at 2 x 1, local batch 64, each measured 1.5 times the prediction without them:
+    // the next prediction of that placement, and of its neighbours at another local batch and
+    // another node count, moves at least half way to 1.5 times (and not past twice).
+    void test_six_runs_teach_their_placement_and_neighbours() {
+        const tula::TimeModels before = tula::fit_run_models(profile_models(), {}, nullptr);
+        const double p0 = step_at(before, 2, 1, 64);
+        std::vector<tula::RunRecord> runs;
+        for (int i = 0; i < 6; ++i) runs.push_back(run_of(2, 1, 64, 1.5 * p0, 100 + i));
+        const tula::TimeModels after = tula::fit_run_models(profile_models(), runs, nullptr);
+        CPPUNIT_ASSERT_EQUAL(6, after.step_fits.at("").runs);
+        struct Placement { int K, R, b; };
+        for (const Placement& q : {Placement{2, 1, 64}, Placement{2, 1, 32}, Placement{2, 1, 128}, Placement{4, 1, 64},
+                                   Placement{3, 1, 16}}) {
+            const double old_p = step_at(before, q.K, q.R, q.b), new_p = step_at(after, q.K, q.R, q.b);
+            CPPUNIT_ASSERT_MESSAGE(std::to_string(q.K) + "x" + std::to_string(q.R) + " b=" + std::to_string(q.b) + ": " +
+                                       std::to_string(new_p / old_p),
+                                   new_p >= 1.25 * old_p && new_p <= 2.0 * old_p);
+        }
+        // the interval of the placement run six times holds its measured step
+        const tula::StepPrediction s = tula::Predictor(after, after.run_target("")).step(2, 1, 64);
+        CPPUNIT_ASSERT(s.has_interval && s.lower <= 1.5 * p0 && 1.5 * p0 <= s.upper);
+    }
+
+    // Runs made by the model's own form (theta_R = 0.3 + 0.1 (R > 1), phi_R = 0.2 R, u the runs'
+    // median compute part) at 1 and 2 nodes, 1 and 2 ranks per node: the placements on 3 to 8
+    // nodes are predicted as the form gives them, within 2 % (the priors pull a little).
+    void test_recovers_its_own_form() {
+        const tula::TimeModels base = tula::fit_run_models(profile_models(), {}, nullptr);
+        auto truth = [&](int K, int R, int b, double u) {
+            const tula::StepPrediction s = tula::Predictor(base, base.run_target("")).step(K, R, b);
+            const double c = s.time_factor * s.compute_seconds;
+            const double psi = K <= 1 ? 0.0 : 2.0 * (K - 1) / K;
+            return s.seconds + c * (0.3 + (R > 1 ? 0.1 : 0.0)) + psi * u * 0.2 * R;
+        };
+        // u: the median compute part of the runs below (b = 16, 32, 64 at every shape: 32's)
+        const double u = tula::Predictor(base, base.run_target("")).step(1, 1, 32).compute_seconds;
+        std::vector<tula::RunRecord> runs;
+        double t = 100;
+        for (int K : {1, 2})
+            for (int R : {1, 2})
+                for (int b : {16, 32, 64})
+                    for (int rep = 0; rep < 3; ++rep) runs.push_back(run_of(K, R, b, truth(K, R, b, u), t++));
+        const tula::TimeModels m = tula::fit_run_models(profile_models(), runs, nullptr);
+        for (int K : {3, 4, 8})
+            for (int R : {1, 2})
+                for (int b : {16, 48}) {
+                    const double want = truth(K, R, b, u), got = step_at(m, K, R, b);
+                    CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(std::to_string(K) + "x" + std::to_string(R) + " b=" + std::to_string(b),
+                                                         want, got, 0.02 * want);
+                }
+    }
+
+    // --without run-fit: the runs change nothing.
+    void test_run_fit_switch() {
+        const double p0 = step_at(tula::fit_run_models(profile_models(), {}, nullptr), 2, 1, 64);
+        tula::TimeModels pm = profile_models();
+        pm.corrections = tula::Corrections::without("run-fit");
+        std::vector<tula::RunRecord> runs = {run_of(2, 1, 64, 1.5 * p0, 100)};
+        const tula::TimeModels m = tula::fit_run_models(pm, runs, nullptr);
+        CPPUNIT_ASSERT(m.step_fits.empty());
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(p0, step_at(m, 2, 1, 64), 1e-12 * p0);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(LibtulaStepFitTest);
