@@ -71,7 +71,9 @@ Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPr
                  {"exposed_comm_seconds", s.exposed_comm_seconds},
                  {"time_factor", s.time_factor},
                  {"synced_profile", s.synced_profile},
-                 {"startup_seconds", s.startup_seconds}};
+                 {"startup_seconds", s.startup_seconds},
+                 {"run_fit_seconds", s.run_fit_seconds},
+                 {"run_fit_runs", s.run_fit_runs}};
     j["with"] = o.with;
     j["without"] = o.without;
     Json w = Json::array();

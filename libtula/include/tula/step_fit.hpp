@@ -29,13 +29,16 @@ struct StepObservation {
 /// share of compute the model missed, growing with the local batch, and phi the exchange it
 /// missed, the same at every local batch; pooled (theta_0, phi_0) and per ranks per node
 /// (theta'_R, phi'_R). The coefficients are the posterior mean of a Gaussian linear model
-/// (ridge regression: prior sd kPriorPooled and kPriorPerRanks), each run weighted by 1 / s^2
-/// so that its residual counts relative to its step. With no run the step is the modelled one; each run
+/// (ridge regression: prior sd kPriorPooled, kPriorPerRanks, kPriorExchangePooled and
+/// kPriorExchangePerRanks), each run weighted by 1 / s^2 so that its residual counts relative to
+/// its step: a few runs that disagree move the step little, many that agree move it nearly all
+/// the way. With no run the step is the modelled one; each run
 /// moves its own placement and, through the pooled and per-R terms, its neighbours (other local
 /// batches, node counts and ranks per node).
 struct StepFit {
-    static constexpr double kPriorPooled = 1.0;    ///< prior sd of theta_0, phi_0 (units of c)
-    static constexpr double kPriorPerRanks = 0.5;  ///< prior sd of theta'_R, phi'_R (units of c)
+    static constexpr double kPriorPooled = 0.1;    ///< prior sd of theta_0 (units of c)
+    static constexpr double kPriorPerRanks = 0.1;  ///< prior sd of theta'_R (units of c)
+    static constexpr double kPriorExchangePerRanks = 0.5;  ///< prior sd of phi'_R (units of u)
     static constexpr double kPriorExchangePooled = 0.05;  ///< prior sd of phi_0
     static constexpr double kNoisePrior = 0.10;    ///< prior relative sd of a run's step
     static constexpr double kNoisePriorWeight = 2; ///< pseudo-runs behind kNoisePrior

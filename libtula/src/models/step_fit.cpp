@@ -67,7 +67,10 @@ StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
     Eigen::VectorXd prior_precision(p);
     prior_precision(0) = 1.0 / (kPriorPooled * kPriorPooled);
     prior_precision(1) = 1.0 / (kPriorExchangePooled * kPriorExchangePooled);
-    prior_precision.tail(p - 2).setConstant(1.0 / (kPriorPerRanks * kPriorPerRanks));
+    for (Eigen::Index j = 2; j < p; j += 2) {
+        prior_precision(j) = 1.0 / (kPriorPerRanks * kPriorPerRanks);
+        prior_precision(j + 1) = 1.0 / (kPriorExchangePerRanks * kPriorExchangePerRanks);
+    }
     const Eigen::MatrixXd XtW = X.transpose() * w.asDiagonal();
     double sigma = kNoisePrior;
     Eigen::VectorXd beta;
