@@ -257,7 +257,7 @@ UNIT_CLI_CMDS := $(addprefix $(B)/obj/cli/,db_record.o profile_command.o profile
 # slurmctld reply protocol are unit-tested too.
 UNIT_LINK   := $(TEST_OBJ) $(TRAIN_LIB_OBJ) $(PLUGIN_PURE) $(B)/obj/cli/format.o $(B)/obj/cli/text.o \
   $(B)/obj/cli/slurm_reply.o $(UNIT_CLI_CMDS)
-# bench/: planner latency benchmark (bench/bench-planner runs it).
+# bench/: planner latency and fit benchmark (bench/bench-planner and bench/bench-fit run it).
 $(BENCH_PLANNER): $(B)/obj/bench/bench-planner.o $(LIBTULA_A)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $< $(LIBTULA_LIBS)

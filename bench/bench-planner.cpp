@@ -14,7 +14,11 @@
 // metrics file of 10,000 step lines and 10 epoch lines into a run (read_metrics_run, the
 // path of `tula db record`), its median against the 100 ms target and as a ratio to its
 // anchor measured in the same run: the same text split with std::getline and each line
-// parsed with nlohmann::json::parse, without the checks.
+// parsed with nlohmann::json::parse, without the checks. A sixth (alone with --fit, as
+// bench/bench-fit runs it): the time models fitted to 10,000 finished runs (fit_run_models:
+// the overlap and the runs' step model, StepFit), its median against the 1 s target and as a
+// ratio to its anchor in the same run: the 10,000 runs predicted once each by the fitted
+// models (Predictor::run), the predictions a fit needs at the least.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +36,7 @@
 #include "tula/hardware.hpp"
 #include "tula/metrics.hpp"
 #include "tula/planner.hpp"
+#include "tula/predict.hpp"
 
 namespace {
 
@@ -49,9 +54,73 @@ double median_ms(int reps, std::vector<double>& ms, F f) {
     return ms[ms.size() / 2];
 }
 
+// The sixth figure: fit_run_models on 10,000 synthetic runs (K = 1..16 nodes, R = 1, 2, 4, 8
+// ranks per node, local batch 16..128, steps 10 % to 40 % slower than the profiles' model).
+void bench_fit(int reps) {
+    tula::Workload w;
+    w.name = "resnet18@imagenet";
+    w.model = "resnet18";
+    w.params = 11689512;
+    w.train_examples = 1281167;
+    std::vector<tula::ComputeSample> cs;
+    for (int b : {16, 32, 64, 128, 256}) {
+        tula::ComputeSample s;
+        s.workload = w.name;
+        s.local_batch = b;
+        s.seconds_per_iter = 2e-3 + 1.5e-4 * b;
+        cs.push_back(s);
+    }
+    std::vector<tula::AllreduceSample> as;
+    for (int k : {2, 4, 8})
+        for (int64_t n : {int64_t(1) << 20, int64_t(1) << 26}) {
+            tula::AllreduceSample s;
+            s.nodes = k;
+            s.bytes = n;
+            s.seconds = 2.0 * (k - 1) * 20e-6 + 2.0 * (k - 1) / k * static_cast<double>(n) / 10e9;
+            as.push_back(s);
+        }
+    const tula::TimeModels pm = tula::fit_profile_models(tula::Config{}, w, cs, as, tula::Corrections{}, nullptr);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> slow(1.1, 1.4);
+    std::vector<tula::RunRecord> runs;
+    const int ranks[] = {1, 2, 4, 8};
+    for (int i = 0; i < 10000; ++i) {
+        tula::RunRecord r;
+        r.job_id = std::to_string(i);
+        r.workload = w.name;
+        r.nodes = 1 + static_cast<int>(rng() % 16);
+        r.ranks_per_node = ranks[rng() % 4];
+        r.global_batch = r.nodes * r.ranks_per_node * (16 << (rng() % 4));
+        r.epochs = 1;
+        r.created = i;
+        r.measured_seconds = slow(rng) * tula::Predictor(pm, pm.run_target("")).run(r).seconds;
+        runs.push_back(r);
+    }
+    std::vector<double> ms;
+    int fitted = 0;
+    const double fit = median_ms(reps, ms, [&] { fitted = tula::fit_run_models(pm, runs, nullptr).step_fits.at("").runs; });
+    const double fit_min = ms.front(), fit_max = ms.back();
+    const tula::TimeModels m = tula::fit_run_models(pm, runs, nullptr);
+    double sink = 0;
+    const double anchor = median_ms(reps, ms, [&] {
+        const tula::Predictor pred(m, m.run_target(""));
+        for (const tula::RunRecord& r : runs) sink += pred.run(r).seconds;
+    });
+    const double target = 1000.0;
+    std::printf("bench-fit: time models fitted to %zu runs (%d in the step model): median %.3f ms (min %.3f, max "
+                "%.3f), target %.0f ms, ratio %.3f (<= 1 meets it); anchor (the %zu runs predicted once each) %.3f ms, "
+                "%.2f x the anchor%s\n",
+                runs.size(), fitted, fit, fit_min, fit_max, target, fit / target, runs.size(), anchor, fit / anchor,
+                sink > 0 ? "" : " (no prediction)");
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--fit") {
+        bench_fit(11);
+        return 0;
+    }
     tula::ComputeModel compute;
     compute.t0 = 2e-3;
     compute.t1 = 1.5e-4;
@@ -179,5 +248,6 @@ int main() {
                 "nlohmann::json::parse of each line, no checks) %.3f ms, %.3f x the anchor\n",
                 epochs, file.size(), record, rec_min, rec_max, record_target, record / record_target, anchor,
                 record / anchor);
+    bench_fit(11);
     return objects > 0 ? 0 : 1;
 }
