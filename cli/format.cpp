@@ -143,6 +143,7 @@ KeyValues error_kv(const std::string& message, const std::vector<std::string>& w
 Json candidate_json(const Candidate& c) {
     Json j = {{"nodes", c.nodes}, {"global_batch", c.global_batch}, {"local_batch", c.local_batch},
               {"iter_seconds", c.iter_seconds}, {"time_factor", c.time_factor}, {"synced_profile", c.synced_profile},
+              {"run_fit_seconds", c.run_fit_seconds}, {"run_fit_runs", c.run_fit_runs},
               {"epoch_seconds", c.epoch_seconds}, {"startup_seconds", c.startup_seconds},
               {"evaluation_seconds", c.evaluation_seconds}, {"epochs", c.epochs},
               {"total_seconds", c.total_seconds}, {"job_seconds", c.job_seconds()}, {"node_hours", c.node_hours},

@@ -204,6 +204,11 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 bold("noise scale:", colour).c_str(), format_number("%.4g", cv.noise_scale).c_str(), cv.origin().c_str(),
                 bn_ci.c_str(), c.global_batch, format_number("%.3g", c.epochs_to_target).c_str(), ep_ci.c_str(),
                 goal.c_str(), trains.c_str());
+    if (c.run_fit_runs > 0)
+        std::printf("%s the step is fitted to %d finished run(s) of this hardware class besides the profiles: %s s per "
+                    "step at this placement (the run-fit correction, docs/models.md)\n",
+                    bold("runs:", colour).c_str(), c.run_fit_runs,
+                    (std::string(c.run_fit_seconds < 0 ? "" : "+") + format_number("%.3g", c.run_fit_seconds)).c_str());
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());

@@ -1,4 +1,5 @@
-// Helpers of the models unit tests (test_libtula_models.cpp and test_libtula_calibration.cpp), written once.
+// Helpers of the models unit tests (test_libtula_models.cpp, test_libtula_calibration.cpp,
+// test_libtula_step_fit.cpp and test_libtula_validate.cpp), written once.
 #pragma once
 #include <cppunit/extensions/HelperMacros.h>
 #include <gsl/gsl_cdf.h>
@@ -180,6 +181,16 @@ inline tula::AllreduceSample as(int k, int64_t n, double t) {
     s.bytes = n;
     s.seconds = t;
     return s;
+}
+
+// Exact ring allreduce samples on 2 and 4 nodes of 1,000 and 100,000 bytes:
+// 2 (K - 1) alpha + 2 (K - 1) / K n beta seconds.
+inline std::vector<tula::AllreduceSample> ring_samples(double alpha, double beta) {
+    std::vector<tula::AllreduceSample> a;
+    for (int k : {2, 4})
+        for (int64_t n : {int64_t(1000), int64_t(100000)})
+            a.push_back(as(k, n, 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * static_cast<double>(n) * beta));
+    return a;
 }
 
 }  // namespace models_test

@@ -9,6 +9,7 @@
 
 #include "tula/predict.hpp"
 #include "tula/step_fit.hpp"
+#include "models_fixtures.hpp"
 #include "record_builders.hpp"
 
 namespace {
@@ -27,23 +28,9 @@ tula::Workload wl() {
 // Exact compute samples t0 + t1 b and ring allreduce samples on 2 and 4 nodes.
 tula::TimeModels profile_models() {
     std::vector<tula::ComputeSample> c;
-    for (int b : {8, 16, 32, 64, 128}) {
-        tula::ComputeSample s;
-        s.workload = "w@d";
-        s.local_batch = b;
-        s.seconds_per_iter = kT0 + kT1 * b;
-        c.push_back(s);
-    }
-    std::vector<tula::AllreduceSample> a;
-    for (int k : {2, 4})
-        for (int64_t n : {int64_t(1000), int64_t(100000)}) {
-            tula::AllreduceSample s;
-            s.nodes = k;
-            s.bytes = n;
-            s.seconds = 2.0 * (k - 1) * kAlpha + 2.0 * (k - 1) / k * n * kBeta;
-            a.push_back(s);
-        }
-    return tula::fit_profile_models(tula::Config{}, wl(), c, a, tula::Corrections{}, nullptr);
+    for (int b : {8, 16, 32, 64, 128}) c.push_back(models_test::cs(b, kT0 + kT1 * b));
+    return tula::fit_profile_models(tula::Config{}, wl(), c, models_test::ring_samples(kAlpha, kBeta),
+                                    tula::Corrections{}, nullptr);
 }
 
 // The step predicted at K x R and local batch b by models `m` (class "").

@@ -12,6 +12,7 @@
 #include "tula/planner.hpp"
 #include "tula/predict.hpp"
 #include "tula/validate.hpp"
+#include "models_fixtures.hpp"
 #include "record_builders.hpp"
 
 namespace {
@@ -59,15 +60,7 @@ public:
         const double t0 = 1e-3, t1 = 1e-4, alpha = 1e-4, beta = 1e-9;
         std::vector<tula::ComputeSample> c;
         for (int b : {8, 16, 32, 64, 128}) c.push_back(cs(b, t0 + t1 * b));
-        std::vector<tula::AllreduceSample> a;
-        for (int k : {2, 4})
-            for (int64_t n : {int64_t(1000), int64_t(100000)}) {
-                tula::AllreduceSample s;
-                s.nodes = k;
-                s.bytes = n;
-                s.seconds = 2.0 * (k - 1) * alpha + 2.0 * (k - 1) / k * n * beta;
-                a.push_back(s);
-            }
+        const std::vector<tula::AllreduceSample> a = models_test::ring_samples(alpha, beta);
         std::vector<tula::RunRecord> runs;
         for (int k : {1, 2, 4}) {
             tula::RunRecord r;

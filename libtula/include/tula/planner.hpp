@@ -96,6 +96,10 @@ struct Candidate {
     /// its kind are in it; otherwise the TimeCalibration factor.
     double time_factor = 1.0;
     bool synced_profile = false;  ///< time_factor includes the synchronized-step profile's factor
+    /// What the runs' step model of the partition's class added to the modelled step (seconds
+    /// per step, StepPrediction::run_fit_seconds) and the finished runs behind it (0: none).
+    double run_fit_seconds = 0;
+    int run_fit_runs = 0;
     /// Where a step's time goes, seconds per step: compute (time_factor x compute(local batch),
     /// StepPrediction::compute_seconds scaled), the allreduce not hidden behind it
     /// (StepPrediction::exposed_comm_seconds), and what the job pays outside the steps

@@ -97,7 +97,7 @@ struct StepPrediction {
     int run_fit_runs = 0;        ///< the runs behind that fit (0: none)
     bool synced_profile = false; ///< time_factor includes the synchronized-step profile
     double seconds = 0;          ///< StepFit::seconds of time_factor x overlap(compute, comm), seconds
-    double exposed_comm_seconds = 0;  ///< seconds - time_factor x compute: communication not hidden
+    double exposed_comm_seconds = 0;  ///< seconds - time_factor x compute (and the runs' StepFit compute part): communication not hidden
     double lower = 0, upper = 0; ///< the prediction interval of `seconds` (upper x upper_factor)
     double startup_seconds = 0;  ///< f x ComputeModel::startup_seconds(b): once per run, seconds
     bool has_interval = false;   ///< the compute model gives an interval (residual dof or LOO)

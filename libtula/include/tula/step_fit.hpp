@@ -59,6 +59,8 @@ struct StepFit {
     /// c theta_R + psi(K) u phi_R: seconds to add to the modelled step m; 0 without a fit.
     /// Ranks per node never run take the pooled terms. Pure.
     double correction(int nodes, int ranks_per_node, double compute_seconds) const;
+    /// c theta_R: the part of correction() that is compute; seconds. Pure.
+    double compute_correction(int ranks_per_node, double compute_seconds) const;
     /// tau = max(kFloor m, m + correction). Pure.
     double seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const;
     /// The standard deviation of tau's prediction of a new run at (K, R): x' Sigma x for the

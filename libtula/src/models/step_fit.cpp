@@ -109,6 +109,14 @@ double StepFit::correction(int nodes, int ranks_per_node, double compute_seconds
     return compute_seconds * theta + psi(nodes) * scale_seconds * phi;
 }
 
+double StepFit::compute_correction(int ranks_per_node, double compute_seconds) const {
+    if (runs == 0) return 0.0;
+    double theta = theta0;
+    const auto it = per_ranks.find(std::max(1, ranks_per_node));
+    if (it != per_ranks.end()) theta += it->second.first;
+    return compute_seconds * theta;
+}
+
 double StepFit::seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const {
     return std::max(kFloor * model_seconds, model_seconds + correction(nodes, ranks_per_node, compute_seconds));
 }

@@ -138,6 +138,8 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
             const StepPrediction p = pred.step(K, R, b, comm[static_cast<size_t>(K - req.min_nodes)]);
             c.synced_profile = p.synced_profile;
             c.time_factor = p.time_factor;
+            c.run_fit_seconds = p.run_fit_seconds;
+            c.run_fit_runs = p.run_fit_runs;
             c.iter_seconds = p.seconds;
             const double iters = pred.steps_per_epoch(static_cast<double>(D), B);
             c.epoch_seconds = iters * c.iter_seconds;

@@ -266,7 +266,8 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
         p.seconds = fit_.seconds(K, R, modelled, tc);
         p.run_fit_seconds = p.seconds - modelled;
         p.run_fit_runs = fit_.runs;
-        p.exposed_comm_seconds = std::max(0.0, p.seconds - tc);
+        // the compute the runs add is compute; the rest of the step beyond it is exposed exchange
+        p.exposed_comm_seconds = std::max(0.0, p.seconds - tc - std::max(0.0, fit_.compute_correction(R, tc)));
         const double hw = z_ * fit_.sd(K, R, p.seconds, tc);
         p.has_interval = hw > 0 && std::isfinite(hw);
         p.lower = std::max(0.0, p.seconds - (p.has_interval ? hw : 0.0));
