@@ -183,6 +183,17 @@ inline tula::AllreduceSample as(int k, int64_t n, double t) {
     return s;
 }
 
+// A small workload "w@d" (lenet5's name, 1,000 parameters, 6,000 training examples) whose
+// compute samples cs() gives.
+inline tula::Workload wl() {
+    tula::Workload w;
+    w.name = "w@d";
+    w.model = "lenet5";
+    w.params = 1000;
+    w.train_examples = 6000;
+    return w;
+}
+
 // Exact ring allreduce samples on 2 and 4 nodes of 1,000 and 100,000 bytes:
 // 2 (K - 1) alpha + 2 (K - 1) / K n beta seconds.
 inline std::vector<tula::AllreduceSample> ring_samples(double alpha, double beta) {

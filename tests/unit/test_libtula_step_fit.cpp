@@ -14,16 +14,9 @@
 
 namespace {
 
-constexpr double kT0 = 1e-3, kT1 = 1e-4, kAlpha = 1e-4, kBeta = 1e-6;
+using models_test::wl;
 
-tula::Workload wl() {
-    tula::Workload w;
-    w.name = "w@d";
-    w.model = "lenet5";
-    w.params = 1000;
-    w.train_examples = 6000;
-    return w;
-}
+constexpr double kT0 = 1e-3, kT1 = 1e-4, kAlpha = 1e-4, kBeta = 1e-6;
 
 // Exact compute samples t0 + t1 b and ring allreduce samples on 2 and 4 nodes.
 tula::TimeModels profile_models() {

@@ -17,21 +17,14 @@
 
 namespace {
 
+using models_test::wl;
+
 tula::ComputeSample cs(int b, double t) {
     tula::ComputeSample s;
     s.workload = "w@d";
     s.local_batch = b;
     s.seconds_per_iter = t;
     return s;
-}
-
-tula::Workload wl() {
-    tula::Workload w;
-    w.name = "w@d";
-    w.model = "lenet5";
-    w.params = 1000;
-    w.train_examples = 6000;
-    return w;
 }
 
 // The profile-side time models of wl() from `c` and `a`, with the corrections named in `off`
