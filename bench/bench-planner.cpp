@@ -6,7 +6,8 @@
 // etc/hardware-h100-512.json widened to 4,096 nodes, run from the repository root. A third:
 // a site of 4 partitions x 4,096 nodes x 8 ranks per node x the same 64 global batches
 // (make_site_plan, hierarchical allreduce), with its ratio to the target and to the first
-// figure (its anchor: one partition of one rank per node, measured in the same run). A fourth:
+// figure (its anchor: one partition of one rank per node, measured in the same run), then the
+// same site with a StepFit per partition's class (its anchor: the site figure). A fourth:
 // the critical-batch fit (convergence_from_history: run selection, GSL fit and its
 // 200-resample bootstrap) from 1,000 runs of a synthetic history drawn from E(B) = E_min
 // (1 + B/B_crit), its median against the 20 ms target and as a ratio to the planner's median
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "tula/convergence_fit.hpp"
+#include "tula/step_fit.hpp"
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
@@ -178,6 +180,28 @@ int main(int argc, char** argv) {
                 "candidates): median %.3f ms (min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it); "
                 "%.2fx the one-partition figure above (%.3f ms) of this run\n",
                 n_site, site_ms, ms.front(), ms.back(), target, site_ms / target, site_ms / median, median);
+    // The same site with the runs' step model of each partition's class (StepFit of 48 runs at
+    // 1-2 nodes x 1, 2, 4, 8 ranks per node): every candidate's step and interval take it.
+    tula::PlanRequest fitted = req;
+    for (tula::PartitionTarget& t : site) {
+        t.conf.hardware_class = t.conf.name;
+        std::vector<tula::StepObservation> obs;
+        for (int K : {1, 2})
+            for (int R : {1, 2, 4, 8})
+                for (double c : {0.01, 0.02, 0.04}) {
+                    tula::StepObservation o;
+                    o.nodes = K, o.ranks_per_node = R, o.compute_seconds = c;
+                    o.model_seconds = c + 0.002 * (K - 1);
+                    o.measured_seconds = o.model_seconds * (1.2 + 0.02 * R);
+                    obs.push_back(o);
+                }
+        fitted.step_fits[t.conf.hardware_class] = tula::StepFit::fit(obs);
+    }
+    const double fit_site_ms = median_ms(reps, ms, [&] { n_site = tula::make_site_plan(fitted, site).candidates.size(); });
+    std::printf("bench-planner: site with the runs' step model of each class (%zu feasible candidates): median %.3f ms "
+                "(min %.3f, max %.3f), target %.1f ms, ratio %.3f (<= 1 meets it); %.2fx the site figure above (%.3f ms) "
+                "of this run\n",
+                n_site, fit_site_ms, ms.front(), ms.back(), target, fit_site_ms / target, fit_site_ms / site_ms, site_ms);
 
     try {
         tula::HardwareSpec h = tula::load_hardware("etc/hardware-h100-512.json");

@@ -48,6 +48,7 @@ class LibtulaStepFitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_six_runs_teach_their_placement_and_neighbours);
     CPPUNIT_TEST(test_recovers_its_own_form);
     CPPUNIT_TEST(test_run_fit_switch);
+    CPPUNIT_TEST(test_sd_is_the_quadratic_form);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -121,6 +122,42 @@ public:
         const tula::TimeModels m = tula::fit_run_models(pm, runs, nullptr);
         CPPUNIT_ASSERT(m.step_fits.empty());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(p0, step_at(m, 2, 1, 64), 1e-12 * p0);
+    }
+    // sd() against the quadratic form written out over the whole feature row (naive reference):
+    // x = (c, psi u, then c and psi u at R's pair of per-R coefficients, 0 elsewhere),
+    // sd^2 = x' Sigma x + (sigma tau)^2.
+    void test_sd_is_the_quadratic_form() {
+        std::vector<tula::StepObservation> obs;
+        for (int K : {1, 2})
+            for (int R : {1, 2, 4})
+                for (double c : {0.01, 0.02, 0.04}) {
+                    tula::StepObservation o;
+                    o.nodes = K, o.ranks_per_node = R, o.compute_seconds = c;
+                    o.model_seconds = c + (K > 1 ? 0.005 : 0.0);
+                    o.measured_seconds = o.model_seconds * (1.1 + 0.05 * R + 0.1 * (K - 1)) + 0.001 * c * R;
+                    obs.push_back(o);
+                }
+        const tula::StepFit f = tula::StepFit::fit(obs);
+        CPPUNIT_ASSERT_EQUAL(18, f.runs);
+        const size_t p = 2 + 2 * f.per_ranks.size();
+        CPPUNIT_ASSERT_EQUAL(p * p, f.covariance.size());
+        for (int K : {1, 3, 16})
+            for (int R : {1, 2, 3, 4}) {
+                const double c = 0.03, tau = 0.05, psi = K <= 1 ? 0.0 : 2.0 * (K - 1) / K;
+                std::vector<double> x(p, 0.0);
+                x[0] = c, x[1] = psi * f.scale_seconds;
+                size_t j = 2;
+                for (const auto& kv : f.per_ranks) {
+                    if (kv.first == R) x[j] = x[0], x[j + 1] = x[1];
+                    j += 2;
+                }
+                double v = 0;
+                for (size_t a = 0; a < p; ++a)
+                    for (size_t b = 0; b < p; ++b) v += x[a] * f.covariance[a * p + b] * x[b];
+                const double want = std::sqrt(v + std::pow(f.sigma * tau, 2));
+                CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(std::to_string(K) + "x" + std::to_string(R), want,
+                                                     f.sd(K, R, tau, c), 1e-12 * want);
+            }
     }
 };
 

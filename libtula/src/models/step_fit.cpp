@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace tula {
 
@@ -123,14 +124,23 @@ double StepFit::seconds(int nodes, int ranks_per_node, double model_seconds, dou
 
 double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    std::vector<int> ranks;
-    for (const auto& kv : per_ranks) ranks.push_back(kv.first);
-    const Eigen::RowVectorXd x = features(ranks, nodes, std::max(1, ranks_per_node), compute_seconds, scale_seconds);
-    const Eigen::Index p = x.size();
-    if (static_cast<Eigen::Index>(covariance.size()) != p * p) return sigma * tau;
-    const Eigen::Map<const Eigen::MatrixXd> cov(covariance.data(), p, p);
-    const double v = std::max(0.0, x.dot(cov * x.transpose())) + std::pow(sigma * tau, 2);
-    return std::sqrt(v);
+    const size_t p = 2 + 2 * per_ranks.size();
+    if (covariance.size() != p * p) return sigma * tau;
+    // x' Sigma x over the (at most four) nonzero entries of the feature row: theta_0 and phi_0,
+    // then theta'_R and phi'_R when R was run (features() in the order of per_ranks)
+    size_t idx[4] = {0, 1, 0, 0};
+    double x[4] = {compute_seconds, psi(nodes) * scale_seconds, 0, 0};
+    size_t nz = 2;
+    const auto it = per_ranks.find(std::max(1, ranks_per_node));
+    if (it != per_ranks.end()) {
+        const size_t j = 2 + 2 * static_cast<size_t>(std::distance(per_ranks.begin(), it));
+        idx[2] = j, idx[3] = j + 1, x[2] = x[0], x[3] = x[1];
+        nz = 4;
+    }
+    double v = 0;
+    for (size_t a = 0; a < nz; ++a)
+        for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
+    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2));
 }
 
 }  // namespace tula
