@@ -90,12 +90,9 @@ int run_predict(const PredictOptions& o) {
     const Corrections corrections = corrections_of(o.with, o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
-    std::vector<RunRecord> runs;
-    const ProfileSet set = load_profiles(dbs, &warnings, o.workload, &runs);
-    const std::optional<Workload> w = set.find(o.workload);
-    if (!w) throw Error("no profile for workload " + o.workload + "; run `tula profile compute --workload " + o.workload + "`");
-    const TimeModels m =
-        fit_time_models(lc.config, *w, set.compute_for(o.workload), set.allreduce, runs, corrections, &warnings);
+    const PlanData d = load_plan_data(dbs, o.workload, &warnings);
+    const Workload* w = &d.workload;
+    const TimeModels m = fit_time_models(lc.config, *w, d.compute, d.allreduce, d.runs, corrections, &warnings);
     const PartitionTarget& t = find_target(m, o.partition);
     if (o.nodes > 1 && !t.allreduce)
         throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +

@@ -442,11 +442,15 @@ struct PlanData {
     std::vector<ComputeSample> compute;
     std::vector<AllreduceSample> allreduce;
     std::vector<RunRecord> runs;
+    /// > 0: the workload has no compute profile; `compute` is made of its runs
+    /// (profile_from_runs), this many of them usable.
+    int profile_runs = 0;
 };
 
 /// Reads the PlanData of `workload` from `db_paths` (load_profiles; database warnings are
-/// appended to `warnings`). Errors: tula::Error for a workload no database knows ("run tula
-/// profile compute").
+/// appended to `warnings`). A workload without compute samples but with runs is profiled by
+/// its runs (profile_from_runs), with a warning that says so. Errors: tula::Error for a
+/// workload no database profiles and whose runs cannot stand in ("run tula profile compute").
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
                         std::vector<std::string>* warnings);
 

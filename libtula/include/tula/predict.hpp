@@ -87,6 +87,28 @@ TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vect
                            const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
                            const Corrections& corrections, std::vector<std::string>* warnings);
 
+/// A workload with finished runs but no compute profile, profiled by its runs
+/// (docs/models.md, "A workload planned from its runs").
+struct ProfileFromRuns {
+    Workload workload;  ///< the known record, else from the runs: name, model, dataset and the
+                        ///< largest train_examples; params 0 (the exchange is the runs' StepFit)
+    std::vector<ComputeSample> compute;  ///< one per run at (nodes, ranks_per_node) below
+    int runs = 0;            ///< usable runs of the workload
+    int nodes = 0;           ///< K0: the fewest nodes any run had
+    int ranks_per_node = 0;  ///< R0: the fewest ranks per node of the runs on K0 nodes
+};
+
+/// The compute samples of `name` made of its usable runs (usable_run) on K0 nodes x R0 ranks
+/// per node: each gives local batch b = global_batch / (K0 R0) and seconds per iteration =
+/// measured_seconds / (steps_per_epoch x epochs), as a sample of one rank alone of the run's
+/// hardware class (its start-up left in: it is not known apart). The runs elsewhere teach the
+/// step only through fit_run_models' StepFit. `known` is the workload's record when a database
+/// has one. Errors: tula::Error (with what to run) when the workload has no usable run, its
+/// runs record no examples per epoch (and `known` is empty), or those on K0 x R0 are at fewer
+/// than 2 local batch sizes.
+ProfileFromRuns profile_from_runs(const std::string& name, const std::optional<Workload>& known,
+                                  const std::vector<RunRecord>& runs);
+
 /// One step predicted: tau = factor x overlap(f x compute(b) x concurrency, allreduce), seconds
 /// (OverlapModel::combine: Pollux's gamma, or the buckets hidden behind the backward pass).
 struct StepPrediction {

@@ -20,10 +20,23 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
     // and its run history (finished runs) through the same connections.
     const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, workload, &d.runs);
     const std::optional<Workload> w = set.find(workload);
-    if (!w) throw Error("no profile for workload " + workload + "; run `tula profile compute --workload " + workload + "`");
-    d.workload = *w;
     d.compute = set.compute_for(workload);
     d.allreduce = set.allreduce;
+    if (w && !d.compute.empty()) {
+        d.workload = *w;
+        return d;
+    }
+    // no compute profile: the runs are the profile (throws the "run tula profile compute"
+    // message when they cannot be)
+    ProfileFromRuns p = profile_from_runs(workload, w, d.runs);
+    d.workload = std::move(p.workload);
+    d.compute = std::move(p.compute);
+    d.profile_runs = p.runs;
+    (warnings ? warnings : &local)
+        ->push_back("workload " + workload + " has no compute profile: planned from its " + std::to_string(p.runs) +
+                    " finished run(s), the compute part from the " + std::to_string(d.compute.size()) + " on " +
+                    std::to_string(p.nodes) + " node(s) x " + std::to_string(p.ranks_per_node) +
+                    " rank(s) per node; `tula profile compute --workload " + workload + "` measures it apart");
     return d;
 }
 
