@@ -125,7 +125,7 @@ public:
     }
     // sd() against the quadratic form written out over the whole feature row (naive reference):
     // x = (c, psi u, then c and psi u at R's pair of per-R coefficients, 0 elsewhere),
-    // sd^2 = x' Sigma x + (sigma tau)^2.
+    // sd^2 = x' Sigma x + (sigma tau)^2 + (0.1 log2(K / 2) tau)^2 beyond the runs' 2 nodes.
     void test_sd_is_the_quadratic_form() {
         std::vector<tula::StepObservation> obs;
         for (int K : {1, 2})
@@ -139,6 +139,7 @@ public:
                 }
         const tula::StepFit f = tula::StepFit::fit(obs);
         CPPUNIT_ASSERT_EQUAL(18, f.runs);
+        CPPUNIT_ASSERT_EQUAL(2, f.max_nodes);
         const size_t p = 2 + 2 * f.per_ranks.size();
         CPPUNIT_ASSERT_EQUAL(p * p, f.covariance.size());
         for (int K : {1, 3, 16})
@@ -154,7 +155,8 @@ public:
                 double v = 0;
                 for (size_t a = 0; a < p; ++a)
                     for (size_t b = 0; b < p; ++b) v += x[a] * f.covariance[a * p + b] * x[b];
-                const double want = std::sqrt(v + std::pow(f.sigma * tau, 2));
+                const double beyond = K > 2 ? 0.1 * std::log2(K / 2.0) * tau : 0.0;
+                const double want = std::sqrt(v + std::pow(f.sigma * tau, 2) + beyond * beyond);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(std::to_string(K) + "x" + std::to_string(R), want,
                                                      f.sd(K, R, tau, c), 1e-12 * want);
             }

@@ -43,6 +43,9 @@ struct StepFit {
     static constexpr double kNoisePrior = 0.10;    ///< prior relative sd of a run's step
     static constexpr double kNoisePriorWeight = 2; ///< pseudo-runs behind kNoisePrior
     static constexpr double kFloor = 0.25;         ///< tau is at least kFloor x m
+    /// relative sd of tau added per doubling of the node count beyond the runs' largest
+    /// (max_nodes): the form's own error where no run was measured
+    static constexpr double kExtrapolation = 0.1;
 
     int runs = 0;               ///< runs fitted (0: no fit; tau = m)
     double theta0 = 0, phi0 = 0;
@@ -52,6 +55,7 @@ struct StepFit {
     /// phi'_R) by ascending R; (2 + 2 |per_ranks|)^2 values, row-major.
     std::vector<double> covariance;
     double sigma = kNoisePrior;  ///< relative sd of a run's step about tau (residuals and prior)
+    int max_nodes = 0;           ///< the largest node count of the runs fitted
 
     /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped).
     /// No usable observation: runs = 0. Errors: none.
@@ -64,7 +68,9 @@ struct StepFit {
     /// tau = max(kFloor m, m + correction). Pure.
     double seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const;
     /// The standard deviation of tau's prediction of a new run at (K, R): x' Sigma x for the
-    /// coefficients (x = the feature row: c and psi(K) u) plus (sigma tau)^2 for the run itself, square-rooted; seconds. Pure.
+    /// coefficients (x = the feature row: c and psi(K) u), plus (sigma tau)^2 for the run
+    /// itself, plus (kExtrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
+    /// square-rooted; seconds. Pure.
     double sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const;
 };
 

@@ -90,6 +90,7 @@ StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
         sigma = std::sqrt((kNoisePriorWeight * kNoisePrior * kNoisePrior + rss) / (kNoisePriorWeight + static_cast<double>(n)));
     }
     f.runs = static_cast<int>(n);
+    for (const StepObservation* o : use) f.max_nodes = std::max(f.max_nodes, o->nodes);
     f.scale_seconds = u;
     f.theta0 = beta(0);
     f.phi0 = beta(1);
@@ -140,7 +141,8 @@ double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_sec
     double v = 0;
     for (size_t a = 0; a < nz; ++a)
         for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
-    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2));
+    const double d = nodes > max_nodes && max_nodes > 0 ? std::log2(static_cast<double>(nodes) / max_nodes) : 0.0;
+    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(kExtrapolation * d * tau, 2));
 }
 
 }  // namespace tula
