@@ -189,6 +189,23 @@ bool finish_file(const Options& o, const std::string& given, const std::function
 /// warning naming why (then false).
 bool record_file(const Options& o, const std::string& file, const std::string& what);
 
+/// TULA_PROFILE's budget of the measurement before training: the most seconds it may take.
+/// kMeasureSeconds for "1" or "yes", the value for seconds in (0, 3600]; at most kMeasureShare
+/// of the job's time left when that is known (`time_left`, seconds); 0 (not measured) when
+/// unset, "", "0" or "no", and for anything else with the reason in `why`. Pure.
+constexpr double kMeasureSeconds = 60, kMeasureShare = 0.02;
+double measure_budget(const char* value, std::optional<double> time_left, std::string* why);
+/// The first job measures itself (tula-jobs(7), TULA_PROFILE): when measure_budget gives
+/// seconds (rank 0's environment and time limit; not on a resumed run, a GPU or Local SGD),
+/// every rank times kTimedSteps steps at local batches b/4, b/2, b and 2b (b = the job's global
+/// batch / ranks) on a throwaway copy of the model, together, as long as the next batch's
+/// estimate (the last one's step scaled by the batch) stays within the budget. Rank 0 records
+/// the slowest rank's seconds as compute samples of the run's header (finish_file, "compute
+/// profile"); `trained` is the model the job trains, untouched. A batch that fails on any rank
+/// (out of memory, an error) is skipped with one warning. Never fails the job.
+void measure_before_training(const Options& o, Comm& comm, const Model& trained, const Dataset& tr, const Dataset& te,
+                             bool resume);
+
 /// --list-models: the zoo with parameter counts. Exit status.
 int list_models(const Options& o);
 /// --profile-compute: seconds per training step at each local batch, as "profile" lines of

@@ -495,6 +495,7 @@ int run_training(const Options& o, Comm& comm) {
 
     const int64_t steps = tr.count / o.batch;
     if (!o.quiet) say(root, run_summary(o, cfg, *model, tr, te, val, K, wl));
+    measure_before_training(o, comm, *model, tr, te, resume);
 
     std::unique_ptr<StepEngine> engine;
 #ifdef TULA_HAVE_CUDA
