@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "text.hpp"
+#include "tula/error.hpp"
 #include "tula/tula.h"
 
 namespace tula::cli {
@@ -340,6 +341,28 @@ std::optional<std::pair<int, int>> node_request(const std::string& in) {
     return std::make_pair(static_cast<int>(lo), static_cast<int>(hi));
 }
 
+// A workload with no profile: the job runs as submitted and measures itself (TULA_PROFILE=1 in
+// its environment through --export, tula-jobs(7)), unless the user chose the exported
+// environment (--export, SBATCH_EXPORT): then `problem` with what to add.
+template <typename Problem>
+SubmitOutcome measure_first(const SubmitInput& in, const std::string& mode, const NoProfileError& e, Problem problem) {
+    const std::string exported = given(in.options, "export").value_or("");
+    if ((!exported.empty() && exported != "unset" && exported != "(null)") || given(in.env, "SBATCH_EXPORT"))
+        return problem(std::string(e.what()) + "; or add TULA_PROFILE=1 to --export so that the job measures itself");
+    SubmitOutcome out;
+    const std::string what = "no profile of " + one_line(e.workload, 80) + " yet: the job runs as submitted and measures its "
+                             "step first (TULA_PROFILE=1, at most 60 s; tula-jobs(7)), and its next submission is planned "
+                             "from what it measured";
+    if (mode == "dry-run") {
+        out.said.push_back("tula: dry-run: " + what + "; would set export ALL,TULA_PROFILE=1; job submitted unchanged");
+        return out;
+    }
+    out.kind = SubmitOutcome::Kind::Measure;
+    out.sets.emplace_back("export", "ALL,TULA_PROFILE=1");
+    out.said.push_back("tula: " + what);
+    return out;
+}
+
 SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     SubmitOutcome out;
     if (in.type != "sbatch" && in.type != "salloc") return out;
@@ -393,6 +416,8 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     PlanAnswer plan;
     try {
         plan = planner(call);
+    } catch (const NoProfileError& e) {
+        return measure_first(in, *mode, e, problem);
     } catch (const std::exception& e) {
         return problem(e.what());
     }

@@ -70,9 +70,10 @@ struct PlanAnswer {
 
 /// What the filter does: leave the job unchanged (silently or with `said` lines), change it
 /// (`sets`: option name and value, in order; `table`: the plan table for the plugin's memory
-/// file) or refuse it (strict sites). `said`: the lines to print, each starting "tula: ".
+/// file), let it measure itself (Measure: `sets` only, --export with TULA_PROFILE=1; no table)
+/// or refuse it (strict sites). `said`: the lines to print, each starting "tula: ".
 struct SubmitOutcome {
-    enum class Kind { Unchanged, Changed, Refused };
+    enum class Kind { Unchanged, Changed, Measure, Refused };
     Kind kind = Kind::Unchanged;
     std::vector<std::pair<std::string, std::string>> sets;
     std::string table;
@@ -97,7 +98,11 @@ using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 /// (shape_changes), and --signal=USR1@S (S: the plan's signal_seconds) and --requeue where the
 /// user gave no --signal and neither --requeue nor --no-requeue (stop_changes), and --time-min
 /// with --tula-time-min=yes, or tula.conf's time_min = yes unless --tula-time-min=no, where
-/// the user gave none (at most the job's time limit). A problem leaves the job unchanged with one `tula: warning: ...; job
+/// the user gave none (at most the job's time limit). A workload with no profile
+/// (NoProfileError from the planner) runs as submitted and measures itself: --export set to
+/// ALL,TULA_PROFILE=1 where the user gave no --export and no SBATCH_EXPORT (tula-jobs(7)),
+/// with one line, strict or not; with the user's own --export it is a problem that says to add
+/// TULA_PROFILE=1 to it. A problem leaves the job unchanged with one `tula: warning: ...; job
 /// submitted unchanged` line, or under strict refuses it with one `tula: error: ...` line.
 /// dry-run says what it would set and changes nothing. Errors: none (the planner's are
 /// problems).

@@ -78,6 +78,7 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
         // the first warning often says why (a database that was skipped)
         std::string m = bare_message(e.what());
         if (!warnings.empty()) m += " (" + one_line(bare_message(warnings.front())) + ")";
+        if (const auto* np = dynamic_cast<const NoProfileError*>(&e)) throw NoProfileError(m, np->workload);
         throw Error(m);
     }
     const Candidate& c = r.plan.choice();
@@ -106,12 +107,13 @@ int run_submit_filter(const SubmitFilterOptions& o) {
     in.spank = pairs(o.spank, "--spank");
     for (const char* k : {"TULA_MODE", "TULA_WORKLOAD", "TULA_DEADLINE", "TULA_BUDGET", "TULA_PLUGSTACK_LOADED",
                           "TULA_PLUGSTACK_PLAN", "TULA_PLUGSTACK_CONF", "TULA_PLUGSTACK_DB", "TULA_PLUGSTACK_MARGIN",
-                          "TULA_PLUGSTACK_DISABLED", "TULA_PLUGSTACK_STRICT"})
+                          "TULA_PLUGSTACK_DISABLED", "TULA_PLUGSTACK_STRICT", "SBATCH_EXPORT"})
         if (const char* v = std::getenv(k)) in.env.emplace(k, v);
     if (!in.options.count("argv1") && !in.options.count("wrap")) in.stdin_script = stdin_script();
     const SubmitOutcome out = decide_submission(in, plan_in_process);
     KeyValues kv;
     kv.emplace_back("action", out.kind == SubmitOutcome::Kind::Changed   ? "changed"
+                              : out.kind == SubmitOutcome::Kind::Measure ? "measure"
                               : out.kind == SubmitOutcome::Kind::Refused ? "refused"
                                                                          : "unchanged");
     for (const auto& [k, v] : out.sets) kv.emplace_back("set", k + "=" + v);

@@ -4,7 +4,8 @@ cli_filter.lua: Tula's shim for Slurm's cli_filter/lua plugin (Lua 5.1): transpo
 With `sbatch --tula[=auto|time|cost|dry-run]` (or $TULA_MODE, --tula-deadline, --tula-budget),
 this script hands sbatch's options to `tula submit-filter` and applies its answer: the options
 to set (`options["nodes"]`, `options["time"]`, partition, ntasks-per-node, gpus-per-node,
-signal, requeue, time-min, exclusive, cpus-per-task: no SPANK call can change them), the plan table for the SPANK plugin tula.so (written into the
+signal, requeue, time-min, exclusive, cpus-per-task, and export for a first job that measures
+itself: no SPANK call can change them), the plan table for the SPANK plugin tula.so (written into the
 plugin's memory file, which passes it to the job; spank-tula(8)), the line to print, or the
 refusal of a strict site. Every decision (mode, policy, the deadline and budget grammar, what
 the user left open, the plugstack's conf=, db= and margin=) is made in `tula submit-filter`
@@ -42,12 +43,13 @@ T.MAX_LINE = 400            -- bytes of a message shown to the user
 -- The Slurm options the filter reads, as cli_filter/lua shows them.
 T.OPTIONS = { "nodes", "time", "partition", "ntasks", "ntasks-per-node", "nodelist", "gpus", "gpus-per-node",
               "gres", "gpus-per-task", "gpus-per-socket", "wrap", "signal", "requeue",
-              "time-min", "exclusive", "oversubscribe", "cpus-per-task" }
+              "time-min", "exclusive", "oversubscribe", "cpus-per-task", "export" }
 -- The plugin's options.
 T.SPANK = { "tula", "tula-workload", "tula-deadline", "tula-budget", "tula-epochs", "tula-time-min" }
 -- The options `tula submit-filter` may set.
 T.SETTABLE = { nodes = true, time = true, partition = true, ["ntasks-per-node"] = true, ["gpus-per-node"] = true,
-                signal = true, requeue = true, ["time-min"] = true, exclusive = true, ["cpus-per-task"] = true }
+                signal = true, requeue = true, ["time-min"] = true, exclusive = true, ["cpus-per-task"] = true,
+                export = true }
 
 -- Prints one line to the submitting user (sbatch's standard error).
 function T.say(line)
@@ -102,6 +104,8 @@ function T.filter_command(options, offset)
                 "--type", T.shell_quote(options.type), "--offset", string.format("%d", tonumber(offset) or 0) }
     for _, k in ipairs(T.OPTIONS) do
         local v = options[k]
+        -- --export's values stay out of the command line (they may hold secrets): only that it was given
+        if k == "export" and type(v) == "string" then v = (v ~= "" and v ~= "unset") and "given" or nil end
         if type(v) == "string" then c[#c + 1] = "--opt " .. T.shell_quote(k .. "=" .. v) end
     end
     local argv = options.argv
@@ -153,7 +157,8 @@ function T.parse(out)
         elseif k == "say" then a.said[#a.said + 1] = T.one_line(v)
         elseif k == "__tula_exit" then a.exit = tonumber(v) end
     end
-    if a.exit == 0 and (a.action == "unchanged" or a.action == "changed" or a.action == "refused") then return a end
+    if a.exit == 0 and (a.action == "unchanged" or a.action == "changed" or a.action == "measure" or
+                        a.action == "refused") then return a end
     local code = a.exit
     if code == 142 or code == 124 or code == 137 then  -- SIGALRM of --timeout; timeout(1)'s statuses
         return nil, "tula submit-filter did not answer within " .. T.PLAN_TIMEOUT .. " s"
@@ -190,7 +195,7 @@ function T.pre_submit(options, offset)
     if answer.action == "changed" and not T.pass_table(answer.table) then
         return T.problem("the plan could not be passed to the job (the plugin's memory file cannot be written)")
     end
-    if answer.action == "changed" then
+    if answer.action == "changed" or answer.action == "measure" then
         for _, s in ipairs(answer.sets) do options[s[1]] = s[2] end
     end
     for _, l in ipairs(answer.said) do T.say(l) end

@@ -5,8 +5,9 @@
 #   (c) with a script that has no tula-train line and no `# tula: workload=` directive (the
 #       warning names the directive, so that a PyTorch user learns how to name the workload),
 #   (d) with a script whose directive names a workload that was never profiled,
-# submits the job unchanged (default node count and time limit) with exactly one `tula:` line
-# saying why; the tasks of (a) get no TULA_BATCH_SIZE.
+# submits the job unchanged (default node count and time limit) with exactly one `tula:` line:
+# for (a), (b) and (d), a workload with no profile, that the job measures itself (its tasks get
+# TULA_PROFILE=1 and no TULA_BATCH_SIZE: shown for (a)); for (c) a warning that says why.
 . "$(dirname "$0")/lib.sh"
 need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
@@ -37,14 +38,16 @@ check_unchanged() {
 }
 
 RUN=1 check_unchanged "unknown --tula-workload" --tula-workload=nosuchnet@fashion-mnist "$train"
-assert_contains "$T_ERR" "nosuchnet" "the warning names the unknown workload"
+assert_contains "$T_ERR" "tula: no profile of nosuchnet@fashion-mnist yet: the job runs as submitted and measures" \
+    "the line names the unknown workload and says the job measures itself"
 wait_job "$job" 240
 expect_completed "$job" "$T_WORK/$job.out"
 output=$(cat "$T_WORK/$job.out")
 assert_not_contains "$output" "TULA_BATCH_SIZE=" "environment of the job with an unknown workload"
+assert_contains "$output" "TULA_PROFILE=1" "environment of the job with an unknown workload"
 
 RUN=0 check_unchanged "model without a profile" "$other"
-assert_contains "$T_ERR" "fmnist-cnn" "the warning names the workload without a profile"
+assert_contains "$T_ERR" "tula: no profile of fmnist-cnn@fashion-mnist yet" "the line names the workload without a profile"
 scancel "$job"
 
 RUN=0 check_unchanged "script without tula-train" "$plain"
@@ -54,6 +57,6 @@ scancel "$job"
 directive=$T_WORK/directive.sbatch
 { printf '#!/bin/sh\n# tula: workload=nosuchtorch@fashion-mnist epochs=2\n'; tail -n +2 "$plain"; } > "$directive"
 RUN=0 check_unchanged "directive naming an unprofiled workload" "$directive"
-assert_contains "$T_ERR" "nosuchtorch@fashion-mnist" "the warning names the directive's workload"
+assert_contains "$T_ERR" "tula: no profile of nosuchtorch@fashion-mnist yet" "the line names the directive's workload"
 scancel "$job"
-note "ok: unknown workloads leave the job unchanged with one warning"
+note "ok: unknown workloads leave the job unchanged with one line (a measurement where a workload is named)"

@@ -9,6 +9,8 @@
 #   - sbatch's options reach `tula submit-filter` intact (single-quote escaping, no shell
 #     injection), with --timeout 5 under timeout(1), and the script on standard input stays
 #     readable by it;
+#   - an answer `measure` sets --export and writes no plan table; the user's own --export
+#     reaches it as "export=given", never its values;
 #   - an answer `changed` sets the options it names (only nodes, time, partition,
 #     ntasks-per-node, gpus-per-node), writes the plan table into the plugin's memory file
 #     (TULA_PLUGSTACK_PLAN) and prints its lines; `unchanged` prints its lines and sets nothing;
@@ -45,6 +47,8 @@ case ${FAKE_MODE:-changed} in
             "say=tula: lenet5@fashion-mnist on 2 nodes; nodes default -> 2, time limit default -> 5 min"
         exit 0 ;;
     unchanged) printf '%s\n' action=unchanged "say=tula: warning: no profile; job submitted unchanged"; exit 0 ;;
+    measure) printf '%s\n' action=measure set=export=ALL,TULA_PROFILE=1 "say=tula: no profile of x@y yet: the job measures itself"
+             exit 0 ;;
     silent) echo action=unchanged; exit 0 ;;
     refused) printf '%s\n' action=refused "say=tula: error: no profile; job not submitted (the site runs Tula in strict mode)"
              exit 0 ;;
@@ -75,7 +79,7 @@ T.PLAN_TIMEOUT = tonumber(os.getenv("PLAN_TIMEOUT") or "") or T.PLAN_TIMEOUT
 local function make_options(f)
     local state = { nodes = f.nodes or "1-0", time = f.time or "2982616-16:14:00", wrap = f.wrap,
                     partition = f.partition, ntasks = f.ntasks or "1", ["ntasks-per-node"] = f.rpn or "-2",
-                    nodelist = f.nodelist, ["gpus-per-node"] = f.gpn }
+                    nodelist = f.nodelist, ["gpus-per-node"] = f.gpn, export = f.export }
     local sets = {}
     local o = setmetatable({}, {
         __index = function(_, k)
@@ -99,6 +103,7 @@ local s = arg[1]
 local script = os.getenv("SCRIPT")
 local cases = {
     auto       = { tula = "auto", argv = { script } },
+    exported   = { tula = "auto", argv = { script }, export = "ALL,SECRET=hunter2" },
     none       = { argv = { script } },
     srun       = { type = "srun", tula = "auto", argv = { script } },
     salloc_off = { type = "salloc" },
@@ -119,6 +124,7 @@ print("time=" .. tostring(state.time))
 print("partition=" .. tostring(state.partition))
 print("rpn=" .. tostring(state["ntasks-per-node"]))
 print("gpn=" .. tostring(state["gpus-per-node"]))
+print("export=" .. tostring(state.export))
 print("lines=" .. #said)
 for _, l in ipairs(said) do print("said=" .. l) end
 print("defaults=" .. tostring(slurm_cli_setup_defaults(o, false)))
@@ -188,6 +194,14 @@ scenario salloc_off
 check salloc-off "salloc without --tula: nothing" silent_noop
 scenario auto OFFSET=1
 check het "het job component 1: nothing" silent_noop
+
+# ---- a first job that measures itself: --export set, no plan table; the user's --export never on a command line
+scenario auto FAKE_MODE=measure
+check measure "action measure sets --export and writes no plan table" \
+    eval '[ "$(get sets)" = "export=ALL,TULA_PROFILE=1" ] && [ "$(get export)" = "ALL,TULA_PROFILE=1" ] && [ ! -s "$T_WORK/plan.table" ] && [ "$(get lines)" = 1 ] && common_ok'
+scenario exported FAKE_MODE=unchanged
+check exported "the user's --export reaches tula submit-filter as export=given, its values do not" \
+    eval 'has_arg_pair --opt export=given && ! grep -q hunter2 "$T_WORK/fake.log"'
 
 # ---- the answer applied --------------------------------------------------------------------
 scenario auto

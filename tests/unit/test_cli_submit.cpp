@@ -11,6 +11,7 @@
 #include "../../cli/common.hpp"
 #include "../../cli/submit.hpp"
 #include "test_util.hpp"
+#include "tula/error.hpp"
 #include "tula/tula.h"
 
 namespace {
@@ -24,6 +25,7 @@ struct Fake {
     PlanOptions call;
     PlanAnswer answer;
     std::string error;  // non-empty: the planner throws this
+    std::string no_profile;  // non-empty: the planner throws tula::NoProfileError of this workload
     Fake() {
         answer.nodes = 2;
         answer.time_limit = 5;
@@ -35,6 +37,8 @@ struct Fake {
             ++calls;
             call = c;
             if (!error.empty()) throw std::runtime_error(error);
+            if (!no_profile.empty())
+                throw tula::NoProfileError("no profile for workload " + no_profile + "; run `tula profile compute`", no_profile);
             return answer;
         };
     }
@@ -79,6 +83,7 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_stop_signal_and_requeue);
     CPPUNIT_TEST(test_time_min);
     CPPUNIT_TEST(test_plan_failures);
+    CPPUNIT_TEST(test_no_profile_measures);
     CPPUNIT_TEST(test_deadline_and_budget);
     CPPUNIT_TEST(test_site_settings);
     CPPUNIT_TEST(test_one_duration_grammar);
@@ -426,6 +431,36 @@ public:
         f.answer.table = "lenet5@fashion-mnist;2:128:10:123.4";
         f.answer.time_limit = 0;  // unusable
         CPPUNIT_ASSERT(unchanged_one_warning(decide_submission(sbatch("auto"), f.planner())));
+    }
+
+    // A workload with no profile: the job runs as submitted with TULA_PROFILE=1 exported (strict
+    // or not), one line; the user's own --export or SBATCH_EXPORT is kept (a warning says what to
+    // add); dry-run says it and sets nothing.
+    void test_no_profile_measures() {
+        Fake f;
+        f.no_profile = "net@data";
+        const Sets measure = {{"export", "ALL,TULA_PROFILE=1"}};
+        for (const bool strict : {false, true}) {
+            SubmitInput in = sbatch("auto");
+            if (strict) in.env["TULA_PLUGSTACK_STRICT"] = "1";
+            in.options["export"] = "unset";
+            const SubmitOutcome o = decide_submission(in, f.planner());
+            CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Measure && o.sets == measure && o.table.empty());
+            CPPUNIT_ASSERT_EQUAL(size_t(1), o.said.size());
+            CPPUNIT_ASSERT_MESSAGE(o.said[0], o.said[0].rfind("tula: no profile of net@data yet: the job runs as submitted "
+                                                              "and measures its step first (TULA_PROFILE=1", 0) == 0);
+        }
+        SubmitInput own = sbatch("auto");
+        own.options["export"] = "given";
+        SubmitOutcome o = decide_submission(own, f.planner());
+        CPPUNIT_ASSERT(unchanged_one_warning(o) && contains(o.said[0], "add TULA_PROFILE=1 to --export"));
+        SubmitInput env = sbatch("auto");
+        env.env["SBATCH_EXPORT"] = "NONE";
+        CPPUNIT_ASSERT(unchanged_one_warning(decide_submission(env, f.planner())));
+        o = decide_submission(sbatch("dry-run"), f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Unchanged && o.sets.empty() && o.said.size() == 1);
+        CPPUNIT_ASSERT_MESSAGE(o.said[0], o.said[0].rfind("tula: dry-run: no profile of net@data yet", 0) == 0 &&
+                                              contains(o.said[0], "would set export ALL,TULA_PROFILE=1"));
     }
 
     void test_deadline_and_budget() {

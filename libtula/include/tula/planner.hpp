@@ -449,8 +449,11 @@ struct PlanData {
 
 /// Reads the PlanData of `workload` from `db_paths` (load_profiles; database warnings are
 /// appended to `warnings`). A workload without compute samples but with runs is profiled by
-/// its runs (profile_from_runs), with a warning that says so. Errors: tula::Error for a
-/// workload no database profiles and whose runs cannot stand in ("run tula profile compute").
+/// its runs (profile_from_runs), with a warning that says so. Errors: tula::NoProfileError for
+/// a workload no database profiles and whose runs cannot stand in ("run tula profile
+/// compute"), when every database in `db_paths` that exists was read and one holds something;
+/// tula::Error with the same message when a database was skipped (its warning says why) or none
+/// holds anything.
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
                         std::vector<std::string>* warnings);
 

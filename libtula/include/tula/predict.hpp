@@ -103,7 +103,7 @@ struct ProfileFromRuns {
 /// measured_seconds / (steps_per_epoch x epochs), as a sample of one rank alone of the run's
 /// hardware class (its start-up left in: it is not known apart). The runs elsewhere teach the
 /// step only through fit_run_models' StepFit. `known` is the workload's record when a database
-/// has one. Errors: tula::Error (with what to run) when the workload has no usable run, its
+/// has one. Errors: tula::NoProfileError (with what to run) when the workload has no usable run, its
 /// runs record no examples per epoch (and `known` is empty), or those on K0 x R0 are at fewer
 /// than 2 local batch sizes.
 ProfileFromRuns profile_from_runs(const std::string& name, const std::optional<Workload>& known,

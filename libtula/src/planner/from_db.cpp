@@ -15,10 +15,12 @@ namespace tula {
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
                         std::vector<std::string>* warnings) {
     std::vector<std::string> local;
+    std::vector<std::string>* warn = warnings ? warnings : &local;
+    const size_t warned = warn->size();
     PlanData d;
     // Only this workload's compute samples (a site database may hold many workloads' rows),
     // and its run history (finished runs) through the same connections.
-    const ProfileSet set = load_profiles(db_paths, warnings ? warnings : &local, workload, &d.runs);
+    const ProfileSet set = load_profiles(db_paths, warn, workload, &d.runs);
     const std::optional<Workload> w = set.find(workload);
     d.compute = set.compute_for(workload);
     d.allreduce = set.allreduce;
@@ -27,13 +29,20 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
         return d;
     }
     // no compute profile: the runs are the profile (throws the "run tula profile compute"
-    // message when they cannot be)
-    ProfileFromRuns p = profile_from_runs(workload, w, d.runs);
+    // message when they cannot be). It is a workload without a profile (NoProfileError) only
+    // when every database was read and one holds something; else the databases are the problem.
+    ProfileFromRuns p;
+    try {
+        p = profile_from_runs(workload, w, d.runs);
+    } catch (const NoProfileError& e) {
+        const bool any = !set.workloads.empty() || !set.allreduce.empty() || !d.runs.empty();
+        if (warn->size() != warned || !any) throw Error(e.what());
+        throw;
+    }
     d.workload = std::move(p.workload);
     d.compute = std::move(p.compute);
     d.profile_runs = p.runs;
-    (warnings ? warnings : &local)
-        ->push_back("workload " + workload + " has no compute profile: planned from its " + std::to_string(p.runs) +
+    warn->push_back("workload " + workload + " has no compute profile: planned from its " + std::to_string(p.runs) +
                     " finished run(s), the compute part from the " + std::to_string(d.compute.size()) + " on " +
                     std::to_string(p.nodes) + " node(s) x " + std::to_string(p.ranks_per_node) +
                     " rank(s) per node; `tula profile compute --workload " + workload + "` measures it apart");

@@ -29,9 +29,10 @@ ProfileFromRuns profile_from_runs(const std::string& name, const std::optional<W
             if (!known) p.workload.train_examples = std::max(p.workload.train_examples, r.train_examples);
         }
     const std::string todo = "; run `tula profile compute --workload " + name + "`";
-    if (mine.empty()) throw Error("no profile for workload " + name + todo);
+    if (mine.empty()) throw NoProfileError("no profile for workload " + name + todo, name);
     if (p.workload.train_examples <= 0)
-        throw Error("workload " + name + " has no profile, and its runs do not record the examples of an epoch" + todo);
+        throw NoProfileError("workload " + name + " has no profile, and its runs do not record the examples of an epoch" + todo,
+                             name);
     p.runs = static_cast<int>(mine.size());
     p.nodes = mine.front()->nodes;
     for (const RunRecord* r : mine) p.nodes = std::min(p.nodes, r->nodes);
@@ -59,9 +60,10 @@ ProfileFromRuns profile_from_runs(const std::string& name, const std::optional<W
         batches.insert(s.local_batch);
     }
     if (batches.size() < 2)
-        throw Error("workload " + name + " has no profile, and its runs on " + std::to_string(p.nodes) + " node(s) x " +
+        throw NoProfileError("workload " + name + " has no profile, and its runs on " + std::to_string(p.nodes) + " node(s) x " +
                     std::to_string(p.ranks_per_node) + " rank(s) per node are at " + std::to_string(batches.size()) +
-                    " local batch size(s); planning from runs needs at least 2" + todo);
+                    " local batch size(s); planning from runs needs at least 2" + todo,
+                             name);
     return p;
 }
 
