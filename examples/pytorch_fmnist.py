@@ -15,6 +15,7 @@ cosine decay. The data: Debian's dataset-fashion-mnist (IDX files, gzip), pixels
 (v/255 - 0.2860) / 0.3530 as tula-train does."""
 
 import argparse
+import copy
 import gzip
 import math
 import os
@@ -233,6 +234,27 @@ class NoCheckpoint:
         return False
 
 
+def measure_first(args, model, xtr, ytr, local, nodes, world, rank, params, test_examples):
+    """TULA_PROFILE (a first job of a workload nobody profiled): tula.measure() times training
+    steps of a copy of MODEL at local batches around LOCAL before training; the random number
+    generator is forked, so that the training draws what it would have drawn without it."""
+    with torch.random.fork_rng():
+        scratch = copy.deepcopy(model)
+        opt = make_optimizer(scratch, BASE_LR)
+
+        def make_batch(b):
+            b = min(b, len(xtr))
+            return xtr[:b], ytr[:b]
+
+        def step(data):
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(scratch(data[0]), data[1]).backward()
+            opt.step()
+
+        tula.measure(step, make_batch, local, workload=WORKLOAD, nodes=nodes, ranks=world, rank=rank, params=params,
+                     train_examples=dataset_size(args.data_dir, True), test_examples=dataset_size(args.data_dir, False))
+
+
 def train(args):
     plan = tula.plan(default_batch=64, default_epochs=2)
     rank, world = tt.init_distributed()
@@ -278,6 +300,8 @@ def train(args):
             pos["loss_sum"] = torch.zeros(2, dtype=torch.float64)
 
     with checkpointing(args, rank, state, restore) as rq:
+        if not rq.resumed:
+            measure_first(args, model, xtr, ytr, local, plan.nodes, world, rank, params, len(xte))
         ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
         metrics = None
         if rank == 0:

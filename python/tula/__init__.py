@@ -20,16 +20,19 @@ seconds), saves the checkpoint atomically, runs `scontrol requeue` and exits wit
             if rq.should_stop():
                 rq.stop(step + 1)
 
-tula.profile() is the loop `tula profile compute --command` runs. tula.torch (imported on its
+tula.profile() is the loop `tula profile compute --command` runs; tula.measure() times a
+first job's step before it trains when TULA_PROFILE asks for it (a workload nobody profiled). tula.torch (imported on its
 own, it needs PyTorch) sets up torch.distributed from Slurm's variables. Standard library only.
 """
 
 from ._env import Plan, check_workload, plan
 from ._metrics import Metrics, default_path
+from ._measure import measure, measure_budget, measured_batches
 from ._profile import profile, profile_batches
 from ._requeue import (STOP_EXIT_STATUS, Requeue, atomic_save, job_end_time, parse_slurm_duration, requeue_job,
                        stop_reserve_seconds)
 
 __all__ = ["Plan", "plan", "Metrics", "default_path", "profile", "profile_batches", "check_workload",
+           "measure", "measure_budget", "measured_batches",
            "Requeue", "STOP_EXIT_STATUS", "stop_reserve_seconds", "parse_slurm_duration", "job_end_time",
            "requeue_job", "atomic_save"]

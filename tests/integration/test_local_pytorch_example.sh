@@ -3,7 +3,8 @@
 # 127.0.0.1): both train, rank 0 writes a metrics file as tula-jobs(7) says (a header with the
 # workload and the recipe, one step line per global batch, consecutive epoch lines) and the
 # done line; Tula's plan (TULA_BATCH_SIZE, TULA_EPOCHS) is followed; --profile writes profile
-# lines for TULA_PROFILE_BATCHES. SKIP without PyTorch for the Python it runs.
+# lines for TULA_PROFILE_BATCHES; TULA_PROFILE measures before training without changing the
+# training (same loss and accuracy at the same seed). SKIP without PyTorch for the Python it runs.
 . "$(dirname "$0")/lib.sh"
 PY=${TULA_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || skip "no $PY (set TULA_PYTHON)"
@@ -58,3 +59,26 @@ assert [(o["type"], o["local_batch"]) for o in objs[1:]] == [("profile", 4), ("p
 assert all(o["seconds"] > 0 and o["steps"] >= 5 for o in objs[1:])
 print("ok")' "$T_WORK/p.jsonl")
 assert_eq ok "$check" "profile lines of --profile"
+
+# TULA_PROFILE (a first job that measures itself): one rank, the same seed with and without it:
+# the same loss and accuracy; the profile file holds local batches 4, 8, 16 and 32 (b = 16),
+# recorded by the tula command on $PATH into the test's own user database
+run_one_rank() {
+    TULA_BATCH_SIZE=16 TULA_EPOCHS=1 TULA_METRICS=$T_WORK/$1.jsonl XDG_DATA_HOME=$T_WORK/xdg \
+        timeout 240 "$PY" "$ex" --limit-train 128 --limit-test 200 --data-dir "$T_DATA_DIR" "${@:2}"
+}
+expect_ok "one rank without TULA_PROFILE" run_one_rank plain
+plain=$(grep '^pytorch_fmnist: epoch 1/1' <<<"$T_OUT" | sed 's/.*s, train loss/train loss/')
+TULA_PROFILE=1 expect_ok "one rank with TULA_PROFILE=1" run_one_rank measured
+measured=$(grep '^pytorch_fmnist: epoch 1/1' <<<"$T_OUT" | sed 's/.*s, train loss/train loss/')
+[ -n "$plain" ] || fail "no epoch line without TULA_PROFILE"
+assert_eq "$plain" "$measured" "the epoch's loss and accuracy with and without the measurement (same seed)"
+assert_contains "$T_ERR" "tula: measured 4 local batch(es)" "the measurement's line"
+assert_contains "$T_ERR" "into $T_WORK/measured.profile.jsonl, recorded; training starts" "the measurement is recorded"
+check=$("$PY" -c '
+import json, sys
+objs = [json.loads(x) for x in open(sys.argv[1])]
+assert objs[0]["type"] == "run" and objs[0]["workload"] == "torch-fmnist-cnn@fashion-mnist" and "global_batch" not in objs[0]
+assert [o["local_batch"] for o in objs if o["type"] == "profile"] == [4, 8, 16, 32], objs
+print("ok")' "$T_WORK/measured.profile.jsonl")
+assert_eq ok "$check" "profile lines of the measurement"
