@@ -28,7 +28,8 @@ ProfileFromRuns profile_from_runs(const std::string& name, const std::optional<W
             mine.push_back(&r);
             if (!known) p.workload.train_examples = std::max(p.workload.train_examples, r.train_examples);
         }
-    const std::string todo = "; run `tula profile compute --workload " + name + "`";
+    const std::string todo = "; run `tula profile compute --workload " + name +
+                             "`, or submit it with sbatch --tula: its first job measures itself";
     if (mine.empty()) throw NoProfileError("no profile for workload " + name + todo, name);
     if (p.workload.train_examples <= 0)
         throw NoProfileError("workload " + name + " has no profile, and its runs do not record the examples of an epoch" + todo,
