@@ -471,6 +471,14 @@ expect_submitted() {
     assert_eq 1 "$(count_lines "$T_ERR" 'tula:')" "$what: number of 'tula:' lines on sbatch's stderr"
 }
 
+# empty_user_database: XDG_DATA_HOME at an empty directory of the test, so that no user database
+# of earlier jobs supplies a profile or a run (the cluster's system database stays); the jobs the
+# test submits inherit it and record there.
+empty_user_database() {
+    export XDG_DATA_HOME=$T_WORK/empty-xdg
+    mkdir -p "$XDG_DATA_HOME"
+}
+
 # begin_plan_test: the start of a test of submission-time planning on the running cluster:
 # the cluster, the tula command and a work directory, with the cluster's system database
 # profiled.

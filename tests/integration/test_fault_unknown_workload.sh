@@ -13,9 +13,7 @@ need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
 ensure_profile
-# Only the system database: a user database from earlier jobs must not supply a profile.
-export XDG_DATA_HOME=$T_WORK/empty-xdg
-mkdir -p "$XDG_DATA_HOME"
+empty_user_database  # only the system database: earlier jobs' runs must not supply a profile
 
 train=$T_WORK/train.sbatch
 write_train_script "$train"

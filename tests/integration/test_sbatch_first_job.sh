@@ -13,8 +13,7 @@ need_cluster
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
 ensure_profile
-export XDG_DATA_HOME=$T_WORK/xdg  # the user's database: empty at first, written by the jobs
-mkdir -p "$XDG_DATA_HOME"
+empty_user_database  # the user's database: empty at first, written by the jobs
 script=$T_WORK/first.sbatch
 write_train_script "$script"
 sed -i 's/--model lenet5/--model fmnist-cnn/' "$script"

@@ -9,8 +9,7 @@ need_cluster
 need_bin "$TULA"
 make_workdir
 ensure_profile
-export XDG_DATA_HOME=$T_WORK/empty-xdg
-mkdir -p "$XDG_DATA_HOME"
+empty_user_database
 plain=$T_WORK/plain.sbatch
 write_plain_script "$plain"
 echo 'echo "marker=${TULA_TEST_MARKER:-unset}"' >> "$plain"
