@@ -30,11 +30,11 @@ T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 # training on a testbed node (0.3 core), one rank and one thread, so that a run in parts ends
 # with the same test accuracy as the same run whole.
 T_LONG_TRAIN="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
-# The backfill-hole scenario's job (test_sbatch_hole): two thirds of T_LONG_TRAIN, about 1.3 to
-# 2.5 minutes on a node, still longer than the first part the hole gives it (the plan's
-# --time-min of 2 minutes less the stop allowance), so that it runs in two parts (a node fast
-# enough ends it within the hole, which the test accepts).
-T_HOLE_TRAIN=${T_LONG_TRAIN/--epochs 30/--epochs 20}
+# The backfill-hole scenario's job (test_sbatch_hole): a sixth of T_LONG_TRAIN, well under
+# a minute on a node, so that its plan gets the shortest --time-min (its limit's half, 2
+# minutes) and the hole and the wait behind the reservation are as short as Slurm allows; the
+# job ends within the hole (a slow node runs it in two parts, which the test accepts too).
+T_HOLE_TRAIN=${T_LONG_TRAIN/--epochs 30/--epochs 5}
 
 note() { printf '# %s\n' "$*"; }
 # scaled SECONDS: a bound of the test in seconds times the testbed's measured speed in this run

@@ -3,12 +3,12 @@
 # test-cluster: own
 # A queue with a hole (experiments/hole.py): another user's reservation takes every cpu node from
 # the plan's time_min + 20 s from now, for one minute. The same tula-train job (T_HOLE_TRAIN,
-# about 1.3 to 2.5 minutes of training on a testbed node) is submitted with --tula-time-min=yes and with
-# --tula-time-min=no. With it, Slurm starts the job now in the hole, with its --time-min as the
-# limit; tula-train stops before that limit, checkpoints and requeues itself, and the rest runs
-# after the reservation. Without it, the job waits for the reservation to end. The job with
-# time_min starts in the hole, runs in several parts (or, on a node fast enough, whole within the
-# hole), finishes first, and ends with the same test accuracy as the job without it (one rank,
+# well under a minute of training on a testbed node) is submitted with --tula-time-min=yes and
+# with --tula-time-min=no. With it, Slurm starts the job now in the hole, with its --time-min as
+# the limit, and it ends within the hole (on a node too slow for that, tula-train stops before
+# the limit, checkpoints and requeues itself, and the rest runs after the reservation). Without
+# it, the job waits for the reservation to end. The job with time_min starts in the hole, runs
+# whole within it (or in several parts), finishes first, and ends with the same test accuracy as the job without it (one rank,
 # one thread, the same seed). With the reservation there, `tula plan --time-min yes` plans the
 # start in the hole.
 . "$(dirname "$0")/lib.sh"
