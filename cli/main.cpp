@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
 
     // The command groups. When the first argument names one, only that one is built: a group
     // never sees its siblings' options, so parsing, help and messages are the same, and
-    // `tula plan`, which cli_filter.lua runs at every `sbatch --tula` submission, does not pay
-    // for building the options of every other command (about 0.5 ms of its 8 ms).
+    // `tula submit-filter`, which cli_filter.lua runs at every `sbatch --tula` submission, does
+    // not pay for building the options of every other command.
     struct Group {
         const char* name;
         void (*add)(CLI::App&, Action*);

@@ -49,7 +49,7 @@ struct SiteSettings {
 /// SiteSettings from `env` (SubmitInput::env). Pure.
 SiteSettings site_settings(const std::map<std::string, std::string>& env);
 
-/// What the filter reads of a plan (tula plan's kv contract): the chosen node count, the time
+/// What the submission filter takes of a plan (the fields of tula plan's kv contract): the chosen node count, the time
 /// limit (minutes), the seconds before it that the stop signal comes (Candidate::signal_seconds;
 /// 0: none), the --time-min and whether tula.conf asks for it, the one-line summary, the plan table for the plugin, and the partition, ranks per
 /// node and GPUs per node of the choice ("" / 0 : none).

@@ -66,7 +66,7 @@ std::optional<std::string> stdin_script() {
     return text;
 }
 
-// The plan of `o` in this process (tula plan --format kv, read as cli_filter.lua read it).
+// The plan of `o`, made in this process by run_plan: the fields of tula plan's kv contract.
 PlanAnswer plan_in_process(const PlanOptions& o) {
     std::vector<std::string> warnings;
     std::string table;

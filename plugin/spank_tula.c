@@ -1,6 +1,7 @@
 /* spank_tula.c: the Tula SPANK plugin (tula.so), thin C glue between Slurm and the plan that
- * `tula plan` made at submission. See spank-tula(8), SECURITY. It links nothing but libc: no
- * libtula, SQLite, GSL or C++ runtime, and it never opens a file of the user's.
+ * the submission filter (cli_filter.lua, `tula submit-filter`) made at submission. See
+ * spank-tula(8), SECURITY. It links nothing but libc: no libtula, SQLite, GSL or C++ runtime,
+ * and it never opens a file of the user's.
  *
  * Contexts and what happens in each (Slurm 22.05):
  *   allocator (sbatch, salloc; runs as the submitting user)

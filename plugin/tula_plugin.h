@@ -81,8 +81,8 @@ struct tula_plan_row {
     char workload[TULA_NAME_MAX]; /* MODEL@DATASET */
 };
 
-/* Parses the plan table that `tula plan --format kv` writes as `table=` and that reaches the
- * job as SLURM_SPANK_TULA_PLAN:
+/* Parses the plan table that `tula submit-filter` answers as `table=`, that cli_filter.lua
+ * writes into the plugin's memory file and that reaches the job as SLURM_SPANK_TULA_PLAN:
  *
  *     WORKLOAD;NODES:GLOBAL_BATCH:EPOCHS:SECONDS[:RANKS_PER_NODE][;NODES:...]
  *

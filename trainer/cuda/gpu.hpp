@@ -138,7 +138,6 @@ public:
     cudaStream_t stream() const { return stream_; }
     /// The shared workspace, at least `bytes` bytes (pointer valid until the next call).
     void* workspace(size_t bytes) { return ws_.reserve(bytes > 0 ? bytes : 1); }
-    size_t workspace_bytes() const { return ws_.capacity(); }
     /// Waits for all queued work.
     void sync() const;
     /// Whether convolutions may use TF32 tensor cores (see the class comment).

@@ -140,9 +140,6 @@ public:
     bool active() const { return active_; }
     /// Step at which warmup ended (the first step run at the full rate); -1 while active.
     int64_t end_step() const { return end_; }
-    /// The last relative change over the window |E_t - E_{t-window}| / E_{t-window} (0 before
-    /// window + 1 values).
-    double last_change() const { return change_; }
     /// The rule's state as named fields (its settings, step, EMA, ring of the window), for
     /// checkpoints.
     nlohmann::json to_json() const;

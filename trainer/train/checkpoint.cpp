@@ -41,16 +41,6 @@ public:
         const auto* p = reinterpret_cast<const uint8_t*>(&v);
         buf.insert(buf.end(), p, p + sizeof(T));
     }
-    template <class T>
-    void put_vec(const std::vector<T>& v) {
-        put<uint64_t>(v.size());
-        const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-        buf.insert(buf.end(), p, p + v.size() * sizeof(T));
-    }
-    void put_str(const std::string& s) {
-        put<uint64_t>(s.size());
-        buf.insert(buf.end(), s.begin(), s.end());
-    }
     std::vector<uint8_t> buf;
 };
 

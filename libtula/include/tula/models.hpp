@@ -12,11 +12,6 @@
 
 namespace tula {
 
-/// Turns GSL's default error handler (which prints and calls abort()) off for the whole
-/// process, so that a GSL error becomes a status code the models check. Every C entry of
-/// libtula (tula.h) calls it first. Never fails.
-void numerics_never_abort();
-
 /// The node count whose profile serves `nodes` nodes in a map keyed by profiled node count
 /// (ComputeModel::concurrent, synced, SyncedRatios::one_per_node): the largest key <= nodes; 0 when
 /// nodes <= 1 or no key is that small. Pure.

@@ -22,8 +22,6 @@ namespace tula {
 
 using namespace models_detail;
 
-void numerics_never_abort() { gsl_set_error_handler_off(); }
-
 double ComputeModel::startup_seconds(double b) const {
     if (startup_knots.empty() || !(b > 0)) return 0.0;
     const auto& lo = startup_knots.front();
