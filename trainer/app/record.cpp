@@ -42,7 +42,7 @@ nlohmann::json run_header(const Options& o, const RunShape& s, const Model& m, c
             {"global_batch", o.batch},
             {"ranks", s.ranks},
             {"epochs", o.epochs},
-            {"steps_per_epoch", tr.count / o.batch},
+            {"steps_per_epoch", train::epoch_steps(tr.count, o.batch)},
             {"seed", o.seed},
             {"optimizer", o.local_steps > 0 ? "local-sgd" : o.optimizer},
             {"hardware_class", s.hardware_class},

@@ -146,7 +146,7 @@ TrainConfig train_config(const Options& o, const Dataset& tr, const Dataset* val
     cfg.lr.cosine = o.schedule == "cosine";
     cfg.lr.decay_fraction = o.schedule == "wsd" ? o.decay_fraction : 0.0;
     if (o.schedule == "wsd" && o.decay_epochs > 0)
-        cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(tr.count / o.batch)));
+        cfg.lr.decay_steps = std::max<int64_t>(1, std::llround(o.decay_epochs * static_cast<double>(train::epoch_steps(tr.count, o.batch))));
     cfg.lr.global_batch = o.batch;
     cfg.lr.scaling = o.lr_scaling == "sqrt"    ? LrScaling::Sqrt
                      : o.lr_scaling == "noise" ? (o.ags_rate_rule == "sqrt"    ? LrScaling::NoiseSqrt
@@ -231,7 +231,7 @@ int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint*
 // schedule, kernels, optimizer, Local SGD, validation and target.
 std::string run_summary(const Options& o, const TrainConfig& cfg, Model& m, const Dataset& tr, const Dataset& te,
                         const Dataset& val, int K, const std::string& wl) {
-    const int64_t steps = tr.count / o.batch;
+    const int64_t steps = train::epoch_steps(tr.count, o.batch);
     Model* model = &m;
     return "tula-train: " + wl + ": " + std::to_string(model->num_params()) + " parameters; " +
            std::to_string(tr.count) + " training / " + std::to_string(te.count) + " test examples; global batch " +
@@ -493,7 +493,7 @@ int run_training(const Options& o, Comm& comm) {
                                           ", step " + std::to_string(ck.step_in_epoch) + " of the epoch (" +
                                           std::to_string(ck.global_step) + " steps done)");
 
-    const int64_t steps = tr.count / o.batch;
+    const int64_t steps = train::epoch_steps(tr.count, o.batch);
     if (!o.quiet) say(root, run_summary(o, cfg, *model, tr, te, val, K, wl));
     measure_before_training(o, comm, *model, tr, te, resume);
 

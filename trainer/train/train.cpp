@@ -296,10 +296,10 @@ struct Run {
     Run(Model& m, const Dataset& trs, const Dataset& tes, const TrainConfig& c, Comm& cm,
         const std::function<void(const EpochResult&)>& oe, TrainHooks* h, StepEngine* engine)
         : model(m), train_set(trs), test_set(tes), cfg(c), comm(cm), on_epoch(oe), hooks(h), K(cm.size()),
-          B(c.global_batch), b(c.global_batch / cm.size()), steps(trs.count / c.global_batch), sched(c.lr),
+          B(c.global_batch), b(c.global_batch / cm.size()), steps(epoch_steps(trs.count, c.global_batch)), sched(c.lr),
           noise(c.noise_beta), adaptive(c.warmup_threshold > 0),
           warm(adaptive ? c.warmup_threshold : 1.0, c.warmup_beta, std::max(1, c.warmup_min_steps),
-               std::llround(c.lr.warmup_epochs * static_cast<double>(trs.count / c.global_batch)), c.warmup_window),
+               std::llround(c.lr.warmup_epochs * static_cast<double>(epoch_steps(trs.count, c.global_batch))), c.warmup_window),
           perm(trs.count), data_rng(c.seed ^ 0x9e3779b97f4a7c15ULL) {
         sched.global_batch = B;
         sched.steps_per_epoch = steps;
@@ -674,7 +674,7 @@ double time_synced_step(Model& model, const Dataset& d, int batch, int warmup, i
     std::iota(perm.begin(), perm.end(), 0);
     Rng rng(12345);
     rng.shuffle(perm.data(), perm.size());
-    const int64_t steps = d.count / B;
+    const int64_t steps = epoch_steps(d.count, B);
     int64_t s = 0, t = 0, correct = 0;
     const double lr = 1e-3;  // small: the weights must stay finite, the value is irrelevant to timing
     // one step; its allreduce of 2 values is train()'s per-step agreement (the global loss and

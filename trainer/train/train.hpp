@@ -21,6 +21,14 @@
 namespace tula {
 namespace train {
 
+/// Optimizer steps in one epoch of `examples` at `global_batch` as tula-train trains it: the
+/// last, smaller batch is left out (tula::steps_per_epoch with LastBatch::Drop, the one place
+/// steps are counted), floor(examples / global_batch); 0 when either is not > 0.
+inline int64_t epoch_steps(int64_t examples, int64_t global_batch) {
+    return static_cast<int64_t>(tula::steps_per_epoch(static_cast<double>(examples), static_cast<double>(global_batch),
+                                                      tula::LastBatch::Drop));
+}
+
 /// A training run that cannot go on (diverged loss, inconsistent configuration). Every
 /// rank throws it at the same point (it is decided on allreduced values).
 struct TrainError : std::runtime_error {
