@@ -201,7 +201,7 @@ $(B)/obj/trainer/%.o: trainer/%.cpp $(SETTINGS)
 $(patsubst %.cpp,$(B)/obj/%.o,$(wildcard trainer/cpu/gemm/*.cpp)): ALL_CXXFLAGS += $(TRAIN_OMP)
 $(B)/obj/tests/%.o: tests/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -Itrainer -Iplugin -c $< -o $@
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -I. -Itrainer -Iplugin -c $< -o $@
 $(B)/obj/libtula/%.o: libtula/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -Ilibtula/src -c $< -o $@

@@ -1,8 +1,10 @@
-// libtula private helpers: strict number parsing and string trimming. Not installed.
+// libtula private helpers: strict number parsing, string trimming and the small formatting of
+// messages. Not installed.
 #pragma once
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -55,6 +57,16 @@ inline bool is_plain_name(const std::string& s) {
     }
     return true;
 }
+
+/// printf of one double into a string (`f` a format with one double conversion, as "%.3g").
+inline std::string fmt(const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+/// "1 node", "N nodes".
+inline std::string nodes_str(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 
 }  // namespace detail
 }  // namespace tula

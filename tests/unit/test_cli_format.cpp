@@ -17,7 +17,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
-#include "../../cli/format.hpp"
+#include "cli/format.hpp"
 #include "record_builders.hpp"
 
 namespace {

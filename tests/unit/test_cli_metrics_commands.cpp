@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "../../cli/metrics_commands.hpp"
+#include "cli/metrics_commands.hpp"
 #include "test_util.hpp"
 #include "tula/db.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../../cli/slurm_query.hpp"
+#include "cli/slurm_query.hpp"
 
 namespace {
 

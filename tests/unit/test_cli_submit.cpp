@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../../cli/common.hpp"
-#include "../../cli/submit.hpp"
+#include "cli/common.hpp"
+#include "cli/submit.hpp"
 #include "test_util.hpp"
 #include "tula/error.hpp"
 #include "tula/tula.h"

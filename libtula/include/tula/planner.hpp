@@ -367,6 +367,11 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 /// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
 Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
 
+/// The target of make_plan's single-partition form: the implicit partition of `req` (name
+/// "", nodes req.max_nodes, 1 rank per node, req's GPUs, prices and watts) with `compute`
+/// and `allreduce` (null: 1 node only). Pure.
+PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
+
 /// make_plan over several partitions: every target's candidates (PartitionTarget) are
 /// enumerated with its own models, prices and ranks per node, then filtered, ranked and
 /// chosen together as make_plan does. req's price, gpus_per_node and watts_per_node are not

@@ -2,7 +2,6 @@
 #include "tula/hardware.hpp"
 #include "tula/convergence_fit.hpp"
 #include "tula/tula.h"
-#include "planner/candidates.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -410,7 +409,7 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
                                 "(--partition) or give the runs their hardware_class");
     }
     if (parts.size() == 1 && parts.front().partition.empty()) {  // a file without partitions: make_plan's target
-        PartitionTarget only = planner_detail::implicit_target(req, targets.front().compute, &*targets.front().allreduce);
+        PartitionTarget only = implicit_target(req, targets.front().compute, &*targets.front().allreduce);
         only.devices_per_rank = targets.front().devices_per_rank;
         targets = {only};
     }

@@ -30,14 +30,6 @@
 namespace tula {
 namespace planner_detail {
 
-std::string fmt(const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
-std::string nodes_str(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
-
 std::string config_str(const Candidate& c) {
     return nodes_str(c.nodes) + (c.partition.empty() ? "" : " of " + c.partition) + " x " + std::to_string(c.global_batch);
 }
@@ -48,19 +40,6 @@ int whole_epochs(double epochs_to_target, int fallback) {
     return static_cast<int>(std::min(kMaxEpochs, std::max(1.0, std::ceil(epochs_to_target - 1e-9))));
 }
 
-PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
-    PartitionTarget t;
-    t.conf.nodes = std::max(1, req.max_nodes);
-    t.conf.ranks_per_node = 1;
-    t.conf.gpus_per_node = req.gpus_per_node;
-    t.conf.exclusive = req.exclusive;
-    t.conf.price_per_node_hour = req.price_per_node_hour;
-    t.conf.price_per_gpu_hour = req.price_per_gpu_hour;
-    t.conf.watts_per_node = req.watts_per_node;
-    t.compute = compute;
-    if (allreduce) t.allreduce = *allreduce;
-    return t;
-}
 
 std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_per_node) {
     std::pair<int, int> timed;
@@ -199,6 +178,20 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
 }
 
 }  // namespace planner_detail
+
+PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
+    PartitionTarget t;
+    t.conf.nodes = std::max(1, req.max_nodes);
+    t.conf.ranks_per_node = 1;
+    t.conf.gpus_per_node = req.gpus_per_node;
+    t.conf.exclusive = req.exclusive;
+    t.conf.price_per_node_hour = req.price_per_node_hour;
+    t.conf.price_per_gpu_hour = req.price_per_gpu_hour;
+    t.conf.watts_per_node = req.watts_per_node;
+    t.compute = compute;
+    if (allreduce) t.allreduce = *allreduce;
+    return t;
+}
 
 double scaled_compute_factor(const PartitionConf& from, const PartitionConf& to) {
     const bool flops = from.peak_flops > 0 && to.peak_flops > 0;

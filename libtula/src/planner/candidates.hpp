@@ -8,6 +8,7 @@
 
 #include "tula/planner.hpp"
 #include "tula/predict.hpp"
+#include "util.hpp"
 
 namespace tula {
 namespace planner_detail {
@@ -33,20 +34,13 @@ std::vector<Row> class_rows(const std::vector<Row>& rows, const std::string& cls
     return unknown;
 }
 
-/// printf of one double into a string.
-std::string fmt(const char* f, double v);
-/// "1 node", "N nodes".
-std::string nodes_str(int n);
+using detail::fmt;
+using detail::nodes_str;
 /// "2 nodes x 256", "2 nodes of gpu x 256" when the candidate names a partition.
 std::string config_str(const Candidate& c);
 /// The whole epochs a job trains to reach `epochs_to_target` (fractional): rounded up, within
 /// [1, 100000]; `fallback` when it is not a finite number.
 int whole_epochs(double epochs_to_target, int fallback);
-
-/// The target of make_plan's single-partition form: the implicit partition of `req` (name
-/// "", nodes req.max_nodes, 1 rank per node, req's GPUs, prices and watts) with `compute`
-/// and `allreduce` (null: 1 node only). Pure.
-PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
 
 /// The shape whose synchronized-step profile serves a step of `nodes` nodes of `ranks_per_node`
 /// ranks (SyncedRatios::serving) in words: "3 nodes x 2 ranks", "4 ranks at once" (one rank

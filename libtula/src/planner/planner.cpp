@@ -442,7 +442,7 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
 
 Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
     check_plan_request(req, allreduce);
-    return make_site_plan(req, {planner_detail::implicit_target(req, compute, allreduce)});
+    return make_site_plan(req, {implicit_target(req, compute, allreduce)});
 }
 
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets) {

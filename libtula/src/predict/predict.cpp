@@ -19,8 +19,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "planner/candidates.hpp"
 #include "tula/error.hpp"
+#include "util.hpp"
 
 namespace tula {
 
@@ -310,8 +310,8 @@ RunPrediction Predictor::run(int K, int R, int B, int E, double D) const {
     R = std::max(1, R);
     if (K < 1 || B < K * R || B % (K * R) != 0 || !(D >= B) || E < 1)
         throw Error("cannot predict " + std::to_string(E) + " epochs of global batch " + std::to_string(B) + " on " +
-                    planner_detail::nodes_str(K) + " of " + std::to_string(R) + " rank" + (R == 1 ? "" : "s") +
-                    " each with " + planner_detail::fmt("%.0f", D) +
+                    detail::nodes_str(K) + " of " + std::to_string(R) + " rank" + (R == 1 ? "" : "s") +
+                    " each with " + detail::fmt("%.0f", D) +
                     " examples per epoch: the global batch must be a multiple of the ranks, and at most the examples");
     return assemble(step(K, R, B / (K * R)), steps_per_epoch(D, B), E);
 }
