@@ -454,6 +454,7 @@ struct PruneOptions {
     CommonOptions common;
     double older_than_days = 0;  // 0: no age limit
     std::string workload;
+    int nodes_above = 0;  // 0: any node count
 };
 
 constexpr size_t kMaxImportBytes = size_t(256) << 20;  // 256 MiB
@@ -516,15 +517,15 @@ int run_import(const ImportOptions& o) {
 }
 
 int run_prune(const PruneOptions& o) {
-    if (o.older_than_days <= 0 && o.workload.empty())
-        throw UsageError("give --older-than DAYS, --workload W, or both");
+    if (o.older_than_days <= 0 && o.workload.empty() && o.nodes_above <= 0)
+        throw UsageError("give --older-than DAYS, --workload W or --nodes-above N (or several)");
     if (!o.workload.empty() && !valid_workload_name(o.workload))
         throw UsageError("--workload '" + one_line(o.workload, 80) + "' is not of the form MODEL@DATASET");
     const std::string path = write_db_path(o.common);
     if (!file_exists(path)) throw Error("profile database " + path + " does not exist; name one with --db PATH");
     ProfileDb db = ProfileDb::open(path, ProfileDb::Mode::ReadWrite);
     const double before = o.older_than_days > 0 ? static_cast<double>(std::time(nullptr)) - o.older_than_days * 86400.0 : 0;
-    const ProfileDb::PruneCounts n = db.prune(before, o.workload);
+    const ProfileDb::PruneCounts n = db.prune(before, o.workload, o.nodes_above);
     std::printf("removed from %s: %zu row%s (%zu compute sample%s, %zu allreduce sample%s, %zu run%s, %zu workload%s)\n",
                 path.c_str(), n.total(), n.total() == 1 ? "" : "s", n.compute, n.compute == 1 ? "" : "s", n.allreduce,
                 n.allreduce == 1 ? "" : "s", n.runs, n.runs == 1 ? "" : "s", n.workloads, n.workloads == 1 ? "" : "s");
@@ -575,14 +576,19 @@ void add_db_command(CLI::App& app, Action* action) {
 
     auto p = std::make_shared<PruneOptions>();
     CLI::App* pr = db->add_subcommand("prune", "remove old rows, or one workload's rows, and say how many");
-    pr->footer("Writes --db PATH (default: the user's database). Give --older-than, --workload or both (both: that "
-               "workload's rows older than DAYS). Exit status: 0, 1 when the database is missing or cannot be "
-               "written, 2 usage error.");
+    pr->footer("Writes --db PATH (default: the user's database). Give --older-than, --workload, --nodes-above or "
+               "several (several: the rows that match all of them). Exit status: 0, 1 when the database is missing "
+               "or cannot be written, 2 usage error.");
     add_common_options(pr, &p->common, true);
     pr->add_option("--older-than", p->older_than_days, "remove rows created more than DAYS days ago")
         ->type_name("DAYS")
         ->check(CLI::Range(1e-9, 1e6));
     pr->add_option("--workload", p->workload, "remove only this workload's rows, MODEL@DATASET")->type_name("W");
+    pr->add_option("--nodes-above", p->nodes_above,
+                   "remove only what was measured on more than N nodes (runs, allreduce samples, compute samples "
+                   "timed on more nodes at once)")
+        ->type_name("N")
+        ->check(CLI::Range(1, 1000000));
     pr->callback([p, action] { *action = [p] { return run_prune(*p); }; });
 }
 

@@ -56,15 +56,8 @@ SCALE_EXAMPLES = {"lenet5": 12800, "fmnist-cnn": 3200}
 ABLATION = ("defaults", "without=concurrency", "without=synced-step", "without=class-scaling", "with=calibration")
 # The extrapolation check: fitted on what was measured on at most FIT_NODES nodes.
 FIT_NODES = 2
-# What prune_db deletes from a profile database (the tables of libtula/src/db/schema.cpp), each a
-# condition on the node count ?: the epochs of the runs on more nodes (deleted by hand: SQLite
-# applies run_epoch's ON DELETE CASCADE only with foreign keys switched on), those runs, the compute
-# samples timed by ranks on more nodes at once (ranks counts the ranks of all nodes) and the
-# allreduce samples on more nodes.
-PRUNE = (("run_epoch", "run_id IN (SELECT id FROM run WHERE nodes > ?)"),
-         ("run", "nodes > ?"),
-         ("compute_profile", "ranks > ? * ranks_per_node"),
-         ("allreduce_profile", "nodes > ?"))
+# What `tula db prune` says it removed: "(N compute samples, N allreduce samples, N runs, N workloads)".
+PRUNED = re.compile(r"\((\d+) compute samples?, (\d+) allreduce samples?, (\d+) runs?, (\d+) workloads?\)")
 # A full TCP segment carries MSS payload bytes (1500-byte MTU, 20 IP, 20 TCP and 12 timestamp
 # bytes) and puts WIRE bytes on the wire (the 14-byte Ethernet header too).
 MSS, WIRE = 1448, 1514
@@ -211,14 +204,16 @@ def copy_db(src, dst):
 
 
 def prune_db(path, nodes):
-    """Deletes from the profile database at path what was measured on more than nodes nodes (PRUNE),
-    in one transaction; returns {table: rows deleted}."""
-    con = sqlite3.connect(path)
-    try:
-        with con:
-            return {t: con.execute("DELETE FROM %s WHERE %s" % (t, where), (nodes,)).rowcount for t, where in PRUNE}
-    finally:
-        con.close()
+    """Removes from the profile database at path what was measured on more than nodes nodes, in one
+    transaction (`tula db prune --nodes-above`, tula(1)); returns {kind: rows removed} with the
+    kinds compute, allreduce, runs and workloads. Raises RuntimeError when tula fails or says
+    something else."""
+    p = subprocess.run(["tula", "db", "prune", "--db", path, "--nodes-above", str(nodes)],
+                       capture_output=True, text=True)
+    m = PRUNED.search(p.stdout)
+    if p.returncode != 0 or not m:
+        raise RuntimeError("tula db prune --db %s --nodes-above %d: %s" % (path, nodes, (p.stderr or p.stdout).strip()))
+    return dict(zip(("compute", "allreduce", "runs", "workloads"), map(int, m.groups())))
 
 
 def extrapolate(work, out):
@@ -237,7 +232,7 @@ def extrapolate(work, out):
         tb.warn(NAME, "no recorded runs: the 3-4-node predictions are made from the profiles alone")
     for db in (sysdb, rundb) if runs else (sysdb,):
         gone = prune_db(db, FIT_NODES)
-        print("%s: %s: deleted %s" % (NAME, db, ", ".join("%d %s rows" % (n, t) for t, n in gone.items())))
+        print("%s: %s: removed %s" % (NAME, db, ", ".join("%d %s" % (n, t) for t, n in gone.items())))
     conf = os.path.join(d, "extrapolate.conf")
     tb.write_text(conf, "system_db = %s\nmax_nodes = 4\nglobal_batches = %s\n" % (sysdb, ",".join(map(str, SCALE_BATCHES))))
     # --db names the databases read (instead of system_db and then the user's); XDG_DATA_HOME

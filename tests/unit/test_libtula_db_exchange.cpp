@@ -17,6 +17,7 @@ class LibtulaDbExchangeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_export_one_workload);
     CPPUNIT_TEST(test_import_rejects_bad_files);
     CPPUNIT_TEST(test_prune);
+    CPPUNIT_TEST(test_prune_above_nodes);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -354,6 +355,41 @@ public:
         CPPUNIT_ASSERT(db.workload("fmnist-cnn@fashion-mnist"));
         CPPUNIT_ASSERT_EQUAL(size_t(2), db.compute_samples("fmnist-cnn@fashion-mnist").size());
         CPPUNIT_ASSERT_EQUAL(size_t(1), db.allreduce_samples().size());
+    }
+
+    // prune(0, "", K) against a naive count over the rows read back: what was measured on more
+    // than K nodes goes (a compute sample's nodes: ranks / ranks_per_node), with a removed run's
+    // per-epoch rows; everything else stays.
+    void test_prune_above_nodes() {
+        TempDir d;
+        const std::string p = d / "a.db";
+        auto db = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
+        fill_random(db, 11);
+        tula::ComputeSample c = db.compute_samples("lenet5@fashion-mnist").front();
+        c.ranks = 6, c.ranks_per_node = 2;  // 3 nodes of 2 ranks
+        db.add_compute(c);
+        c.ranks = 4;  // 2 nodes of 2 ranks: stays
+        db.add_compute(c);
+        tula::RunRecord r = tula_test::run_record("9", "lenet5@fashion-mnist", 3, 192, 2, 50, 1.7e9);
+        r.epoch_seconds = {20, 30};
+        db.add_run(r);
+        size_t compute = 0, allreduce = 0, runs = 0;
+        for (const auto& s : db.compute_samples("")) compute += s.ranks > 2 * s.ranks_per_node;
+        for (const auto& s : db.allreduce_samples()) allreduce += s.nodes > 2;
+        for (const auto& s : db.runs()) runs += s.nodes > 2;
+        CPPUNIT_ASSERT(compute >= 1 && allreduce >= 1 && runs == 1);
+        const size_t compute_before = db.compute_samples("").size(), runs_before = db.runs().size();
+        const auto n = db.prune(0, "", 2);
+        CPPUNIT_ASSERT_EQUAL(compute, n.compute);
+        CPPUNIT_ASSERT_EQUAL(allreduce, n.allreduce);
+        CPPUNIT_ASSERT_EQUAL(runs, n.runs);
+        CPPUNIT_ASSERT_EQUAL(size_t(0), n.workloads);
+        CPPUNIT_ASSERT_EQUAL(compute_before - compute, db.compute_samples("").size());
+        CPPUNIT_ASSERT_EQUAL(runs_before - runs, db.runs().size());
+        for (const auto& s : db.allreduce_samples()) CPPUNIT_ASSERT(s.nodes <= 2);
+        CPPUNIT_ASSERT(raw_rows(p, "SELECT run_id FROM run_epoch WHERE run_id NOT IN (SELECT id FROM run)").empty());
+        // again: nothing left to remove
+        CPPUNIT_ASSERT_EQUAL(size_t(0), db.prune(0, "", 2).total());
     }
 };
 

@@ -165,13 +165,15 @@ public:
         size_t workloads = 0, compute = 0, allreduce = 0, runs = 0;
         size_t total() const { return workloads + compute + allreduce + runs; }
     };
-    /// Deletes, in one transaction, the rows created before `before` (Unix seconds; 0 = no
-    /// age limit) and, when `workload` is non-empty, only that workload's rows (its workload
-    /// row too when no compute sample or run of it is left). Allreduce samples are pruned only
-    /// by age and only when `workload` is empty. A run's per-epoch rows go with it.
-    /// Errors: tula::Error on a write failure or when both filters are empty (refuses to
-    /// empty the database by accident).
-    PruneCounts prune(double before, const std::string& workload);
+    /// Deletes, in one transaction, the rows that match every filter given: created before
+    /// `before` (Unix seconds; 0 = no age limit); of `workload` when it is non-empty (its
+    /// workload row too when no compute sample or run of it is left); measured on more than
+    /// `above_nodes` nodes when it is > 0 (a run on more nodes, an allreduce sample across more
+    /// nodes, a compute sample timed by the ranks of more nodes at once: ranks > above_nodes x
+    /// ranks_per_node). Allreduce samples are pruned only when `workload` is empty. A run's
+    /// per-epoch rows go with it. Errors: tula::Error on a write failure or when no filter is
+    /// given (refuses to empty the database by accident).
+    PruneCounts prune(double before, const std::string& workload, int above_nodes = 0);
 
     /// Schema version of the open database: kSchemaVersion, or an older one read read-only.
     int schema_version() const { return schema_; }

@@ -452,38 +452,46 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
     return n;
 }
 
-ProfileDb::PruneCounts ProfileDb::prune(double before, const std::string& workload) {
-    if (!(before > 0) && workload.empty())
-        throw Error("profile database " + path_ + ": prune needs an age limit or a workload (refusing to remove every row)");
+ProfileDb::PruneCounts ProfileDb::prune(double before, const std::string& workload, int above_nodes) {
+    if (!(before > 0) && workload.empty() && above_nodes <= 0)
+        throw Error("profile database " + path_ +
+                    ": prune needs an age limit, a workload or a node count (refusing to remove every row)");
     PruneCounts n;
     Txn t(db_, path_, write_timeout_ms());
-    // Deletes with `sql` + the filters; returns the number of rows removed.
-    auto remove = [&](const char* table, bool by_workload) -> size_t {
-        std::string sql = std::string("DELETE FROM ") + table + " WHERE 1";
+    // " AND ..." of the filters for a table whose node condition is `nodes_sql` (with one ? for
+    // above_nodes; "" = none), and their binding from parameter 1.
+    auto where = [&](bool by_workload, const char* nodes_sql) {
+        std::string sql;
         if (before > 0) sql += " AND created < ?";
         if (by_workload) sql += " AND workload = ?";
-        Stmt s(db_, path_, sql.c_str());
+        if (above_nodes > 0 && *nodes_sql) sql += std::string(" AND ") + nodes_sql;
+        return sql;
+    };
+    auto bind = [&](Stmt& s, bool by_workload, const char* nodes_sql) {
         int i = 1;
         if (before > 0) s.bind(i++, before);
         if (by_workload) s.bind(i++, workload);
+        if (above_nodes > 0 && *nodes_sql) s.bind(i++, static_cast<int64_t>(above_nodes));
+    };
+    // Deletes from `table` with the filters; returns the number of rows removed.
+    auto remove = [&](const char* table, bool by_workload, const char* nodes_sql) -> size_t {
+        Stmt s(db_, path_, (std::string("DELETE FROM ") + table + " WHERE 1" + where(by_workload, nodes_sql)).c_str());
+        bind(s, by_workload, nodes_sql);
         s.run();
         return static_cast<size_t>(sqlite3_changes(db_));
     };
-    n.compute = remove("compute_profile", !workload.empty());
-    if (workload.empty()) n.allreduce = remove("allreduce_profile", false);
+    const bool by_workload = !workload.empty();
+    n.compute = remove("compute_profile", by_workload, "ranks > ? * ranks_per_node");
+    if (!by_workload) n.allreduce = remove("allreduce_profile", false, "nodes > ?");
     {
         // Per-epoch rows of the runs about to go (foreign keys may be off on this connection).
-        std::string sql = "DELETE FROM run_epoch WHERE run_id IN (SELECT id FROM run WHERE 1";
-        if (before > 0) sql += " AND created < ?";
-        if (!workload.empty()) sql += " AND workload = ?";
-        sql += ")";
-        Stmt s(db_, path_, sql.c_str());
-        int i = 1;
-        if (before > 0) s.bind(i++, before);
-        if (!workload.empty()) s.bind(i++, workload);
+        Stmt s(db_, path_,
+               ("DELETE FROM run_epoch WHERE run_id IN (SELECT id FROM run WHERE 1" + where(by_workload, "nodes > ?") + ")")
+                   .c_str());
+        bind(s, by_workload, "nodes > ?");
         s.run();
     }
-    n.runs = remove("run", !workload.empty());
+    n.runs = remove("run", by_workload, "nodes > ?");
     {
         // Workload rows left without any compute sample or run.
         std::string sql =
