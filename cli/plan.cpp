@@ -24,6 +24,7 @@
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
 #include "tula/planner.hpp"
+#include "tula/tula.h"
 #include "tula/workload.hpp"
 
 namespace tula::cli {
@@ -183,6 +184,8 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 format_number("%.4g", c.cost).c_str());
     std::printf("%s %s\n", bold("why:", colour).c_str(), bare_message(p.reason).c_str());
     if (!r.queue_note.empty()) std::printf("%s %s\n", bold("queue:", colour).c_str(), r.queue_note.c_str());
+    if (!r.profile_jobs.empty())
+        std::printf("%s measured by %s\n", bold("compute profile:", colour).c_str(), jobs_phrase(r.profile_jobs).c_str());
     // The convergence model (McCandlish et al. 2018, E(B) = E_min (1 + B/B_noise)): the job trains
     // the whole epochs its batch needs (unless they are fixed), and the policies rank by them.
     const ConvergenceModel& cv = p.convergence;
@@ -234,11 +237,8 @@ int fail(const std::string& format, const std::string& message, const std::vecto
     return status;
 }
 
-// Most node counts in a --node-range (rows of the plan table the job receives).
-constexpr int kMaxTableRows = 64;
-
-// --node-range "LO-HI" (or "N"): the counts, 1 <= LO <= HI <= 1000000, at most kMaxTableRows
-// of them. Throws UsageError otherwise.
+// --node-range "LO-HI" (or "N"): the counts, 1 <= LO <= HI <= 1000000, at most
+// TULA_PLAN_ROWS_MAX of them (the rows of the plan table the job receives). Throws UsageError otherwise.
 std::pair<int, int> parse_node_range(const std::string& s) {
     int lo = 0, hi = 0;
     char tail = 0;
@@ -247,8 +247,8 @@ std::pair<int, int> parse_node_range(const std::string& s) {
     if ((n != 1 && n != 2) || s.empty() || s.size() > 16 || !std::isdigit(static_cast<unsigned char>(s[0])) ||
         lo < 1 || hi < lo || hi > 1000000)
         throw UsageError("--node-range '" + one_line(s, 40) + "' is not LO-HI with 1 <= LO <= HI, e.g. 2-4");
-    if (hi - lo + 1 > kMaxTableRows)
-        throw UsageError("--node-range " + s + " spans more than " + std::to_string(kMaxTableRows) +
+    if (hi - lo + 1 > TULA_PLAN_ROWS_MAX)
+        throw UsageError("--node-range " + s + " spans more than " + std::to_string(TULA_PLAN_ROWS_MAX) +
                          " node counts; give a narrower -N range");
     return {lo, hi};
 }
@@ -435,6 +435,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
         }
         SiteQueue q = apply_slurm_limits(&cfg, &warnings);
         const PlanData data = load_plan_data(read_db_paths(o.common, cfg, &warnings), workload, &warnings);
+        r.profile_jobs = measuring_jobs(data.compute);
         std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, examples);
         r.plan = rows.back();
         apply_queue(&r, cfg, spec, &q, &warnings);
@@ -527,7 +528,8 @@ void add_plan_command(CLI::App& app, Action* action) {
         ->check(CLI::IsMember({"yes", "no"}));
     sub->add_option("--node-range", o->node_range,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
-                    "each (at most 64), the time limit covers the slowest; tula.conf's max_nodes does not cut it")
+                    "each (at most " + std::to_string(TULA_PLAN_ROWS_MAX) +
+                        "), the time limit covers the slowest; tula.conf's max_nodes does not cut it")
         ->type_name("LO-HI");
     sub->add_option("--hardware", o->hardware,
                     "simulation mode: plan the workload of this JSON hardware file on the cluster it describes, "

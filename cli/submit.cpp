@@ -15,8 +15,6 @@ namespace tula::cli {
 namespace {
 
 constexpr long kNoValMinutes = 4294967294L;  // Slurm's NO_VAL: a time limit that was not given
-constexpr int kMaxTableRows = 64;            // node counts of a -N LO-HI range the plan table covers
-constexpr size_t kMaxTable = 4095;           // bytes of the plan table (the plugin's TULA_PLAN_MAX - 1)
 constexpr size_t kMaxReason = 320;           // bytes of a problem's reason in its one line
 
 // The value of `key` in `m`, or nullptr when absent.
@@ -249,10 +247,10 @@ std::vector<std::pair<std::string, std::string>> time_min_changes(const SubmitIn
     return {{"time-min", std::to_string(m)}};
 }
 
-// A plan table as the plugin takes it: WORKLOAD;N:B:E:S[:R][;...], at most kMaxTable bytes.
+// A plan table as the plugin takes it: WORKLOAD;N:B:E:S[:R][;...], shorter than TULA_PLAN_MAX.
 bool valid_table(const std::string& t) {
     const size_t semi = t.find(';');
-    if (t.size() > kMaxTable || semi == std::string::npos || semi + 1 >= t.size()) return false;
+    if (t.size() >= TULA_PLAN_MAX || semi == std::string::npos || semi + 1 >= t.size()) return false;
     if (tula_check_workload(t.substr(0, semi).c_str(), nullptr, 0) != 0) return false;
     for (size_t i = semi + 1; i < t.size(); ++i)
         if (!(std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == ':' || t[i] == '.' || t[i] == ';')) return false;
@@ -401,8 +399,8 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     if (const auto bad = job_source(in, &call)) return problem(*bad);
     const std::string nodes_before = given(in.options, "nodes").value_or("");
     const auto range = node_request(nodes_before);
-    if (range && range->second - range->first + 1 > kMaxTableRows)
-        return problem("--nodes " + one_line(nodes_before) + " spans more than " + std::to_string(kMaxTableRows) +
+    if (range && range->second - range->first + 1 > TULA_PLAN_ROWS_MAX)
+        return problem("--nodes " + one_line(nodes_before) + " spans more than " + std::to_string(TULA_PLAN_ROWS_MAX) +
                        " node counts; give a narrower range");
     if (range) call.node_range = std::to_string(range->first) + "-" + std::to_string(range->second);
     // --tula-epochs=fixed (checked by the plugin's option callback): the script's epochs at every batch

@@ -63,14 +63,6 @@ int tula_plugin_mode_plans(const char *mode);
  * range. Pure. */
 int tula_plugin_parse_nodes(const char *s);
 
-/* Longest plan table accepted, bytes including the NUL. */
-#define TULA_PLAN_MAX 4096
-
-/* Most rows (node counts) in a plan table. */
-#define TULA_PLAN_ROWS_MAX 64
-
-/* Most ranks per node in a plan table row. */
-#define TULA_PLAN_RANKS_MAX 1024
 /* One row of the plan table: what a job on `nodes` nodes trains. */
 struct tula_plan_row {
     int nodes;                   /* node count, 1 .. 1000000 */

@@ -1,5 +1,5 @@
 /* The C declarations shared by the tula command and the SPANK plugin: Tula's version, the
- * site configuration directory, message sizes, and the grammar of what users type (names.c,
+ * site configuration directory, message sizes, the plan table's limits, and the grammar of what users type (names.c,
  * pure C, linked into both). Nothing here calls exit(), abort() or prints.
  */
 #ifndef TULA_TULA_H
@@ -13,6 +13,14 @@ extern "C" {
 
 #define TULA_MSG_MAX 512
 #define TULA_NAME_MAX 128
+
+/* The plan table the submission filter answers and the plugin parses
+ * (tula_plugin_plan_table, plugin/tula_plugin.h, gives its format): its longest accepted
+ * form in bytes including the NUL, its most rows (node counts: the -N LO-HI ranges a plan
+ * covers) and its most ranks per node in a row. */
+#define TULA_PLAN_MAX 4096
+#define TULA_PLAN_ROWS_MAX 64
+#define TULA_PLAN_RANKS_MAX 1024
 
 /* Directory of the site configuration: `make sysconfdir=DIR` (default /etc/slurm). */
 #ifndef TULA_SYSCONFDIR
