@@ -247,4 +247,29 @@ Corrections corrections_of(const std::string& with, const std::string& without) 
     }
 }
 
+TempDir::TempDir(const std::string& given, const char* prefix) {
+    if (!given.empty()) {
+        path = absolute_path(given);
+        if (!file_exists(path) && ::mkdir(path.c_str(), 0700) != 0)
+            throw Error("cannot create --output-dir " + path + ": " + std::strerror(errno));
+        return;
+    }
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = tmp && *tmp == '/' ? tmp : "/tmp";
+    std::string templ = dir + "/" + prefix + ".XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()))
+        throw Error("cannot create a temporary directory in " + dir + ": " + std::strerror(errno) +
+                    "; set TMPDIR to a writable directory");
+    path = buf.data();
+    own = true;
+}
+
+TempDir::~TempDir() {
+    if (!own) return;
+    for (const auto& f : files) ::unlink(f.c_str());  // only what this command created
+    ::rmdir(path.c_str());
+}
+
 }  // namespace tula::cli

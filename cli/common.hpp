@@ -142,6 +142,25 @@ std::optional<std::string> find_in_path(const std::string& name);
 /// True if `path` exists; errno-free helper (stat).
 bool file_exists(const std::string& path);
 
+/// A directory for a command's files: `given` (made, mode 0700, when missing; kept with what
+/// is in it), or with `given` empty a fresh private one, $TMPDIR (when absolute, else /tmp)
+/// /PREFIX.XXXXXX, removed by the destructor with the files listed in `files` (only what the
+/// command made there). Errors: tula::Error naming the directory and what to do.
+struct TempDir {
+    std::string path;
+    bool own = false;
+    std::vector<std::string> files;  // files to remove with the directory
+    explicit TempDir(const std::string& given, const char* prefix = "tula");
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    /// path/NAME, listed in `files`.
+    std::string add(const std::string& name) {
+        files.push_back(path + "/" + name);
+        return files.back();
+    }
+};
+
 /// One database of a read-only command, opened read-only when it exists and is readable.
 struct DbHandle {
     std::string path;

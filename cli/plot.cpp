@@ -8,7 +8,6 @@
 // and its errors are its own one-line `tula:` messages. The figure is drawn by gnuplot (Debian
 // gnuplot-nox), run as a child process on a data file and a script in a temporary directory.
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,28 +41,6 @@ struct PlotOptions : TargetOptions {
     bool svg = false;
     int width = 1200;   // pixels
     int height = 500;   // pixels
-};
-
-// A temporary directory removed with its files on destruction.
-class TempDir {
-public:
-    TempDir() {
-        const char* base = std::getenv("TMPDIR");
-        std::string t = std::string(base && *base ? base : "/tmp") + "/tula-plot-XXXXXX";
-        std::vector<char> buf(t.begin(), t.end());
-        buf.push_back('\0');
-        if (!::mkdtemp(buf.data())) throw Error("cannot create a temporary directory in " + t.substr(0, t.rfind('/')) +
-                                                ": " + std::strerror(errno) + "; set TMPDIR to a writable directory");
-        path_ = buf.data();
-    }
-    ~TempDir() {
-        ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 8,
-               FTW_DEPTH | FTW_PHYS);
-    }
-    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-    std::string path_;
 };
 
 // Writes `text` to `path`. Errors: tula::Error naming the path.
@@ -238,7 +215,7 @@ std::string gnuplot_script(const PlotOptions& o, bool svg, const std::string& da
 // Runs `tula plan --format json` with the plot's options; returns its parsed output. The
 // child's own error message (one `tula:` line) has already gone to stderr when it fails;
 // `*status` is then its exit status.
-std::optional<Json> run_plan_child(const PlotOptions& o, const TempDir& tmp, int* status) {
+std::optional<Json> run_plan_child(const PlotOptions& o, TempDir& tmp, int* status) {
     std::vector<std::string> argv = {"/proc/self/exe", "plan", "--format", "json"};
     auto add = [&](const char* opt, const std::string& v) {
         argv.push_back(opt);
@@ -254,7 +231,7 @@ std::optional<Json> run_plan_child(const PlotOptions& o, const TempDir& tmp, int
     if (o.max_nodes > 0) add("--max-nodes", std::to_string(o.max_nodes));
     if (o.nodes > 0) add("--nodes", std::to_string(o.nodes));
     add("--policy", o.policy);
-    const std::string out = tmp / "plan.json";
+    const std::string out = tmp.add("plan.json");
     const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) throw Error("cannot write " + out + ": " + std::strerror(errno));
     std::string err;
@@ -284,7 +261,7 @@ int run_plot(const PlotOptions& o) {
     if (!gnuplot)
         throw Error("gnuplot is not installed (not found in PATH); install it (Debian: apt-get install gnuplot-nox) "
                     "or use `tula plan --format json` for the numbers");
-    TempDir tmp;
+    TempDir tmp("", "tula-plot");
     int status = kExitError;
     const std::optional<Json> plan = run_plan_child(o, tmp, &status);
     if (!plan) return status;
@@ -298,13 +275,13 @@ int run_plot(const PlotOptions& o) {
         throw Error(std::string("cannot read the plan: ") + e.what());
     }
     std::vector<std::string> node_counts;  // the blocks' titles
-    const std::string data = tmp / "plan.dat";
+    const std::string data = tmp.add("plan.dat");
     write_text(data, data_file(pts, &node_counts));
-    const std::string image = tmp / (svg ? "plot.svg" : "plot.png");
-    const std::string script = tmp / "plot.gp";
+    const std::string image = tmp.add(svg ? "plot.svg" : "plot.png");
+    const std::string script = tmp.add("plot.gp");
     write_text(script, gnuplot_script(o, svg, data, image, node_counts, *plan));
 
-    const std::string log = tmp / "gnuplot.log";
+    const std::string log = tmp.add("gnuplot.log");
     const int lfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (lfd < 0) throw Error("cannot write " + log + ": " + std::strerror(errno));
     std::string err;

@@ -185,7 +185,7 @@ int run_compute(const ComputeOptions& o) {
     for (size_t i = 0; i < todo.size(); ++i) {
         const int b = todo[i];
         // tula-train writes the profile to a file of ours and records it in the database
-        TempDir tmp("");
+        TempDir tmp("", "tula-profile");
         const std::string profile = tmp.path + "/profile.jsonl";
         tmp.files.push_back(profile);
         std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
@@ -356,7 +356,7 @@ void run_compute_together(const ComputeOptions& o, const std::string& model, con
     if (!done.empty())
         std::printf("profile compute: skipping node count%s %s, already measured at every batch size (--force measures again)\n",
                     done.size() == 1 ? "" : "s", join_ints(done).c_str());
-    TempDir out_dir(o.job.output_dir);
+    TempDir out_dir(o.job.output_dir, "tula-profile");
     const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
     for (size_t i = 0; i < todo.size(); ++i) {
         const int k = todo[i];
@@ -408,7 +408,7 @@ int run_allreduce(const AllreduceOptions& o) {
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
     const std::optional<std::string> job_class = profile_class(o.job, o.common, true);
-    TempDir out_dir(o.job.output_dir);
+    TempDir out_dir(o.job.output_dir, "tula-profile");
 
     std::vector<std::string> sizes;
     for (int64_t s : o.sizes) sizes.push_back(std::to_string(s));

@@ -67,7 +67,7 @@ std::vector<ComputeSample> profile_with_command(const CommandProfile& p, const s
     std::vector<ComputeSample> all;
     std::optional<Workload> row;
     for (int round = 1; round <= p.rounds; ++round) {
-        TempDir tmp("");
+        TempDir tmp("", "tula-profile");
         const std::string metrics = tmp.path + "/profile.jsonl";
         tmp.files.push_back(metrics);
         std::printf("profile compute: round %d/%d: %s\n", round, p.rounds, one_line(p.command, 120).c_str());
@@ -162,7 +162,7 @@ int run_command_jobs(const CommonOptions& common, const JobOptions& jo, const Co
     const bool staged = is_system_db(db, common);
     check_db_writable(db, staged);
     DbWriter writer(db, staged);
-    TempDir out_dir(jo.output_dir);
+    TempDir out_dir(jo.output_dir, "tula-profile");
     const std::optional<std::string> job_class = profile_class(jo, common, true);
     for (size_t i = 0; i < nodes.size(); ++i) {
         const int k = nodes[i];

@@ -135,28 +135,6 @@ void check_db_writable(const std::string& db, bool staged) {
                     ": " + dir + " is not writable; pass --db PATH");
 }
 
-TempDir::TempDir(const std::string& given) {
-    if (!given.empty()) {
-        path = absolute_path(given);
-        if (!file_exists(path) && ::mkdir(path.c_str(), 0700) != 0)
-            throw Error("cannot create --output-dir " + path + ": " + std::strerror(errno));
-        return;
-    }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/tula-profile.XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) throw Error("cannot create a temporary directory in " + templ + ": " + std::strerror(errno));
-    path = buf.data();
-    own = true;
-}
-
-TempDir::~TempDir() {
-    if (!own) return;
-    for (const auto& f : files) ::unlink(f.c_str());  // only what this command created
-    ::rmdir(path.c_str());
-}
-
 // Runs `sbatch --wait ...` (argv) for a job named `name`; watches it with squeue every few
 // seconds and cancels it (scancel -n) when it pends for a reason that never clears or runs
 // longer than `timeout` seconds. `env` is set for sbatch (and so for the job) besides TULA_MODE=off.

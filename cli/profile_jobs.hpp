@@ -81,17 +81,6 @@ private:
 /// writable, for the new file that replaces it.
 void check_db_writable(const std::string& db, bool staged);
 
-/// A private temporary directory for job output files; removed by the destructor.
-struct TempDir {
-    std::string path;
-    bool own = false;
-    std::vector<std::string> files;  // files to remove with the directory
-    explicit TempDir(const std::string& given);
-    ~TempDir();
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-};
-
 /// What run_job saw.
 struct JobOutcome {
     ProcessResult result;  // of sbatch --wait
