@@ -52,7 +52,7 @@ int run_record(const RecordOptions& o) {
     const std::string db = write_db_path(o.common);
     std::vector<std::string> warnings;
     if (metrics_file_kind(o.metrics) != MetricsKind::Run) {
-        const RecordedProfile p = record_profile_file(o.metrics, db, &warnings);
+        const RecordedProfile p = record_profile_file(o.metrics, o.job, db, &warnings);
         for (const auto& w : warnings) print_warning(w);
         std::printf("%s\n", recorded_profile_line(p, db).c_str());
         return kExitOk;
@@ -128,7 +128,8 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
     return out;
 }
 
-RecordedProfile record_profile_file(const std::string& file, const std::string& db, std::vector<std::string>* warnings) {
+RecordedProfile record_profile_file(const std::string& file, const std::string& job, const std::string& db,
+                                    std::vector<std::string>* warnings) {
     RecordedProfile out;
     out.kind = metrics_file_kind(file);
     if (out.kind == MetricsKind::Run) throw Error(file + ": a run file, not a profile (tula db record reads it as a run)");
@@ -145,7 +146,10 @@ RecordedProfile record_profile_file(const std::string& file, const std::string& 
         if (!why.empty()) warnings->push_back(why);
     }
     if (out.kind == MetricsKind::Profile) {
-        const std::vector<ComputeSample> got = profile_samples(m, this_host(), cls);
+        std::vector<ComputeSample> got = profile_samples(m, this_host(), cls);
+        const char* which = nullptr;
+        const std::string id = !job.empty() ? job : !h.job_id.empty() ? h.job_id : first_env({"SLURM_JOB_ID"}, &which);
+        for (ComputeSample& c : got) c.job_id = id;
         store_compute_profile(db, got, h.workload_row());
         out.samples = got.size();
         return out;

@@ -1,5 +1,6 @@
 // tula CLI: `tula explain JOBID` -- predicted vs measured for a finished job, from the run
 // history tula-train writes to the profile database (tula(1), "tula explain").
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -28,7 +29,24 @@ std::string seconds_text(double s) {
     return t;
 }
 
-void print_run(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
+// The jobs that measured the compute samples of `r`'s workload on its hardware class (or of
+// the unknown class '') in `dbs` (measuring_jobs); a database that cannot be read adds none.
+std::vector<std::string> profile_jobs_of(const RunRecord& r, const std::vector<DbHandle>& dbs) {
+    std::vector<ComputeSample> samples;
+    for (const auto& h : dbs) {
+        if (!h.db) continue;
+        try {
+            for (ComputeSample& c : h.db->compute_samples(r.workload))
+                if (c.hardware_class.empty() || r.hardware_class.empty() || c.hardware_class == r.hardware_class)
+                    samples.push_back(std::move(c));
+        } catch (const std::exception&) {
+        }
+    }
+    return measuring_jobs(samples);
+}
+
+void print_run(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check,
+               const std::vector<std::string>& profile_jobs) {
     const bool colour = stdout_colour();
     const std::string per_node = r.ranks_per_node > 1 ? " x " + std::to_string(r.ranks_per_node) + " ranks" : "";
     std::printf("%s: %s on %s%s, global batch %d (local batch %d), %d epoch%s\n",
@@ -66,6 +84,11 @@ void print_run(const RunRecord& r, const std::string& db_path, const std::option
                                               std::to_string(r.noise_observations) + " observations)"
                                         : "not measured"});
     t.rows.push_back({"node-hours (measured)", format_number("%.4f", r.nodes * r.measured_seconds / 3600.0)});
+    if (!profile_jobs.empty()) {
+        const bool own = std::find(profile_jobs.begin(), profile_jobs.end(), r.job_id) != profile_jobs.end();
+        t.rows.push_back({"compute profile", "measured by " + jobs_phrase(profile_jobs) +
+                                                 (own ? " (this job measured its own steps first)" : "")});
+    }
     t.rows.push_back({"refitted prediction", check ? run_check_line(*check) + (check->flagged ? " [flagged]" : "")
                                                    : "not checked (no profile or too few samples)"});
     if (check)
@@ -141,16 +164,18 @@ int run_explain(const ExplainOptions& o) {
         std::vector<std::string> ignored;  // databases were reported above
         const std::optional<RunCheck> check =
             check_recorded_run(lc.config, read_db_paths(o.common, lc.config, &ignored), *best, &ignored);
+        const std::vector<std::string> jobs = profile_jobs_of(*best, dbs);
         if (o.format == "kv") {
-            std::fputs(render_kv(explain_kv(*best, best_db, check)).c_str(), stdout);
+            std::fputs(render_kv(explain_kv(*best, best_db, check, jobs)).c_str(), stdout);
         } else if (o.format == "json") {
             Json j = run_json(*best);
             j["status"] = "ok";
             j["database"] = best_db;
             j["check"] = check ? run_check_json(*check) : Json(nullptr);
+            j["profile_jobs"] = jobs;
             std::printf("%s\n", j.dump(2).c_str());
         } else {
-            print_run(*best, best_db, check);
+            print_run(*best, best_db, check, jobs);
         }
         return kExitOk;
     } catch (const UsageError& e) {

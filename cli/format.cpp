@@ -3,6 +3,7 @@
 #include "tula/stop.hpp"
 #include "tula/tula.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -52,6 +53,23 @@ std::string plan_summary(const PlanReport& r) {
     std::string out = (r.simulated ? "simulated: " : "") + s + " (" + why + ")";
     if (!r.queue_note.empty()) out += "; " + r.queue_note;
     return out;
+}
+
+std::vector<std::string> measuring_jobs(const std::vector<ComputeSample>& samples) {
+    std::vector<std::string> out;
+    for (const ComputeSample& c : samples)
+        if (!c.job_id.empty() && std::find(out.begin(), out.end(), c.job_id) == out.end()) out.push_back(c.job_id);
+    return out;
+}
+
+std::string jobs_phrase(const std::vector<std::string>& jobs, size_t max_shown) {
+    if (jobs.empty()) return "";
+    const size_t shown = std::min(jobs.size(), std::max<size_t>(1, max_shown));
+    std::string s = jobs.size() == 1 ? "job " : "jobs ";
+    for (size_t i = 0; i < shown; ++i)
+        s += (i == 0 ? "" : i + 1 == jobs.size() ? " and " : ", ") + jobs[i];
+    if (shown < jobs.size()) s += " and " + std::to_string(jobs.size() - shown) + " more";
+    return s;
 }
 
 KeyValues plan_kv(const PlanReport& r) {
@@ -118,6 +136,9 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("intra_node_source", c.intra_node_source);
     kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));
     kv.emplace_back("queue", r.queue_note);
+    std::string jobs;
+    for (const std::string& j : r.profile_jobs) jobs += (jobs.empty() ? "" : ",") + j;
+    kv.emplace_back("profile_jobs", jobs);
     if (c.hole.used) {  // a start in a backfill hole, then the requeued rest (hole_time_to_result)
         kv.emplace_back("hole_wait_seconds", format_number("%.0f", c.hole.wait_seconds));
         kv.emplace_back("hole_seconds", format_number("%.0f", c.hole.seconds));
@@ -209,6 +230,7 @@ Json plan_json(const PlanReport& r) {
     j["time_overhead_seconds"] = r.time_overhead;
     j["max_local_batch"] = r.plan.max_local_batch;
     j["left_out"] = r.plan.left_out;  // partitions not planned: "NAME: why"
+    j["profile_jobs"] = r.profile_jobs;  // the jobs that measured the compute samples planned from
     j["queue"] = r.queue_note;        // what the queue means for the choice (site.hpp); "" when nothing
     j["gamma"] = r.plan.gamma;
     j["allreduce_bucket_bytes"] = r.plan.allreduce_bucket_bytes;  // 0: gamma's form of the overlap
@@ -297,7 +319,10 @@ Json run_json(const RunRecord& r) {
     return j;
 }
 
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check) {
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check,
+                     const std::vector<std::string>& profile_jobs) {
+    std::string jobs;
+    for (const std::string& j : profile_jobs) jobs += (jobs.empty() ? "" : ",") + j;
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
     const double slow = slower_than_planned(r.measured_seconds, r.predicted_seconds);
     KeyValues kv = {
@@ -316,6 +341,7 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
         {"parts", std::to_string(r.parts)},
         {"test_accuracy", format_number("%.4f", r.test_accuracy)},
         {"database", db_path},
+        {"profile_jobs", jobs},
     };
     if (!check) {
         kv.emplace_back("flagged", "");

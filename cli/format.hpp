@@ -63,7 +63,19 @@ struct PlanReport {
     /// What the queue means for the choice (site.hpp, apply_queue): "starts in about 25 min on
     /// gpu", or that the queue is not known; empty when there is nothing to say.
     std::string queue_note;
+    /// The Slurm jobs that measured the compute samples the plan rests on
+    /// (ComputeSample::job_id, e.g. a first job that measured itself), in the order of the
+    /// samples, each once; empty when no sample names one.
+    std::vector<std::string> profile_jobs;
 };
+
+/// The distinct non-empty job ids of `samples` (ComputeSample::job_id), first seen first.
+/// Pure.
+std::vector<std::string> measuring_jobs(const std::vector<ComputeSample>& samples);
+
+/// "job 12", "jobs 12 and 13", "jobs 12, 13 and 14", at most `max_shown` named ("jobs 1, 2, 3
+/// and 4 more"); "" for none. Pure.
+std::string jobs_phrase(const std::vector<std::string>& jobs, size_t max_shown = 3);
 
 /// The one-line summary of the choice, e.g. "lenet5@fashion-mnist: 2 nodes x global batch
 /// 256, predicted 94 s training, 0.05 node-hours (knee of the time/cost Pareto front)".
@@ -121,10 +133,13 @@ Json run_json(const RunRecord& r);
 /// job_id, workload, nodes, global_batch, local_batch, epochs, measured_seconds (%.1f),
 /// predicted_seconds (%.1f), error_percent (%.1f, empty without a prediction),
 /// slower_than_planned (measured / predicted, %.2f, when above kSlowerThanPlanned, tula/stop.hpp;
-/// else empty), parts (the processes the run trained in), test_accuracy (fraction, %.4f), database; with `check`: flagged (1/0), interval_lower and
+/// else empty), parts (the processes the run trained in), test_accuracy (fraction, %.4f), database,
+/// profile_jobs (`profile_jobs`, comma-separated: the jobs that measured the workload's compute
+/// samples); with `check`: flagged (1/0), interval_lower and
 /// interval_upper (%.1f seconds, empty without an interval), refit_predicted_seconds (%.1f);
 /// without: flagged= (empty: the run could not be checked).
-KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check = std::nullopt);
+KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check = std::nullopt,
+                     const std::vector<std::string>& profile_jobs = {});
 
 /// What `tula profile compute` prints about the compute fit: line 0 names the form the AIC
 /// chose ("linear" or "flat-then-linear"), both AIC values and the formula with its

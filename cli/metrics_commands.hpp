@@ -49,9 +49,12 @@ struct RecordedProfile {
 /// database at `db`: compute samples as profile_samples gives them (with
 /// the header's workload row), or one tula::AllreduceSample per "allreduce" line (the
 /// header's nodes and ranks per node, bytes, seconds, host). The hardware class: the header's,
-/// else tula::hardware_class_from_env (its warning appended to `warnings`). Errors:
-/// tula::Error for a bad file or an unwritable database; nothing is written then.
-RecordedProfile record_profile_file(const std::string& file, const std::string& db, std::vector<std::string>* warnings);
+/// else tula::hardware_class_from_env (its warning appended to `warnings`). The compute
+/// samples' job (ComputeSample::job_id): `job`, else the header's job_id, else
+/// $SLURM_JOB_ID, as for a run. Errors: tula::Error for a bad file or an unwritable
+/// database; nothing is written then.
+RecordedProfile record_profile_file(const std::string& file, const std::string& job, const std::string& db,
+                                    std::vector<std::string>* warnings);
 
 /// Adds `tula db record` to the `db` subcommand.
 void add_db_record_command(CLI::App* db, Action* action);

@@ -6,7 +6,9 @@
 # (the default node count and time limit) with one line that says it measures itself; the job's
 # tasks get TULA_PROFILE=1 and no plan, and tula-train measures the step at a few local batches,
 # records them and the run, and trains. The second submission of the same script is planned
-# from that: the job trains the planned global batch on the planned nodes. Reports the
+# from that: the job trains the planned global batch on the planned nodes, and both its plan
+# (tula plan) and tula explain of it name the first job as the one that measured the profile
+# (profile_jobs). Reports the
 # measurement's seconds and the second job's measured training time against its prediction.
 . "$(dirname "$0")/lib.sh"
 need_cluster
@@ -52,6 +54,10 @@ expect_completed "$job2" "$T_WORK/$job2.out"
 check_tula_job "$job2" "$T_WORK/$job2.out"
 out2=$(cat "$T_WORK/$job2.out")
 assert_not_contains "$out2" "TULA_PROFILE=" "the second job's environment"
+expect_ok "tula explain $job2" "$TULA" explain "$job2" --format kv
+assert_eq "$job" "$(kv_get "$T_OUT" profile_jobs)" "the job that measured the profile the second job was planned from (tula explain)"
+expect_ok "tula plan" "$TULA" plan --script "$script" --format kv
+assert_eq "$job" "$(kv_get "$T_OUT" profile_jobs)" "the job that measured the profile (tula plan)"
 pred=$(sed -n 's/^TULA_PREDICTED_SECONDS=//p' <<<"$out2")
 meas=$(train_seconds "$out2")
 assert_number "the second job's training seconds" "$meas"

@@ -87,7 +87,7 @@ inline std::vector<std::string> all_rows(const std::string& path) {
     for (const char* sql :
          {"SELECT name, model, dataset, params, train_examples, test_examples FROM workload ORDER BY name",
           "SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, synced_seconds_per_iter, "
-          "hardware_class, ranks_per_node FROM compute_profile ORDER BY id",
+          "hardware_class, ranks_per_node, job_id FROM compute_profile ORDER BY id",
           "SELECT host, nodes, bytes, seconds, created, hardware_class, ranks_per_node FROM allreduce_profile ORDER BY id",
           "SELECT job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds, test_accuracy, "
           "created, noise_scale, noise_observations, hardware_class, ranks_per_node, parts, part_seconds FROM run ORDER BY id",
@@ -125,6 +125,7 @@ inline void fill_random(tula::ProfileDb& db, unsigned seed) {
             if (c.ranks > 1) c.synced_seconds_per_iter = 1.25 * c.seconds_per_iter;  // no extra draw
             c.hardware_class = b < 64 ? "a100" : "";  // a class and the unknown one
             c.ranks_per_node = c.ranks == 2 ? 2 : 1;   // 2 ranks sharing a node, or one per node
+            c.job_id = b == 32 ? "4" + std::to_string(b) : "";  // measured by a job, or not known
             db.add_compute(c);
         }
         tula::RunRecord r = tula_test::run_record(std::to_string(100 + rng() % 900), w.name, 2, 256, 3, 100 * u(rng), 1.7e9 + 1000 * u(rng));

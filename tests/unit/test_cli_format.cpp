@@ -125,6 +125,7 @@ class CliFormatTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_error_kv);
     CPPUNIT_TEST(test_plan_json);
     CPPUNIT_TEST(test_explain_kv);
+    CPPUNIT_TEST(test_measuring_jobs);
     CPPUNIT_TEST(test_policy_phrase);
     CPPUNIT_TEST(test_plan_kv_json_carry_every_field);
     CPPUNIT_TEST(test_plan_kv_json_partition);
@@ -567,6 +568,25 @@ public:
         CPPUNIT_ASSERT(mi.interpolated);
         CPPUNIT_ASSERT(li.at(1).rfind("inside local batch 16..256: interpolated between the 5 batch sizes' medians", 0) == 0);
         CPPUNIT_ASSERT_EQUAL(size_t{1 + 1 + 1 + 5}, li.size());
+    }
+
+    // The jobs that measured a profile: each once, first seen first, unknown ("") left out; the
+    // phrase names at most max_shown of them.
+    void test_measuring_jobs() {
+        std::vector<tula::ComputeSample> s(5);
+        const char* ids[] = {"12", "", "13", "12", "7"};
+        for (size_t i = 0; i < s.size(); ++i) s[i].job_id = ids[i];
+        const std::vector<std::string> jobs = measuring_jobs(s);
+        CPPUNIT_ASSERT((jobs == std::vector<std::string>{"12", "13", "7"}));
+        CPPUNIT_ASSERT(measuring_jobs({}).empty());
+        CPPUNIT_ASSERT_EQUAL(std::string(""), jobs_phrase({}));
+        CPPUNIT_ASSERT_EQUAL(std::string("job 12"), jobs_phrase({"12"}));
+        CPPUNIT_ASSERT_EQUAL(std::string("jobs 12 and 13"), jobs_phrase({"12", "13"}));
+        CPPUNIT_ASSERT_EQUAL(std::string("jobs 12, 13 and 7"), jobs_phrase(jobs));
+        CPPUNIT_ASSERT_EQUAL(std::string("jobs 12, 13 and 1 more"), jobs_phrase(jobs, 2));
+        tula::RunRecord run = tula_test::run_record("13", "w@d", 1, 64, 1, 5, 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("12,13,7"), parse_kv(render_kv(explain_kv(run, "/db", std::nullopt, jobs))).at("profile_jobs"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), parse_kv(render_kv(explain_kv(run, "/db"))).at("profile_jobs"));
     }
 
     void test_explain_kv() {

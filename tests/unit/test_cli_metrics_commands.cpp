@@ -81,9 +81,9 @@ public:
                        "{\"type\":\"allreduce\",\"bytes\":4096,\"seconds\":0.001,\"iters\":20}\n"
                        "{\"type\":\"allreduce\",\"bytes\":65536,\"seconds\":0.002,\"iters\":20}\n");
         std::vector<std::string> warnings;
-        const tula::cli::RecordedProfile p = tula::cli::record_profile_file(pf, db, &warnings);
+        const tula::cli::RecordedProfile p = tula::cli::record_profile_file(pf, "77", db, &warnings);
         CPPUNIT_ASSERT_EQUAL(size_t(1), p.samples);
-        const tula::cli::RecordedProfile a = tula::cli::record_profile_file(af, db, &warnings);
+        const tula::cli::RecordedProfile a = tula::cli::record_profile_file(af, "", db, &warnings);
         CPPUNIT_ASSERT_EQUAL(size_t(2), a.samples);
         CPPUNIT_ASSERT(warnings.empty());
         auto x = tula::ProfileDb::open(db, tula::ProfileDb::Mode::ReadOnly);
@@ -99,6 +99,7 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.25, c[0].startup_seconds, 0);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, c[0].synced_seconds_per_iter, 0);
         CPPUNIT_ASSERT_EQUAL(std::string("cpu-a"), c[0].hardware_class);
+        CPPUNIT_ASSERT_EQUAL(std::string("77"), c[0].job_id);  // --job
         const auto w = x.workload("lenet5@fashion-mnist");
         CPPUNIT_ASSERT(w);
         CPPUNIT_ASSERT_EQUAL(int64_t(60000), w->train_examples);
@@ -114,7 +115,7 @@ public:
         // a run file is not a profile
         const std::string rf = d / "r.jsonl";
         write_file(rf, kRun);
-        tula_test::assert_throws_with([&] { tula::cli::record_profile_file(rf, db, &warnings); }, "a run file");
+        tula_test::assert_throws_with([&] { tula::cli::record_profile_file(rf, "", db, &warnings); }, "a run file");
     }
 
     void test_db_record_good_file() {

@@ -313,6 +313,7 @@ PRAGMA user_version = 7;
         CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM run"));
         CPPUNIT_ASSERT_EQUAL(std::string("2"), raw_query(p, "SELECT nodes FROM run"));  // kept as it was
         CPPUNIT_ASSERT_EQUAL(std::string("|1"), raw_query(p, "SELECT hardware_class || '|' || ranks_per_node FROM compute_profile"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), raw_query(p, "SELECT job_id FROM compute_profile"));  // 10 -> 11: not known
         CPPUNIT_ASSERT_EQUAL(std::string(""), raw_query(p, "SELECT hardware_class FROM allreduce_profile"));
         // new rows carry their class and ranks per node
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
@@ -427,7 +428,7 @@ PRAGMA user_version = 9;
         const auto before = raw_rows(p, "SELECT * FROM run");
         const auto epochs_before = raw_rows(p, "SELECT * FROM run_epoch");
         auto rw = tula::ProfileDb::open(p, tula::ProfileDb::Mode::ReadWrite);
-        CPPUNIT_ASSERT_EQUAL(std::string("10"), raw_query(p, "PRAGMA user_version"));
+        CPPUNIT_ASSERT_EQUAL(std::to_string(tula::kSchemaVersion), raw_query(p, "PRAGMA user_version"));
         const auto after = raw_rows(p, "SELECT * FROM run");
         CPPUNIT_ASSERT_EQUAL(size_t(1), after.size());
         CPPUNIT_ASSERT_EQUAL(before[0] + "1|null|", after[0]);  // parts, part_seconds

@@ -121,8 +121,8 @@ public:
         const std::string p = d / "hostile.db";
         make_valid(p);
         raw_exec(p,
-                 // the tables of schema version 5 (before 7, 8, 9 and 10)
-                 "ALTER TABLE run DROP COLUMN parts; ALTER TABLE run DROP COLUMN part_seconds; "
+                 // the tables of schema version 5 (before 7, 8, 9, 10 and 11)
+                 "ALTER TABLE compute_profile DROP COLUMN job_id; ALTER TABLE run DROP COLUMN parts; ALTER TABLE run DROP COLUMN part_seconds; "
                  "ALTER TABLE allreduce_profile DROP COLUMN ranks_per_node; ALTER TABLE run DROP COLUMN optimizer; ALTER TABLE run DROP COLUMN hardware_class; "
                  "ALTER TABLE run DROP COLUMN ranks_per_node; ALTER TABLE compute_profile DROP COLUMN hardware_class; "
                  "ALTER TABLE compute_profile DROP COLUMN ranks_per_node; "
@@ -182,21 +182,21 @@ public:
         TempDir d;
         struct Case {
             const char* sql;
-            const char* said;
+            std::string said;
         };
         const Case cases[] = {
             {"CREATE TABLE extra(x)", "contains table 'extra', which Tula never creates"},
             {"CREATE INDEX run_nodes ON run(nodes)", "contains index 'run_nodes' on 'run', which Tula never creates"},
-            {"DROP INDEX run_job; CREATE INDEX run_job ON run(job_id, nodes)", "index 'run_job' is not defined as in schema version 10"},
+            {"DROP INDEX run_job; CREATE INDEX run_job ON run(job_id, nodes)", "index 'run_job' is not defined as in schema version " + std::to_string(tula::kSchemaVersion)},
             {"DROP TABLE allreduce_profile; CREATE TABLE allreduce_profile(id INTEGER PRIMARY KEY, host TEXT NOT NULL, "
              "nodes INTEGER NOT NULL, bytes INTEGER NOT NULL, seconds REAL GENERATED ALWAYS AS (nodes * 1e300) VIRTUAL, "
              "created REAL NOT NULL, hardware_class TEXT NOT NULL DEFAULT '', ranks_per_node INTEGER NOT NULL DEFAULT 1)",
-             "table 'allreduce_profile' is not defined as in schema version 10"},
+             "table 'allreduce_profile' is not defined as in schema version " + std::to_string(tula::kSchemaVersion)},
             {"DROP TABLE allreduce_profile; CREATE TABLE allreduce_profile(id INTEGER PRIMARY KEY, host TEXT NOT NULL, "
              "nodes INTEGER NOT NULL, bytes INTEGER NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL, "
              "hardware_class TEXT NOT NULL DEFAULT '', ranks_per_node INTEGER NOT NULL DEFAULT 1) STRICT",
-             "table 'allreduce_profile' is not defined as in schema version 10"},
-            {"DROP INDEX run_workload", "lacks the index 'run_workload' of schema version 10"},
+             "table 'allreduce_profile' is not defined as in schema version " + std::to_string(tula::kSchemaVersion)},
+            {"DROP INDEX run_workload", "lacks the index 'run_workload' of schema version " + std::to_string(tula::kSchemaVersion)},
         };
         int i = 0;
         for (const Case& c : cases) {

@@ -5,7 +5,7 @@
 //   workload(name PK, model, dataset, params, train_examples, test_examples, updated)
 //   compute_profile(id, workload, host, local_batch, threads, seconds_per_iter, iters, created,
 //                   ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
-//                   ranks_per_node)
+//                   ranks_per_node, job_id)
 //   allreduce_profile(id, host, nodes, bytes, seconds, created, hardware_class, ranks_per_node)
 //   run(id, job_id, workload, nodes, global_batch, epochs, predicted_seconds,
 //       measured_seconds, test_accuracy, created, noise_scale, noise_observations,
@@ -54,9 +54,11 @@ struct ConnGuard;  // per-connection deadline and lock-wait state (libtula/src/d
 ///      --ranks-per-node);
 ///  10: run.parts (INTEGER, default 1) and run.part_seconds (TEXT: a JSON list of the
 ///      training seconds of each part, NULL when not known or with one part): a run stopped
-///      and resumed is one run of several parts.
+///      and resumed is one run of several parts;
+///  11: compute_profile.job_id (TEXT, default '' = not known): the Slurm job that measured
+///      the point (a job's own measurement, TULA_PROFILE, or tula profile's).
 /// A read-only connection reads a version-1 database as it is (its runs have no noise scale).
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 /// Oldest schema version this build still reads (and migrates when writing).
 constexpr int kOldestSchemaVersion = 1;
 
@@ -132,7 +134,7 @@ public:
     ///    "workloads": [{name, model, dataset, params, train_examples, test_examples}],
     ///    "compute": [{workload, host, local_batch, threads, seconds_per_iter, iters, created,
     ///                 ranks, startup_seconds, synced_seconds_per_iter, hardware_class,
-    ///                 ranks_per_node}],
+    ///                 ranks_per_node, job_id}],
     ///    "allreduce": [{host, nodes, bytes, seconds, created, hardware_class,
     ///                   ranks_per_node}],
     ///    "runs": [{job_id, workload, nodes, global_batch, epochs, predicted_seconds,

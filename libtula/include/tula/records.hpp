@@ -41,6 +41,9 @@ struct ComputeSample {
     /// The hardware class (tula.conf `hardware_class`) of the nodes it was measured on; "" =
     /// unknown (profiles older than schema version 8): counted as any class's.
     std::string hardware_class;
+    /// The Slurm job that measured it (a job's own measurement, TULA_PROFILE, or tula
+    /// profile's job); "" = not known (measured outside Slurm, or before schema version 11).
+    std::string job_id;
 };
 
 /// One allreduce measurement: mean seconds of MPI_Allreduce(SUM, float32) of `bytes`

@@ -130,7 +130,7 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                (std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, created, ") +
                 (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
                 (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") + (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
-                " FROM compute_profile " +
+                (schema_ >= 11 ? ", job_id" : ", ''") + " FROM compute_profile " +
                 (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id")
                    .c_str());
         if (!workload.empty()) s.bind(1, workload);
@@ -140,7 +140,7 @@ std::string ProfileDb::export_json(const std::string& workload) const {
                           {"created", s.dbl(6)}, {"ranks", s.i64(7)},
                           {"startup_seconds", s.is_null(8) ? ExJson(nullptr) : ExJson(s.dbl(8))},
                           {"synced_seconds_per_iter", s.is_null(9) ? ExJson(nullptr) : ExJson(s.dbl(9))},
-                          {"hardware_class", s.text(10)}, {"ranks_per_node", s.i64(11)}});
+                          {"hardware_class", s.text(10)}, {"ranks_per_node", s.i64(11)}, {"job_id", s.text(12)}});
     }
     doc["compute"] = std::move(cs);
     ExJson as = ExJson::array();
@@ -243,6 +243,8 @@ std::vector<ImportedCompute> read_compute_rows(const ExJson& doc, int64_t versio
             c.s.ranks_per_node = static_cast<int>(r.integer("ranks_per_node", 1, INT32_MAX));
             if (c.s.ranks % c.s.ranks_per_node != 0) r.bad("ranks must be a multiple of ranks_per_node");
         }
+        if (version >= 11 && jc[i].contains("job_id"))  // optional: missing = "", not known
+            c.s.job_id = r.text("job_id", false);
         cs.push_back(c);
     }
     return cs;
@@ -393,12 +395,13 @@ ProfileDb::ImportCounts ProfileDb::import_json(const std::string& text, const st
         }
         Stmt s(db_, path_,
                "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, "
-               "ranks, startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
-               "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "ranks, startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node, job_id) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         s.bind_all(c.s.workload, c.s.host, c.s.local_batch, c.s.threads, c.s.seconds_per_iter, c.s.iters, c.created,
                    c.s.ranks);
         s.bind(11, c.s.hardware_class);
         s.bind(12, c.s.ranks_per_node);
+        s.bind(13, c.s.job_id);
         if (std::isfinite(c.s.startup_seconds)) s.bind(9, c.s.startup_seconds);
         if (std::isfinite(c.s.synced_seconds_per_iter)) s.bind(10, c.s.synced_seconds_per_iter);
         s.run();

@@ -143,11 +143,18 @@ ALTER TABLE run ADD COLUMN part_seconds TEXT;
 PRAGMA user_version = 10;
 )SQL";
 
+// Migration 10 -> 11: the Slurm job that measured a compute point (ComputeSample::job_id), so
+// that a plan can name the job whose own measurement it rests on; old rows: '' = not known.
+constexpr const char* kMigrateV10toV11 = R"SQL(
+ALTER TABLE compute_profile ADD COLUMN job_id TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 11;
+)SQL";
+
 // kMigrations[v - 1] takes schema version v to v + 1. A new database is created as version 1
 // and migrated, so that a new database and a migrated one have the same schema.
 constexpr const char* kMigrations[] = {kMigrateV1toV2, kMigrateV2toV3, kMigrateV3toV4, kMigrateV4toV5,
                                        kMigrateV5toV6, kMigrateV6toV7, kMigrateV7toV8, kMigrateV8toV9,
-                                       kMigrateV9toV10};
+                                       kMigrateV9toV10, kMigrateV10toV11};
 static_assert(sizeof kMigrations / sizeof kMigrations[0] == kSchemaVersion - 1, "one migration per schema step");
 
 // The schema objects of schema version `version` (1..kSchemaVersion), read from a database built

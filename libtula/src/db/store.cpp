@@ -297,11 +297,12 @@ void ProfileDb::add_compute(const ComputeSample& c) {
                     std::to_string(c.seconds_per_iter) + " s/iter)");
     Stmt s(db_, path_,
            "INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created, ranks, "
-           "startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "startup_seconds, synced_seconds_per_iter, hardware_class, ranks_per_node, job_id) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind_all(c.workload, c.host, c.local_batch, c.threads, c.seconds_per_iter, c.iters, now_seconds(), c.ranks);
     s.bind(11, c.hardware_class);
     s.bind(12, c.ranks_per_node);
+    s.bind(13, c.job_id);
     if (std::isfinite(c.startup_seconds) && c.startup_seconds >= 0) s.bind(9, c.startup_seconds);  // else NULL
     if (std::isfinite(c.synced_seconds_per_iter) && c.synced_seconds_per_iter > 0)
         s.bind(10, c.synced_seconds_per_iter);  // else NULL
@@ -315,7 +316,8 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
     const std::string sql = std::string("SELECT workload, host, local_batch, threads, seconds_per_iter, iters, ") +
                             (schema_ >= 4 ? "ranks, startup_seconds" : "1, NULL") +
                             (schema_ >= 5 ? ", synced_seconds_per_iter" : ", NULL") +
-                            (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") + " FROM compute_profile " +
+                            (schema_ >= 8 ? ", hardware_class, ranks_per_node" : ", '', 1") +
+                            (schema_ >= 11 ? ", job_id" : ", ''") + " FROM compute_profile " +
                             (workload.empty() ? "" : "WHERE workload = ? ") + "ORDER BY id";
     Stmt s(db_, path_, sql.c_str());
     if (!workload.empty()) s.bind(1, workload);
@@ -327,6 +329,7 @@ std::vector<ComputeSample> ProfileDb::compute_samples(const std::string& workloa
         if (!s.is_null(8)) c.synced_seconds_per_iter = s.dbl(8);
         c.hardware_class = s.text(9);
         c.ranks_per_node = std::max(1, static_cast<int>(s.i64(10)));
+        c.job_id = s.text(11);
         out.push_back(std::move(c));
     }
     return out;
