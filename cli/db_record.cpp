@@ -65,6 +65,16 @@ int run_record(const RecordOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The job a recorded file is for: `job` (--job), else the header's job_id, else $SLURM_JOB_ID.
+std::string recorded_job_id(const std::string& job, const MetricsHeader& h) {
+    const char* which = nullptr;
+    return !job.empty() ? job : !h.job_id.empty() ? h.job_id : first_env({"SLURM_JOB_ID"}, &which);
+}
+
+}  // namespace
+
 RecordedRun record_metrics_file(const std::string& file, const std::string& job, const std::string& db,
                                 std::vector<std::string>* warnings) {
     const MetricsRun m = read_metrics_run_file(file);
@@ -73,7 +83,7 @@ RecordedRun record_metrics_file(const std::string& file, const std::string& job,
     RunRecord& r = out.run;
     r = m.run;
     const char* which = nullptr;
-    r.job_id = !job.empty() ? job : !h.job_id.empty() ? h.job_id : first_env({"SLURM_JOB_ID"}, &which);
+    r.job_id = recorded_job_id(job, h);
     if (h.predicted_seconds < 0) {
         const std::string p = first_env({"TULA_PREDICTED_SECONDS", "SLURM_SPANK_TULA_PREDICTED_SECONDS"}, &which);
         // the plan's prediction is for its row: kept only when the run trained that global batch
@@ -147,8 +157,7 @@ RecordedProfile record_profile_file(const std::string& file, const std::string& 
     }
     if (out.kind == MetricsKind::Profile) {
         std::vector<ComputeSample> got = profile_samples(m, this_host(), cls);
-        const char* which = nullptr;
-        const std::string id = !job.empty() ? job : !h.job_id.empty() ? h.job_id : first_env({"SLURM_JOB_ID"}, &which);
+        const std::string id = recorded_job_id(job, h);
         for (ComputeSample& c : got) c.job_id = id;
         store_compute_profile(db, got, h.workload_row());
         out.samples = got.size();

@@ -72,6 +72,17 @@ std::string jobs_phrase(const std::vector<std::string>& jobs, size_t max_shown) 
     return s;
 }
 
+namespace {
+
+// Job ids comma-separated, as the kv output's profile_jobs.
+std::string jobs_list(const std::vector<std::string>& jobs) {
+    std::string s;
+    for (const std::string& j : jobs) s += (s.empty() ? "" : ",") + j;
+    return s;
+}
+
+}  // namespace
+
 KeyValues plan_kv(const PlanReport& r) {
     const Candidate& c = r.plan.choice();
     KeyValues kv = {
@@ -136,9 +147,7 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("intra_node_source", c.intra_node_source);
     kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));
     kv.emplace_back("queue", r.queue_note);
-    std::string jobs;
-    for (const std::string& j : r.profile_jobs) jobs += (jobs.empty() ? "" : ",") + j;
-    kv.emplace_back("profile_jobs", jobs);
+    kv.emplace_back("profile_jobs", jobs_list(r.profile_jobs));
     if (c.hole.used) {  // a start in a backfill hole, then the requeued rest (hole_time_to_result)
         kv.emplace_back("hole_wait_seconds", format_number("%.0f", c.hole.wait_seconds));
         kv.emplace_back("hole_seconds", format_number("%.0f", c.hole.seconds));
@@ -321,8 +330,6 @@ Json run_json(const RunRecord& r) {
 
 KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::optional<RunCheck>& check,
                      const std::vector<std::string>& profile_jobs) {
-    std::string jobs;
-    for (const std::string& j : profile_jobs) jobs += (jobs.empty() ? "" : ",") + j;
     const auto e = error_percent(r.measured_seconds, r.predicted_seconds);
     const double slow = slower_than_planned(r.measured_seconds, r.predicted_seconds);
     KeyValues kv = {
@@ -341,7 +348,7 @@ KeyValues explain_kv(const RunRecord& r, const std::string& db_path, const std::
         {"parts", std::to_string(r.parts)},
         {"test_accuracy", format_number("%.4f", r.test_accuracy)},
         {"database", db_path},
-        {"profile_jobs", jobs},
+        {"profile_jobs", jobs_list(profile_jobs)},
     };
     if (!check) {
         kv.emplace_back("flagged", "");
