@@ -98,7 +98,7 @@ endif
 # (the CUDA build rules follow the unit-test runner's rule, below `all`)
 
 ifeq ($(HAVE_MPI),yes)
-  TRAIN_CXX   := OMPI_CXX=$(CXX) $(MPICXX)
+  TRAIN_CXX   := OMPI_CXX='$(CXX)' $(MPICXX)
   MPI_DEFS    := -DTULA_HAVE_MPI=1
 else
   TRAIN_CXX   := $(CXX)
