@@ -54,38 +54,63 @@ namespace {
 constexpr size_t kMaxScriptBytes = 1 << 20;  // parse_train_command reads at most 1 MiB too
 
 
-// The human-readable plan: candidates table, choice, reason, time limit.
-void print_table(const PlanReport& r, const SimulatedModels* sim) {
-    const bool colour = stdout_colour();
-    const Plan& p = r.plan;
-    if (r.simulated) {
-        const int fitted = p.calibration.runs;
-        std::printf("%s %s: planned from published figures%s, not from profiles\n", bold("SIMULATED plan", colour).c_str(),
-                    r.hardware.c_str(),
-                    fitted > 0 ? (" and the compute of " + std::to_string(fitted) + " finished run(s)").c_str() : "");
-        if (sim) {
-            std::printf("  compute: t(b) = %s ms + %s ms x b%s per node (%s)\n",
-                        format_number("%.4g", sim->compute.t0 * 1e3).c_str(),
-                        format_number("%.4g", sim->compute.t1 * 1e3).c_str(),
-                        sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "",
-                        fitted > 0 ? "fitted to the runs' seconds per step" : "roofline: FLOPs / (peak x efficiency)");
-            const std::string across =
-                sim->allreduce.bus_bandwidth.empty()
-                    ? std::string(sim->allreduce.algorithm_name()) + ", alpha " + format_number("%.4g", sim->allreduce.alpha * 1e6) +
-                          " us, beta " + format_number("%.4g", sim->allreduce.beta * 1e9) + " ns/byte (alpha-beta model)"
-                    : "nccl-tests bus bandwidth tables";
-            const std::string buckets =
-                sim->overlap.bucket_bytes > 0
-                    ? "in " + format_number("%.4g", sim->overlap.bucket_bytes / 1048576.0) + " MiB buckets during the backward pass"
-                    : "in one message after the backward pass";
-            std::printf("  allreduce: %s; intra-node %s ms per iteration; the gradient %s\n", across.c_str(),
-                        format_number("%.4g", sim->intra_node_seconds * 1e3).c_str(), buckets.c_str());
-            std::printf("  memory per node: %s GiB + %s MiB x b, of %s GiB\n",
-                        format_number("%.4g", sim->memory.static_bytes / 1073741824.0).c_str(),
-                        format_number("%.4g", sim->memory.per_example_bytes / 1048576.0).c_str(),
-                        format_number("%.4g", sim->node_memory_bytes / 1073741824.0).c_str());
-        }
+// The columns a plan table shows beyond the fixed ones: each only where a candidate has it.
+struct PlanColumns {
+    bool gpus = false;    // GPU-hours: tula.conf (or the hardware file) gives GPUs
+    bool energy = false;  // energy (kWh): it gives watts
+    bool parts = false;   // partition and ranks/node: partition sections or a hardware file's partitions
+    bool queue = false;   // wait (s): slurmctld expects a wait
+};
+
+PlanColumns plan_columns(const PlanReport& r) {
+    PlanColumns k;
+    k.gpus = r.gpus_per_node > 0;
+    k.energy = r.watts_per_node > 0;
+    for (const Candidate& c : r.plan.candidates) {
+        k.queue = k.queue || c.queue_wait_seconds > 0;
+        k.gpus = k.gpus || c.gpus_per_node > 0;
+        k.energy = k.energy || c.energy_kwh > 0;
+        k.parts = k.parts || !c.partition.empty();
     }
+    return k;
+}
+
+// A simulated plan's first lines: the published figures and fitted runs it was planned from.
+void print_simulated(const PlanReport& r, const SimulatedModels* sim, bool colour) {
+    const Plan& p = r.plan;
+    const int fitted = p.calibration.runs;
+    std::printf("%s %s: planned from published figures%s, not from profiles\n", bold("SIMULATED plan", colour).c_str(),
+                r.hardware.c_str(),
+                fitted > 0 ? (" and the compute of " + std::to_string(fitted) + " finished run(s)").c_str() : "");
+    if (sim) {
+        std::printf("  compute: t(b) = %s ms + %s ms x b%s per node (%s)\n",
+                    format_number("%.4g", sim->compute.t0 * 1e3).c_str(),
+                    format_number("%.4g", sim->compute.t1 * 1e3).c_str(),
+                    sim->compute.flat ? (", at least " + format_number("%.4g", sim->compute.t_min * 1e3) + " ms").c_str() : "",
+                    fitted > 0 ? "fitted to the runs' seconds per step" : "roofline: FLOPs / (peak x efficiency)");
+        const std::string across =
+            sim->allreduce.bus_bandwidth.empty()
+                ? std::string(sim->allreduce.algorithm_name()) + ", alpha " + format_number("%.4g", sim->allreduce.alpha * 1e6) +
+                      " us, beta " + format_number("%.4g", sim->allreduce.beta * 1e9) + " ns/byte (alpha-beta model)"
+                : "nccl-tests bus bandwidth tables";
+        const std::string buckets =
+            sim->overlap.bucket_bytes > 0
+                ? "in " + format_number("%.4g", sim->overlap.bucket_bytes / 1048576.0) + " MiB buckets during the backward pass"
+                : "in one message after the backward pass";
+        std::printf("  allreduce: %s; intra-node %s ms per iteration; the gradient %s\n", across.c_str(),
+                    format_number("%.4g", sim->intra_node_seconds * 1e3).c_str(), buckets.c_str());
+        std::printf("  memory per node: %s GiB + %s MiB x b, of %s GiB\n",
+                    format_number("%.4g", sim->memory.static_bytes / 1073741824.0).c_str(),
+                    format_number("%.4g", sim->memory.per_example_bytes / 1048576.0).c_str(),
+                    format_number("%.4g", sim->node_memory_bytes / 1073741824.0).c_str());
+    }
+}
+
+// The plan's header line (workload, epochs, policy, nodes, price), its candidates table and the
+// table's legend.
+void print_candidates(const PlanReport& r, const PlanColumns& k, bool colour) {
+    const Plan& p = r.plan;
+    const bool gpus = k.gpus, energy = k.energy, parts = k.parts, queue = k.queue;
     int lo = 0, hi = 0;
     for (const auto& c : p.candidates) {
         lo = lo == 0 ? c.nodes : std::min(lo, c.nodes);
@@ -104,14 +129,6 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
                 policy_phrase(r.policy, r.deadline_seconds, r.budget, r.node_hour_price()).c_str(),
                 lo == hi ? nodes_phrase(lo).c_str() : (std::to_string(lo) + ".." + std::to_string(hi) + " nodes").c_str(),
                 price.c_str());
-    // GPU-hours and energy columns only where tula.conf (or the hardware file) gives GPUs / watts.
-    bool gpus = r.gpus_per_node > 0, energy = r.watts_per_node > 0, parts = false, queue = false;
-    for (const Candidate& c : p.candidates) {
-        queue = queue || c.queue_wait_seconds > 0;  // a wait column once slurmctld expects one
-        gpus = gpus || c.gpus_per_node > 0;
-        energy = energy || c.energy_kwh > 0;
-        parts = parts || !c.partition.empty();  // partition sections (or a hardware file's partitions)
-    }
     Table t;
     t.header = {""};
     if (parts) t.header.insert(t.header.end(), {"partition", "ranks/node"});
@@ -171,6 +188,13 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
             break;
         }
     for (const std::string& l : p.left_out) std::printf("%s %s\n", bold("left out:", colour).c_str(), l.c_str());
+}
+
+// The lines under the table: the choice, why, the queue, the measuring jobs, the noise scale,
+// the run fit, flagged runs and the time limit.
+void print_choice(const PlanReport& r, const PlanColumns& k, bool colour) {
+    const Plan& p = r.plan;
+    const bool gpus = k.gpus, energy = k.energy;
     const Candidate& c = p.choice();
     std::string extra;
     if (gpus) extra += ", " + format_number("%.3g", c.gpu_hours) + " GPU-hours";
@@ -215,6 +239,15 @@ void print_table(const PlanReport& r, const SimulatedModels* sim) {
     for (const auto& f : p.flagged_runs) std::printf("%s %s\n", bold("flagged run:", colour).c_str(), run_check_line(f).c_str());
     std::printf("%s %d min (predicted x %s + %s s)\n", bold("time limit:", colour).c_str(), p.time_limit_minutes,
                 format_number("%g", 1.0 + r.time_margin).c_str(), format_number("%g", r.time_overhead).c_str());
+}
+
+// The human-readable plan: candidates table, choice, reason, time limit.
+void print_table(const PlanReport& r, const SimulatedModels* sim) {
+    const bool colour = stdout_colour();
+    const PlanColumns k = plan_columns(r);
+    if (r.simulated) print_simulated(r, sim, colour);
+    print_candidates(r, k, colour);
+    print_choice(r, k, colour);
 }
 
 // Reports a failure in the requested format; `status` is returned.

@@ -120,9 +120,10 @@ int run_compute_command(const ComputeOptions& o) {
     return kExitOk;
 }
 
-int run_compute(const ComputeOptions& o) {
-    std::string model, dataset;
-    if (!split_workload(o.workload, &model, &dataset))
+// The options run_compute refuses; throws UsageError with the reason. Sets the workload's
+// model and data set.
+void check_compute_options(const ComputeOptions& o, std::string* model, std::string* dataset) {
+    if (!split_workload(o.workload, model, dataset))
         throw UsageError("--workload '" + one_line(o.workload, 80) +
                          "' is not of the form MODEL@DATASET (letters, digits, _ . -), e.g. lenet5@fashion-mnist");
     if (o.batch_sizes.empty()) throw UsageError("--batch-sizes: give at least one local batch size");
@@ -135,113 +136,100 @@ int run_compute(const ComputeOptions& o) {
                              (lowest == 2 ? " (ranks at once on 1 node is the plain profile; with --ranks-per-node R "
                                             "1 node is allowed)"
                                           : ""));
-    if (!o.command.empty()) return run_compute_command(o);
-    const std::string db = write_db_path(o.common);
-    const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
-    const std::string trainer = find_trainer(o.trainer);
-    check_db_writable(db, staged);
-    DbWriter writer(db, staged);
-    const size_t before = count_compute(db, o.workload);
-    const std::optional<std::string> local_class = profile_class(o.job, o.common, false);
+}
 
-    // Resumable: every batch size is measured in `rounds` tula-train runs of its own, and the
-    // rounds are interleaved (all batch sizes once, then again), so that a slow phase of a
-    // shared machine spreads over the batch sizes instead of bending the curve; the model
-    // takes each batch size's median. Rounds this host already measured (1 thread) count
-    // unless --force, so an interrupted profile keeps what it finished.
-    std::vector<int> todo, done, uniq;
+// The rounds a compute profile still has to run. Resumable: every batch size is measured in
+// `rounds` tula-train runs of its own, and the rounds are interleaved (all batch sizes once,
+// then again), so that a slow phase of a shared machine spreads over the batch sizes instead of
+// bending the curve; the model takes each batch size's median. Rounds this host already
+// measured (1 thread) count unless --force, so an interrupted profile keeps what it finished.
+struct ComputeRounds {
+    std::vector<int> todo;  // the local batch of each run, in order
+    std::vector<int> done;  // local batches with all their rounds on this host
+    std::vector<int> uniq;  // the distinct local batches, in the order given
     std::vector<int> need;  // rounds still to run, per uniq entry
-    {
-        const std::string host = this_host();
-        auto d = open_existing(db);
-        const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
-        for (int b : o.batch_sizes) {
-            if (std::find(uniq.begin(), uniq.end(), b) != uniq.end()) continue;
-            int measured = 0;
-            for (const auto& c : have)
-                measured += (c.local_batch == b && c.host == host && c.threads == 1 && c.ranks == 1);
-            uniq.push_back(b);
-            need.push_back(o.force ? o.rounds : std::max(0, o.rounds - measured));
-            if (need.back() == 0) done.push_back(b);
-        }
-        for (int r = 0; r < o.rounds; ++r)
-            for (size_t k = 0; k < uniq.size(); ++k)
-                if (r < need[k]) todo.push_back(uniq[k]);
-    }
-    std::printf("profile compute: %s, local batches %s, %d round%s of %d iterations each, into %s\n", o.workload.c_str(),
-                join_ints(o.batch_sizes).c_str(), o.rounds, o.rounds == 1 ? "" : "s", o.iters, db.c_str());
-    if (!done.empty())
-        std::printf("profile compute: skipping local batch%s %s, already measured on this host (--force measures again)\n",
-                    done.size() == 1 ? "" : "es", join_ints(done).c_str());
-    for (size_t k = 0; k < uniq.size(); ++k)
-        if (need[k] > 0 && need[k] < o.rounds)
-            std::printf("profile compute: local batch %d has %d of %d rounds on this host; measuring %d more\n", uniq[k],
-                        o.rounds - need[k], o.rounds, need[k]);
-    const bool bar = stdout_terminal();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto since = [](std::chrono::steady_clock::time_point t) {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    };
-    for (size_t i = 0; i < todo.size(); ++i) {
-        const int b = todo[i];
-        // tula-train writes the profile to a file of ours and records it in the database
-        TempDir tmp("", "tula-profile");
-        const std::string profile = tmp.path + "/profile.jsonl";
-        tmp.files.push_back(profile);
-        std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
-                                         "--batch-sizes", std::to_string(b), "--iters", std::to_string(o.iters),
-                                         "--db",         writer.path(),      "--metrics", profile};
-        if (!o.data_dir.empty()) {
-            argv.push_back("--data-dir");
-            argv.push_back(o.data_dir);
-        }
-        // tula-train's standard output goes to a file and is shown once it ends (its errors go
-        // straight to our standard error).
-        std::unique_ptr<FILE, int (*)(FILE*)> cap(std::tmpfile(), std::fclose);
-        if (!cap) throw Error(std::string("cannot create a temporary file for tula-train's output: ") + std::strerror(errno));
-        ProcessResult r;
-        const pid_t pid = start_process(argv, class_env(local_class), ::fileno(cap.get()), -1, &r.error);
-        const auto tb = std::chrono::steady_clock::now();
-        if (pid >= 0) {
-            while (!wait_process(pid, false, &r)) {
-                if (bar) {
-                    std::printf("\r%s %zu/%zu  local batch %d  %s ", progress_bar(double(i) / todo.size(), 30).c_str(), i + 1,
-                                todo.size(), b, format_duration(since(tb)).c_str());
-                    std::fflush(stdout);
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(250));
-            }
-        }
-        if (bar) std::printf("\r%*s\r", 72, "");
-        std::string text;
-        std::rewind(cap.get());
-        char buf[4096];
-        for (size_t n; (n = std::fread(buf, 1, sizeof buf, cap.get())) > 0 && text.size() < (1u << 20);) text.append(buf, n);
-        if (!r.ok()) {
-            std::fputs(text.c_str(), stdout);
-            throw Error("profile compute failed at local batch " + std::to_string(b) + ": " + describe_result(r, trainer) +
-                        " (its messages are above)" +
-                        (i > 0 ? "; the batch sizes measured before it are kept, run again to resume" : ""));
-        }
-        writer.done();  // the system database: published now, so that an interruption keeps it
-        // "local batch B: X ms per step (N steps)" from the profile tula-train wrote
-        std::string line = "local batch " + std::to_string(b) + " done";
-        if (file_exists(profile))
-            for (const ProfileLine& l : read_metrics_profile_file(profile).lines)
-                line = "local batch " + std::to_string(l.local_batch) + ": " + format_number("%.2f", l.seconds * 1e3) +
-                       " ms per step (" + std::to_string(l.steps) + " steps)";
-        std::printf("profile compute: %zu/%zu %s%s\n", i + 1, todo.size(), line.c_str(),
-                    bar ? (" " + progress_bar(double(i + 1) / todo.size(), 30)).c_str() : "");
-    }
-    const double secs = since(t0);
-    if (!o.nodes.empty() || o.ranks_per_node > 1) run_compute_together(o, model, dataset, trainer, db, writer);
+};
 
-    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
-    const std::vector<ComputeSample> all = d.compute_samples(o.workload);
-    if (!todo.empty() && all.size() <= before)
-        throw Error("tula-train exited 0 but recorded no compute samples of " + o.workload + " in " + db);
-    std::printf("profile compute: recorded %zu compute points of %s in %s (%zu in all) in %s\n", all.size() - before,
-                o.workload.c_str(), db.c_str(), all.size(), format_duration(secs).c_str());
+ComputeRounds compute_rounds(const ComputeOptions& o, const std::string& db) {
+    ComputeRounds c;
+    const std::string host = this_host();
+    auto d = open_existing(db);
+    const std::vector<ComputeSample> have = d ? d->compute_samples(o.workload) : std::vector<ComputeSample>{};
+    for (int b : o.batch_sizes) {
+        if (std::find(c.uniq.begin(), c.uniq.end(), b) != c.uniq.end()) continue;
+        int measured = 0;
+        for (const auto& s : have) measured += (s.local_batch == b && s.host == host && s.threads == 1 && s.ranks == 1);
+        c.uniq.push_back(b);
+        c.need.push_back(o.force ? o.rounds : std::max(0, o.rounds - measured));
+        if (c.need.back() == 0) c.done.push_back(b);
+    }
+    for (int r = 0; r < o.rounds; ++r)
+        for (size_t k = 0; k < c.uniq.size(); ++k)
+            if (r < c.need[k]) c.todo.push_back(c.uniq[k]);
+    return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// One round at local batch b: tula-train --profile-compute, which records into writer.path();
+// run i of n, with a progress bar on a terminal. Returns the line "local batch B: X ms per step
+// (N steps)" from the profile it wrote. Errors: tula::Error when tula-train fails (its output
+// is shown first).
+std::string run_compute_round(const ComputeOptions& o, const std::string& trainer, const std::string& model,
+                              const std::string& dataset, DbWriter& writer, const std::optional<std::string>& local_class,
+                              int b, size_t i, size_t n, bool bar) {
+    // tula-train writes the profile to a file of ours and records it in the database
+    TempDir tmp("", "tula-profile");
+    const std::string profile = tmp.path + "/profile.jsonl";
+    tmp.files.push_back(profile);
+    std::vector<std::string> argv = {trainer,        "--model",          model,   "--data", dataset, "--profile-compute",
+                                     "--batch-sizes", std::to_string(b), "--iters", std::to_string(o.iters),
+                                     "--db",         writer.path(),      "--metrics", profile};
+    if (!o.data_dir.empty()) {
+        argv.push_back("--data-dir");
+        argv.push_back(o.data_dir);
+    }
+    // tula-train's standard output goes to a file and is shown once it ends (its errors go
+    // straight to our standard error).
+    std::unique_ptr<FILE, int (*)(FILE*)> cap(std::tmpfile(), std::fclose);
+    if (!cap) throw Error(std::string("cannot create a temporary file for tula-train's output: ") + std::strerror(errno));
+    ProcessResult r;
+    const pid_t pid = start_process(argv, class_env(local_class), ::fileno(cap.get()), -1, &r.error);
+    const auto tb = std::chrono::steady_clock::now();
+    if (pid >= 0) {
+        while (!wait_process(pid, false, &r)) {
+            if (bar) {
+                std::printf("\r%s %zu/%zu  local batch %d  %s ", progress_bar(double(i) / n, 30).c_str(), i + 1, n, b,
+                            format_duration(seconds_since(tb)).c_str());
+                std::fflush(stdout);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+    }
+    if (bar) std::printf("\r%*s\r", 72, "");
+    std::string text;
+    std::rewind(cap.get());
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, cap.get())) > 0 && text.size() < (1u << 20);) text.append(buf, got);
+    if (!r.ok()) {
+        std::fputs(text.c_str(), stdout);
+        throw Error("profile compute failed at local batch " + std::to_string(b) + ": " + describe_result(r, trainer) +
+                    " (its messages are above)" +
+                    (i > 0 ? "; the batch sizes measured before it are kept, run again to resume" : ""));
+    }
+    std::string line = "local batch " + std::to_string(b) + " done";
+    if (file_exists(profile))
+        for (const ProfileLine& l : read_metrics_profile_file(profile).lines)
+            line = "local batch " + std::to_string(l.local_batch) + ": " + format_number("%.2f", l.seconds * 1e3) +
+                   " ms per step (" + std::to_string(l.steps) + " steps)";
+    return line;
+}
+
+// The fit of a workload's compute samples `all` and this host's round spread, printed; a
+// warning instead when they cannot be fitted.
+void print_compute_fit(const std::vector<ComputeSample>& all) {
     try {
         const ComputeModel m = ComputeModel::fit(all);
         for (const auto& l : compute_fit_lines(m, all)) std::printf("profile compute: %s\n", l.c_str());
@@ -263,6 +251,48 @@ int run_compute(const ComputeOptions& o) {
     } catch (const std::exception& e) {
         print_warning(std::string(e.what()) + "; tula plan needs at least 2 distinct local batch sizes");
     }
+}
+
+int run_compute(const ComputeOptions& o) {
+    std::string model, dataset;
+    check_compute_options(o, &model, &dataset);
+    if (!o.command.empty()) return run_compute_command(o);
+    const std::string db = write_db_path(o.common);
+    const bool staged = is_system_db(db, o.common);  // an explicit --conf must be valid
+    const std::string trainer = find_trainer(o.trainer);
+    check_db_writable(db, staged);
+    DbWriter writer(db, staged);
+    const size_t before = count_compute(db, o.workload);
+    const std::optional<std::string> local_class = profile_class(o.job, o.common, false);
+    const ComputeRounds c = compute_rounds(o, db);
+    std::printf("profile compute: %s, local batches %s, %d round%s of %d iterations each, into %s\n", o.workload.c_str(),
+                join_ints(o.batch_sizes).c_str(), o.rounds, o.rounds == 1 ? "" : "s", o.iters, db.c_str());
+    if (!c.done.empty())
+        std::printf("profile compute: skipping local batch%s %s, already measured on this host (--force measures again)\n",
+                    c.done.size() == 1 ? "" : "es", join_ints(c.done).c_str());
+    for (size_t k = 0; k < c.uniq.size(); ++k)
+        if (c.need[k] > 0 && c.need[k] < o.rounds)
+            std::printf("profile compute: local batch %d has %d of %d rounds on this host; measuring %d more\n", c.uniq[k],
+                        o.rounds - c.need[k], o.rounds, c.need[k]);
+    const bool bar = stdout_terminal();
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t n = c.todo.size();
+    for (size_t i = 0; i < n; ++i) {
+        const std::string line = run_compute_round(o, trainer, model, dataset, writer, local_class, c.todo[i], i, n, bar);
+        writer.done();  // the system database: published now, so that an interruption keeps it
+        std::printf("profile compute: %zu/%zu %s%s\n", i + 1, n, line.c_str(),
+                    bar ? (" " + progress_bar(double(i + 1) / n, 30)).c_str() : "");
+    }
+    const double secs = seconds_since(t0);
+    if (!o.nodes.empty() || o.ranks_per_node > 1) run_compute_together(o, model, dataset, trainer, db, writer);
+
+    ProfileDb d = ProfileDb::open(db, ProfileDb::Mode::ReadOnly);
+    const std::vector<ComputeSample> all = d.compute_samples(o.workload);
+    if (n > 0 && all.size() <= before)
+        throw Error("tula-train exited 0 but recorded no compute samples of " + o.workload + " in " + db);
+    std::printf("profile compute: recorded %zu compute points of %s in %s (%zu in all) in %s\n", all.size() - before,
+                o.workload.c_str(), db.c_str(), all.size(), format_duration(secs).c_str());
+    print_compute_fit(all);
     return kExitOk;
 }
 

@@ -163,14 +163,168 @@ struct Scan {
     std::vector<double> summary_part_seconds;  // the "summary" line's part_seconds; empty: none
 };
 
-// Reads and checks every line of `in`, keeping what `want` needs.
-Scan scan(std::istream& in, const std::string& source, Want want) {
+// One line's JSON object; `where` is "FILE:LINE" for the error. Throws Error with the parser's
+// reason when the bytes are not valid JSON.
+Json parse_line(const char* p, size_t len, const std::string& where) {
+    Json obj = Json::parse(p, p + len, nullptr, false);
+    if (!obj.is_discarded()) return obj;
+    std::string why = "not valid JSON";
+    try {
+        const Json again = Json::parse(p, p + len);  // throws: the parser's reason
+        (void)again;
+    } catch (const Json::exception& e) {
+        const char* m = std::strstr(e.what(), "] ");
+        why += std::string(": ") + (m ? m + 2 : e.what());
+    }
+    throw Error(where + ": " + why + " (a job killed while writing leaves a truncated last line: remove it; " +
+                "NaN and Infinity are not JSON)");
+}
+
+// The checks and the gathering of each line type, with what they keep between lines.
+struct Scanner {
+    Want want;
     Scan s;
     bool have_header = false;
     // the previous step number; after a resume, its resumed_at_step - 1 (resumed_at_step counts
     // the steps done before it, so with steps numbered from 0 it is the next step's number)
     int64_t last_step = -1;
     int last_epoch = 0;
+
+    void header(const Line& l) {
+        const MetricsHeader h = read_header(l, want != Want::Allreduce && want != Want::Kind);
+        if (!have_header) {
+            s.header = h;
+            have_header = true;
+            if (h.resumed) last_step = std::max<int64_t>(last_step, h.resumed_at_step - 1);
+            return;
+        }
+        if (!h.resumed)
+            l.bad("a second header must be a resume (\"resumed\": true)",
+                  "a new run needs a new file; a resumed job appends a header with \"resumed\": true");
+        const MetricsHeader& f = s.header;
+        if (h.workload != f.workload || h.nodes != f.nodes || h.ranks != f.ranks || h.global_batch != f.global_batch)
+            l.bad("the resume's workload, nodes, ranks or global_batch (" + h.workload + ", " + std::to_string(h.nodes) +
+                      ", " + std::to_string(h.ranks) + ", " + std::to_string(h.global_batch) +
+                      ") differ from the first header's (" + f.workload + ", " + std::to_string(f.nodes) + ", " +
+                      std::to_string(f.ranks) + ", " + std::to_string(f.global_batch) + ")",
+                  "a different run needs its own file");
+        ++s.resumes;
+        last_step = h.resumed_at_step - 1;
+        // a summary before a resume speaks of the parts before it: the last summary counts
+        s.summary_parts = 0;
+        s.summary_part_seconds.clear();
+    }
+
+    void step(const Line& l) {
+        if (s.header.global_batch < 1) l.bad("the header has no global_batch >= 1, which step lines need");
+        const int64_t step = l.integer("step", 0, true);
+        if (step <= last_step)
+            l.bad("step " + std::to_string(step) + " is not above the previous step number " +
+                      std::to_string(last_step) + (s.resumes > 0 || s.header.resumed ? " (or below the resume's resumed_at_step)" : ""),
+                  "step numbers must increase strictly");
+        last_step = step;
+        l.number("seconds", 0, true, true);
+        l.integer("examples", 1, true);
+        ++s.steps;
+    }
+
+    void epoch(const Line& l) {
+        if (s.header.global_batch < 1) l.bad("the header has no global_batch >= 1, which epoch lines need");
+        const int64_t e = l.integer("epoch", 1, true);
+        if (e != last_epoch + 1)
+            l.bad("epoch " + std::to_string(e) + " does not follow epoch " + std::to_string(last_epoch) + " (expected " +
+                      std::to_string(last_epoch + 1) + ")",
+                  "epochs are numbered 1, 2, 3, ... and a resumed job continues after the last epoch line");
+        last_epoch = static_cast<int>(e);
+        ++s.epoch_lines;
+        const double secs = l.number("seconds", 0, true, true);
+        const double acc = l.number("test_accuracy", 0, false, true, false, 1.0);
+        const double loss = l.number("train_loss", 0, false, false, true);
+        const double noise = l.number("noise_scale", 0, true, false, true);
+        const int64_t obs = l.integer("noise_observations", 0, false);
+        if (want != Want::Run) return;
+        RunRecord& r = s.run;
+        r.epoch_seconds.push_back(secs);
+        r.epoch_train_loss.push_back(loss);
+        r.epoch_test_accuracy.push_back(acc);
+        r.measured_seconds += secs;
+        r.test_accuracy = acc;
+        if (std::isfinite(noise)) r.noise_scale = noise;
+        r.noise_observations += obs;
+    }
+
+    void profile(const Line& l) {
+        ProfileLine p;
+        p.local_batch = static_cast<int>(l.integer("local_batch", 1, true, 0, INT32_MAX));
+        p.seconds = l.number("seconds", 0, true, true);
+        p.steps = l.integer("steps", 1, true);
+        p.threads = static_cast<int>(l.integer("threads", 1, false, 1, 1 << 20));
+        p.startup_seconds = l.number("startup_seconds", 0, false, false, true);
+        p.synced_seconds = l.number("synced_seconds", 0, true, false, true);
+        if (want == Want::Profile) s.profile.push_back(p);
+        ++s.profile_lines;
+    }
+
+    void allreduce(const Line& l) {
+        AllreduceLine a;
+        a.bytes = l.integer("bytes", 1, true);
+        a.seconds = l.number("seconds", 0, true, true);
+        a.iters = l.integer("iters", 1, true);
+        if (want == Want::Allreduce) s.allreduce.push_back(a);
+        ++s.allreduce_lines;
+    }
+
+    void summary(const Line& l) {
+        // the run's own noise scale and observation count, which override the epochs'
+        const double noise = l.number("noise_scale", 0, false, false, true);
+        const int64_t obs = l.integer("noise_observations", 0, false, -1);
+        // the parts the run trained in and their training seconds
+        const int64_t parts = l.integer("parts", 1, false, 0, INT32_MAX);
+        std::vector<double> part_seconds;
+        if (const Json* ps = l.find("part_seconds")) {
+            if (!ps->is_array() || ps->empty())
+                l.bad("field \"part_seconds\" must be a list of seconds, one finite number >= 0 per part, not " +
+                      shown(*ps));
+            for (const Json& v : *ps) {
+                if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+                    l.bad("field \"part_seconds\" must hold finite numbers >= 0, not " + shown(v));
+                part_seconds.push_back(v.get<double>());
+            }
+            const size_t want_parts = parts > 0 ? static_cast<size_t>(parts) : 1;
+            if (part_seconds.size() != want_parts)
+                l.bad("field \"part_seconds\" has " + std::to_string(part_seconds.size()) + " values, \"parts\" is " +
+                      std::to_string(want_parts) + (parts > 0 ? "" : " (absent)") + ": give one per part");
+        }
+        if (want != Want::Run) return;
+        if (l.find("noise_scale")) s.summary_noise = std::isfinite(noise) ? noise : 0;
+        if (obs >= 0) s.summary_observations = obs;
+        s.summary_parts = parts;
+        s.summary_part_seconds = std::move(part_seconds);
+    }
+
+    // One parsed line: its type checked and dispatched; other types are ignored.
+    void line(const Json& obj, const std::string& where) {
+        if (!obj.is_object()) throw Error(where + ": not a JSON object, " + shown(obj) + " (" + kSeeSpec + ")");
+        auto ty = obj.find("type");
+        if (ty == obj.end() || !ty->is_string())
+            throw Error(where + ": the object has no string field \"type\" (" + kSeeSpec + ")");
+        const std::string type = ty->get<std::string>();
+        const Line l(obj, where, type);
+        if (!have_header && type != "run")
+            throw Error(where + ": the first line must be the \"run\" header, not a \"" + type +
+                        "\" line (the writer must start the file with {\"type\":\"run\",...}; " + kSeeSpec + ")");
+        if (type == "run") header(l);
+        else if (type == "step") step(l);
+        else if (type == "epoch") epoch(l);
+        else if (type == "profile") profile(l);
+        else if (type == "allreduce") allreduce(l);
+        else if (type == "summary") summary(l);
+    }
+};
+
+// Reads and checks every line of `in`, keeping what `want` needs.
+Scan scan(std::istream& in, const std::string& source, Want want) {
+    Scanner sc{want, {}};
     // one line and its '\n': getline stops after kMaxMetricsLineBytes + 1 bytes without one
     std::unique_ptr<char[]> buf(new char[kMaxMetricsLineBytes + 2]);
     for (int64_t n = 1;; ++n) {
@@ -188,137 +342,13 @@ Scan scan(std::istream& in, const std::string& source, Want want) {
         if (len > kMaxMetricsLineBytes)
             throw Error(where + ": the line is longer than " + std::to_string(kMaxMetricsLineBytes) + " bytes (" +
                         kSeeSpec + ")");
-        const char* p = buf.get();
-        Json obj = Json::parse(p, p + len, nullptr, false);
-        if (obj.is_discarded()) {
-            std::string why = "not valid JSON";
-            try {
-                const Json again = Json::parse(p, p + len);  // throws: the parser's reason
-                (void)again;
-            } catch (const Json::exception& e) {
-                const char* m = std::strstr(e.what(), "] ");
-                why += std::string(": ") + (m ? m + 2 : e.what());
-            }
-            throw Error(where + ": " + why + " (a job killed while writing leaves a truncated last line: remove it; " +
-                        "NaN and Infinity are not JSON)");
-        }
-        if (!obj.is_object()) throw Error(where + ": not a JSON object, " + shown(obj) + " (" + kSeeSpec + ")");
-        auto ty = obj.find("type");
-        if (ty == obj.end() || !ty->is_string())
-            throw Error(where + ": the object has no string field \"type\" (" + kSeeSpec + ")");
-        const std::string type = ty->get<std::string>();
-        const Line l(obj, where, type);
-        if (!have_header && type != "run")
-            throw Error(where + ": the first line must be the \"run\" header, not a \"" + type +
-                        "\" line (the writer must start the file with {\"type\":\"run\",...}; " + kSeeSpec + ")");
-        if (type == "run") {
-            const MetricsHeader h = read_header(l, want != Want::Allreduce && want != Want::Kind);
-            if (!have_header) {
-                s.header = h;
-                have_header = true;
-                if (h.resumed) last_step = std::max<int64_t>(last_step, h.resumed_at_step - 1);
-                continue;
-            }
-            if (!h.resumed)
-                l.bad("a second header must be a resume (\"resumed\": true)",
-                      "a new run needs a new file; a resumed job appends a header with \"resumed\": true");
-            const MetricsHeader& f = s.header;
-            if (h.workload != f.workload || h.nodes != f.nodes || h.ranks != f.ranks || h.global_batch != f.global_batch)
-                l.bad("the resume's workload, nodes, ranks or global_batch (" + h.workload + ", " + std::to_string(h.nodes) +
-                          ", " + std::to_string(h.ranks) + ", " + std::to_string(h.global_batch) +
-                          ") differ from the first header's (" + f.workload + ", " + std::to_string(f.nodes) + ", " +
-                          std::to_string(f.ranks) + ", " + std::to_string(f.global_batch) + ")",
-                      "a different run needs its own file");
-            ++s.resumes;
-            last_step = h.resumed_at_step - 1;
-            // a summary before a resume speaks of the parts before it: the last summary counts
-            s.summary_parts = 0;
-            s.summary_part_seconds.clear();
-        } else if (type == "step") {
-            if (s.header.global_batch < 1) l.bad("the header has no global_batch >= 1, which step lines need");
-            const int64_t step = l.integer("step", 0, true);
-            if (step <= last_step)
-                l.bad("step " + std::to_string(step) + " is not above the previous step number " +
-                      std::to_string(last_step) + (s.resumes > 0 || s.header.resumed ? " (or below the resume's resumed_at_step)" : ""),
-                      "step numbers must increase strictly");
-            last_step = step;
-            l.number("seconds", 0, true, true);
-            l.integer("examples", 1, true);
-            ++s.steps;
-        } else if (type == "epoch") {
-            if (s.header.global_batch < 1) l.bad("the header has no global_batch >= 1, which epoch lines need");
-            const int64_t e = l.integer("epoch", 1, true);
-            if (e != last_epoch + 1)
-                l.bad("epoch " + std::to_string(e) + " does not follow epoch " + std::to_string(last_epoch) + " (expected " +
-                          std::to_string(last_epoch + 1) + ")",
-                      "epochs are numbered 1, 2, 3, ... and a resumed job continues after the last epoch line");
-            last_epoch = static_cast<int>(e);
-            ++s.epoch_lines;
-            const double secs = l.number("seconds", 0, true, true);
-            const double acc = l.number("test_accuracy", 0, false, true, false, 1.0);
-            const double loss = l.number("train_loss", 0, false, false, true);
-            const double noise = l.number("noise_scale", 0, true, false, true);
-            const int64_t obs = l.integer("noise_observations", 0, false);
-            if (want == Want::Run) {
-                RunRecord& r = s.run;
-                r.epoch_seconds.push_back(secs);
-                r.epoch_train_loss.push_back(loss);
-                r.epoch_test_accuracy.push_back(acc);
-                r.measured_seconds += secs;
-                r.test_accuracy = acc;
-                if (std::isfinite(noise)) r.noise_scale = noise;
-                r.noise_observations += obs;
-            }
-        } else if (type == "profile") {
-            ProfileLine p;
-            p.local_batch = static_cast<int>(l.integer("local_batch", 1, true, 0, INT32_MAX));
-            p.seconds = l.number("seconds", 0, true, true);
-            p.steps = l.integer("steps", 1, true);
-            p.threads = static_cast<int>(l.integer("threads", 1, false, 1, 1 << 20));
-            p.startup_seconds = l.number("startup_seconds", 0, false, false, true);
-            p.synced_seconds = l.number("synced_seconds", 0, true, false, true);
-            if (want == Want::Profile) s.profile.push_back(p);
-            ++s.profile_lines;
-        } else if (type == "allreduce") {
-            AllreduceLine a;
-            a.bytes = l.integer("bytes", 1, true);
-            a.seconds = l.number("seconds", 0, true, true);
-            a.iters = l.integer("iters", 1, true);
-            if (want == Want::Allreduce) s.allreduce.push_back(a);
-            ++s.allreduce_lines;
-        } else if (type == "summary") {
-            // the run's own noise scale and observation count, which override the epochs'
-            const double noise = l.number("noise_scale", 0, false, false, true);
-            const int64_t obs = l.integer("noise_observations", 0, false, -1);
-            // the parts the run trained in and their training seconds
-            const int64_t parts = l.integer("parts", 1, false, 0, INT32_MAX);
-            std::vector<double> part_seconds;
-            if (const Json* ps = l.find("part_seconds")) {
-                if (!ps->is_array() || ps->empty())
-                    l.bad("field \"part_seconds\" must be a list of seconds, one finite number >= 0 per part, not " +
-                          shown(*ps));
-                for (const Json& v : *ps) {
-                    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-                        l.bad("field \"part_seconds\" must hold finite numbers >= 0, not " + shown(v));
-                    part_seconds.push_back(v.get<double>());
-                }
-                const size_t want_parts = parts > 0 ? static_cast<size_t>(parts) : 1;
-                if (part_seconds.size() != want_parts)
-                    l.bad("field \"part_seconds\" has " + std::to_string(part_seconds.size()) + " values, \"parts\" is " +
-                          std::to_string(want_parts) + (parts > 0 ? "" : " (absent)") + ": give one per part");
-            }
-            if (want == Want::Run) {
-                if (l.find("noise_scale")) s.summary_noise = std::isfinite(noise) ? noise : 0;
-                if (obs >= 0) s.summary_observations = obs;
-                s.summary_parts = parts;
-                s.summary_part_seconds = std::move(part_seconds);
-            }
-        }
+        sc.line(parse_line(buf.get(), len, where), where);
         if (!has_newline) break;
     }
     if (in.bad()) throw Error(source + ": cannot read the file (" + std::strerror(errno) + ")");
-    if (!have_header) throw Error(source + ": the file is empty; a metrics file starts with the \"run\" header (" + kSeeSpec + ")");
-    return s;
+    if (!sc.have_header)
+        throw Error(source + ": the file is empty; a metrics file starts with the \"run\" header (" + kSeeSpec + ")");
+    return sc.s;
 }
 
 template <class T, class F>

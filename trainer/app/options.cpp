@@ -98,8 +98,8 @@ int rank_cpus() {
 // prints (every rank parses the same arguments and reaches the same verdict).
 namespace {
 
-// The options of tula-train (tula-train(1)) on `app`, stored in `o`.
-void add_options(CLI::App& app, Options& o) {
+// The model, the data, the batch and the learning-rate schedule's options.
+void add_model_and_schedule_options(CLI::App& app, Options& o) {
     app.set_help_flag("-h,--help", "print this help and exit");
     app.add_option("--model", o.model, "network: " + join_models());
     app.add_option("--data", o.data,
@@ -132,6 +132,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--decay-epochs", o.decay_epochs,
                    "wsd: decay over the last D epochs instead of --decay-fraction (the stable phase is then the same "
                    "for every --epochs; D may be fractional)");
+}
+
+// The optimizer, the device and Local SGD's options.
+void add_optimizer_options(CLI::App& app, Options& o) {
     app.add_option("--optimizer", o.optimizer,
                    "sgd, ags (adaptive gradient scaling), lars, lamb, or auto (sgd up to --sgd-max-batch, ags above)")
         ->capture_default_str();
@@ -183,6 +187,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--max-batch-growth", o.max_batch_growth,
                    "largest factor the adaptive batch grows by per averaging round (0: unlimited)")
         ->capture_default_str();
+}
+
+// The run's limits, outputs, checkpoints and profiles.
+void add_run_options(CLI::App& app, Options& o) {
     app.add_option("--seed", o.seed, "random seed (weights, data order)")->capture_default_str();
     app.add_option("--limit-train", o.limit_train, "use only the first N training examples (0: all)");
     app.add_option("--val-split", o.val_split,
@@ -239,6 +247,13 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--sizes", o.sizes, "message sizes in bytes for --profile-allreduce")->delimiter(',');
 }
 
+// The options of tula-train (tula-train(1)) on `app`, stored in `o`.
+void add_options(CLI::App& app, Options& o) {
+    add_model_and_schedule_options(app, o);
+    add_optimizer_options(app, o);
+    add_run_options(app, o);
+}
+
 // The data set, the device and the augmentation: "" when they are valid, else the message.
 std::string check_data_and_device(Options& o) {
     if (o.data != "fashion-mnist") {
@@ -264,9 +279,8 @@ std::string check_data_and_device(Options& o) {
     return "";
 }
 
-// The values of the options, and the thread count and prefetching they resolve to: "" when
-// they are valid, else the message. Warnings on rank 0 (`root`).
-std::string check_values(const CLI::App& app, Options& o, bool root) {
+// The model, epochs, schedule, saved states and limits: "" when valid, else the message.
+std::string check_schedule_values(const CLI::App& app, const Options& o) {
     const bool need_model = !o.profile_allreduce;
     if (need_model && o.model.empty()) return ("--model is required (one of: " + join_models() + ")");
     if (!o.model.empty()) {
@@ -310,6 +324,11 @@ std::string check_values(const CLI::App& app, Options& o, bool root) {
     if (o.val_split < 0) return ("--val-split must be >= 0 examples (0: none)");
     if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
         return ("--target-accuracy must be a fraction in (0, 1] (0: train all epochs)");
+    return "";
+}
+
+// The optimizer's and the batch test's values: "" when valid, else the message.
+std::string check_optimizer_values(const CLI::App& app, const Options& o) {
     if (o.ags_rate_rule != "linear" && o.ags_rate_rule != "sqrt" && o.ags_rate_rule != "first")
         return ("unknown --ags-rate-rule '" + o.ags_rate_rule + "'; valid: linear, sqrt, first");
     if (!(o.batch_test_beta >= 0 && o.batch_test_beta < 1)) return ("--batch-test-beta must be in [0, 1)");
@@ -343,6 +362,12 @@ std::string check_values(const CLI::App& app, Options& o, bool root) {
     if (o.max_batch < 0) return ("--max-batch-size must be >= 0 examples (0: no cap but the training set)");
     if (!std::isfinite(o.max_batch_growth) || (o.max_batch_growth != 0 && !(o.max_batch_growth > 1)))
         return ("--max-batch-growth must be > 1 (a factor per averaging round) or 0 (unlimited)");
+    return "";
+}
+
+// The thread count (--threads, $SLURM_CPUS_PER_TASK, else 1) and the prefetching (--prefetch,
+// $TULA_PREFETCH) they resolve to: "" when valid, else the message. Warnings on rank 0 (`root`).
+std::string resolve_threads_and_prefetch(const CLI::App& app, Options& o, bool root) {
     if (app.count("--threads")) {
         if (o.threads < 1 || o.threads > 1024) return ("--threads must be between 1 and 1024");
         o.threads_source = "--threads";
@@ -371,6 +396,11 @@ std::string check_values(const CLI::App& app, Options& o, bool root) {
         o.prefetch = cpus > o.threads ? "on" : "off";
         o.prefetch_why = " (auto: " + std::to_string(cpus) + " CPU(s) for " + std::to_string(o.threads) + " thread(s))";
     }
+    return "";
+}
+
+// The outputs', the profiles' and the device's values: "" when valid, else the message.
+std::string check_output_and_device(const Options& o) {
     if (o.metrics_every < 1) return ("--metrics-every must be a positive number of steps");
     if (!(o.bucket_mb >= 0 && o.bucket_mb <= 4096)) return ("--bucket-mb must be between 0 and 4096 MiB");
     if (o.resume && o.checkpoint.empty() && !std::getenv("SLURM_JOB_ID"))
@@ -404,6 +434,16 @@ std::string check_values(const CLI::App& app, Options& o, bool root) {
 
     if (!o.db.empty() && o.no_db) return ("--db and --no-db contradict each other");
     return "";
+}
+
+// The values of the options, and the thread count and prefetching they resolve to: "" when
+// they are valid, else the message. Warnings on rank 0 (`root`).
+std::string check_values(const CLI::App& app, Options& o, bool root) {
+    std::string m = check_schedule_values(app, o);
+    if (m.empty()) m = check_optimizer_values(app, o);
+    if (m.empty()) m = resolve_threads_and_prefetch(app, o, root);
+    if (m.empty()) m = check_output_and_device(o);
+    return m;
 }
 
 // The global batch (--batch-size, else $TULA_BATCH_SIZE, else 64) and the epochs (a planned

@@ -425,6 +425,35 @@ std::unique_ptr<StepEngine> open_gpu_engine(const Options& o, Comm& comm, const 
 }
 #endif
 
+// Local SGD's settings from the options (--local-steps, --batch-test*, --max-batch-size and
+// --max-batch-growth) for K ranks; on_memory_cap is left to the caller.
+LocalSgdConfig local_sgd_config(const Options& o, int K) {
+    LocalSgdConfig lc;
+    lc.local_steps = o.local_steps;
+    lc.test = parse_batch_test(o.batch_test);
+    lc.eta = o.batch_test_eta;
+    lc.theta = o.batch_test_theta;
+    lc.test_beta = o.batch_test_beta;
+    lc.max_local_batch = o.max_batch / K;
+    lc.max_growth = o.max_batch_growth;
+    lc.local_ranks = local_ranks();
+    return lc;
+}
+
+// The run's placement for its header: nodes, ranks and (rank 0, warning when it cannot be
+// read) the hardware class.
+RunShape run_shape(Comm& comm) {
+    RunShape shape;
+    shape.nodes = comm.nodes();
+    shape.ranks = comm.size();
+    if (comm.rank() == 0) {
+        std::string why;
+        shape.hardware_class = tula::hardware_class_from_env(&why);
+        if (!why.empty()) warn(why);
+    }
+    return shape;
+}
+
 }  // namespace
 
 int run_training(const Options& o, Comm& comm) {
@@ -456,14 +485,7 @@ int run_training(const Options& o, Comm& comm) {
         warn(std::string(e.what()) + "; no more metrics are logged");
         metrics.reset();
     };
-    RunShape shape;
-    shape.nodes = comm.nodes();
-    shape.ranks = K;
-    if (root) {
-        std::string why;
-        shape.hardware_class = tula::hardware_class_from_env(&why);
-        if (!why.empty()) warn(why);
-    }
+    const RunShape shape = run_shape(comm);
     nlohmann::json header = run_header(o, shape, *model, tr, te);
     header["peak_lr"] = cfg.lr.peak();
     header["config_hash"] = fnv1a64(hooks.config);
@@ -516,15 +538,7 @@ int run_training(const Options& o, Comm& comm) {
             if (!o.quiet) say(root, epoch_line(o, r, steps));
         };
         if (o.local_steps > 0) {
-            LocalSgdConfig lc;
-            lc.local_steps = o.local_steps;
-            lc.test = parse_batch_test(o.batch_test);
-            lc.eta = o.batch_test_eta;
-            lc.theta = o.batch_test_theta;
-            lc.test_beta = o.batch_test_beta;
-            lc.max_local_batch = o.max_batch / K;
-            lc.max_growth = o.max_batch_growth;
-            lc.local_ranks = local_ranks();
+            LocalSgdConfig lc = local_sgd_config(o, K);
             lc.on_memory_cap = [&](int global_cap, double avail) {
                 bar.clear();
                 warn("the adaptive global batch is held at " + std::to_string(global_cap) +

@@ -269,18 +269,81 @@ double available_memory_bytes() {
     return avail;
 }
 
-std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,
-                                         const TrainConfig& cfg, const LocalSgdConfig& lc, Comm& comm,
-                                         const std::function<void(const EpochResult&)>& on_epoch) {
-    const int K = comm.size();
+// The arguments train_local_sgd refuses; throws TrainError with the reason.
+void check_local_sgd(const TrainConfig& cfg, const LocalSgdConfig& lc, int K, int64_t train_examples) {
     if (lc.local_steps < 1) throw TrainError("--local-steps must be >= 1");
     if (lc.micro_batches < 2) throw TrainError("the batch test needs at least 2 micro-batches");
     if (cfg.global_batch <= 0 || cfg.global_batch % K != 0)
         throw TrainError("global batch " + std::to_string(cfg.global_batch) + " is not a positive multiple of the " +
                          std::to_string(K) + " ranks");
-    if (train_set.count < cfg.global_batch)
-        throw TrainError("the training set has " + std::to_string(train_set.count) +
+    if (train_examples < cfg.global_batch)
+        throw TrainError("the training set has " + std::to_string(train_examples) +
                          " examples, fewer than one global batch of " + std::to_string(cfg.global_batch));
+}
+
+// The model's parameters and state (batch-norm statistics) averaged over the ranks.
+void average_model(Comm& comm, Model& model) {
+    average(comm, model.params(), model.num_params());
+    if (model.state_size() > 0) average(comm, model.state(), model.state_size());
+}
+
+// A round's last local step as M micro-batches of the local batch (the batch test's step): the
+// micro-batches' gradients go to `bv`, their example-weighted mean is left in model.grads().
+struct MicroBatchStep {
+    Model& model;
+    SoftmaxCrossEntropy& ce;
+    BatchVariance& bv;
+    Tensor& x;                 // one micro-batch's inputs, (cnt, C, H, W)
+    std::vector<float>& gsum;  // (num_params,) the example-weighted gradient sum
+
+    // Over the batch's first b examples: returns their summed loss; adds the correct
+    // predictions to *correct and the mean gradient's L2 norm to *gnorm_sum.
+    double run(const Batch& batch, int b, int M, int64_t* correct, double* gnorm_sum) {
+        const size_t np = model.num_params();
+        bv.clear();
+        std::fill(gsum.begin(), gsum.end(), 0.0f);
+        double loss = 0;
+        for (int i = 0; i < M; ++i) {
+            const int lo = static_cast<int>(static_cast<int64_t>(i) * b / M);
+            const int cnt = static_cast<int>(static_cast<int64_t>(i + 1) * b / M) - lo;
+            x.resize(cnt, batch.x.shape());
+            std::copy(batch.x.sample(lo), batch.x.sample(lo) + x.size(), x.ptr());
+            model.zero_grad();
+            loss += ce.forward(model.forward(x, true), batch.labels.data() + lo, cnt, correct) * cnt;
+            model.backward(ce.backward());
+            bv.add(model.grads(), cnt);
+            const float* g = model.grads();
+            for (size_t j = 0; j < np; ++j) gsum[j] += static_cast<float>(cnt) * g[j];
+        }
+        float* g = model.grads();
+        double g2 = 0;
+        for (size_t j = 0; j < np; ++j) {
+            g[j] = gsum[j] / static_cast<float>(b);
+            g2 += static_cast<double>(g[j]) * g[j];
+        }
+        *gnorm_sum += std::sqrt(g2);
+        return loss;
+    }
+};
+
+// The next local batch `nb` (> b) capped by every rank's memory bound, the smallest of them
+// for all (memory_local_batch_cap); the first cap is reported through lc.on_memory_cap on rank 0.
+double memory_capped_batch(double nb, int b, double rss_base, const LocalSgdConfig& lc, Comm& comm, bool* capped) {
+    const double avail = available_memory_bytes();
+    double mem = -memory_local_batch_cap(rss_base, resident_bytes(), b, avail, lc.local_ranks, lc.memory_fraction);
+    comm.allreduce_max(&mem, 1);  // the minimum over ranks
+    mem = -mem;
+    if (nb <= mem) return nb;
+    if (!*capped && comm.rank() == 0 && lc.on_memory_cap) lc.on_memory_cap(comm.size() * static_cast<int>(mem), avail);
+    *capped = true;
+    return mem;
+}
+
+std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set, const Dataset& test_set,
+                                         const TrainConfig& cfg, const LocalSgdConfig& lc, Comm& comm,
+                                         const std::function<void(const EpochResult&)>& on_epoch) {
+    const int K = comm.size();
+    check_local_sgd(cfg, lc, K, train_set.count);
     const int cap_all = static_cast<int>(train_set.count / K);
     const int cap = lc.max_local_batch > 0 ? std::min(lc.max_local_batch, cap_all) : cap_all;
     int b = cfg.global_batch / K;
@@ -331,30 +394,9 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
             if (!test_now && next <= train_set.count) tr.prefetch(train_set, idx + static_cast<int64_t>(K) * b, b);
             if (test_now) {
                 // the round's last local step as M micro-batches: gradient and its variance
-                bv.clear();
-                std::fill(gsum.begin(), gsum.end(), 0.0f);
-                const Batch& batch = tr.take_batch(train_set, idx, b);
-                const int M = std::min(lc.micro_batches, b);
-                for (int i = 0; i < M; ++i) {
-                    const int lo = static_cast<int>(static_cast<int64_t>(i) * b / M);
-                    const int cnt = static_cast<int>(static_cast<int64_t>(i + 1) * b / M) - lo;
-                    x.resize(cnt, batch.x.shape());
-                    std::copy(batch.x.sample(lo), batch.x.sample(lo) + x.size(), x.ptr());
-                    model.zero_grad();
-                    loss_sum += ce.forward(model.forward(x, true), batch.labels.data() + lo, cnt, &correct) * cnt;
-                    model.backward(ce.backward());
-                    bv.add(model.grads(), cnt);
-                    const float* g = model.grads();
-                    for (size_t j = 0; j < np; ++j) gsum[j] += static_cast<float>(cnt) * g[j];
-                }
-                float* g = model.grads();
-                double g2 = 0;
-                for (size_t j = 0; j < np; ++j) {
-                    g[j] = gsum[j] / static_cast<float>(b);
-                    g2 += static_cast<double>(g[j]) * g[j];
-                }
-                gnorm_sum += std::sqrt(g2);
-                tr.optimizer().step(model.params(), g, lr_now);
+                MicroBatchStep mb{model, ce, bv, x, gsum};
+                loss_sum += mb.run(tr.take_batch(train_set, idx, b), b, std::min(lc.micro_batches, b), &correct, &gnorm_sum);
+                tr.optimizer().step(model.params(), model.grads(), lr_now);
             } else {
                 StepStats st;
                 loss_sum += tr.step(train_set, idx, b, lr_now, false, &correct, &st, false) * b;
@@ -365,8 +407,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
             seen += static_cast<double>(K) * b;
             if (++h == lc.local_steps) {
                 h = 0;
-                average(comm, model.params(), np);
-                if (model.state_size() > 0) average(comm, model.state(), model.state_size());
+                average_model(comm, model);
                 if (lc.test != BatchTest::None) {
                     const BatchStatistics bs = bv.finish(comm, inner);
                     if (add_local_noise(noise_est, bs) && noise_est.ready())
@@ -374,21 +415,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
                     double nb = next_local_batch(lc.test, b, test_ema.add(bs), lc.eta, lc.theta, cap, lc.max_growth,
                                                  b0);
                     comm.allreduce_max(&nb, 1);  // one decision on every rank
-                    if (nb > b && lc.memory_fraction > 0) {
-                        // every rank's memory bound, the smallest of them for all
-                        const double avail = available_memory_bytes();
-                        double mem = memory_local_batch_cap(rss_base, resident_bytes(), b, avail, lc.local_ranks,
-                                                            lc.memory_fraction);
-                        mem = -mem;
-                        comm.allreduce_max(&mem, 1);  // the minimum over ranks
-                        mem = -mem;
-                        if (nb > mem) {
-                            nb = mem;
-                            if (!memory_capped && comm.rank() == 0 && lc.on_memory_cap)
-                                lc.on_memory_cap(K * static_cast<int>(mem), avail);
-                            memory_capped = true;
-                        }
-                    }
+                    if (nb > b && lc.memory_fraction > 0) nb = memory_capped_batch(nb, b, rss_base, lc, comm, &memory_capped);
                     b = static_cast<int>(nb);
                 }
             }
@@ -396,8 +423,7 @@ std::vector<EpochResult> train_local_sgd(Model& model, const Dataset& train_set,
         }
         if (h != 0) {  // the epoch's unfinished round: average before evaluating
             h = 0;
-            average(comm, model.params(), np);
-            if (model.state_size() > 0) average(comm, model.state(), model.state_size());
+            average_model(comm, model);
         }
         double secs = now_seconds() - t0;
         comm.allreduce_max(&secs, 1);

@@ -48,14 +48,70 @@ std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_pe
                             : std::to_string(timed.first) + " ranks at once";
 }
 
+// One candidate: K nodes x R ranks at global batch B (local batch B / (K R)), its step predicted
+// by `pred` with the node count's gradient allreduce; the whole epochs it needs (relative to
+// the reference batch B_ref), its times (seconds), node-hours, GPU-hours, energy (kWh), cost and
+// memory per rank (bytes). evaluation_per_epoch: seconds of one test-set evaluation;
+// checkpoint_seconds: seconds to write the checkpoint (the stop signal's lead).
+Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, int R, int B, const GradientAllreduce& allreduce,
+                         double evaluation_per_epoch, double B_ref, double checkpoint_seconds,
+                         const std::optional<MemoryModel>& memory) {
+    const PartitionTarget& t = pred.target();
+    const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
+    const double price = t.conf.node_hour_price();
+    const int b = B / (K * R);
+    Candidate c;
+    c.partition = t.conf.name;
+    c.nodes = K;
+    c.ranks_per_node = R;
+    c.gpus_per_node = t.conf.gpus_per_node;
+    c.exclusive = t.conf.exclusive;
+    c.global_batch = B;
+    c.local_batch = b;
+    c.scaled_from = t.scaled_from;
+    c.intra_node_bandwidth = R > 1 ? t.intra_node_bandwidth() : 0.0;
+    c.intra_node_source = R > 1 ? t.intra_node_source() : "none";
+    const StepPrediction p = pred.step(K, R, b, allreduce);
+    c.synced_profile = p.synced_profile;
+    c.time_factor = p.time_factor;
+    c.run_fit_seconds = p.run_fit_seconds;
+    c.run_fit_runs = p.run_fit_runs;
+    c.iter_seconds = p.seconds;
+    const double iters = pred.steps_per_epoch(static_cast<double>(D), B);
+    c.epoch_seconds = iters * c.iter_seconds;
+    c.startup_seconds = p.startup_seconds;  // once per run
+    const double startup = c.startup_seconds;
+    c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
+    const bool ci = req.convergence.confidence > 0;
+    c.epochs_to_target_low =
+        ci ? req.convergence.epochs_with(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
+    c.epochs_to_target_high =
+        ci ? req.convergence.epochs_with(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
+    c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
+    c.total_seconds = c.epochs * c.epoch_seconds + startup;
+    c.compute_step_seconds = p.seconds - p.exposed_comm_seconds;
+    c.exposed_comm_step_seconds = p.exposed_comm_seconds;
+    c.evaluation_seconds = c.epochs * evaluation_per_epoch;
+    c.overhead_step_seconds = c.epochs * iters > 0 ? (startup + c.evaluation_seconds) / (c.epochs * iters) : 0.0;
+    c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
+    c.node_hours = K * c.job_seconds() / 3600.0;
+    c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
+    c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
+    c.cost = c.node_hours * price;
+    c.cost_upper = K * c.job_seconds_upper() / 3600.0 * price;
+    c.signal_seconds = signal_seconds(p.upper, checkpoint_seconds);
+    c.time_to_target = c.job_seconds();  // the job trains c.epochs: ranked on what it runs
+    c.cost_to_target = c.cost;
+    c.expected_accuracy = req.accuracy.at(B);
+    c.memory_bytes = memory ? memory->bytes(b) : 0.0;    return c;
+}
+
 void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* out) {
     const Workload& w = req.workload;
     const PartitionTarget& t = pred.target();
     const ComputeModel& compute = t.compute;
     const AllreduceModel* allreduce = t.allreduce ? &*t.allreduce : nullptr;
     const std::string where = t.conf.name.empty() ? std::string() : " on partition " + t.conf.name;
-    const double price = t.conf.node_hour_price();
-    const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
     const int R = std::max(1, t.conf.ranks_per_node);
     const int max_nodes = allreduce ? std::min(req.max_nodes, t.conf.nodes) : std::min(1, t.conf.nodes);
     if (max_nodes < req.min_nodes)
@@ -103,50 +159,8 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
                 ++too_big;
                 continue;
             }
-            Candidate c;
-            c.partition = t.conf.name;
-            c.nodes = K;
-            c.ranks_per_node = R;
-            c.gpus_per_node = t.conf.gpus_per_node;
-            c.exclusive = t.conf.exclusive;
-            c.global_batch = B;
-            c.local_batch = b;
-            c.scaled_from = t.scaled_from;
-            c.intra_node_bandwidth = R > 1 ? t.intra_node_bandwidth() : 0.0;
-            c.intra_node_source = R > 1 ? t.intra_node_source() : "none";
-            const StepPrediction p = pred.step(K, R, b, comm[static_cast<size_t>(K - req.min_nodes)]);
-            c.synced_profile = p.synced_profile;
-            c.time_factor = p.time_factor;
-            c.run_fit_seconds = p.run_fit_seconds;
-            c.run_fit_runs = p.run_fit_runs;
-            c.iter_seconds = p.seconds;
-            const double iters = pred.steps_per_epoch(static_cast<double>(D), B);
-            c.epoch_seconds = iters * c.iter_seconds;
-            c.startup_seconds = p.startup_seconds;  // once per run
-            const double startup = c.startup_seconds;
-            c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
-            const bool ci = req.convergence.confidence > 0;
-            c.epochs_to_target_low =
-                ci ? req.convergence.epochs_with(req.convergence.noise_scale_high, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.epochs_to_target_high =
-                ci ? req.convergence.epochs_with(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
-            c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
-            c.total_seconds = c.epochs * c.epoch_seconds + startup;
-            c.compute_step_seconds = p.seconds - p.exposed_comm_seconds;
-            c.exposed_comm_step_seconds = p.exposed_comm_seconds;
-            c.evaluation_seconds = c.epochs * evaluation[static_cast<size_t>(K - req.min_nodes)];
-            c.overhead_step_seconds = c.epochs * iters > 0 ? (startup + c.evaluation_seconds) / (c.epochs * iters) : 0.0;
-            c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
-            c.node_hours = K * c.job_seconds() / 3600.0;
-            c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
-            c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
-            c.cost = c.node_hours * price;
-            c.cost_upper = K * c.job_seconds_upper() / 3600.0 * price;
-            c.signal_seconds = signal_seconds(p.upper, checkpoint_seconds);
-            c.time_to_target = c.job_seconds();  // the job trains c.epochs: ranked on what it runs
-            c.cost_to_target = c.cost;
-            c.expected_accuracy = req.accuracy.at(B);
-            c.memory_bytes = memory ? memory->bytes(b) : 0.0;
+            Candidate c = make_candidate(req, pred, K, R, B, comm[static_cast<size_t>(K - req.min_nodes)],
+                                         evaluation[static_cast<size_t>(K - req.min_nodes)], B_ref, checkpoint_seconds, memory);
             if (max_seconds > 0 && c.job_seconds() > max_seconds) {
                 if (shortest_over == 0 || c.job_seconds() < shortest_over) shortest_over = c.job_seconds();
                 continue;
