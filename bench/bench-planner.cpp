@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
                 n_site, fit_site_ms, ms.front(), ms.back(), target, fit_site_ms / target, fit_site_ms / site_ms, site_ms);
 
     try {
-        tula::HardwareSpec h = tula::load_hardware("etc/hardware-h100-512.json");
+        tula::HardwareSpec h = tula::load_hardware_partitions("etc/hardware-h100-512.json").front();
         h.nodes = 4096;
         h.global_batches = req.global_batches;
         tula::PolicySpec auto_policy;

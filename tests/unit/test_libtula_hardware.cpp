@@ -78,7 +78,7 @@ class LibtulaHardwareTest : public CppUnit::TestFixture {
 public:
     // The example shipped in etc/ parses and says what its comment says.
     void test_parse_example_file() {
-        const tula::HardwareSpec h = tula::load_hardware(example_file());
+        const tula::HardwareSpec h = tula::load_hardware_partitions(example_file()).front();
         CPPUNIT_ASSERT_EQUAL(512, h.nodes);
         CPPUNIT_ASSERT_EQUAL(8, h.gpus_per_node);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(989e12, h.peak_flops, 0.0);
@@ -90,7 +90,7 @@ public:
         const tula::Plan p = tula::plan_hardware(tula::Config{}, h, 0, 0, 0, policy(tula::Policy::Auto));
         CPPUNIT_ASSERT(p.chosen < p.candidates.size());
         CPPUNIT_ASSERT(p.candidates.back().nodes <= 512);
-        CPPUNIT_ASSERT(contains(error_of([] { tula::load_hardware("/nonexistent/h.json"); }), "/nonexistent/h.json"));
+        CPPUNIT_ASSERT(contains(error_of([] { tula::load_hardware_partitions("/nonexistent/h.json"); }), "/nonexistent/h.json"));
     }
 
     void test_parse_errors() {

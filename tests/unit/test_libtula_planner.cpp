@@ -33,14 +33,14 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
 
 public:
     void test_parse_policy() {
-        CPPUNIT_ASSERT(tula::parse_policy("auto") == tula::Policy::Auto);
-        CPPUNIT_ASSERT(tula::parse_policy("time") == tula::Policy::Time);
-        CPPUNIT_ASSERT(tula::parse_policy("cost") == tula::Policy::Cost);
+        CPPUNIT_ASSERT(tula::parse_policy_spec("auto").policy == tula::Policy::Auto);
+        CPPUNIT_ASSERT(tula::parse_policy_spec("time").policy == tula::Policy::Time);
+        CPPUNIT_ASSERT(tula::parse_policy_spec("cost").policy == tula::Policy::Cost);
         for (auto p : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost})
-            CPPUNIT_ASSERT(tula::parse_policy(tula::policy_name(p)) == p);
-        const std::string e = error_of([] { tula::parse_policy("fast"); });
+            CPPUNIT_ASSERT(tula::parse_policy_spec(tula::policy_name(p)).policy == p);
+        const std::string e = error_of([] { tula::parse_policy_spec("fast"); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "auto, time, cost") && contains(e, "fast"));
-        CPPUNIT_ASSERT(!error_of([] { tula::parse_policy(""); }).empty());
+        CPPUNIT_ASSERT(!error_of([] { tula::parse_policy_spec(""); }).empty());
     }
 
     void test_pareto_front_vs_naive() {
@@ -473,7 +473,7 @@ public:
         auto b = tula::parse_policy_spec("budget=2.5");
         CPPUNIT_ASSERT(b.policy == tula::Policy::Budget);
         CPPUNIT_ASSERT_EQUAL(2.5, b.budget);
-        CPPUNIT_ASSERT(tula::parse_policy("budget=3") == tula::Policy::Budget);
+        CPPUNIT_ASSERT(tula::parse_policy_spec("budget=3").policy == tula::Policy::Budget);
         for (const char* bad : {"deadline=", "deadline=1:60:00", "deadline=-1:00", "deadline=00:00:00", "deadline=1",
                                 "deadline=a:b:c", "budget=0", "budget=-1", "budget=abc", "budget=nan", "budget=",
                                 "deadline", "budget"}) {

@@ -76,12 +76,10 @@ HardwareSpec parse_hardware(const std::string& json_text, const std::string& sou
 std::vector<HardwareSpec> parse_hardware_partitions(const std::string& json_text,
                                                     const std::string& source = "hardware file");
 
-/// Reads (at most 1 MiB) and parses every partition of `path`. Errors: as load_hardware.
+/// Reads (at most 1 MiB) and parses every partition of `path` (one, without a "partitions"
+/// list). Errors: tula::Error naming the path and strerror when it cannot be read, or as
+/// parse_hardware.
 std::vector<HardwareSpec> load_hardware_partitions(const std::string& path);
-
-/// Reads (at most 1 MiB) and parses `path`. Errors: tula::Error naming the path and
-/// strerror when it cannot be read, or as parse_hardware.
-HardwareSpec load_hardware(const std::string& path);
 
 /// Powers of two from 32 to 64 x nodes x gpus_per_node (64 examples per device on the whole
 /// partition), at most 2^24: the global batches planned when the file gives none.

@@ -53,8 +53,6 @@ struct PolicySpec {
 /// "budget=X" (X a finite number > 0). Errors: tula::Error naming the bad value and listing
 /// the valid forms.
 PolicySpec parse_policy_spec(const std::string& s);
-/// parse_policy_spec(s).policy. Errors: as parse_policy_spec.
-Policy parse_policy(const std::string& s);
 const char* policy_name(Policy p);
 
 /// One (partition, nodes, ranks per node, global batch) configuration and its predictions.

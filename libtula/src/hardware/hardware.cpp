@@ -267,7 +267,6 @@ std::vector<HardwareSpec> load_hardware_partitions(const std::string& path) {
     return parse_hardware_partitions(text, path);
 }
 
-HardwareSpec load_hardware(const std::string& path) { return load_hardware_partitions(path).front(); }
 
 std::vector<int> default_global_batches(const HardwareSpec& h) {
     const double top = std::min(64.0 * h.nodes * h.gpus_per_node, double(1 << 24));

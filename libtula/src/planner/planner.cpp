@@ -125,7 +125,6 @@ PolicySpec parse_policy_spec(const std::string& s) {
     throw Error("unknown policy '" + shown + "'; valid values: auto, time, cost, deadline=HH:MM:SS, budget=X");
 }
 
-Policy parse_policy(const std::string& s) { return parse_policy_spec(s).policy; }
 
 const char* policy_name(Policy p) {
     switch (p) {
