@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tula plan --timeout SECONDS (what cli_filter.lua relies on instead of a timeout(1) process):
+# tula plan --timeout SECONDS (the limit tula submit-filter also takes, from cli_filter.lua):
 #   - a plan that blocks (its --script is a FIFO nobody writes: open() waits for ever, as the
 #     reference run under timeout(1) shows) is killed by SIGALRM after the given time: status
 #     142, nothing on standard output;

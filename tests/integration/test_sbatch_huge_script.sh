@@ -1,8 +1,8 @@
 #!/bin/bash
 # A batch script of 1 MiB cannot slow a submission down: `tula plan` parses the script in one
 # pass. The script is a tula-train line for lenet5 followed by 1 MiB of "tula-train " repeated
-# (no newline), the input on which a scan from every tula-train word to the end of its
-# command was quadratic (it ran for minutes and tula plan was killed at the cli_filter's 5 s).
+# (no newline): a scan from every tula-train word to the end of its command would be
+# quadratic on it (minutes, past the 5 s tula submit-filter is given).
 # sbatch --tula=auto must come back within 2 s of a plain sbatch of the same script, with a
 # plan (not a timeout warning), and the held job is cancelled.
 . "$(dirname "$0")/lib.sh"
