@@ -270,22 +270,6 @@ int fail(const std::string& format, const std::string& message, const std::vecto
     return status;
 }
 
-// --node-range "LO-HI" (or "N"): the counts, 1 <= LO <= HI <= 1000000, at most
-// TULA_PLAN_ROWS_MAX of them (the rows of the plan table the job receives). Throws UsageError otherwise.
-std::pair<int, int> parse_node_range(const std::string& s) {
-    int lo = 0, hi = 0;
-    char tail = 0;
-    const int n = std::sscanf(s.c_str(), "%d-%d%c", &lo, &hi, &tail);
-    if (n == 1 && s.find('-') == std::string::npos) hi = lo;
-    if ((n != 1 && n != 2) || s.empty() || s.size() > 16 || !std::isdigit(static_cast<unsigned char>(s[0])) ||
-        lo < 1 || hi < lo || hi > 1000000)
-        throw UsageError("--node-range '" + one_line(s, 40) + "' is not LO-HI with 1 <= LO <= HI, e.g. 2-4");
-    if (hi - lo + 1 > TULA_PLAN_ROWS_MAX)
-        throw UsageError("--node-range " + s + " spans more than " + std::to_string(TULA_PLAN_ROWS_MAX) +
-                         " node counts; give a narrower -N range");
-    return {lo, hi};
-}
-
 // One row of the plan table: NODES:GLOBAL_BATCH:EPOCHS:SECONDS (seconds with one decimal), the
 // epochs the candidate trains.
 std::string table_row(const Candidate& c) {
@@ -385,12 +369,26 @@ void plan_from_hardware(const PlanOptions& o, const Config& cfg, const std::vect
 
 }  // namespace
 
+std::pair<int, int> parse_node_range(const std::string& s) {
+    int lo = 0, hi = 0;
+    char tail = 0;
+    const int n = std::sscanf(s.c_str(), "%d-%d%c", &lo, &hi, &tail);
+    if (n == 1 && s.find('-') == std::string::npos) hi = lo;
+    if ((n != 1 && n != 2) || s.empty() || s.size() > 16 || !std::isdigit(static_cast<unsigned char>(s[0])) ||
+        lo < 1 || hi < lo || hi > 1000000)
+        throw UsageError("--node-range '" + one_line(s, 40) + "' is not LO-HI with 1 <= LO <= HI, e.g. 2-4");
+    if (hi - lo + 1 > TULA_PLAN_ROWS_MAX)
+        throw UsageError("--node-range " + s + " spans more than " + std::to_string(TULA_PLAN_ROWS_MAX) +
+                         " node counts; give a narrower -N range");
+    return {lo, hi};
+}
+
 PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warnings_out, std::string* table,
                             std::optional<SimulatedModels>* sim) {
     std::vector<std::string>& warnings = *warnings_out;
     if (o.workload.empty() && o.script.empty() && o.hardware.empty())
         throw UsageError("give --workload MODEL@DATASET or --script PATH (or both), or --hardware FILE (see tula plan --help)");
-    if (o.nodes > 0 && !o.node_range.empty())
+    if (o.nodes > 0 && o.node_range)
         throw UsageError("give --nodes or --node-range, not both");
     if (o.nodes > 0 && o.max_nodes > 0 && o.nodes > o.max_nodes)
         throw UsageError("--nodes " + std::to_string(o.nodes) + " is more than --max-nodes " +
@@ -416,12 +414,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
     std::string workload = sf.workload;
     int epochs = sf.epochs;
     const EpochExamples& examples = sf.examples;
-    PolicySpec spec;
-    try {
-        spec = parse_policy_spec(o.policy);
-    } catch (const Error& e) {
-        throw UsageError(std::string("--policy: ") + bare_message(e.what()));
-    }
+    PolicySpec spec = o.policy;
     const Policy policy = spec.policy;
     // The target: the epochs at the batch they were written for (--batch-size, the script's,
     // else tula-train's default; a hardware plan without one: the smallest global batch).
@@ -458,8 +451,8 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
         int max_nodes = o.max_nodes;
         Config cfg = lc.config;
         narrow_site(&cfg, o.partition, o.ranks_per_node);
-        if (!o.node_range.empty()) {
-            const auto [lo, hi] = parse_node_range(o.node_range);
+        if (o.node_range) {
+            const auto [lo, hi] = *o.node_range;
             counts.clear();
             for (int n = lo; n <= hi; ++n) counts.push_back(n);
             max_nodes = hi;
@@ -491,7 +484,7 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
             *table += ";" + table_row(p.choice());
             limit = std::max(limit, p.time_limit_minutes);
         }
-        if (!o.node_range.empty()) {
+        if (o.node_range) {
             r.plan.time_limit_minutes = limit;
             r.fixed_nodes = counts.back();
         }
@@ -503,11 +496,30 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
 
 namespace {
 
-int run_plan(const PlanOptions& o) {
-    const std::string format = o.json ? "json" : o.format;
+// tula plan's command line: the options, and the text of those PlanOptions holds typed.
+struct PlanArgs : PlanOptions {
+    std::string policy_text = "auto";  ///< --policy
+    std::string node_range_text;       ///< --node-range ("": not given)
+};
+
+// The typed options of `a`. Errors: UsageError for a bad --policy or --node-range.
+PlanOptions plan_options(const PlanArgs& a) {
+    PlanOptions o = a;
+    try {
+        o.policy = parse_policy_spec(a.policy_text);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--policy: ") + bare_message(e.what()));
+    }
+    if (!a.node_range_text.empty()) o.node_range = parse_node_range(a.node_range_text);
+    return o;
+}
+
+int run_plan(const PlanArgs& args) {
+    const std::string format = args.json ? "json" : args.format;
     std::vector<std::string> warnings;
     try {
-        arm_timeout(o.timeout);
+        arm_timeout(args.timeout);
+        const PlanOptions o = plan_options(args);
         std::string table;  // the kv key `table`: the plan table the job receives (spank-tula(8))
         std::optional<SimulatedModels> sim;
         const PlanReport r = make_plan_report(o, &warnings, &table, &sim);
@@ -532,12 +544,12 @@ int run_plan(const PlanOptions& o) {
 }  // namespace
 
 void add_plan_command(CLI::App& app, Action* action) {
-    auto o = std::make_shared<PlanOptions>();
+    auto o = std::make_shared<PlanArgs>();
     CLI::App* sub = app.add_subcommand("plan", "predict time and cost of every (nodes, global batch) candidate and pick one");
     sub->footer(
         "Give --workload, --script, or both (the workload from --workload, the epochs from the script), or --hardware FILE "
         "to simulate a described cluster without profiles. Output formats: table (people), kv (key=value lines, the "
-        "contract read by cli_filter.lua), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
+        "contract of scripts), json (the whole plan). Exit status: 0 planned, 1 error (unknown "
         "workload, too few profile points, unreadable file), 2 usage error; killed by SIGALRM (142 in a shell) "
         "when --timeout ran out. See tula(1).");
     add_common_options(sub, &o->common, false);
@@ -559,7 +571,7 @@ void add_plan_command(CLI::App& app, Action* action) {
                     "looks for a backfill hole to start in; no: without; default: tula.conf's time_min")
         ->type_name("yes|no")
         ->check(CLI::IsMember({"yes", "no"}));
-    sub->add_option("--node-range", o->node_range,
+    sub->add_option("--node-range", o->node_range_text,
                     "the job may get any node count LO..HI (sbatch -N LO-HI): the kv output's `table` has a row for "
                     "each (at most " + std::to_string(TULA_PLAN_ROWS_MAX) +
                         "), the time limit covers the slowest; tula.conf's max_nodes does not cut it")
@@ -569,7 +581,7 @@ void add_plan_command(CLI::App& app, Action* action) {
                     "from published figures, without profiles (see tula(1), HARDWARE FILE)")
         ->type_name("FILE");
     // Validated by parse_policy_spec (one clear message for a bad deadline or budget).
-    sub->add_option("--policy", o->policy,
+    sub->add_option("--policy", o->policy_text,
                     "auto (knee of the time/cost Pareto front), time (fastest), cost (cheapest), deadline=HH:MM:SS "
                     "(cheapest that meets it), budget=X (fastest within it)")
         ->type_name("POLICY")

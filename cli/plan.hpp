@@ -3,19 +3,26 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
 #include "format.hpp"
 #include "tula/hardware.hpp"
+#include "tula/planner.hpp"
 
 namespace tula::cli {
 
-/// The options of `tula plan` (tula(1)).
+/// The options of `tula plan` (tula(1)), typed: what the command line gives as text is parsed
+/// once, before planning (tula plan's option parsing, decide_submission).
 struct PlanOptions : TargetOptions {
     CommonOptions common;
-    std::string node_range;  ///< --node-range LO-HI: Slurm may give the job any count in it
-    std::string policy = "auto";
+    /// --node-range LO-HI, node counts (1 <= LO <= HI <= 1000000, at most TULA_PLAN_ROWS_MAX of
+    /// them): Slurm may give the job any count in it; nullopt: not given.
+    std::optional<std::pair<int, int>> node_range;
+    /// --policy: the policy and its deadline (seconds) or budget (price unit); its other fields
+    /// come from the other options (make_plan_report sets them).
+    PolicySpec policy;
     std::string hardware;  ///< --hardware FILE: simulation mode
     double target_accuracy = -1;  ///< --target-accuracy A: a fraction in (0, 1]; -1: not given
     std::string format = "table";
@@ -38,6 +45,10 @@ struct PlanOptions : TargetOptions {
 /// value), tula::Error (unknown workload, no profile, nothing feasible, unreadable file).
 PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warnings, std::string* table,
                             std::optional<SimulatedModels>* sim);
+
+/// --node-range's text "LO-HI" (or "N"): the counts. Errors: UsageError for anything else, for
+/// LO < 1, HI < LO, HI > 1000000 or more than TULA_PLAN_ROWS_MAX counts.
+std::pair<int, int> parse_node_range(const std::string& s);
 
 /// --timeout: `seconds` (> 0) of wall-clock time from now, after which SIGALRM ends the
 /// process with its default action (a shell reports exit status 142), printing nothing.

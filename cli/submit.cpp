@@ -3,7 +3,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "common.hpp"
@@ -69,9 +71,9 @@ std::optional<std::string> mode_of(const SubmitInput& in, std::string* why) {
     return std::string("off");
 }
 
-// The --policy of the plan: deadline=D or budget=X (option, else $TULA_DEADLINE /
-// $TULA_BUDGET), checked with the one grammar (names.c); else the mode (dry-run plans as auto).
-std::optional<std::string> policy_of(const SubmitInput& in, const std::string& mode, std::string* why) {
+// The policy of the plan: a deadline or a budget (option, else $TULA_DEADLINE / $TULA_BUDGET),
+// parsed with the one grammar (names.c); else the mode's (dry-run plans as auto).
+std::optional<PolicySpec> policy_of(const SubmitInput& in, const std::string& mode, std::string* why) {
     auto pick = [&](const char* opt, const char* env, std::string* src) -> std::optional<std::string> {
         if (auto v = given(in.spank, opt)) {
             *src = std::string("--") + opt;
@@ -91,21 +93,26 @@ std::optional<std::string> policy_of(const SubmitInput& in, const std::string& m
         *why = "both a deadline (" + dsrc + ") and a budget (" + bsrc + ") given; give one of them";
         return std::nullopt;
     }
+    PolicySpec spec;
     if (d) {
-        if (d->size() >= 32 || d->find('\0') != std::string::npos || tula_parse_duration(d->c_str(), nullptr, 0) <= 0) {
+        const long seconds = d->size() < 32 && d->find('\0') == std::string::npos ? tula_parse_duration(d->c_str(), nullptr, 0) : -1;
+        if (seconds <= 0) {
             *why = "invalid " + dsrc + " value '" + excerpt(*d) + "'; give a duration HH:MM:SS, e.g. 02:00:00";
             return std::nullopt;
         }
-        return "deadline=" + *d;
+        spec.policy = Policy::Deadline;
+        spec.deadline_seconds = static_cast<double>(seconds);
+        return spec;
     }
     if (b) {
-        if (b->find('\0') != std::string::npos || tula_check_budget(b->c_str(), nullptr, nullptr, 0) != 0) {
+        if (b->find('\0') != std::string::npos || tula_check_budget(b->c_str(), &spec.budget, nullptr, 0) != 0) {
             *why = "invalid " + bsrc + " value '" + excerpt(*b) + "'; give a positive number in the site's cost unit, e.g. 2.5";
             return std::nullopt;
         }
-        return "budget=" + *b;
+        spec.policy = Policy::Budget;
+        return spec;
     }
-    return mode == "dry-run" ? std::string("auto") : mode;
+    return parse_policy_spec(mode == "dry-run" ? "auto" : mode);  // auto, time and cost name their policy
 }
 
 // What the user fixed of the job's shape (Slurm 22.05 shows ntasks "1" and ntasks-per-node
@@ -361,6 +368,27 @@ SubmitOutcome measure_first(const SubmitInput& in, const std::string& mode, cons
     return out;
 }
 
+std::vector<std::string> record_lines(const SubmitRecord& r) {
+    std::vector<std::string> lines;
+    if (r.mode.empty()) return lines;
+    lines.push_back("mode=" + r.mode);
+    if (!r.policy.empty()) lines.push_back("policy=" + r.policy);
+    if (!r.workload.empty()) lines.push_back("workload=" + r.workload);
+    if (!r.table.empty()) lines.push_back("table=" + r.table);
+    return lines;
+}
+
+std::string policy_text(const PolicySpec& p) {
+    if (p.policy == Policy::Deadline) return "deadline=" + format_hms(p.deadline_seconds);
+    if (p.policy != Policy::Budget) return "";
+    char buf[64];
+    for (int decimals = 0; decimals <= 30; ++decimals) {  // the shortest plain decimal that reads back
+        std::snprintf(buf, sizeof buf, "%.*f", decimals, p.budget);
+        if (std::strtod(buf, nullptr) == p.budget) break;
+    }
+    return std::string("budget=") + buf;
+}
+
 SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     SubmitOutcome out;
     if (in.type != "sbatch" && in.type != "salloc") return out;
@@ -382,6 +410,7 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     const std::optional<std::string> mode = mode_of(in, &why);
     if (!mode) return problem(why);
     if (*mode == "off") return out;
+    out.record.mode = *mode;
     if (in.type == "salloc") {  // an allocation has no batch step to give the batch size to
         out.said.push_back("tula: --tula plans batch jobs (sbatch) only: an salloc allocation has no batch script to "
                            "give the planned batch size to; allocation requested unchanged");
@@ -393,16 +422,18 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     call.common.conf = site.conf.empty() ? std::string(default_conf_path()) : site.conf;  // never the user's $TULA_CONF
     call.common.system_db = site.db;
     call.common.time_margin = site.margin;
-    const std::optional<std::string> policy = policy_of(in, *mode, &why);
+    const std::optional<PolicySpec> policy = policy_of(in, *mode, &why);
     if (!policy) return problem(why);
     call.policy = *policy;
+    out.record.policy = policy_text(*policy);
     if (const auto bad = job_source(in, &call)) return problem(*bad);
+    out.record.workload = call.workload;
     const std::string nodes_before = given(in.options, "nodes").value_or("");
     const auto range = node_request(nodes_before);
     if (range && range->second - range->first + 1 > TULA_PLAN_ROWS_MAX)
         return problem("--nodes " + one_line(nodes_before) + " spans more than " + std::to_string(TULA_PLAN_ROWS_MAX) +
                        " node counts; give a narrower range");
-    if (range) call.node_range = std::to_string(range->first) + "-" + std::to_string(range->second);
+    call.node_range = range;
     // --tula-epochs=fixed (checked by the plugin's option callback): the script's epochs at every batch
     call.fixed_epochs = given(in.spank, "tula-epochs").value_or("") == "fixed";
     // --tula-time-min=yes|no (checked by the plugin's option callback): the plan looks for a hole
@@ -415,7 +446,9 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     try {
         plan = planner(call);
     } catch (const NoProfileError& e) {
-        return measure_first(in, *mode, e, problem);
+        SubmitOutcome measure = measure_first(in, *mode, e, problem);
+        measure.record = out.record;
+        return measure;
     } catch (const std::exception& e) {
         return problem(e.what());
     }
@@ -423,8 +456,8 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
         return problem("tula plan returned an unusable plan (nodes " + std::to_string(plan.nodes) + ", time limit " +
                        std::to_string(plan.time_limit) + ")");
     if (range && (plan.nodes > range->second || plan.nodes < range->first))
-        return problem("tula plan chose " + std::to_string(plan.nodes) + " nodes, outside the " + call.node_range +
-                       " of --nodes");
+        return problem("tula plan chose " + std::to_string(plan.nodes) + " nodes, outside the " +
+                       std::to_string(range->first) + "-" + std::to_string(range->second) + " of --nodes");
     if (!name_list(plan.partition, false)) plan.partition.clear();
     if (plan.ranks_per_node < 1 || plan.ranks_per_node > 1024) plan.ranks_per_node = 0;
     if (plan.gpus_per_node < 1 || plan.gpus_per_node > 1024) plan.gpus_per_node = 0;
@@ -456,7 +489,7 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     if (!range) out.sets.emplace_back("nodes", std::to_string(plan.nodes));
     if (!user_minutes) out.sets.emplace_back("time", std::to_string(plan.time_limit));
     for (const auto& s : shape_sets) out.sets.push_back(s);
-    out.table = plan.table;
+    out.record.table = plan.table;
     out.kind = SubmitOutcome::Kind::Changed;
     out.said.push_back("tula: " + summary + "; " + changes);
     return out;

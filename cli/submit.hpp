@@ -49,7 +49,7 @@ struct SiteSettings {
 /// SiteSettings from `env` (SubmitInput::env). Pure.
 SiteSettings site_settings(const std::map<std::string, std::string>& env);
 
-/// What the submission filter takes of a plan (the fields of tula plan's kv contract): the chosen node count, the time
+/// What the submission filter takes of a plan: the chosen node count, the time
 /// limit (minutes), the seconds before it that the stop signal comes (Candidate::signal_seconds;
 /// 0: none), the --time-min and whether tula.conf asks for it, the one-line summary, the plan table for the plugin, and the partition, ranks per
 /// node and GPUs per node of the choice ("" / 0 : none).
@@ -68,15 +68,38 @@ struct PlanAnswer {
     int cpus_per_rank = 0;   ///< CPUs of one rank (the script's --threads; 0: not said): ask --cpus-per-task
 };
 
+/// The decision the plugin hands to the job (the decision record, tula/tula.h: cli_filter.lua
+/// copies record_lines() into the plugin's memory file): the canonical mode ("" : Tula is off
+/// for the submission, no record), the deadline or budget policy as policy_text() writes it
+/// ("" : the mode's), the workload given (--tula-workload, $TULA_WORKLOAD; "" : none) and the
+/// plan table ("" : no plan reached the job).
+struct SubmitRecord {
+    std::string mode;
+    std::string policy;
+    std::string workload;
+    std::string table;
+};
+
+/// The record's lines, KEY=VALUE in the order of tula/tula.h, absent fields left out; none when
+/// the mode is "". Pure.
+std::vector<std::string> record_lines(const SubmitRecord& r);
+
+/// A deadline or budget policy as the record and the job's TULA_POLICY show it:
+/// "deadline=HH:MM:SS" (format_hms: D-HH:MM:SS from a day on) or "budget=X" (a plain decimal,
+/// the shortest that reads back as `p.budget`); "" for the other policies. Pure.
+std::string policy_text(const PolicySpec& p);
+
 /// What the filter does: leave the job unchanged (silently or with `said` lines), change it
-/// (`sets`: option name and value, in order; `table`: the plan table for the plugin's memory
-/// file), let it measure itself (Measure: `sets` only, --export with TULA_PROFILE=1; no table)
-/// or refuse it (strict sites). `said`: the lines to print, each starting "tula: ".
+/// (`sets`: option name and value, in order; `record.table`: the plan table), let it measure
+/// itself (Measure: `sets` only, --export with TULA_PROFILE=1; no table) or refuse it (strict
+/// sites). `record`: what the plugin passes to the job, whenever Tula is on for the submission
+/// (the job of an unchanged one then says that no plan reached it). `said`: the lines to print,
+/// each starting "tula: ".
 struct SubmitOutcome {
     enum class Kind { Unchanged, Changed, Measure, Refused };
     Kind kind = Kind::Unchanged;
     std::vector<std::pair<std::string, std::string>> sets;
-    std::string table;
+    SubmitRecord record;
     std::vector<std::string> said;
 };
 
@@ -87,7 +110,7 @@ struct SubmitOutcome {
 /// parentheses).
 using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 
-/// The whole decision of one submission (etc/cli_filter.lua's former pre_submit), in order:
+/// The whole decision of one submission (what etc/cli_filter.lua applies), in order:
 /// only sbatch's first component; the mode (--tula, else $TULA_MODE, else auto when
 /// --tula-deadline or --tula-budget was given, else off; a bare --tula, shown as "set", is
 /// auto); salloc is told it is not planned; a disabled or absent plugin, a bad mode, policy,
@@ -104,8 +127,10 @@ using Planner = std::function<PlanAnswer(const PlanOptions&)>;
 /// with one line, strict or not; with the user's own --export it is a problem that says to add
 /// TULA_PROFILE=1 to it. A problem leaves the job unchanged with one `tula: warning: ...; job
 /// submitted unchanged` line, or under strict refuses it with one `tula: error: ...` line.
-/// dry-run says what it would set and changes nothing. Errors: none (the planner's are
-/// problems).
+/// dry-run says what it would set and changes nothing. The outcome's record holds the mode
+/// once Tula is on (not off, a valid mode), then the policy and the workload once they are
+/// valid, and the plan table when the job is changed: what the plugin passes to the job.
+/// Errors: none (the planner's are problems).
 SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner);
 
 /// Whole minutes (seconds rounded up) of a Slurm time string: M, M:S, H:M:S, D-H, D-H:M,

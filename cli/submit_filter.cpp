@@ -3,8 +3,9 @@
 // sbatch's options here and applies the answer; every decision is made in submit.cpp and the
 // plan in this process (make_plan_report).
 //
-// Output, key=value lines: action=unchanged|changed|refused, then set=OPTION=VALUE (in order),
-// table=... (the plan table for the plugin's memory file) and say=LINE (to print), any of them.
+// Output, key=value lines: action=unchanged|changed|measure|refused, then set=OPTION=VALUE (in
+// order), record=KEY=VALUE (the decision record's lines, tula/tula.h, which cli_filter.lua writes
+// into the plugin's memory file) and say=LINE (to print), any of them.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ std::optional<std::string> stdin_script() {
     return text;
 }
 
-// The plan of `o`, made in this process by run_plan: the fields of tula plan's kv contract.
+// The plan of `o`, made in this process (make_plan_report): what decide_submission takes of it.
 PlanAnswer plan_in_process(const PlanOptions& o) {
     std::vector<std::string> warnings;
     std::string table;
@@ -117,7 +118,7 @@ int run_submit_filter(const SubmitFilterOptions& o) {
                               : out.kind == SubmitOutcome::Kind::Refused ? "refused"
                                                                          : "unchanged");
     for (const auto& [k, v] : out.sets) kv.emplace_back("set", k + "=" + v);
-    if (!out.table.empty()) kv.emplace_back("table", out.table);
+    for (const std::string& line : record_lines(out.record)) kv.emplace_back("record", line);
     for (const std::string& s : out.said) kv.emplace_back("say", s);
     std::fputs(render_kv(kv).c_str(), stdout);
     return kExitOk;
@@ -130,7 +131,7 @@ void add_submit_filter_command(CLI::App& app, Action* action) {
     CLI::App* sub = app.add_subcommand(
         "submit-filter", "the submission filter cli_filter.lua runs at sbatch --tula: decide, plan, say what to set");
     sub->footer("Reads sbatch's options (--opt, --spank), the TULA_* and TULA_PLUGSTACK_* environment and a batch "
-                "script on standard input (a regular file); prints action=, set=, table= and say= lines. See tula(1), "
+                "script on standard input (a regular file); prints action=, set=, record= and say= lines. See tula(1), "
                 "\"tula submit-filter\", and spank-tula(8).");
     sub->add_option("--type", o->type, "sbatch, salloc or srun")->type_name("T");
     sub->add_option("--offset", o->offset, "the heterogeneous job component (0: the first)")->type_name("N");

@@ -5,11 +5,12 @@ With `sbatch --tula[=auto|time|cost|dry-run]` (or $TULA_MODE, --tula-deadline, -
 this script hands sbatch's options to `tula submit-filter` and applies its answer: the options
 to set (`options["nodes"]`, `options["time"]`, partition, ntasks-per-node, gpus-per-node,
 signal, requeue, time-min, exclusive, cpus-per-task, and export for a first job that measures
-itself: no SPANK call can change them), the plan table for the SPANK plugin tula.so (written into the
-plugin's memory file, which passes it to the job; spank-tula(8)), the line to print, or the
-refusal of a strict site. Every decision (mode, policy, the deadline and budget grammar, what
-the user left open, the plugstack's conf=, db= and margin=) is made in `tula submit-filter`
-(tula(1)); see there for the rules.
+itself: no SPANK call can change them), the decision record for the SPANK plugin tula.so (the
+mode, policy, workload and plan table, written verbatim into the plugin's memory file; the plugin
+passes it to the job without deciding again; spank-tula(8)), the line to print, or the refusal of a
+strict site. Every decision (mode, policy, the deadline and budget grammar, what the user left
+open, the plugstack's conf=, db= and margin=) is made in `tula submit-filter` (tula(1)); see there
+for the rules.
 
 Installation: beside slurm.conf, with `CliFilterPlugins=cli_filter/lua` in slurm.conf. The
 placeholder @TULA_BIN@ (the tula CLI) is substituted by `make install` and by
@@ -24,8 +25,8 @@ What this script does itself:
     past T.MAX_OUTPUT is dropped), so a `tula` that hangs or writes without end cannot hang
     sbatch; when it cannot answer, one line `tula: warning: ...; job submitted unchanged`
     (under strict, TULA_PLUGSTACK_STRICT=1 from the plugin: `tula: error: ...`, job refused);
-  * the plan table goes to the plugin's memory file (TULA_PLUGSTACK_PLAN, /proc/self/fd/N of
-    this sbatch process, which the child cannot open).
+  * the decision record goes to the plugin's memory file (TULA_PLUGSTACK_PLAN, /proc/self/fd/N
+    of this sbatch process, which the child cannot open).
 
 The helpers are in the global table `tula_cli_filter` so that tests can call them
 (tests/integration/test_local_cli_filter_lua.sh).
@@ -144,16 +145,18 @@ function T.run(cmd)
 end
 
 -- The answer of `tula submit-filter` (key=value lines): a table with action, sets (a list of
--- { option, value }), table and said (lines); or nil and why it gave none.
+-- { option, value }), record (the decision record's lines, in order) and said (lines); or nil
+-- and why it gave none.
 function T.parse(out)
-    local a = { sets = {}, said = {} }
+    local a = { sets = {}, record = {}, said = {} }
     for line in string.gmatch(out or "", "[^\n]+") do
         local k, v = string.match(line, "^([%w_]+)=(.*)$")
         if k == "action" and a.action == nil then a.action = v
         elseif k == "set" then
             local o, val = string.match(v, "^([%w%-]+)=(.*)$")
             if o and T.SETTABLE[o] then a.sets[#a.sets + 1] = { o, val } end
-        elseif k == "table" and a.table == nil then a.table = v
+        elseif k == "record" then
+            if string.match(v, "^[%w_]+=") then a.record[#a.record + 1] = v end
         elseif k == "say" then a.said[#a.said + 1] = T.one_line(v)
         elseif k == "__tula_exit" then a.exit = tonumber(v) end
     end
@@ -172,13 +175,15 @@ function T.parse(out)
     return nil, "tula submit-filter failed (exit status " .. code .. ") without an answer"
 end
 
--- Writes the plan table into the plugin's memory file; true on success.
-function T.pass_table(tbl)
+-- Writes the decision record's lines into the plugin's memory file, as they came; true on
+-- success (and when there are none: Tula is off for the submission).
+function T.pass_record(lines)
+    if #lines == 0 then return true end
     local path = os.getenv("TULA_PLUGSTACK_PLAN")
-    if not path or path == "" or not tbl then return false end
+    if not path or path == "" then return false end
     local f = io.open(path, "w")
     if not f then return false end
-    local ok = f:write(tbl)
+    local ok = f:write(table.concat(lines, "\n") .. "\n")
     f:close()
     return ok and true or false
 end
@@ -192,7 +197,8 @@ function T.pre_submit(options, offset)
     local answer, why = T.parse(T.run(T.filter_command(options, offset)))
     if not answer then return T.problem(why) end
     if answer.action == "refused" then return answer.said[1] or "tula: error: job refused" end
-    if answer.action == "changed" and not T.pass_table(answer.table) then
+    -- the record also when unchanged: the job then knows that no plan reached it
+    if not T.pass_record(answer.record) and answer.action == "changed" then
         return T.problem("the plan could not be passed to the job (the plugin's memory file cannot be written)")
     end
     if answer.action == "changed" or answer.action == "measure" then

@@ -16,17 +16,21 @@
  *                            _MARGIN, _STRICT, _DISABLED (why the arguments were refused; set
  *                            even then, with _STRICT when the word strict was there), and
  *                            _PLAN, the name (/proc/self/fd/N) of an anonymous memory file
- *                            (memfd_create) into which cli_filter.lua writes the plan table.
- *     option callbacks       validate and store the value (idempotent: Slurm may call them
- *                            for #SBATCH lines and again for the command line); an invalid
- *                            --tula value makes sbatch refuse the job with one message that
+ *                            (memfd_create) into which cli_filter.lua writes the submission's
+ *                            decision record (tula/tula.h: mode, policy, workload, plan table).
+ *     option callbacks       validate the value (idempotent: Slurm may call them for #SBATCH
+ *                            lines and again for the command line; --tula's is stored); an
+ *                            invalid value makes sbatch refuse the job with one message that
  *                            lists the valid values.
  *     slurm_spank_init_post_opt
- *                            when the mode (option, else $TULA_MODE) is auto/time/cost/dry-run:
- *                            reads the plan table from the memory file (at most TULA_PLAN_MAX
- *                            bytes), checks it (tula_plugin_plan_table) and passes it with
- *                            spank_job_control_setenv as TULA_PLAN, with TULA_MODE and
- *                            TULA_WORKLOAD; the job sees SLURM_SPANK_TULA_*. Removes the
+ *                            reads the decision record from the memory file (at most
+ *                            TULA_RECORD_MAX bytes), checks it (tula_plugin_record) and, when
+ *                            its mode is auto/time/cost/dry-run, passes what it holds with
+ *                            spank_job_control_setenv as TULA_MODE, TULA_POLICY, TULA_PLAN and
+ *                            TULA_WORKLOAD, deciding nothing again; the job sees
+ *                            SLURM_SPANK_TULA_*. Without a record (no cli_filter ran), an
+ *                            active --tula option's mode alone, so that the job says no plan
+ *                            reached it. Removes the
  *                            TULA_PLUGSTACK_* variables first, so that they never reach the job
  *                            (sbatch takes the job's environment after this callback), and
  *                            closes the memory file. The node count and time limit are set by
@@ -69,10 +73,7 @@ static struct tula_plugin_config g_cfg;  /* plugstack arguments */
 static int g_disabled;                    /* 1: bad plugstack arguments, the plugin does nothing */
 static char g_cfg_err[TULA_MSG_MAX];      /* why it is disabled */
 static char g_opt_mode[16];               /* canonical --tula value; "" = option not given */
-static char g_opt_workload[TULA_NAME_MAX]; /* --tula-workload value; "" = not given */
-static char g_opt_deadline[32];           /* --tula-deadline value (a duration, tula_parse_duration); "" = not given */
-static char g_opt_budget[24];             /* --tula-budget value; "" = not given */
-static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the plan to */
+static int g_plan_fd = -1;                /* sbatch: the memory file cli_filter.lua writes the decision record to */
 
 enum { OPT_TULA = 1, OPT_WORKLOAD = 2, OPT_DEADLINE = 3, OPT_BUDGET = 4, OPT_EPOCHS = 5, OPT_TIME_MIN = 6 };
 
@@ -149,14 +150,13 @@ static int opt_mode_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
-/* --tula-workload=MODEL@DATASET */
+/* --tula-workload=MODEL@DATASET: validated here, read by cli_filter.lua */
 static int opt_workload_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
     if (tula_check_workload(optarg, err, sizeof err) != 0)
         return opt_refused(err, remote);
-    snprintf(g_opt_workload, sizeof g_opt_workload, "%s", optarg);
     return 0;
 }
 
@@ -180,25 +180,23 @@ static int opt_time_min_cb(int val, const char *optarg, int remote)
     return 0;
 }
 
-/* --tula-deadline=HH:MM:SS */
+/* --tula-deadline=HH:MM:SS: validated here, read by cli_filter.lua */
 static int opt_deadline_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
     if (tula_parse_duration(optarg, err, sizeof err) < 0)
         return opt_refused(err, remote);
-    snprintf(g_opt_deadline, sizeof g_opt_deadline, "%s", optarg);
     return 0;
 }
 
-/* --tula-budget=X */
+/* --tula-budget=X: validated here, read by cli_filter.lua */
 static int opt_budget_cb(int val, const char *optarg, int remote)
 {
     char err[TULA_MSG_MAX];
     (void)val;
     if (tula_check_budget(optarg, NULL, err, sizeof err) != 0)
         return opt_refused(err, remote);
-    snprintf(g_opt_budget, sizeof g_opt_budget, "%s", optarg);
     return 0;
 }
 
@@ -263,72 +261,53 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* The mode for this submission: --tula, else $TULA_MODE, else off. 0 and the canonical
- * mode in `mode` (16 bytes), or -1 when $TULA_MODE is invalid (cli_filter.lua tells the user). */
-static int submission_mode(char *mode)
+/* The decision record cli_filter.lua wrote into the memory file, checked; 0 and the record in
+ * *rec, or -1 when there is none (the filter did not run, or Tula is off for the submission)
+ * or it is unusable (logged). */
+static int read_record(struct tula_record *rec)
 {
-    char err[TULA_MSG_MAX];
-    const char *env;
-
-    if (g_opt_mode[0] != '\0') {
-        memcpy(mode, g_opt_mode, 16);
-        return 0;
-    }
-    env = getenv("TULA_MODE");
-    if (!env || env[0] == '\0') {
-        /* a deadline or budget given as an option turns Tula on (as in cli_filter.lua) */
-        snprintf(mode, 16, "%s", (g_opt_deadline[0] || g_opt_budget[0]) ? "auto" : "off");
-        return 0;
-    }
-    if (tula_parse_mode(env, mode, 16, err, sizeof err) != 0) {
-        slurm_verbose("%s (from $TULA_MODE); Tula is off for this job", err);
-        return -1;
-    }
-    return 0;
-}
-
-/* The plan table cli_filter.lua wrote into the memory file, checked; 0 and the table in
- * `table` (TULA_PLAN_MAX bytes), or -1 when there is none or it is unusable (logged). */
-static int read_plan_table(char *table)
-{
-    char err[TULA_MSG_MAX];
+    char text[TULA_RECORD_MAX], err[TULA_MSG_MAX];
     ssize_t n;
     size_t got = 0;
 
-    table[0] = '\0';
     if (g_plan_fd < 0)
         return -1;
-    while (got < TULA_PLAN_MAX) {
-        n = pread(g_plan_fd, table + got, TULA_PLAN_MAX - got, (off_t)got);
+    while (got < TULA_RECORD_MAX) {
+        n = pread(g_plan_fd, text + got, TULA_RECORD_MAX - got, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
         got += (size_t)n;
     }
-    if (got == 0 || got >= TULA_PLAN_MAX) {
-        if (got >= TULA_PLAN_MAX)
-            slurm_verbose("tula: the plan table is longer than %d bytes; not passed to the job", TULA_PLAN_MAX - 1);
-        table[0] = '\0';
+    if (got == 0)
+        return -1;
+    if (got >= TULA_RECORD_MAX) {
+        slurm_verbose("tula: the decision record is longer than %d bytes; nothing passed to the job",
+                      TULA_RECORD_MAX - 1);
         return -1;
     }
-    table[got] = '\0';
-    if (got > 0 && table[got - 1] == '\n')
-        table[got - 1] = '\0';
-    if (tula_plugin_plan_table(table, 0, NULL, err, sizeof err) < 1) {
-        slurm_verbose("%s; not passed to the job", err);
-        table[0] = '\0';
+    text[got] = '\0';
+    if (tula_plugin_record(text, rec, err, sizeof err) != 0) {
+        slurm_verbose("%s; nothing passed to the job", err);
         return -1;
     }
     return 0;
 }
 
+/* spank_job_control_setenv of one variable for the job; logs a failure. */
+static int job_setenv(spank_t sp, const char *name, const char *value)
+{
+    spank_err_t rc = spank_job_control_setenv(sp, name, value, 1);
+    if (rc != ESPANK_SUCCESS)
+        slurm_info("tula: cannot pass %s to the job: %s", name, spank_strerror(rc));
+    return rc == ESPANK_SUCCESS ? 0 : -1;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    char mode[16], err[TULA_MSG_MAX], table[TULA_PLAN_MAX], policy[48];
-    const char *workload = NULL, *deadline = NULL, *budget = NULL;
-    spank_err_t rc;
-    int have_table;
+    struct tula_record rec;
+    int have_record;
 
     (void)ac;
     (void)av;
@@ -337,54 +316,34 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         return 0;
     /* cli_filter.lua has run: the site settings must not reach the job's environment. */
     site_env_clear();
-    have_table = read_plan_table(table) == 0;
+    have_record = read_record(&rec) == 0;
     plan_fd_close();
-    if (submission_mode(mode) != 0 || !tula_plugin_mode_active(mode) || g_disabled)
+    if (g_disabled)
         return 0;
-
-    if (g_opt_workload[0] != '\0') {
-        workload = g_opt_workload;
-    } else {
-        const char *env = getenv("TULA_WORKLOAD");
-        if (env && env[0] != '\0' && tula_check_workload(env, err, sizeof err) == 0)
-            workload = env;
-    }
 
     /* idempotent: values from an earlier pass (e.g. a het job component) must not stay */
     spank_job_control_unsetenv(sp, "TULA_PLAN");
     spank_job_control_unsetenv(sp, "TULA_WORKLOAD");
     spank_job_control_unsetenv(sp, "TULA_POLICY");
 
-    /* deadline / budget (option, else environment), for the job's information: the plan
-     * table already follows it. Invalid or both: cli_filter.lua warned; nothing passed. */
-    deadline = g_opt_deadline[0] ? g_opt_deadline : getenv("TULA_DEADLINE");
-    budget = g_opt_budget[0] ? g_opt_budget : getenv("TULA_BUDGET");
-    if (deadline && deadline[0] == '\0')
-        deadline = NULL;
-    if (budget && budget[0] == '\0')
-        budget = NULL;
-    policy[0] = '\0';
-    if (deadline && !budget && tula_parse_duration(deadline, err, sizeof err) > 0)
-        snprintf(policy, sizeof policy, "deadline=%s", deadline);
-    else if (budget && !deadline && tula_check_budget(budget, NULL, err, sizeof err) == 0)
-        snprintf(policy, sizeof policy, "budget=%s", budget);
-    if (policy[0] && spank_job_control_setenv(sp, "TULA_POLICY", policy, 1) != ESPANK_SUCCESS)
-        slurm_verbose("tula: cannot pass the policy to the job");
-    rc = spank_job_control_setenv(sp, "TULA_MODE", mode, 1);
-    if (rc != ESPANK_SUCCESS) {
-        slurm_info("tula: cannot pass the mode to the job: %s; the job runs unchanged", spank_strerror(rc));
+    if (!have_record) {
+        /* No cli_filter ran (or it gave no answer): the job gets only the --tula option's
+         * mode, so that it says that no plan reached it. */
+        if (tula_plugin_mode_active(g_opt_mode))
+            job_setenv(sp, "TULA_MODE", g_opt_mode);
         return 0;
     }
-    if (have_table) {
-        rc = spank_job_control_setenv(sp, "TULA_PLAN", table, 1);
-        if (rc != ESPANK_SUCCESS)
-            slurm_info("tula: cannot pass the plan to the job: %s; the job runs unchanged", spank_strerror(rc));
-    }
-    if (workload) {
-        rc = spank_job_control_setenv(sp, "TULA_WORKLOAD", workload, 1);
-        if (rc != ESPANK_SUCCESS)
-            slurm_verbose("tula: cannot pass the workload to the job: %s", spank_strerror(rc));
-    }
+    /* What cli_filter.lua decided, as it decided it. */
+    if (!tula_plugin_mode_active(rec.mode))
+        return 0;
+    if (rec.policy[0])
+        job_setenv(sp, "TULA_POLICY", rec.policy);
+    if (job_setenv(sp, "TULA_MODE", rec.mode) != 0)
+        return 0;
+    if (rec.table[0])
+        job_setenv(sp, "TULA_PLAN", rec.table);
+    if (rec.workload[0])
+        job_setenv(sp, "TULA_WORKLOAD", rec.workload);
     return 0;
 }
 

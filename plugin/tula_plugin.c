@@ -302,6 +302,112 @@ int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *r
     return rows;
 }
 
+/* 1 if `v` is `prefix` followed by one or more characters of `allowed`. */
+static int policy_form(const char *v, const char *prefix, const char *allowed)
+{
+    size_t n = strlen(prefix);
+    return strncmp(v, prefix, n) == 0 && v[n] != '\0' && strspn(v + n, allowed) == strlen(v + n);
+}
+
+/* Stores one KEY=VALUE line of a record (`value` NUL-terminated, `seen` the keys so far). */
+static int record_field(const char *key, size_t key_len, const char *value, struct tula_record *r, unsigned *seen,
+                        char *err, size_t err_len)
+{
+    static const char *const keys[] = {"mode", "policy", "workload", "table"};
+    char dst_err[TULA_MSG_MAX];
+    unsigned i, bit;
+
+    for (i = 0; i < 4; i++)
+        if (strlen(keys[i]) == key_len && strncmp(key, keys[i], key_len) == 0)
+            break;
+    if (i == 4)
+        return 0; /* a key of a newer tula */
+    bit = 1u << i;
+    if (*seen & bit) {
+        tula_set_error(err, err_len, "the decision record gives %s twice", keys[i]);
+        return -1;
+    }
+    *seen |= bit;
+    switch (i) {
+    case 0:
+        if (tula_parse_mode(value, r->mode, sizeof r->mode, dst_err, sizeof dst_err) != 0) {
+            tula_set_error(err, err_len, "the decision record's mode is invalid");
+            return -1;
+        }
+        return 0;
+    case 1:
+        if (strlen(value) >= sizeof r->policy ||
+            !(policy_form(value, "deadline=", "0123456789:-") || policy_form(value, "budget=", "0123456789."))) {
+            tula_set_error(err, err_len, "the decision record's policy is not deadline=HH:MM:SS or budget=X");
+            return -1;
+        }
+        memcpy(r->policy, value, strlen(value) + 1);
+        return 0;
+    case 2:
+        if (tula_check_workload(value, dst_err, sizeof dst_err) != 0) {
+            tula_set_error(err, err_len, "the decision record's workload is invalid");
+            return -1;
+        }
+        memcpy(r->workload, value, strlen(value) + 1);
+        return 0;
+    default:
+        if (tula_plugin_plan_table(value, 0, NULL, err, err_len) < 1)
+            return -1;
+        memcpy(r->table, value, strlen(value) + 1);
+        return 0;
+    }
+}
+
+int tula_plugin_record(const char *text, struct tula_record *r, char *err, size_t err_len)
+{
+    char line[TULA_RECORD_MAX];
+    const char *p, *nl, *eq;
+    size_t len;
+    unsigned seen = 0;
+
+    if (err && err_len)
+        err[0] = '\0';
+    if (!r) {
+        tula_set_error(err, err_len, "no place for the decision record");
+        return -1;
+    }
+    memset(r, 0, sizeof *r);
+    if (!text || text[0] == '\0') {
+        tula_set_error(err, err_len, "the decision record is empty");
+        return -1;
+    }
+    if (strnlen(text, TULA_RECORD_MAX) >= TULA_RECORD_MAX) {
+        tula_set_error(err, err_len, "the decision record is longer than %d bytes", TULA_RECORD_MAX - 1);
+        return -1;
+    }
+    for (p = text; *p; p = nl ? nl + 1 : p + len) {
+        nl = strchr(p, '\n');
+        len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len == 0 && !nl)
+            break;
+        eq = memchr(p, '=', len);
+        if (!eq || eq == p) {
+            tula_set_error(err, err_len, "the decision record has a line that is not KEY=VALUE");
+            memset(r, 0, sizeof *r);
+            return -1;
+        }
+        memcpy(line, eq + 1, len - (size_t)(eq + 1 - p));
+        line[len - (size_t)(eq + 1 - p)] = '\0';
+        if (record_field(p, (size_t)(eq - p), line, r, &seen, err, err_len) != 0) {
+            memset(r, 0, sizeof *r);
+            return -1;
+        }
+        if (!nl)
+            break;
+    }
+    if (!(seen & 1u)) {
+        tula_set_error(err, err_len, "the decision record has no mode");
+        memset(r, 0, sizeof *r);
+        return -1;
+    }
+    return 0;
+}
+
 int tula_plugin_rank_batch(const struct tula_plan_row *row, int total_ranks)
 {
     long planned, local, global;

@@ -91,6 +91,25 @@ struct tula_plan_row {
  * err). Pure. */
 int tula_plugin_plan_table(const char *table, int nodes, struct tula_plan_row *row, char *err, size_t err_len);
 
+/* The decision record (TULA_RECORD_MAX, tula/tula.h): the fields present, "" for an absent
+ * one. */
+struct tula_record {
+    char mode[16];                /* canonical mode (tula_parse_mode) */
+    char policy[TULA_POLICY_MAX]; /* deadline=HH:MM:SS or budget=X */
+    char workload[TULA_NAME_MAX]; /* MODEL@DATASET */
+    char table[TULA_PLAN_MAX];    /* the plan table (tula_plugin_plan_table) */
+};
+
+/* Parses a decision record as cli_filter.lua wrote it: KEY=VALUE lines (a last newline
+ * optional), keys mode, policy, workload and table, each at most once, mode required; a key
+ * the plugin does not know (a newer tula) is skipped. Each value is checked, not interpreted:
+ * the mode with tula_parse_mode (stored canonical), the policy's characters (deadline= then
+ * digits, ':' and '-'; budget= then digits and '.'), the workload with tula_check_workload,
+ * the table with tula_plugin_plan_table. Returns 0 with *r filled, or -1 with a message in err
+ * (NULL, empty, TULA_RECORD_MAX bytes or more, a line without '=', a repeated key, no mode, a
+ * bad or over-long value). One pass, no allocation. Pure. */
+int tula_plugin_record(const char *text, struct tula_record *r, char *err, size_t err_len);
+
 /* The global batch (examples per step over all ranks) for the ranks the job actually has:
  * the row's local batch, global_batch / (nodes x ranks_per_node) rounded down and at least 1,
  * times total_ranks, so that every rank keeps the local batch that was planned. The row's

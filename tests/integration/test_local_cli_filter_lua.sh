@@ -9,12 +9,17 @@
 #   - sbatch's options reach `tula submit-filter` intact (single-quote escaping, no shell
 #     injection), with --timeout 5 under timeout(1), and the script on standard input stays
 #     readable by it;
-#   - an answer `measure` sets --export and writes no plan table; the user's own --export
+#   - the decision record (record= lines) is written verbatim into the plugin's memory file
+#     (TULA_PLUGSTACK_PLAN), one line each, whatever the action but refused, and nothing is
+#     written without one;
+#   - an answer `measure` sets --export (its record has no plan table); the user's own --export
 #     reaches it as "export=given", never its values;
 #   - an answer `changed` sets the options it names (only nodes, time, partition,
-#     ntasks-per-node, gpus-per-node), writes the plan table into the plugin's memory file
-#     (TULA_PLUGSTACK_PLAN) and prints its lines; `unchanged` prints its lines and sets nothing;
-#     `refused` returns an error with its line;
+#     ntasks-per-node, gpus-per-node) and prints its lines; `unchanged` prints its lines and
+#     sets nothing; `refused` returns an error with its line;
+#   - its cheap gate (T.names_tula) starts `tula submit-filter` for every submission that the
+#     filter's own decision (the real tula, mode_of in cli/submit.cpp) would not leave silently
+#     alone, and T.SPANK lists the options the plugin registers (plugin/spank_tula.c);
 #   - a filter that fails, hangs (killed by SIGALRM, status 142), is missing, writes garbage or
 #     1 MiB without end, or a memory file that cannot be written: the job is unchanged with one
 #     `tula: warning: ...; job submitted unchanged` line (strict: refused with one error line),
@@ -43,14 +48,15 @@ for a in "$@"; do [ "$prev" = --timeout ] && tmo=$a; prev=$a; done
 case ${FAKE_MODE:-changed} in
     changed)
         printf '%s\n' action=changed set=nodes=2 set=time=5 set=account=evil set=partition=fast \
-            "table=lenet5@fashion-mnist;2:128:10:123.4" \
+            record=mode=auto record=policy=deadline=01:00:00 "record=table=lenet5@fashion-mnist;2:128:10:123.4" \
             "say=tula: lenet5@fashion-mnist on 2 nodes; nodes default -> 2, time limit default -> 5 min"
         exit 0 ;;
-    unchanged) printf '%s\n' action=unchanged "say=tula: warning: no profile; job submitted unchanged"; exit 0 ;;
-    measure) printf '%s\n' action=measure set=export=ALL,TULA_PROFILE=1 "say=tula: no profile of x@y yet: the job measures itself"
+    unchanged) printf '%s\n' action=unchanged record=mode=auto "say=tula: warning: no profile; job submitted unchanged"; exit 0 ;;
+    measure) printf '%s\n' action=measure set=export=ALL,TULA_PROFILE=1 record=mode=auto record=workload=x@y \
+                 "say=tula: no profile of x@y yet: the job measures itself"
              exit 0 ;;
     silent) echo action=unchanged; exit 0 ;;
-    refused) printf '%s\n' action=refused "say=tula: error: no profile; job not submitted (the site runs Tula in strict mode)"
+    refused) printf '%s\n' action=refused record=mode=auto "say=tula: error: no profile; job not submitted (the site runs Tula in strict mode)"
              exit 0 ;;
     # writes 1 MiB without a newline, then sleeps in a child that keeps the output open
     flood) head -c 1048576 /dev/zero | tr '\0' x; sleep 30; exit 0 ;;
@@ -197,8 +203,8 @@ check het "het job component 1: nothing" silent_noop
 
 # ---- a first job that measures itself: --export set, no plan table; the user's --export never on a command line
 scenario auto FAKE_MODE=measure
-check measure "action measure sets --export and writes no plan table" \
-    eval '[ "$(get sets)" = "export=ALL,TULA_PROFILE=1" ] && [ "$(get export)" = "ALL,TULA_PROFILE=1" ] && [ ! -s "$T_WORK/plan.table" ] && [ "$(get lines)" = 1 ] && common_ok'
+check measure "action measure sets --export and writes its record, without a plan table" \
+    eval '[ "$(get sets)" = "export=ALL,TULA_PROFILE=1" ] && [ "$(get export)" = "ALL,TULA_PROFILE=1" ] && [ "$(cat "$T_WORK/plan.table")" = "$(printf "mode=auto\nworkload=x@y")" ] && [ "$(get lines)" = 1 ] && common_ok'
 scenario exported FAKE_MODE=unchanged
 check exported "the user's --export reaches tula submit-filter as export=given, its values do not" \
     eval 'has_arg_pair --opt export=given && ! grep -q hunter2 "$T_WORK/fake.log"'
@@ -208,8 +214,8 @@ scenario auto
 check auto "the options it names are set, others (account) not" [ "$(get sets)" = "nodes=2,time=5,partition=fast" ]
 check auto "its line is printed" \
     eval '[ "$(get lines)" = 1 ] && get said | grep -qF "nodes default -> 2, time limit default -> 5 min"'
-check auto "the plan table is written to the plugin's memory file" \
-    eval '[ "$(cat "$T_WORK/plan.table")" = "lenet5@fashion-mnist;2:128:10:123.4" ]'
+check auto "the decision record is written verbatim into the plugin's memory file" \
+    eval '[ "$(cat "$T_WORK/plan.table")" = "$(printf "mode=auto\npolicy=deadline=01:00:00\ntable=lenet5@fashion-mnist;2:128:10:123.4\n")" ]'
 check auto "tula submit-filter --timeout 5 --type sbatch --offset 0" \
     eval '[ "$(head -n 1 "$T_WORK/fake.log")" = submit-filter ] && has_arg_pair --timeout 5 && has_arg_pair --type sbatch && has_arg_pair --offset 0'
 check auto "the options as cli_filter shows them, and the script path intact" \
@@ -228,13 +234,14 @@ scenario_stdin file
 check stdin-file "a script on standard input (regular file) stays readable by the filter" \
     eval 'cmp -s "$script" "$T_WORK/fake.log.stdin" && [ "$(get sets)" = "nodes=2,time=5,partition=fast" ]'
 scenario auto FAKE_MODE=unchanged
-check unchanged "unchanged: its line, nothing set, no table" \
-    eval 'unchanged_one_warning && [ ! -s "$T_WORK/plan.table" ]'
+check unchanged "unchanged: its line, nothing set, its record without a table" \
+    eval 'unchanged_one_warning && [ "$(cat "$T_WORK/plan.table")" = mode=auto ]'
 scenario auto FAKE_MODE=silent
-check silent "unchanged without a line: nothing said" eval '[ "$(get sets)" = "" ] && [ "$(get lines)" = 0 ] && common_ok'
+check silent "unchanged without a line or a record: nothing said, nothing written" \
+    eval '[ "$(get sets)" = "" ] && [ "$(get lines)" = 0 ] && [ ! -e "$T_WORK/plan.table" ] && common_ok'
 scenario auto FAKE_MODE=refused
-check refused "refused: ERROR, its one line, nothing set" \
-    eval '[ "$(get rc)" = -1 ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: error: .*job not submitted" && [ "$(get sets)" = "" ]'
+check refused "refused: ERROR, its one line, nothing set or written" \
+    eval '[ "$(get rc)" = -1 ] && [ "$(get lines)" = 1 ] && get said | grep -qE "^tula: error: .*job not submitted" && [ "$(get sets)" = "" ] && [ ! -e "$T_WORK/plan.table" ]'
 
 # ---- failures: fail open -------------------------------------------------------------------
 scenario auto FAKE_MODE=fail
@@ -266,6 +273,48 @@ chmod +x "$T_WORK/bin/tula"
 scenario raise TULA_PLUGSTACK_STRICT=1
 check lua-error "an error inside the hook: SUCCESS, unchanged, one warning, also under strict" \
     eval 'unchanged_one_warning && get said | grep -qF "internal error"'
+
+# ---- the gate and the decision: one option list, no Tula submission missed ----------------------
+need_bin "$TULA"
+cat > "$T_WORK/gate.lua" <<'EOF'
+slurm = { SUCCESS = 0, ERROR = -1, FAILURE = -1 }
+dofile(arg[1])
+local T = tula_cli_filter
+if arg[2] == "--options" then print(table.concat(T.SPANK, " ")); return end
+local spank = {}
+for i = 2, #arg do
+    local k, v = string.match(arg[i], "^([%w%-]+)=(.*)$")
+    spank[k] = v
+end
+print(tostring(T.names_tula({ spank = { tula = spank } })))
+EOF
+registered=$(sed -n 's/^    {"\(tula[a-z-]*\)", .*/\1/p' "$REPO/plugin/spank_tula.c" | sort | tr '\n' ' ')
+lua_list=$(lua5.1 "$T_WORK/gate.lua" "$T_WORK/cli_filter.lua" --options | tr ' ' '\n' | sort | tr '\n' ' ')
+OUT="plugin: $registered; cli_filter.lua: $lua_list"
+check options "T.SPANK is the plugin's option list" eval '[ -n "$lua_list" ] && [ "$registered" = "$lua_list" ]'
+# gate_case ENV... -- SPANK...: the gate's answer ($gate) and whether submit-filter acted ($on)
+gate_case() {
+    local envs=() spank=() a sargs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    spank=("$@")
+    for a in "${spank[@]}"; do sargs+=(--spank "$a"); done
+    gate=$(env -u TULA_MODE "${envs[@]}" lua5.1 "$T_WORK/gate.lua" "$T_WORK/cli_filter.lua" "${spank[@]}")
+    answer=$(env -u TULA_MODE -u TULA_PLUGSTACK_LOADED "${envs[@]}" "$TULA" submit-filter --type sbatch \
+        --opt argv1=/nonexistent/job.sbatch "${sargs[@]}" 2>&1 </dev/null)
+    on=false
+    grep -qE '^(say|record|set)=' <<<"$answer" && on=true
+    OUT="env: ${envs[*]}; spank: ${spank[*]}; gate: $gate; submit-filter: $answer"
+}
+for c in "-- tula=auto" "-- tula=off" "-- tula=set" "-- tula=bogus" "-- tula-deadline=01:00:00" "-- tula-budget=3" \
+    "-- tula-workload=a@b" "-- tula-epochs=fixed" "-- tula-time-min=yes" "TULA_MODE=auto --" "TULA_MODE=off --" \
+    "TULA_MODE=bogus --" "TULA_MODE= --" "TULA_DEADLINE=01:00:00 --" "TULA_BUDGET=2 --" "TULA_WORKLOAD=a@b --" "--"; do
+    # shellcheck disable=SC2086
+    gate_case $c
+    check gate "the gate lets through what submit-filter acts on ($c)" eval '[ "$on" = false ] || [ "$gate" = true ]'
+done
+gate_case --
+check gate "nothing given: the gate stops it" eval '[ "$gate" = false ] && [ "$on" = false ]'
 
 if [ "$nfail" -gt 0 ]; then
     echo "FAIL $T_NAME: $nfail check(s) failed"

@@ -10,6 +10,7 @@
 
 #include "cli/common.hpp"
 #include "cli/submit.hpp"
+#include "plugin/tula_plugin.h"
 #include "test_util.hpp"
 #include "tula/error.hpp"
 #include "tula/tula.h"
@@ -18,6 +19,12 @@ namespace {
 
 using namespace tula::cli;
 using tula_test::contains;
+
+// Whether the plan's policy `p` is a deadline of `seconds`, or a budget of `budget`.
+bool is_deadline(const tula::PolicySpec& p, double seconds) {
+    return p.policy == tula::Policy::Deadline && p.deadline_seconds == seconds;
+}
+bool is_budget(const tula::PolicySpec& p, double budget) { return p.policy == tula::Policy::Budget && p.budget == budget; }
 
 // The fake planner: what it was asked, and what it answers.
 struct Fake {
@@ -85,6 +92,8 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_plan_failures);
     CPPUNIT_TEST(test_no_profile_measures);
     CPPUNIT_TEST(test_deadline_and_budget);
+    CPPUNIT_TEST(test_decision_record);
+    CPPUNIT_TEST(test_record_reaches_the_plugin);
     CPPUNIT_TEST(test_site_settings);
     CPPUNIT_TEST(test_one_duration_grammar);
     CPPUNIT_TEST(test_time_minutes);
@@ -97,14 +106,14 @@ public:
         const SubmitOutcome o = decide_submission(sbatch("auto"), f.planner());
         CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Changed);
         CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}}));
-        CPPUNIT_ASSERT_EQUAL(std::string("lenet5@fashion-mnist;2:128:10:123.4"), o.table);
+        CPPUNIT_ASSERT_EQUAL(std::string("lenet5@fashion-mnist;2:128:10:123.4"), o.record.table);
         CPPUNIT_ASSERT_EQUAL(size_t(1), o.said.size());
         CPPUNIT_ASSERT_EQUAL(std::string("tula: lenet5@fashion-mnist: 2 nodes x global batch 128, predicted 123 s; "
                                          "nodes default -> 2, time limit default -> 5 min"),
                              o.said[0]);
-        CPPUNIT_ASSERT_EQUAL(std::string("auto"), f.call.policy);
+        CPPUNIT_ASSERT(f.call.policy.policy == tula::Policy::Auto);
         CPPUNIT_ASSERT_EQUAL(std::string("/job.sbatch"), f.call.script);
-        CPPUNIT_ASSERT(f.call.workload.empty() && f.call.node_range.empty() && !f.call.fixed_epochs);
+        CPPUNIT_ASSERT(f.call.workload.empty() && !f.call.node_range && !f.call.fixed_epochs);
         // a "tula: " in the planner's summary is not doubled
         f.answer.summary = "tula: x@y: 2 nodes";
         CPPUNIT_ASSERT(!contains(decide_submission(sbatch("auto"), f.planner()).said[0], "tula: tula:"));
@@ -113,13 +122,13 @@ public:
     void test_modes() {
         Fake f;
         decide_submission(sbatch("set"), f.planner());  // a bare --tula, as cli_filter shows it
-        CPPUNIT_ASSERT_EQUAL(std::string("auto"), f.call.policy);
+        CPPUNIT_ASSERT(f.call.policy.policy == tula::Policy::Auto);
         decide_submission(sbatch("TIME"), f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("time"), f.call.policy);
+        CPPUNIT_ASSERT(f.call.policy.policy == tula::Policy::Time);
         SubmitInput env = sbatch(nullptr);
         env.env["TULA_MODE"] = "cost";
         decide_submission(env, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("cost"), f.call.policy);
+        CPPUNIT_ASSERT(f.call.policy.policy == tula::Policy::Cost);
         SubmitInput off = sbatch("off");  // --tula=off wins over TULA_MODE
         off.env["TULA_MODE"] = "auto";
         const int before = f.calls;
@@ -134,11 +143,11 @@ public:
         CPPUNIT_ASSERT(unchanged_one_warning(b));
         CPPUNIT_ASSERT(contains(b.said[0], "auto, time, cost, off, dry-run") && contains(b.said[0], "TULA_MODE value 'bogus'"));
         const SubmitOutcome dry = decide_submission(sbatch("dry-run"), f.planner());
-        CPPUNIT_ASSERT(dry.kind == SubmitOutcome::Kind::Unchanged && dry.sets.empty() && dry.table.empty());
+        CPPUNIT_ASSERT(dry.kind == SubmitOutcome::Kind::Unchanged && dry.sets.empty() && dry.record.table.empty());
         CPPUNIT_ASSERT_EQUAL(size_t(1), dry.said.size());
         CPPUNIT_ASSERT(dry.said[0].rfind("tula: dry-run: ", 0) == 0 && contains(dry.said[0], "would set nodes default -> 2") &&
                        contains(dry.said[0], "job submitted unchanged"));
-        CPPUNIT_ASSERT_EQUAL(std::string("auto"), f.call.policy);  // dry-run plans as auto
+        CPPUNIT_ASSERT(f.call.policy.policy == tula::Policy::Auto);  // dry-run plans as auto
     }
 
     void test_nodes_and_time_kept() {
@@ -147,14 +156,14 @@ public:
         range.options["nodes"] = "1-4";
         f.answer.nodes = 4;
         SubmitOutcome o = decide_submission(range, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("1-4"), f.call.node_range);
+        CPPUNIT_ASSERT(f.call.node_range == std::make_optional(std::make_pair(1, 4)));
         CPPUNIT_ASSERT(o.sets == (Sets{{"time", "5"}}));
         CPPUNIT_ASSERT(contains(o.said[0], "nodes 1-4 kept"));
         SubmitInput exact = sbatch("auto");
         exact.options["nodes"] = "1";
         f.answer.nodes = 1;
         o = decide_submission(exact, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("1-1"), f.call.node_range);
+        CPPUNIT_ASSERT(f.call.node_range == std::make_optional(std::make_pair(1, 1)));
         CPPUNIT_ASSERT(o.sets == (Sets{{"time", "5"}}));
         f.answer.nodes = 99;  // a plan outside the range
         o = decide_submission(range, f.planner());
@@ -445,7 +454,7 @@ public:
             if (strict) in.env["TULA_PLUGSTACK_STRICT"] = "1";
             in.options["export"] = "unset";
             const SubmitOutcome o = decide_submission(in, f.planner());
-            CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Measure && o.sets == measure && o.table.empty());
+            CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Measure && o.sets == measure && o.record.table.empty());
             CPPUNIT_ASSERT_EQUAL(size_t(1), o.said.size());
             CPPUNIT_ASSERT_MESSAGE(o.said[0], o.said[0].rfind("tula: no profile of net@data yet: the job runs as submitted "
                                                               "and measures its step first (TULA_PROFILE=1", 0) == 0);
@@ -468,26 +477,26 @@ public:
         SubmitInput d = sbatch("auto");
         d.spank["tula-deadline"] = "02:00:00";
         decide_submission(d, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("deadline=02:00:00"), f.call.policy);
+        CPPUNIT_ASSERT(is_deadline(f.call.policy, 7200));  // 02:00:00
         SubmitInput only = sbatch(nullptr);  // turns Tula on by itself
         only.spank["tula-deadline"] = "00:30:00";
         CPPUNIT_ASSERT(decide_submission(only, f.planner()).kind == SubmitOutcome::Kind::Changed);
-        CPPUNIT_ASSERT_EQUAL(std::string("deadline=00:30:00"), f.call.policy);
+        CPPUNIT_ASSERT(is_deadline(f.call.policy, 1800));  // 00:30:00
         SubmitInput off = sbatch("off");
         off.spank["tula-deadline"] = "00:30:00";
         CPPUNIT_ASSERT(silent(decide_submission(off, f.planner())));
         SubmitInput b = sbatch("time");
         b.spank["tula-budget"] = "2.5";
         decide_submission(b, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("budget=2.5"), f.call.policy);
+        CPPUNIT_ASSERT(is_budget(f.call.policy, 2.5));
         SubmitInput ed = sbatch("auto");
         ed.env["TULA_DEADLINE"] = "01:00:00";
         decide_submission(ed, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("deadline=01:00:00"), f.call.policy);
+        CPPUNIT_ASSERT(is_deadline(f.call.policy, 3600));  // 01:00:00
         SubmitInput eb = sbatch("auto");
         eb.env["TULA_BUDGET"] = "7";
         decide_submission(eb, f.planner());
-        CPPUNIT_ASSERT_EQUAL(std::string("budget=7"), f.call.policy);
+        CPPUNIT_ASSERT(is_budget(f.call.policy, 7));
         SubmitInput env_only = sbatch(nullptr);  // TULA_DEADLINE alone does not turn Tula on
         env_only.env["TULA_DEADLINE"] = "01:00:00";
         const int before = f.calls;
@@ -505,6 +514,86 @@ public:
         neg.spank["tula-budget"] = "-1";
         CPPUNIT_ASSERT(unchanged_one_warning(decide_submission(neg, f.planner())));
         CPPUNIT_ASSERT_EQUAL(before, f.calls);
+    }
+
+    // The decision record holds what was decided, whatever the action: the mode, a deadline or
+    // budget policy, the workload given, and the plan table only when the job was changed.
+    void test_decision_record() {
+        Fake f;
+        SubmitInput d = sbatch("auto");
+        d.spank["tula-deadline"] = "02:00:00";
+        d.spank["tula-workload"] = "lenet5@fashion-mnist";
+        SubmitOutcome o = decide_submission(d, f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Changed);
+        CPPUNIT_ASSERT(record_lines(o.record) ==
+                       (std::vector<std::string>{"mode=auto", "policy=deadline=02:00:00", "workload=lenet5@fashion-mnist",
+                                                 "table=lenet5@fashion-mnist;2:128:10:123.4"}));
+        SubmitInput b = sbatch("TIME");
+        b.env["TULA_BUDGET"] = "2.5";
+        o = decide_submission(b, f.planner());
+        CPPUNIT_ASSERT_EQUAL(std::string("time"), o.record.mode);
+        CPPUNIT_ASSERT_EQUAL(std::string("budget=2.5"), o.record.policy);
+        // a problem: the job is unchanged, and its record says that Tula was on
+        f.error = "tula: error: no such partition";
+        o = decide_submission(sbatch("cost"), f.planner());
+        CPPUNIT_ASSERT(unchanged_one_warning(o));
+        CPPUNIT_ASSERT(record_lines(o.record) == std::vector<std::string>{"mode=cost"});
+        f.error.clear();
+        // dry-run: the record without a table
+        o = decide_submission(sbatch("dry-run"), f.planner());
+        CPPUNIT_ASSERT(record_lines(o.record) == std::vector<std::string>{"mode=dry-run"});
+        // a first job that measures itself
+        f.no_profile = "net@data";
+        SubmitInput m = sbatch("auto");
+        m.spank["tula-workload"] = "net@data";
+        o = decide_submission(m, f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Measure);
+        CPPUNIT_ASSERT(record_lines(o.record) == (std::vector<std::string>{"mode=auto", "workload=net@data"}));
+        f.no_profile.clear();
+        // off, and a bad mode: no record
+        CPPUNIT_ASSERT(record_lines(decide_submission(sbatch("off"), f.planner()).record).empty());
+        CPPUNIT_ASSERT(record_lines(decide_submission(sbatch(nullptr), f.planner()).record).empty());
+        SubmitInput bad = sbatch(nullptr);
+        bad.env["TULA_MODE"] = "bogus";
+        CPPUNIT_ASSERT(record_lines(decide_submission(bad, f.planner()).record).empty());
+    }
+
+    // What decide_submission writes, the plugin reads back field for field (tula_plugin_record,
+    // the C parser of the same format), for deadlines of a day and more and budgets of every size.
+    void test_record_reaches_the_plugin() {
+        Fake f;
+        f.answer.table = "lenet5@fashion-mnist;1:64:3:10.0;2:128:3:6.5:2";
+        f.answer.nodes = 1;
+        struct Case {
+            const char* option;
+            const char* value;
+            const char* policy;  // as the record shows it
+        } cases[] = {{nullptr, nullptr, ""},
+                     {"tula-deadline", "01:30:00", "deadline=01:30:00"},
+                     {"tula-deadline", "90:00", "deadline=01:30:00"},
+                     {"tula-deadline", "2-01:00:00", "deadline=2-01:00:00"},
+                     {"tula-budget", "7", "budget=7"},
+                     {"tula-budget", "0.1", "budget=0.1"},
+                     {"tula-budget", "0.0000001", "budget=0.0000001"},
+                     {"tula-budget", "999999999999999", "budget=999999999999999"}};
+        for (const Case& c : cases) {
+            SubmitInput in = sbatch("auto");
+            in.options["nodes"] = "1-2";
+            in.spank["tula-workload"] = "lenet5@fashion-mnist";
+            if (c.option) in.spank[c.option] = c.value;
+            const SubmitOutcome o = decide_submission(in, f.planner());
+            CPPUNIT_ASSERT_MESSAGE(c.policy, o.kind == SubmitOutcome::Kind::Changed);
+            CPPUNIT_ASSERT_EQUAL(std::string(c.policy), o.record.policy);
+            std::string text;
+            for (const std::string& l : record_lines(o.record)) text += l + "\n";  // as cli_filter.lua writes it
+            tula_record r;
+            char err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(text + err, 0, tula_plugin_record(text.c_str(), &r, err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL(o.record.mode, std::string(r.mode));
+            CPPUNIT_ASSERT_EQUAL(o.record.policy, std::string(r.policy));
+            CPPUNIT_ASSERT_EQUAL(o.record.workload, std::string(r.workload));
+            CPPUNIT_ASSERT_EQUAL(o.record.table, std::string(r.table));
+        }
     }
 
     void test_site_settings() {

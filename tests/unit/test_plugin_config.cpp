@@ -113,6 +113,7 @@ class PluginConfigTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_workload_names);
     CPPUNIT_TEST(test_parse_nodes);
     CPPUNIT_TEST(test_plan_table);
+    CPPUNIT_TEST(test_decision_record);
     CPPUNIT_TEST(test_rank_batch);
     CPPUNIT_TEST(test_plan_env);
     CPPUNIT_TEST(test_plan_env_rejects_bad_plans);
@@ -277,6 +278,52 @@ public:
     }
 
     // The plan table against the regex reference, on valid, hostile and boundary tables.
+    // The decision record: what is accepted, stored as given (the mode canonical), and what is
+    // refused with one tula: line and an empty record.
+    void test_decision_record() {
+        const std::string t = "table=lenet5@fashion-mnist;2:128:12:95.5";
+        struct Good {
+            std::string text, mode, policy, workload, table;
+        } good[] = {
+            {"mode=auto\n", "auto", "", "", ""},
+            {"mode=auto", "auto", "", "", ""},
+            {"mode=dry-run\npolicy=deadline=01:00:00\nworkload=a@b\n" + t + "\n", "dry-run", "deadline=01:00:00", "a@b",
+             t.substr(6)},
+            {t + "\nworkload=a@b\nmode=cost", "cost", "", "a@b", t.substr(6)},  // any order
+            {"mode=time\npolicy=budget=2.5\nfuture=anything at all\n", "time", "budget=2.5", "", ""},  // a newer key
+            {"mode=auto\npolicy=deadline=2-01:00:00", "auto", "deadline=2-01:00:00", "", ""},
+        };
+        for (const Good& g : good) {
+            tula_record r;
+            char err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(g.text + " " + err, 0, tula_plugin_record(g.text.c_str(), &r, err, sizeof err));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(g.text, g.mode, std::string(r.mode));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(g.text, g.policy, std::string(r.policy));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(g.text, g.workload, std::string(r.workload));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(g.text, g.table, std::string(r.table));
+        }
+        std::vector<std::string> bad = {
+            "", "\n", "mode=auto\n\n", "policy=deadline=01:00:00\n", "mode=auto\nmode=auto\n", "mode=bogus",
+            "mode=auto\npolicy=deadline=1h", "mode=auto\npolicy=budget=1e5", "mode=auto\npolicy=sometimes",
+            "mode=auto\npolicy=deadline=", "mode=auto\npolicy=budget=-1", "mode=auto\nworkload=bad name",
+            "mode=auto\nworkload=a@b@c", "mode=auto\ntable=garbage", "mode=auto\ntable=", "=x\nmode=auto",
+            "mode=auto\nno equals sign", "mode=auto\npolicy=deadline=" + std::string(60, '1'),
+            "mode=auto\nfuture=" + std::string(TULA_RECORD_MAX, 'x'),
+        };
+        for (const std::string& text : bad) {
+            tula_record r;
+            std::memset(&r, 'x', sizeof r);
+            char err[TULA_MSG_MAX];
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(text, -1, tula_plugin_record(text.c_str(), &r, err, sizeof err));
+            CPPUNIT_ASSERT_MESSAGE(text + ": " + err, std::string(err).rfind("tula: ", 0) == 0);
+            CPPUNIT_ASSERT_MESSAGE(text, r.mode[0] == '\0' && r.policy[0] == '\0' && r.workload[0] == '\0' && r.table[0] == '\0');
+        }
+        char err[TULA_MSG_MAX];
+        tula_record r;
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_record(nullptr, &r, err, sizeof err));
+        CPPUNIT_ASSERT_EQUAL(-1, tula_plugin_record("mode=auto", nullptr, err, sizeof err));
+    }
+
     void test_plan_table() {
         const std::string w = "lenet5@fashion-mnist";
         std::vector<std::string> cases = {

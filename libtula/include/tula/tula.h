@@ -22,6 +22,19 @@ extern "C" {
 #define TULA_PLAN_ROWS_MAX 64
 #define TULA_PLAN_RANKS_MAX 1024
 
+/* The decision record of one submission: what `tula submit-filter` decided (SubmitRecord,
+ * cli/submit.hpp), which cli_filter.lua copies verbatim into the plugin's memory file and the
+ * plugin hands to the job without deciding again (tula_plugin_record, plugin/tula_plugin.h).
+ * Lines KEY=VALUE, each key at most once:
+ *     mode=MODE            the canonical mode (auto, time, cost, dry-run); always there
+ *     policy=deadline=HH:MM:SS | policy=budget=X
+ *                          a deadline or budget policy; absent: the mode's
+ *     workload=MODEL@DATASET  the workload given (--tula-workload, $TULA_WORKLOAD); absent: none
+ *     table=PLAN           the plan table (above); absent: no plan reached the job
+ * Its longest form and a policy's longest value, in bytes including the NUL. */
+#define TULA_RECORD_MAX (TULA_PLAN_MAX + 256)
+#define TULA_POLICY_MAX 48
+
 /* Directory of the site configuration: `make sysconfdir=DIR` (default /etc/slurm). */
 #ifndef TULA_SYSCONFDIR
 #define TULA_SYSCONFDIR "/etc/slurm"
