@@ -1,5 +1,4 @@
 #!/bin/bash
-# test-cluster: own
 # Hostile user database, a FIFO (security review, finding a): the user's profile database path
 # ($XDG_DATA_HOME/tula/profiles.db) is swapped for a named pipe part of the time. Opening a FIFO
 # for reading blocks until a writer comes, so a reader that opens it (tula plan in the
