@@ -388,7 +388,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS)
         jobid = 0;
 
-    /* Only a job submitted with an active --tula has SLURM_SPANK_TULA_MODE. */
+    /* Only a job that Tula is on for (its decision record, or an active --tula) has
+     * SLURM_SPANK_TULA_MODE. */
     if (job_getenv(sp, "SLURM_SPANK_TULA_MODE", raw_mode, sizeof raw_mode) != 1)
         return 0;
     if (tula_parse_mode(raw_mode, mode, sizeof mode, err, sizeof err) != 0 || !tula_plugin_mode_plans(mode))
