@@ -65,7 +65,7 @@ SiteQueue apply_slurm_limits(Config* cfg, std::vector<std::string>* warnings);
 /// wait of the choice and what the queue changed ("fast starts in about 25 min; 2 nodes of cpu
 /// start now and finish first"). Does nothing unless q->answered. Never throws for Slurm's
 /// errors (a start that is not answered counts as no wait, and a warning says so); throws
-/// tula::Error as apply_queue_waits when no candidate meets a deadline or budget any more.
+/// tula::Error as apply_queue_starts when no candidate meets a deadline or budget any more.
 void apply_queue(PlanReport* r, const Config& cfg, const PolicySpec& policy, SiteQueue* q,
                  std::vector<std::string>* warnings);
 

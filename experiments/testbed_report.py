@@ -39,11 +39,9 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
-import urllib.parse
 
 from experiments import testbed as tb
 
@@ -186,20 +184,22 @@ def scaling(work, out):
 
 
 def copy_db(src, dst):
-    """Copies the SQLite database at src to dst (SQLite's online backup, so what src's -wal file
-    holds is copied too); False where there is no file src."""
+    """Copies the profile database at src into a new database at dst through Tula's own export
+    and import (`tula db export`, then `tula db import`, tula(1)): its workloads, profiles and
+    runs. False where there is no file src. Raises RuntimeError when tula fails, with its
+    message."""
     if not os.path.isfile(src):
         return False
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    s = sqlite3.connect("file:%s?mode=rw" % urllib.parse.quote(src), uri=True)
-    try:
-        d = sqlite3.connect(dst)
-        try:
-            s.backup(d)
-        finally:
-            d.close()
-    finally:
-        s.close()
+    for f in (dst, dst + "-wal", dst + "-shm"):
+        if os.path.exists(f):
+            os.remove(f)
+    with tempfile.TemporaryDirectory(prefix="copy-db.") as d:
+        dump = os.path.join(d, "export.json")
+        for cmd in (["tula", "db", "export", "--db", src, "--output", dump], ["tula", "db", "import", "--db", dst, dump]):
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError("%s: %s" % (" ".join(cmd), (p.stderr or p.stdout).strip()))
     return True
 
 

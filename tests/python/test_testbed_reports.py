@@ -340,18 +340,18 @@ def schema_db(path):
 def fill(con):
     """Samples and runs on 1-4 nodes: compute samples of 1-4 ranks, one rank a node, and of 2 and
     3 nodes of 2 ranks each; allreduce samples on 1 node (2 ranks) and 2-4 nodes; a run of 2
-    epochs on each of 1-4 nodes."""
+    epochs on each of 1-4 nodes; made at one time (Unix seconds), as `tula db import` wants it."""
     con.execute("INSERT INTO workload(name, model, dataset, params, train_examples, test_examples, updated)"
-                " VALUES ('lenet5@fashion-mnist', 'lenet5', 'fashion-mnist', 61706, 60000, 10000, 0)")
+                " VALUES ('lenet5@fashion-mnist', 'lenet5', 'fashion-mnist', 61706, 60000, 10000, 1796000000)")
     for ranks, rpn in ((1, 1), (2, 1), (3, 1), (4, 1), (4, 2), (6, 2)):
         con.execute("INSERT INTO compute_profile(workload, host, local_batch, threads, seconds_per_iter, iters, created,"
-                    " ranks, ranks_per_node) VALUES ('lenet5@fashion-mnist', 'n1', 64, 1, 0.01, 10, 0, ?, ?)", (ranks, rpn))
+                    " ranks, ranks_per_node) VALUES ('lenet5@fashion-mnist', 'n1', 64, 1, 0.01, 10, 1796000000, ?, ?)", (ranks, rpn))
     for nodes, rpn in ((1, 2), (2, 1), (3, 1), (4, 1)):
         con.execute("INSERT INTO allreduce_profile(host, nodes, bytes, seconds, created, ranks_per_node)"
-                    " VALUES ('n1', ?, 1048576, 0.05, 0, ?)", (nodes, rpn))
+                    " VALUES ('n1', ?, 1048576, 0.05, 1796000000, ?)", (nodes, rpn))
     for nodes in (1, 2, 3, 4):
         rid = con.execute("INSERT INTO run(job_id, workload, nodes, global_batch, epochs, predicted_seconds, measured_seconds,"
-                          " test_accuracy, created) VALUES (?, 'lenet5@fashion-mnist', ?, 64, 2, 10, 11, 0.8, 0)",
+                          " test_accuracy, created) VALUES (?, 'lenet5@fashion-mnist', ?, 64, 2, 10, 11, 0.8, 1796000000)",
                           (str(nodes), nodes)).lastrowid
         for e in (1, 2):
             con.execute("INSERT INTO run_epoch(run_id, epoch, seconds) VALUES (?, ?, 5.5)", (rid, e))
@@ -432,15 +432,25 @@ class Extrapolate(unittest.TestCase):
         with with_tula_on_path():
             self.assertEqual(tbr.prune_db(path, 2), {"compute": 0, "allreduce": 0, "runs": 0, "workloads": 0})
 
+    @unittest.skipUnless(tula_binary(), "no tula built")
     def test_copy(self):
         src, dst = os.path.join(self.d, "src.db"), os.path.join(self.d, "a", "b", "dst.db")
         con = schema_db(src)
         con.execute("PRAGMA wal_autocheckpoint = 0")
         fill(con)  # left in src's -wal file while con is open
         self.assertTrue(os.path.exists(src + "-wal"))
-        self.assertTrue(tbr.copy_db(src, dst))
-        con.close()
-        self.assertEqual(contents(dst), contents(src))
+        with with_tula_on_path():
+            self.assertTrue(tbr.copy_db(src, dst))
+            con.close()
+            self.assertEqual(contents(dst), contents(src))
+            # a second copy replaces what dst held instead of adding to it
+            self.assertTrue(tbr.copy_db(src, dst))
+            self.assertEqual(contents(dst), contents(src))
+            # what tula refuses is raised with its message
+            with open(os.path.join(self.d, "junk.db"), "w") as f:
+                f.write("not a database")
+            with self.assertRaisesRegex(RuntimeError, "tula db export"):
+                tbr.copy_db(os.path.join(self.d, "junk.db"), os.path.join(self.d, "junk-copy.db"))
         self.assertFalse(tbr.copy_db(os.path.join(self.d, "none.db"), os.path.join(self.d, "none-copy.db")))
         self.assertFalse(os.path.exists(os.path.join(self.d, "none.db")))
         self.assertFalse(os.path.exists(os.path.join(self.d, "none-copy.db")))

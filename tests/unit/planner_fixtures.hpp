@@ -34,6 +34,13 @@ using tula_test::contains;
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 using tula_test::seconds_in_child;
 
+// The plan of one partition: `req`'s implicit target (tula::implicit_target) with `compute` and
+// `allreduce` (null: 1 node only), planned by tula::make_site_plan.
+inline tula::Plan make_plan(const tula::PlanRequest& req, const tula::ComputeModel& compute,
+                            const tula::AllreduceModel* allreduce) {
+    return tula::make_site_plan(req, {tula::implicit_target(req, compute, allreduce)});
+}
+
 // Naive O(n^2) Pareto set: i is on the front unless some j is no worse in both and better in one.
 inline std::set<size_t> naive_front(const std::vector<tula::Candidate>& c) {
     std::set<size_t> out;

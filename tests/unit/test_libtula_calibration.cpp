@@ -201,21 +201,21 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_single, 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.factor_multi, 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.1, cg.factor, 1e-12);  // pooled median of all five
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.factor_for(3), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.shape_factor(1, 1), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.65, cg.shape_factor(3, 1), 1e-12);
         // one multi-node run is too few for the multi-node factor: on another node count the
         // pooled one serves; on its own node count (2) that run's ratio does
         std::vector<tula::IterationSample> one_multi(g.begin(), g.begin() + 3);
         const auto c1 = tula::TimeCalibration::fit(one_multi, ov);
         CPPUNIT_ASSERT_EQUAL(1, c1.runs_multi);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.factor_for(3), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c1.factor, c1.shape_factor(3, 1), 1e-12);
         CPPUNIT_ASSERT(!c1.own_kind(3));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.6, c1.factor_for(2), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.6, c1.shape_factor(2, 1), 1e-12);
         CPPUNIT_ASSERT(c1.own_nodes(2) && c1.own_kind(2));
         CPPUNIT_ASSERT_EQUAL(1, c1.runs_for(2));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.factor_for(1), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c1.shape_factor(1, 1), 1e-12);
         CPPUNIT_ASSERT(cg.curve_multi.empty());  // no local batches known
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_for(1, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, cg.factor_at(1, 1, 64.0), 1e-12);
 
         // With a synchronized-step profile of 2 ranks (ratios 1.2 at local batch 32, 1.5 at
         // 128: 1.35 at 64 by log interpolation), a multi-node run's ratio is its residual over
@@ -270,21 +270,21 @@ public:
         const auto c = tula::TimeCalibration::fit(s, ov);
         CPPUNIT_ASSERT_EQUAL(size_t{2}, c.by_nodes.size());
         CPPUNIT_ASSERT_EQUAL(5, c.runs_for(2));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c.factor_for(2, 128.0), 1e-12);  // median of its newest 5
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c.factor_at(2, 1, 128.0), 1e-12);  // median of its newest 5
         CPPUNIT_ASSERT_EQUAL(2, c.runs_for(4));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, c.factor_for(4, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.75, c.factor_at(4, 1, 64.0), 1e-12);
         CPPUNIT_ASSERT(!c.by_local_batch(2) && !c.by_local_batch(4));  // one local batch each
         // 3 nodes: no runs of its own, so the multi-node group of the newest 5 of both (1.30,
         // 1.05, 1.15, 1.20 at 64 and 0.70 at 128). Leave-one-out squared log errors: curve 0.3047,
         // median 0.3169 -> its curve, knots (64, median 1.175) and (128, 0.70)
         CPPUNIT_ASSERT(!c.own_nodes(3) && c.own_kind(3) && c.by_local_batch(3));
         CPPUNIT_ASSERT_EQUAL(5, c.runs_for(3));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.175, c.factor_for(3, 32.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.70, c.factor_for(3, 2048.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.175, c.factor_at(3, 1, 32.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.70, c.factor_at(3, 1, 2048.0), 1e-12);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.15, c.factor_multi, 1e-12);
         // single-node candidates are untouched by the node groups (no single-node runs: pooled)
         CPPUNIT_ASSERT(!c.own_nodes(1));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.factor, c.factor_for(1, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(c.factor, c.factor_at(1, 1, 64.0), 1e-12);
         // step_time_factor with a 2-rank and a 4-rank synchronized-step profile (flat 1.3 and
         // 2.0): each node count's profile times its own runs' residual
         const std::map<int, std::vector<std::pair<double, double>>> sr{{2, {{64.0, 1.3}}}, {4, {{64.0, 2.0}}}};
@@ -324,19 +324,19 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_multi, 1e-12);  // the median is still reported
         // a node count without runs of its own (3) gets the multi-node curve
         CPPUNIT_ASSERT(c.by_local_batch(3) && !c.own_nodes(3));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(3, 32.0), 1e-12);    // held below the first knot
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, c.factor_for(3, 8192.0), 1e-12); // and above the last
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(3, 256.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_at(3, 1, 32.0), 1e-12);    // held below the first knot
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.25, c.factor_at(3, 1, 8192.0), 1e-12); // and above the last
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_at(3, 1, 256.0), 1e-12);
         // between 128 and 256, linear in log b: 0.8 + 0.2 * log2(181 / 128)
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 + 0.2 * std::log2(181.0 / 128.0), c.factor_for(3, 181.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 + 0.2 * std::log2(181.0 / 128.0), c.factor_at(3, 1, 181.0), 1e-12);
         // 2 nodes: the curve of its own two runs, 0.8 at 128 and 1.25 at 512 (1.025 at 256), and
         // 4 nodes its one run's 1.0 at every local batch
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.025, c.factor_for(2, 256.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_for(2, 32.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(4, 512.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.025, c.factor_at(2, 1, 256.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, c.factor_at(2, 1, 32.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_at(4, 1, 512.0), 1e-12);
         CPPUNIT_ASSERT(!c.by_local_batch(4));
         // single-node candidates: no single-node runs, so the pooled median (1.0)
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_for(1, 128.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c.factor_at(1, 1, 128.0), 1e-12);
 
         // Zig-zag multi-node ratios 1.0, 1.2, 0.9, 1.1 at 32, 64, 128, 256 (noise, no trend):
         // leave-one-out errors (squared log), curve vs median of the other three:
@@ -346,20 +346,20 @@ public:
                                              sample(2, 256, 1.1)};
         const auto cz = tula::TimeCalibration::fit(z, ov);
         CPPUNIT_ASSERT(cz.curve_multi.empty());
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_for(2, 64.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_for(2, 1000.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_at(2, 1, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, cz.factor_at(2, 1, 1000.0), 1e-12);
 
         // Two runs at different local batches: leave-one-out cannot tell the two apart (each is
         // predicted by the other's ratio either way), so the curve serves.
         std::vector<tula::IterationSample> two{sample(2, 32, 1.2), sample(3, 64, 0.9)};
         const auto c2 = tula::TimeCalibration::fit(two, ov);
         CPPUNIT_ASSERT_EQUAL(size_t{2}, c2.curve_multi.size());
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(4, 16.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, c2.factor_for(4, std::sqrt(32.0 * 64.0)), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_for(4, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_at(4, 1, 16.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.05, c2.factor_at(4, 1, std::sqrt(32.0 * 64.0)), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_at(4, 1, 64.0), 1e-12);
         // on 2 and 3 nodes each run's own ratio, at every local batch
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_for(2, 64.0), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_for(3, 32.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, c2.factor_at(2, 1, 64.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.9, c2.factor_at(3, 1, 32.0), 1e-12);
         // two runs at the SAME local batch: one knot, no curve
         std::vector<tula::IterationSample> same{sample(2, 64, 1.2), sample(2, 64, 0.9)};
         CPPUNIT_ASSERT(tula::TimeCalibration::fit(same, ov).curve_multi.empty());
@@ -367,10 +367,10 @@ public:
         std::vector<tula::IterationSample> one{sample(1, 128, 0.8), sample(1, 256, 1.0), sample(1, 512, 1.25)};
         const auto c1 = tula::TimeCalibration::fit(one, ov);
         CPPUNIT_ASSERT(!c1.by_local_batch(1));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c1.factor_for(1, 128.0), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, c1.factor_at(1, 1, 128.0), 1e-12);
         // the curve's factor is clamped like the median's
         std::vector<tula::IterationSample> wild{sample(2, 64, 9.0), sample(2, 128, 1.0)};
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::TimeCalibration::kMax, tula::TimeCalibration::fit(wild, ov).factor_for(2, 64.0),
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(tula::TimeCalibration::kMax, tula::TimeCalibration::fit(wild, ov).factor_at(2, 1, 64.0),
                                      1e-12);
     }
 

@@ -199,7 +199,7 @@ public:
         for (const auto& c : p.candidates) {
             const double want = c.ranks_per_node == 2 && c.nodes == 2 ? 1.6
                                 : c.ranks_per_node == 1 && c.nodes == 4 ? 0.8
-                                : c.nodes * c.ranks_per_node > 1 ? 1.2 : cal.factor_for(1);
+                                : c.nodes * c.ranks_per_node > 1 ? 1.2 : cal.shape_factor(1, 1);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, c.time_factor, 1e-12);
             if ((c.nodes == 2 && c.ranks_per_node == 2) || (c.nodes == 2 && c.ranks_per_node == 1)) ++checked;
         }

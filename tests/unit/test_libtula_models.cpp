@@ -2,9 +2,22 @@
 // synthetic noisy data, agreement with closed-form least squares, non-negativity, errors.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <functional>
+
 #include "models_fixtures.hpp"
 
 using namespace models_test;
+
+namespace {
+
+// The synchronized-step factor of `nodes` nodes of one rank at local batch b, as the planner
+// gets it: ComputeModel::synced_factor_at of m's ratios to `modelled`.
+double synced_factor(const tula::ComputeModel& m, int nodes, double b,
+                     const std::function<double(int, double)>& modelled) {
+    return tula::ComputeModel::synced_factor_at(m.synced_ratios(modelled), nodes, b);
+}
+
+}  // namespace
 
 class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaModelsTest);
@@ -120,24 +133,21 @@ public:
         all.push_back(unmeasured);
         const auto m = tula::ComputeModel::fit(all);
         CPPUNIT_ASSERT_EQUAL(size_t{2}, m.synced.size());
-        CPPUNIT_ASSERT(!m.has_synced(1));
-        CPPUNIT_ASSERT(m.has_synced(2) && m.has_synced(3));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m.synced_factor(1, 64, modelled), 0.0);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, m.synced_factor(2, 16, modelled), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, m.synced_factor(2, 256, modelled), 1e-12);
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, m.synced_factor(2, 2, modelled), 1e-12);     // held below
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, m.synced_factor(2, 4096, modelled), 1e-12);  // held above
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.synced_factor(2, 64, modelled), 1e-12);    // halfway in log b
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, m.synced_factor(3, 64, modelled), 1e-12);    // 3 nodes: K = 2's
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, m.synced_factor(4, 64, modelled), 1e-12);    // clamped
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, m.synced_factor(512, 16, modelled), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, synced_factor(m, 1, 64, modelled), 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, synced_factor(m, 2, 16, modelled), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, synced_factor(m, 2, 256, modelled), 1e-12);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.2, synced_factor(m, 2, 2, modelled), 1e-12);     // held below
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.8, synced_factor(m, 2, 4096, modelled), 1e-12);  // held above
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, synced_factor(m, 2, 64, modelled), 1e-12);    // halfway in log b
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5, synced_factor(m, 3, 64, modelled), 1e-12);    // 3 nodes: K = 2's
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, synced_factor(m, 4, 64, modelled), 1e-12);    // clamped
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(4.0, synced_factor(m, 512, 16, modelled), 1e-12);
         // a modelled step that is not > 0 leaves its knot out; none left: 1
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m.synced_factor(2, 64, [](int, double) { return 0.0; }), 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, synced_factor(m, 2, 64, [](int, double) { return 0.0; }), 0.0);
         // without synced samples: 1 everywhere
         std::vector<tula::ComputeSample> alone(all.begin(), all.begin() + 5);
         const auto m0 = tula::ComputeModel::fit(alone);
-        CPPUNIT_ASSERT(!m0.has_synced(2));
-        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, m0.synced_factor(2, 64, modelled), 0.0);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0, synced_factor(m0, 2, 64, modelled), 0.0);
         // step_time_factor: the synced factor alone until 2 multi-node runs calibrate K > 1,
         // then times their residual
         const auto ratios = m.synced_ratios(modelled);

@@ -158,7 +158,7 @@ public:
         r.price_per_node_hour = 2.0;
         r.time_margin = 0.3;
         r.time_overhead = 90;
-        const tula::Plan p = tula::make_plan(r, cm, &am);
+        const tula::Plan p = planner_test::make_plan(r, cm, &am);
         // the feasible set, enumerated independently: B % K == 0 and b = B/K in [16/4, 256*4]
         std::set<std::pair<int, int>> want;
         for (int K = 1; K <= 5; ++K)
@@ -210,7 +210,7 @@ public:
         r.gpus_per_node = 4;
         r.price_per_gpu_hour = 0.75;
         r.watts_per_node = 2500;
-        const tula::Plan g = tula::make_plan(r, cm, &am);
+        const tula::Plan g = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(p.candidates.size(), g.candidates.size());
         for (const auto& c : g.candidates) {
             const double t = hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9) +
@@ -225,7 +225,7 @@ public:
         r.watts_per_node = 0;
         r.calibration.factor = 0.5;
         r.calibration.runs = 2;
-        const tula::Plan half = tula::make_plan(r, cm, &am);
+        const tula::Plan half = planner_test::make_plan(r, cm, &am);
         for (const auto& c : half.candidates) {
             const double t = 0.5 * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
@@ -236,7 +236,7 @@ public:
         r.calibration.runs_single = 2;
         r.calibration.factor_multi = 1.5;
         r.calibration.runs_multi = 3;
-        const tula::Plan split = tula::make_plan(r, cm, &am);
+        const tula::Plan split = planner_test::make_plan(r, cm, &am);
         for (const auto& c : split.candidates) {
             const double t = (c.nodes == 1 ? 0.8 : 1.5) * hand_total(c.nodes, c.global_batch, c.epochs, 60000, 61706, 3e-3, 2e-4, 5e-5, 1e-9);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(t, c.total_seconds, 1e-9 * t);
@@ -244,7 +244,7 @@ public:
         // A multi-node ratio curve over the local batch: 1.0 at b <= 64, 2.0 at b >= 256, linear in
         // log b between (1.5 at 128); single-node candidates keep their median.
         r.calibration.curve_multi = {{64.0, 1.0}, {256.0, 2.0}};
-        const tula::Plan curved = tula::make_plan(r, cm, &am);
+        const tula::Plan curved = planner_test::make_plan(r, cm, &am);
         int multi = 0;
         for (const auto& c : curved.candidates) {
             const double b = static_cast<double>(c.global_batch) / c.nodes;
@@ -262,7 +262,7 @@ public:
         tula::ComputeModel cc = cm;
         cc.concurrent[2] = {{64.0, 1.5}};  // one batch size: 1.5 everywhere
         cc.startup_knots = {{64, 2.0}};    // one knot: 2 s x b / 64
-        const tula::Plan conc = tula::make_plan(r, cc, &am);
+        const tula::Plan conc = planner_test::make_plan(r, cc, &am);
         CPPUNIT_ASSERT_EQUAL(p.candidates.size(), conc.candidates.size());
         for (const auto& c : conc.candidates) {
             const double b = static_cast<double>(c.global_batch) / c.nodes;
@@ -280,7 +280,7 @@ public:
         tula::ComputeModel cs = cm;
         const double step64 = 3e-3 + 2e-4 * 64 + 2.0 * 5e-5 + 4.0 * 61706 * 1e-9;  // hand: compute + ring allreduce, K = 2
         cs.synced[2] = {{64.0, 1.3 * step64}};
-        const tula::Plan sync = tula::make_plan(r, cs, &am);
+        const tula::Plan sync = planner_test::make_plan(r, cs, &am);
         int synced_multi = 0;
         for (const auto& c : sync.candidates) {
             const double f = c.nodes >= 2 ? 1.3 : 1.0;
@@ -294,7 +294,7 @@ public:
         if (sync.choice().nodes >= 2) CPPUNIT_ASSERT(contains(sync.reason, "synchronized-step profile"));
         r.calibration.factor = r.calibration.factor_multi = 0.5;
         r.calibration.runs = r.calibration.runs_multi = 2;
-        for (const auto& c : tula::make_plan(r, cs, &am).candidates) {
+        for (const auto& c : planner_test::make_plan(r, cs, &am).candidates) {
             // multi-node: the profile's 1.3 times the runs' residual 0.5; 1 node: no single
             // runs, the pooled 0.5
             const double f = c.nodes >= 2 ? 1.3 * 0.5 : 0.5;
@@ -303,22 +303,22 @@ public:
             CPPUNIT_ASSERT_EQUAL(c.nodes >= 2, c.synced_profile);
         }
         r.min_nodes = r.max_nodes = 2;  // the why line names both factors
-        CPPUNIT_ASSERT(contains(tula::make_plan(r, cs, &am).reason,
+        CPPUNIT_ASSERT(contains(planner_test::make_plan(r, cs, &am).reason,
                                 "x0.65: the synchronized-step profile of 2 ranks at once (x1.3) and 2 finished multi-node runs (x0.5"));
         // one run on exactly 2 nodes (residual 0.8) serves 2-node candidates; 3 and more nodes keep
         // the multi-node 0.5
         r.calibration.by_nodes[{2, 1}] = {0.8, 1, {}};
         r.max_nodes = 4;
-        for (const auto& c : tula::make_plan(r, cs, &am).candidates)
+        for (const auto& c : planner_test::make_plan(r, cs, &am).candidates)
             if (c.nodes >= 2) CPPUNIT_ASSERT_DOUBLES_EQUAL(1.3 * (c.nodes == 2 ? 0.8 : 0.5), c.time_factor, 1e-12);
         r.max_nodes = 2;
-        CPPUNIT_ASSERT(contains(tula::make_plan(r, cs, &am).reason,
+        CPPUNIT_ASSERT(contains(planner_test::make_plan(r, cs, &am).reason,
                                 "x1.04: the synchronized-step profile of 2 ranks at once (x1.3) and 1 finished 2-node run (x0.8"));
         r.min_nodes = 1;
         r.max_nodes = 5;
         r.calibration = tula::TimeCalibration{};
         r.watts_per_node = -1;
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, &am); }), "watts_per_node"));
+        CPPUNIT_ASSERT(contains(error_of([&] { planner_test::make_plan(r, cm, &am); }), "watts must be finite"));
     }
 
     // Candidates whose expected accuracy acc(B) = a + c log2(B) (run history) is more than
@@ -332,11 +332,11 @@ public:
         r.accuracy.c = -0.01;  // one point per doubling of the batch
         r.accuracy.runs = 4;
         r.max_accuracy_loss = 1.0;  // keep all
-        const tula::Plan all = tula::make_plan(r, cm, &am);
+        const tula::Plan all = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(0, all.accuracy_excluded);
         for (double loss : {0.01, 0.025, 0.0}) {
             r.max_accuracy_loss = loss;
-            const tula::Plan p = tula::make_plan(r, cm, &am);
+            const tula::Plan p = planner_test::make_plan(r, cm, &am);
             double best = 0;
             for (const auto& c : all.candidates) best = std::max(best, 0.95 - 0.01 * std::log2(c.global_batch));
             std::set<std::pair<int, int>> want, got;
@@ -352,7 +352,7 @@ public:
         // Without run history nothing is dropped.
         r.accuracy = tula::AccuracyModel{};
         r.max_accuracy_loss = 0.0;
-        CPPUNIT_ASSERT_EQUAL(all.candidates.size(), tula::make_plan(r, cm, &am).candidates.size());
+        CPPUNIT_ASSERT_EQUAL(all.candidates.size(), planner_test::make_plan(r, cm, &am).candidates.size());
     }
 
     // When the epochs follow the batch, a candidate trains epochs_to_target to reach the
@@ -366,9 +366,9 @@ public:
         r.accuracy.c = -0.01;
         r.accuracy.runs = 4;
         r.max_accuracy_loss = 1.0;
-        const tula::Plan all = tula::make_plan(r, cm, &am);
+        const tula::Plan all = planner_test::make_plan(r, cm, &am);
         r.max_accuracy_loss = 0.0;  // would keep only the best batch's candidates
-        const tula::Plan p = tula::make_plan(r, cm, &am);
+        const tula::Plan p = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT(!p.fixed_epochs);
         CPPUNIT_ASSERT_EQUAL(0, p.accuracy_excluded);
         CPPUNIT_ASSERT_EQUAL(all.candidates.size(), p.candidates.size());
@@ -388,7 +388,7 @@ public:
             tula::PlanRequest r = request(workload(100000 + rng() % 1000000, 1000 + rng() % 100000), 1 + rng() % 20, 1, 1 + rng() % 8, {32, 64, 128, 256, 512, 1024});
             for (auto pol : {tula::Policy::Time, tula::Policy::Cost, tula::Policy::Auto}) {
                 r.policy = pol;
-                const tula::Plan p = tula::make_plan(r, cm, &am);
+                const tula::Plan p = planner_test::make_plan(r, cm, &am);
                 // naive argmin with the tie-break: fewer nodes, then smaller batch
                 size_t best = 0;
                 for (size_t i = 0; i < p.candidates.size(); ++i) {
@@ -420,17 +420,17 @@ public:
         tula::PlanRequest r = request(workload(1000, 65536), 2, 1, 4, {256, 64, 128});
         r.price_per_node_hour = 1;
         r.convergence.noise_scale = 1e300;  // every batch needs the same epochs: exact ties
-        for (const auto& c : tula::make_plan(r, cm, &am).candidates) CPPUNIT_ASSERT(c.nodes != 3);
+        for (const auto& c : planner_test::make_plan(r, cm, &am).candidates) CPPUNIT_ASSERT(c.nodes != 3);
         r.policy = tula::Policy::Time;
-        tula::Plan p = tula::make_plan(r, cm, &am);
+        tula::Plan p = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(4, p.choice().nodes);
         CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
         r.policy = tula::Policy::Cost;
-        p = tula::make_plan(r, cm, &am);
+        p = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(1, p.choice().nodes);
         CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
         r.policy = tula::Policy::Auto;  // the front is three identical points (4 nodes)
-        p = tula::make_plan(r, cm, &am);
+        p = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(4, p.choice().nodes);
         CPPUNIT_ASSERT_EQUAL(64, p.choice().global_batch);
         size_t on_front = 0;
@@ -441,12 +441,12 @@ public:
     void test_make_plan_without_allreduce() {
         tula::ComputeModel cm = tula_test::linear_compute(1e-3, 1e-4, 16, 256);
         tula::PlanRequest r = request(workload(1000, 5000), 2, 1, 4, {64, 128, 256});
-        const tula::Plan p = tula::make_plan(r, cm, nullptr);
+        const tula::Plan p = planner_test::make_plan(r, cm, nullptr);
         CPPUNIT_ASSERT_EQUAL(size_t(3), p.candidates.size());
         for (const auto& c : p.candidates) CPPUNIT_ASSERT_EQUAL(1, c.nodes);
         CPPUNIT_ASSERT_MESSAGE(p.reason, contains(p.reason, "allreduce"));
         r.min_nodes = 2;
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, cm, nullptr); }), "tula profile allreduce"));
+        CPPUNIT_ASSERT(contains(error_of([&] { planner_test::make_plan(r, cm, nullptr); }), "tula profile allreduce"));
     }
 
     void test_make_plan_infeasible() {
@@ -454,14 +454,14 @@ public:
         tula::AllreduceModel am;
         am.alpha = 1e-5;
         tula::PlanRequest r = request(workload(1000, 5000), 2, 2, 2, {3, 5, 4096});  // odd, or a local batch far beyond 4 x 32
-        const std::string e = error_of([&] { tula::make_plan(r, cm, &am); });
+        const std::string e = error_of([&] { planner_test::make_plan(r, cm, &am); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "no feasible"));
         r.epochs = 0;
         r.global_batches = {64};
-        CPPUNIT_ASSERT(!error_of([&] { tula::make_plan(r, cm, &am); }).empty());
+        CPPUNIT_ASSERT(!error_of([&] { planner_test::make_plan(r, cm, &am); }).empty());
         r.epochs = 1;
         r.workload.train_examples = 0;
-        CPPUNIT_ASSERT(!error_of([&] { tula::make_plan(r, cm, &am); }).empty());
+        CPPUNIT_ASSERT(!error_of([&] { planner_test::make_plan(r, cm, &am); }).empty());
     }
 
     void test_policy_spec() {
@@ -495,7 +495,7 @@ public:
         r.price_per_node_hour = 3;
         const auto m = noisy_compute();
         r.policy = tula::Policy::Time;
-        const auto all = tula::make_plan(r, m, &ar).candidates;
+        const auto all = planner_test::make_plan(r, m, &ar).candidates;
         // the job's upper bound: the training's and the evaluations after its epochs
         auto upper = [](const tula::Candidate& c) { return c.total_seconds_upper + c.evaluation_seconds; };
         std::vector<double> times;
@@ -509,7 +509,7 @@ public:
         for (double deadline : {times[0], times[times.size() / 3], times[times.size() / 2], times.back() * 2}) {
             r.policy = tula::Policy::Deadline;
             r.deadline_seconds = deadline;
-            const auto p = tula::make_plan(r, m, &ar);
+            const auto p = planner_test::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
                 if (upper(c) <= deadline) naive = std::min(naive, c.cost);
@@ -519,14 +519,14 @@ public:
             CPPUNIT_ASSERT(p.time_limit_minutes * 60.0 >= upper(p.choice()) * (1 + r.time_margin) + r.time_overhead);
         }
         r.deadline_seconds = times[0] * 0.5;
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "deadline"));
+        CPPUNIT_ASSERT(contains(error_of([&] { planner_test::make_plan(r, m, &ar); }), "deadline"));
         std::vector<double> costs;
         for (const auto& c : all) costs.push_back(c.cost_upper);
         std::sort(costs.begin(), costs.end());
         r.policy = tula::Policy::Budget;
         for (double budget : {costs[0], costs[costs.size() / 2], costs.back()}) {
             r.budget = budget;
-            const auto p = tula::make_plan(r, m, &ar);
+            const auto p = planner_test::make_plan(r, m, &ar);
             double naive = INFINITY;
             for (const auto& c : all)
                 if (c.cost_upper <= budget) naive = std::min(naive, c.total_seconds + c.evaluation_seconds);
@@ -534,7 +534,7 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(naive, p.choice().time_to_target, 1e-12 * naive);
         }
         r.budget = costs[0] * 0.5;
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::make_plan(r, m, &ar); }), "budget"));
+        CPPUNIT_ASSERT(contains(error_of([&] { planner_test::make_plan(r, m, &ar); }), "budget"));
     }
 
     void test_memory_bound() {
@@ -543,13 +543,13 @@ public:
         tula::ComputeModel m;
         m.t0 = 1e-3;
         m.t1 = 1e-4;
-        const auto free = tula::make_plan(r, m, &ar).candidates;
+        const auto free = planner_test::make_plan(r, m, &ar).candidates;
         tula::MemoryModel mem;
         mem.static_bytes = 1e6;
         mem.per_example_bytes = 1e4;
         r.memory = mem;
         r.device_memory_bytes = 1e6 + 1e4 * 100;  // local batch <= 100
-        const auto p = tula::make_plan(r, m, &ar);
+        const auto p = planner_test::make_plan(r, m, &ar);
         CPPUNIT_ASSERT_EQUAL(100, p.max_local_batch);
         size_t want = 0;
         for (const auto& c : free) want += c.local_batch <= 100;
@@ -559,7 +559,7 @@ public:
             CPPUNIT_ASSERT_DOUBLES_EQUAL(1e6 + 1e4 * c.local_batch, c.memory_bytes, 1e-6);
         }
         r.device_memory_bytes = 1e6 + 1e4 * 7;  // nothing fits (smallest local batch is 8)
-        const std::string e = error_of([&] { tula::make_plan(r, m, &ar); });
+        const std::string e = error_of([&] { planner_test::make_plan(r, m, &ar); });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "largest local batch that fits is 7") && contains(e, "device_memory_bytes"));
     }
 
@@ -568,7 +568,7 @@ public:
         tula::PlanRequest r = request(workload(61706, 60000), 3, 1, 4, {64, 256});
         r.overlap.gamma = 3.0;
         const auto m = noisy_compute();
-        const auto p = tula::make_plan(r, m, &ar);
+        const auto p = planner_test::make_plan(r, m, &ar);
         for (const auto& c : p.candidates) {
             const double b = c.local_batch;
             const double tc = m.t0 + m.t1 * b;
@@ -597,7 +597,7 @@ public:
         r.convergence.noise_scale = 300;
         r.reference_batch = 64;
         r.policy = tula::Policy::Time;
-        const tula::Plan p = tula::make_plan(r, cm, &am);
+        const tula::Plan p = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(64, p.reference_batch);
         CPPUNIT_ASSERT(!p.fixed_epochs);
         bool fewer = false, more = false;
@@ -624,7 +624,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(best, ch.total_seconds);
 
         r.fixed_epochs = true;
-        const tula::Plan f = tula::make_plan(r, cm, &am);
+        const tula::Plan f = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT(f.fixed_epochs);
         for (const auto& c : f.candidates) {
             CPPUNIT_ASSERT_EQUAL(12, c.epochs);
@@ -643,11 +643,11 @@ public:
         const tula::ComputeModel cm = lenet5_like_compute();
         const tula::AllreduceModel am = lenet5_like_allreduce();
         tula::PlanRequest r = request(workload(61706, 60000), 7, 1, 4, {64, 256, 1024});
-        const tula::Plan full = tula::make_plan(r, cm, &am);
+        const tula::Plan full = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(int64_t(60000), full.train_examples);
         r.examples.train = 6000;
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), r.examples_per_epoch());
-        const tula::Plan lim = tula::make_plan(r, cm, &am);
+        const tula::Plan lim = planner_test::make_plan(r, cm, &am);
         CPPUNIT_ASSERT_EQUAL(int64_t(6000), lim.train_examples);
         CPPUNIT_ASSERT_EQUAL(full.candidates.size(), lim.candidates.size());
         for (size_t i = 0; i < lim.candidates.size(); ++i) {
@@ -666,7 +666,7 @@ public:
         // capped at the training set; 0 and negative mean all of it
         for (int64_t n : {int64_t(60000), int64_t(1) << 40, int64_t(0), int64_t(-5)}) {
             r.examples.train = n;
-            const tula::Plan p = tula::make_plan(r, cm, &am);
+            const tula::Plan p = planner_test::make_plan(r, cm, &am);
             CPPUNIT_ASSERT_EQUAL(int64_t(60000), p.train_examples);
             CPPUNIT_ASSERT_DOUBLES_EQUAL(full.choice().total_seconds, p.choice().total_seconds, 0.0);
             CPPUNIT_ASSERT(!contains(p.reason, "--limit-train"));

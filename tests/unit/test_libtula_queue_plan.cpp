@@ -1,6 +1,6 @@
 // Unit tests of planning with what Slurm says: a partition's MaxTime (candidates that cannot
 // finish left out, the time limit clamped), a partition Slurm will not run (left out with its
-// reason), and the ranking by time to result (apply_queue_waits) against a naive
+// reason), and the ranking by time to result (apply_queue_starts) against a naive
 // re-implementation: expected wait plus training time, the brute-force Pareto front, Kneedle on
 // it, and the policies' definitions.
 #include <cppunit/extensions/HelperMacros.h>
@@ -18,6 +18,15 @@
 using namespace planner_test;
 
 namespace {
+
+// tula::apply_queue_starts with only the expected waits (seconds, one per candidate; no hole).
+void apply_waits(tula::Plan* plan, const std::vector<double>& waits, const tula::PolicySpec& policy,
+                 const std::string& workload, double margin, double overhead,
+                 const std::vector<tula::PartitionConf>& partitions) {
+    std::vector<tula::QueueStart> starts(waits.size());
+    for (size_t i = 0; i < waits.size(); ++i) starts[i].wait_seconds = waits[i];
+    tula::apply_queue_starts(plan, starts, policy, workload, margin, overhead, partitions);
+}
 
 tula::PartitionTarget part(const std::string& name, int nodes, double t0, double price) {
     tula::PartitionTarget t;
@@ -126,7 +135,7 @@ public:
                 const std::vector<tula::Candidate> before = p.candidates;
                 tula::PolicySpec spec;
                 spec.policy = pol;
-                tula::apply_queue_waits(&p, waits, spec, "lenet5@fashion-mnist", r.time_margin, r.time_overhead, {});
+                apply_waits(&p, waits, spec, "lenet5@fashion-mnist", r.time_margin, r.time_overhead, {});
                 const size_t want = naive_choice(before, waits, pol);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(waits[want] + before[want].total_seconds + before[want].evaluation_seconds,
                                              p.choice().time_to_target, 1e-9);
@@ -152,7 +161,7 @@ public:
             tula::Plan same = p;
             tula::PolicySpec t;
             t.policy = tula::Policy::Time;
-            tula::apply_queue_waits(&same, std::vector<double>(p.candidates.size(), 0.0), t, "w", 0.25, 120, {});
+            apply_waits(&same, std::vector<double>(p.candidates.size(), 0.0), t, "w", 0.25, 120, {});
             CPPUNIT_ASSERT_EQUAL(p.chosen, same.chosen);
             CPPUNIT_ASSERT_EQUAL(p.reason, same.reason);
             CPPUNIT_ASSERT_EQUAL(p.time_limit_minutes, same.time_limit_minutes);
@@ -161,13 +170,13 @@ public:
         for (const auto& c : p.candidates) waits.push_back(c.partition == "fast" ? 3600.0 : 0.0);
         tula::PolicySpec spec;
         spec.policy = tula::Policy::Time;
-        tula::apply_queue_waits(&p, waits, spec, "w", 0.25, 120, {});
+        apply_waits(&p, waits, spec, "w", 0.25, 120, {});
         CPPUNIT_ASSERT_EQUAL(std::string("slow"), p.choice().partition);
         CPPUNIT_ASSERT(contains(p.reason, "time to result"));
         std::vector<double> none(p.candidates.size(), 0.0);
-        tula::apply_queue_waits(&p, none, spec, "w", 0.25, 120, {});
+        apply_waits(&p, none, spec, "w", 0.25, 120, {});
         CPPUNIT_ASSERT_EQUAL(std::string("fast"), p.choice().partition);
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::apply_queue_waits(&p, {1.0}, spec, "w", 0.25, 120, {}); }), "waits"));
+        CPPUNIT_ASSERT(contains(error_of([&] { apply_waits(&p, {1.0}, spec, "w", 0.25, 120, {}); }), "starts"));
     }
 
     // A busy fast partition with a backfill hole now: each candidate's time to result is the

@@ -263,7 +263,7 @@ public:
 
     // One prediction: a run checked against the models without it (check_runs), the same run
     // held out by validate_workload, and the planner's candidate of its shape planned from the
-    // other runs (make_plan with their overlap, calibration and step model) predict the same seconds, time
+    // other runs (make_site_plan with their overlap, calibration and step model) predict the same seconds, time
     // calibration (switched on) and all. Reference: Predictor::run on fit_time_models of the
     // other runs.
     void test_check_runs_is_the_plan_prediction() {
@@ -309,7 +309,7 @@ public:
             req.overlap = m.overlap;
             req.calibration = m.calibration;
             req.step_fits = m.step_fits;
-            const tula::Plan plan = tula::make_plan(req, m.compute, nullptr);
+            const tula::Plan plan = tula::make_site_plan(req, {tula::implicit_target(req, m.compute, nullptr)});
             CPPUNIT_ASSERT_EQUAL(size_t{1}, plan.candidates.size());
             CPPUNIT_ASSERT_DOUBLES_EQUAL(want, plan.candidates[0].total_seconds, 1e-9 * want);
         }

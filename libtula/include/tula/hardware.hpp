@@ -145,12 +145,12 @@ int fit_hardware_compute(const HardwareSpec& p, const std::vector<RunRecord>& ru
 /// receives the runs used. Errors: none.
 SimulatedModels hardware_models(const HardwareSpec& p, const std::vector<RunRecord>& runs, int* calibrated_runs);
 
-/// Plans the hardware file's workload on its cluster: make_plan with the derived models,
+/// Plans the hardware file's workload on its cluster: make_site_plan with the derived models,
 /// node range 1..min(nodes, max_nodes) (max_nodes <= 0: nodes), price of the file,
 /// time margin and overhead of `cfg`; `epochs` <= 0: the file's, else cfg.default_epochs;
 /// `fixed_nodes` > 0: exactly that many (global batches rounded down to a multiple).
 /// The prediction intervals are empty (nothing was measured): upper bound = prediction.
-/// Errors: tula::Error as make_plan, when fixed_nodes exceeds the file's nodes, or when the
+/// Errors: tula::Error as make_site_plan, when fixed_nodes exceeds the file's nodes, or when the
 /// node range x global batches exceeds 10^8 pairs (the planner's enumeration would take minutes).
 /// `runs` (a run history, e.g. imported with tula db import): the convergence model from
 /// history_convergence (B_crit fitted to the runs' epochs to policy.target_accuracy, or to

@@ -134,13 +134,6 @@ struct ComputeModel {
     /// largest profiled rank count <= nodes x R (concurrent_on_node); otherwise
     /// concurrency_factor(nodes x R, b). Dimensionless. Pure.
     double concurrency_at(int nodes, int ranks_per_node, double b) const;
-    /// y_K(b) (see above) of one rank per node, dimensionless: the synced knots of the largest
-    /// profiled K <= nodes, each divided by modelled(K, b_j), the caller's predicted seconds of
-    /// that step from the compute and allreduce models; 1 for nodes <= 1, without synced
-    /// samples, or where modelled is not > 0. Pure (modelled must be).
-    double synced_factor(int nodes, double b, const std::function<double(int, double)>& modelled) const {
-        return synced_factor_at(synced_ratios(modelled), nodes, b);
-    }
     /// The ratio knots behind the sync factor, computed once for many candidates, per shape
     /// (SyncedRatios): the knots of `synced` (K nodes, 1 rank each) and `synced_on_node` (K
     /// nodes, R ranks each), each synced time divided by modelled(K, R, b_j), the caller's
@@ -160,8 +153,6 @@ struct ComputeModel {
     static double synced_factor_at(const SyncedRatios& ratios, int nodes, double b) {
         return synced_factor_at(ratios, nodes, 1, b);
     }
-    /// Whether synced_factor(nodes, ...) has synced knots to use. Pure.
-    bool has_synced(int nodes) const;
     /// s(b), seconds a training run at local batch `b` spends once on start-up (see above);
     /// 0 without measured start-up. Pure.
     double startup_seconds(double b) const;
@@ -387,7 +378,7 @@ struct OverlapModel {
 /// project's own rule (no paper); no samples: factor 1. Single-node and multi-node runs
 /// differ in what the profiles miss (a multi-node step adds the data path and the
 /// communication's interference with computation), so the same median is also taken over
-/// each group's newest kNewest samples, and factor_for(K) uses K's group when it has at least
+/// each group's newest kNewest samples, and shape_factor(K, R) uses K's group when it has at least
 /// kGroupMin samples, else the pooled factor.
 ///
 /// What the profiles miss in a multi-node step can also depend on the local batch b (ranks
@@ -401,7 +392,7 @@ struct OverlapModel {
 /// with the curve than with the median; with 2 samples the two agree by construction and the
 /// curve is used. Single-node runs get no curve: such a run is what the compute profile
 /// measured, at the same local batch, so what remains is a steady-state offset (the median).
-/// factor_for(K, b) applies it.
+/// factor_at(K, R, b) applies it.
 ///
 /// "Single" and "multi" count ranks: a run of one rank is single, any other (several nodes, or
 /// several ranks on one node) multi. A candidate's "node count" below is its shape (K nodes, R
@@ -464,14 +455,10 @@ struct TimeCalibration {
         if (const NodeGroup* g = node_group(nodes, ranks_per_node)) return g->factor;
         return own_kind(nodes, ranks_per_node) ? (nodes * ranks_per_node <= 1 ? factor_single : factor_multi) : factor;
     }
-    /// shape_factor(nodes, 1). Pure.
-    double factor_for(int nodes) const { return shape_factor(nodes, 1); }
     /// The factor for a candidate of `nodes` nodes with `ranks_per_node` ranks each, at local
     /// batch `local_batch` (examples): the ratio curve at local_batch when by_local_batch (its
     /// shape's curve, else the multi-rank one), else shape_factor(nodes, ranks_per_node). Pure.
     double factor_at(int nodes, int ranks_per_node, double local_batch) const;
-    /// factor_at(nodes, 1, local_batch). Pure.
-    double factor_for(int nodes, double local_batch) const { return factor_at(nodes, 1, local_batch); }
     /// Whether the factor of that shape comes from a ratio curve. Pure.
     bool by_local_batch(int nodes, int ranks_per_node = 1) const {
         if (const NodeGroup* g = node_group(nodes, ranks_per_node)) return !g->curve.empty();

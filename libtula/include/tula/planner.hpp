@@ -78,7 +78,7 @@ struct Candidate {
     double intra_node_bandwidth = 0;
     std::string intra_node_source = "none";
     /// Expected wait in Slurm's queue before the job starts, seconds (slurmctld's will-run
-    /// estimate, apply_queue_waits); 0 when not asked. time_to_target includes it.
+    /// estimate, apply_queue_starts); 0 when not asked. time_to_target includes it.
     double queue_wait_seconds = 0;
     /// The start in a backfill hole at the job's --time-min and the requeued rest
     /// (hole_time_to_result, apply_queue_starts); hole.used false: none, or not earlier. When
@@ -352,30 +352,28 @@ std::vector<size_t> pareto_front(const std::vector<Candidate>& c);
 /// front). Errors: tula::Error when x and y differ in size or are empty.
 size_t knee_point(const std::vector<double>& x, const std::vector<double>& y);
 
-/// Predicts every feasible candidate and picks one by policy.
-/// A candidate is feasible when global_batch % nodes == 0, nodes is in [min_nodes,
-/// max_nodes], the local batch fits device memory and, when the run history gives an
-/// accuracy model and every candidate trains the requested epochs (PlanRequest::fixed_epochs),
-/// its expected accuracy is at most max_accuracy_loss below the best candidate's
-/// (Plan::accuracy_excluded counts the others; when the epochs follow the batch, the
-/// convergence model's extra epochs already pay for the batch's accuracy, so the bound would
-/// count that loss twice); allreduce is 0 for 1 node.
-/// `allreduce` may be null, then only 1 node is considered. Errors: tula::Error when no
-/// candidate is feasible (the message names the memory bound when that excluded them),
-/// or no candidate meets the deadline / budget (the message gives the fastest / cheapest).
-Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
-
-/// The target of make_plan's single-partition form: the implicit partition of `req` (name
-/// "", nodes req.max_nodes, 1 rank per node, req's GPUs, prices and watts) with `compute`
-/// and `allreduce` (null: 1 node only). Pure.
+/// The implicit partition of `req` (name "", nodes req.max_nodes, 1 rank per node, req's GPUs,
+/// exclusivity, prices and watts) with `compute` and `allreduce` (null: 1 node only): the one
+/// target of a plan from a hardware file without partitions. Pure.
 PartitionTarget implicit_target(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce);
 
-/// make_plan over several partitions: every target's candidates (PartitionTarget) are
-/// enumerated with its own models, prices and ranks per node, then filtered, ranked and
-/// chosen together as make_plan does. req's price, gpus_per_node and watts_per_node are not
-/// used (each target's are). A target without a feasible candidate goes to Plan::left_out
-/// with its reason. Errors: as make_plan; when no target has a candidate, the message gives
-/// each one's reason.
+/// Predicts every feasible candidate of every partition and picks one by policy. Each
+/// target's candidates (PartitionTarget) are enumerated with its own models, prices and ranks
+/// per node, then filtered, ranked and chosen together. A candidate is feasible when
+/// global_batch % nodes == 0, nodes is in [min_nodes, max_nodes] and the target's nodes, the
+/// local batch fits device memory and, when the run history gives an accuracy model and every
+/// candidate trains the requested epochs (PlanRequest::fixed_epochs), its expected accuracy is
+/// at most max_accuracy_loss below the best candidate's (Plan::accuracy_excluded counts the
+/// others; when the epochs follow the batch, the convergence model's extra epochs already pay
+/// for the batch's accuracy, so the bound would count that loss twice); allreduce is 0 for 1
+/// node, and a target without an allreduce model has 1-node candidates only. req's price,
+/// gpus_per_node and watts_per_node are not used (each target's are). A target without a
+/// feasible candidate goes to Plan::left_out with its reason. Errors: tula::Error when a
+/// target's nodes, ranks, prices or watts are not finite and >= 0, the request is unusable
+/// (epochs, examples, node range, prices, no allreduce model for more than 1 node), no
+/// candidate is feasible (the message names the memory bound when that excluded them; with
+/// several targets, each one's reason), or no candidate meets the deadline / budget (the
+/// message gives the fastest / cheapest).
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets);
 
 /// The Slurm time limit of a candidate, minutes: ceil(((max(total_seconds, total_seconds_upper)
@@ -390,19 +388,6 @@ int candidate_time_limit(const Candidate& c, double margin, double overhead, int
 /// signal_seconds, for a time limit of `time_limit_minutes`. Pure.
 int candidate_time_min(const Candidate& c, int time_limit_minutes);
 
-/// Ranks `plan` again by time to result: each candidate's time_to_target becomes
-/// waits[i] + total_seconds (waits in seconds, one per candidate, the expected start in
-/// Slurm's queue; non-finite or negative values count as 0), the Pareto front and the
-/// policy's choice are made again (deadline: waits[i] + total_seconds_upper against the
-/// deadline), the reason follows the new choice (the same choice keeps its reason, noting the
-/// time to result when some wait is > 0), and the time limit (candidate_time_limit, clamped to the chosen
-/// partition's MaxTime in `partitions`, matched by name) too. `policy`
-/// gives the policy and its deadline or budget. Errors: tula::Error when waits has the wrong
-/// size, or no candidate meets the deadline or budget any more.
-void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
-                       const std::string& workload, double margin, double overhead,
-                       const std::vector<PartitionConf>& partitions);
-
 /// slurmctld's start estimates for one candidate, seconds from now.
 struct QueueStart {
     double wait_seconds = 0;       ///< a job at the candidate's time limit
@@ -413,12 +398,18 @@ struct QueueStart {
     double part_seconds = 0;  ///< the time limit of each part, the candidate's --time-min (0: hole_seconds)
 };
 
-/// apply_queue_waits with a start in a backfill hole: a candidate with hole_seconds > 0 gets
+/// Ranks `plan` again by time to result, from slurmctld's expected starts (one QueueStart per
+/// candidate, seconds from now; non-finite or negative values count as 0): each candidate's
+/// time_to_target becomes wait_seconds + total_seconds, or, with hole_seconds > 0,
 /// Candidate::hole = hole_time_to_result(hole_wait, hole_seconds, wait, total_seconds,
-/// startup_seconds, signal_seconds, part_seconds), and its time_to_target is the hole's time to result when
-/// that is used (earlier), else wait + total_seconds. The deadline policy still checks wait +
-/// total_seconds_upper (the full-limit start, the later one). When the choice has a hole, the
-/// reason ends with its line (hole_phrase). Errors: as the form above.
+/// startup_seconds, signal_seconds, part_seconds) and its time to result when that is used
+/// (earlier). The Pareto front and the policy's choice are made again (deadline: wait +
+/// total_seconds_upper, the full-limit start, against the deadline); the reason follows the
+/// new choice (the same choice keeps its reason, noting the time to result when some wait is
+/// > 0) and ends with the hole's line (hole_phrase) when the choice has one; the time limit
+/// (candidate_time_limit, clamped to the chosen partition's MaxTime in `partitions`, matched
+/// by name) too. `policy` gives the policy and its deadline or budget. Errors: tula::Error
+/// when `starts` has the wrong size, or no candidate meets the deadline or budget any more.
 void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const PolicySpec& policy,
                        const std::string& workload, double margin, double overhead,
                        const std::vector<PartitionConf>& partitions);

@@ -407,7 +407,7 @@ Plan plan_hardware_site(const Config& cfg, const std::vector<HardwareSpec>& part
                                 " have no hardware class and calibrate every partition planned; plan one partition "
                                 "(--partition) or give the runs their hardware_class");
     }
-    if (parts.size() == 1 && parts.front().partition.empty()) {  // a file without partitions: make_plan's target
+    if (parts.size() == 1 && parts.front().partition.empty()) {  // a file without partitions: the implicit target
         PartitionTarget only = implicit_target(req, targets.front().compute, &*targets.front().allreduce);
         only.devices_per_rank = targets.front().devices_per_rank;
         targets = {only};

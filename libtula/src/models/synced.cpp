@@ -28,7 +28,6 @@ const BatchKnots* SyncedRatios::serving(int nodes, int ranks_per_node, std::pair
     return &one_per_node.at(k);
 }
 
-bool ComputeModel::has_synced(int nodes) const { return profiled_count(synced, nodes) > 0; }
 
 SyncedRatios ComputeModel::synced_ratios(const std::function<double(int, int, double)>& modelled) const {
     auto ratios = [&](int k, int r, const BatchKnots& knots) {

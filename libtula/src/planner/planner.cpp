@@ -212,7 +212,7 @@ size_t knee_point(const std::vector<double>& x, const std::vector<double>& y) {
 
 namespace {
 
-// Checks what make_plan needs of `req`. Errors: tula::Error naming the workload and the
+// Checks what make_site_plan needs of `req`. Errors: tula::Error naming the workload and the
 // field (epochs, training examples, parameters, node range, prices, allreduce profile).
 void check_plan_request(const PlanRequest& req, const AllreduceModel* allreduce) {
     const Workload& w = req.workload;
@@ -439,11 +439,6 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
 
 }  // namespace
 
-Plan make_plan(const PlanRequest& req, const ComputeModel& compute, const AllreduceModel* allreduce) {
-    check_plan_request(req, allreduce);
-    return make_site_plan(req, {implicit_target(req, compute, allreduce)});
-}
-
 Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& targets) {
     const Workload& w = req.workload;
     const AllreduceModel* any_allreduce = nullptr;
@@ -537,14 +532,6 @@ int candidate_time_min(const Candidate& c, int time_limit_minutes) {
     return time_min_minutes(c.startup_seconds, c.epoch_with_evaluation_seconds(), c.signal_seconds, time_limit_minutes);
 }
 
-void apply_queue_waits(Plan* plan, const std::vector<double>& waits, const PolicySpec& policy,
-                       const std::string& workload, double margin, double overhead,
-                       const std::vector<PartitionConf>& partitions) {
-    std::vector<QueueStart> starts(waits.size());
-    for (size_t i = 0; i < waits.size(); ++i) starts[i].wait_seconds = waits[i];
-    apply_queue_starts(plan, starts, policy, workload, margin, overhead, partitions);
-}
-
 std::string hole_phrase(const HoleStart& h) {
     const std::string head = "starts in a backfill hole of " + duration(h.seconds) + " in " + duration(h.wait_seconds);
     const std::string tail = ": result in " + duration(h.time_to_result) + " instead of " + duration(h.full_seconds);
@@ -563,7 +550,7 @@ void apply_queue_starts(Plan* plan, const std::vector<QueueStart>& starts, const
     const std::string old_reason = p.reason;
     bool any_wait = false;
     if (starts.size() != p.candidates.size())
-        throw Error("apply_queue_waits: " + std::to_string(starts.size()) + " waits for " +
+        throw Error("apply_queue_starts: " + std::to_string(starts.size()) + " starts for " +
                     std::to_string(p.candidates.size()) + " candidates");
     auto seconds = [](double x) { return std::isfinite(x) && x > 0 ? x : 0.0; };
     for (size_t i = 0; i < starts.size(); ++i) {
