@@ -42,7 +42,7 @@ void expect_error(const std::string& path, const std::string& needle) {
 
 Checkpoint sample() {
     Checkpoint c;
-    c.config = "model=lenet5 batch=64";
+    c.config = {{"model", "lenet5"}, {"batch", 64}};
     c.ranks = 2;
     c.epoch = 3;
     c.step_in_epoch = 17;
@@ -92,7 +92,7 @@ std::vector<double> train_losses(Model& m, const Dataset& tr, const Dataset& te,
                                  std::vector<EpochResult>* epochs = nullptr) {
     Comm serial;
     std::vector<double> losses;
-    h.config = "unit";
+    h.config = {{"unit", nullptr}};
     h.checkpoint_path = ckpt;
     h.resume = resume;
     h.on_step = [&](const StepRecord& r) {
@@ -181,7 +181,7 @@ std::vector<double> run_branch(int64_t decay_steps, const std::vector<int>& save
     h.save_epochs = save;
     Comm serial;
     std::vector<double> losses;
-    h.config = "unit";
+    h.config = {{"unit", nullptr}};
     h.checkpoint_path = ckpt;
     h.resume = from;
     h.on_step = [&](const StepRecord& r) { losses.push_back(r.loss); };
@@ -197,6 +197,7 @@ class TrainerCheckpointTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_round_trip);
     CPPUNIT_TEST(test_bad_files);
     CPPUNIT_TEST(test_named_fields);
+    CPPUNIT_TEST(test_config_text);
     CPPUNIT_TEST(test_parts_field);
     CPPUNIT_TEST(test_stop_and_resume);
     CPPUNIT_TEST(test_stop_and_resume_dropout);
@@ -284,7 +285,7 @@ public:
         const auto h = nlohmann::json::parse(all.begin() + 36, all.begin() + 36 + static_cast<long>(json_len));
         CPPUNIT_ASSERT_EQUAL(2, h.at("version").get<int>());
         CPPUNIT_ASSERT_EQUAL(std::string("lenet5"), h.at("config").at("model").get<std::string>());
-        CPPUNIT_ASSERT_EQUAL(std::string("64"), h.at("config").at("batch").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(64, h.at("config").at("batch").get<int>());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, h.at("noise_estimator").at("beta").get<double>(), 0);
         CPPUNIT_ASSERT_EQUAL(int64_t(50), h.at("warmup").at("cap_steps").get<int64_t>());
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8, h.at("epochs_done")[1].at("test_accuracy").get<double>(), 0);
@@ -295,6 +296,55 @@ public:
         CPPUNIT_ASSERT_EQUAL(NoiseScale(0.5).to_json().dump(), n.to_json().dump());
         CPPUNIT_ASSERT_THROW(NoiseScale::from_json(nlohmann::json::object()), std::invalid_argument);
         CPPUNIT_ASSERT_THROW(NormWarmup::from_json({{"threshold", 0.1}}), std::invalid_argument);
+    }
+
+    // The configuration's canonical text, its hash (FNV-1a against the published test vector of
+    // "a") and the difference a refused resume names; a configuration whose numbers are given
+    // as text (as older checkpoints stored them) is the same run's.
+    void test_config_text() {
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0xaf63dc4c8601ec8cULL), fnv1a64("a"));
+        RunConfig now = {{"model", "lenet5"}, {"batch", 64}, {"lr", 0.1}, {"seed", uint64_t(7)}, {"unit", nullptr}};
+        CPPUNIT_ASSERT_EQUAL(std::string("model=lenet5 batch=64 lr=0.1 seed=7 unit"), config_text(now));
+        CPPUNIT_ASSERT_EQUAL(fnv1a64("model=lenet5 batch=64 lr=0.1 seed=7 unit"), config_hash(now));
+        const RunConfig as_text = {{"model", "lenet5"}, {"batch", "64"}, {"lr", "0.1"}, {"seed", "7"}, {"unit", nullptr}};
+        CPPUNIT_ASSERT_EQUAL(config_hash(now), config_hash(as_text));
+        CPPUNIT_ASSERT_EQUAL(std::string(), config_difference(now, as_text));
+        RunConfig then = now;
+        then["batch"] = 32;
+        CPPUNIT_ASSERT_EQUAL(std::string("batch is 64 here but 32 in the checkpoint"), config_difference(now, then));
+        then = now;
+        then.erase("lr");
+        CPPUNIT_ASSERT_EQUAL(std::string("lr is 0.1 here but (absent) in the checkpoint"), config_difference(now, then));
+        then = now;
+        then["augment"] = "flip";
+        CPPUNIT_ASSERT_EQUAL(std::string("the configuration differs"), config_difference(now, then));
+
+        // a checkpoint whose config_hash an earlier release computed (FNV-1a's steps from
+        // 1469598103934665603, here by a naive loop) still reads; any other hash is refused
+        const tula_test::TempDir d_dir("ckpt");
+        const std::string p = d_dir.path + "/old.ckpt";
+        const Checkpoint c = sample();
+        write_checkpoint(p, c);
+        auto with_hash = [&](uint64_t hash) {
+            std::vector<char> all = tula_test::read_bytes(p);
+            char now_hex[17], old_hex[17];
+            std::snprintf(now_hex, sizeof now_hex, "%016llx", static_cast<unsigned long long>(config_hash(c.config)));
+            std::snprintf(old_hex, sizeof old_hex, "%016llx", static_cast<unsigned long long>(hash));
+            std::string bytes(all.begin(), all.end());
+            const size_t at = bytes.find(now_hex);
+            CPPUNIT_ASSERT(at != std::string::npos);
+            bytes.replace(at, 16, old_hex);
+            const uLong crc = crc32_z(0L, reinterpret_cast<const Bytef*>(bytes.data()) + 36, bytes.size() - 36);
+            const uint32_t crc32v = static_cast<uint32_t>(crc);
+            std::memcpy(&bytes[32], &crc32v, 4);
+            const std::string q = d_dir.path + "/patched.ckpt";
+            tula_test::write_bytes(q, std::vector<char>(bytes.begin(), bytes.end()));
+            return q;
+        };
+        uint64_t legacy = 1469598103934665603ULL;
+        for (unsigned char ch : config_text(c.config)) legacy = (legacy ^ ch) * 1099511628211ULL;
+        CPPUNIT_ASSERT(config_text(read_checkpoint(with_hash(legacy)).config) == config_text(c.config));
+        expect_error(with_hash(legacy + 1), "(config_hash)");
     }
 
     // "parts" is a list of seconds in the header; a header without it (written before the field

@@ -35,7 +35,7 @@ constexpr size_t kFloats = size_t(1) << 20;  // 4 MiB of parameters: a write tak
 // Checkpoint number k: every field that varies is a function of k.
 Checkpoint numbered(int64_t k) {
     Checkpoint c;
-    c.config = "model=kill-test";
+    c.config = {{"model", "kill-test"}};
     c.epoch = 1 + static_cast<int32_t>(k % 7);
     c.step_in_epoch = k % 13;
     c.global_step = k;

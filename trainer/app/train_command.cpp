@@ -44,68 +44,49 @@ namespace app {
 
 namespace {
 
-// The options that determine the loss trajectory, as "key=value ..." (stored in checkpoints;
-// a checkpoint resumes only a run with the same string). The rank count is not in it.
-std::string run_config(const Options& o, const TrainConfig& c) {
-    auto num = [](double v) { return nlohmann::json(v).dump(); };  // shortest round-trip text
-    std::string s = "model=" + o.model + " data=" + o.data + " limit_train=" + std::to_string(o.limit_train) +
-                    " limit_test=" + std::to_string(o.limit_test) + " epochs=" + std::to_string(o.epochs) +
-                    " batch=" + std::to_string(o.batch) + " seed=" + std::to_string(o.seed) + " lr=" + num(o.lr) +
-                    " lr_base_batch=" + std::to_string(o.lr_base_batch) + " lr_max=" + num(o.lr_max) +
-                    " momentum=" + num(o.momentum) + " weight_decay=" + num(o.weight_decay) +
-                    " warmup_epochs=" + num(c.lr.warmup_epochs) + " schedule=" + o.schedule +
-                    (o.schedule == "wsd" ? (o.decay_epochs > 0 ? " decay_epochs=" + num(o.decay_epochs)
-                                                               : " decay_fraction=" + num(o.decay_fraction))
-                                         : std::string()) +
-                    " optimizer=" + o.optimizer + " lr_scaling=" + o.lr_scaling + " eta_trust=" + num(o.eta_trust) +
-                    " s_min=" + num(o.s_min) + " s_max=" + num(o.s_max) +
-                    " ags_lambda=" + num(o.ags_lambda) + " noise_every=" + std::to_string(o.noise_every) +
-                    (o.ags_rate_rule != "linear" ? " ags_rate_rule=" + o.ags_rate_rule : std::string()) +
-                    (o.val_split > 0 ? " val_split=" + std::to_string(o.val_split) : std::string()) +
-                    (o.target_accuracy > 0 ? " target_accuracy=" + num(o.target_accuracy) : std::string()) +
-                    " warmup_threshold=" + num(o.warmup_threshold) + " augment=" + o.augment;
-    return s;
-}
-
-// The "key=value" fields of a run_config string, in order.
-std::vector<std::string> config_fields(const std::string& s) {
-    std::vector<std::string> v;
-    size_t p = 0;
-    while (p < s.size()) {
-        size_t q = s.find(' ', p);
-        if (q == std::string::npos) q = s.size();
-        v.push_back(s.substr(p, q - p));
-        p = q + 1;
+// The options that determine the loss trajectory, in a fixed order (stored in checkpoints;
+// a checkpoint resumes only a run with the same configuration). The rank count is not in it.
+RunConfig run_config(const Options& o, const TrainConfig& c) {
+    RunConfig r = RunConfig::object();
+    r["model"] = o.model;
+    r["data"] = o.data;
+    r["limit_train"] = o.limit_train;
+    r["limit_test"] = o.limit_test;
+    r["epochs"] = o.epochs;
+    r["batch"] = o.batch;
+    r["seed"] = o.seed;
+    r["lr"] = o.lr;
+    r["lr_base_batch"] = o.lr_base_batch;
+    r["lr_max"] = o.lr_max;
+    r["momentum"] = o.momentum;
+    r["weight_decay"] = o.weight_decay;
+    r["warmup_epochs"] = c.lr.warmup_epochs;
+    r["schedule"] = o.schedule;
+    if (o.schedule == "wsd") {
+        if (o.decay_epochs > 0) r["decay_epochs"] = o.decay_epochs;
+        else r["decay_fraction"] = o.decay_fraction;
     }
-    return v;
+    r["optimizer"] = o.optimizer;
+    r["lr_scaling"] = o.lr_scaling;
+    r["eta_trust"] = o.eta_trust;
+    r["s_min"] = o.s_min;
+    r["s_max"] = o.s_max;
+    r["ags_lambda"] = o.ags_lambda;
+    r["noise_every"] = o.noise_every;
+    if (o.ags_rate_rule != "linear") r["ags_rate_rule"] = o.ags_rate_rule;
+    if (o.val_split > 0) r["val_split"] = o.val_split;
+    if (o.target_accuracy > 0) r["target_accuracy"] = o.target_accuracy;
+    r["warmup_threshold"] = o.warmup_threshold;
+    r["augment"] = o.augment;
+    return r;
 }
 
 // `config` (run_config) without the keys a branch may change: the run's length and its rate
 // schedule after the branch point (epochs, schedule, decay_fraction, decay_epochs,
 // target_accuracy).
-std::string branch_invariant(const std::string& config) {
-    static const char* kFree[] = {"epochs=", "schedule=", "decay_fraction=", "decay_epochs=", "target_accuracy="};
-    std::string out;
-    for (const std::string& kv : config_fields(config)) {
-        bool keep = true;
-        for (const char* k : kFree) keep = keep && kv.compare(0, std::strlen(k), k) != 0;
-        if (keep) out += (out.empty() ? "" : " ") + kv;
-    }
-    return out;
-}
-
-// The first "key=value" of `a` that differs in `b`, as "key: A here, B in the checkpoint".
-std::string first_difference(const std::string& now, const std::string& then) {
-    const auto a = config_fields(now), b = config_fields(then);
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (i < b.size() && a[i] == b[i]) continue;
-        const std::string key = a[i].substr(0, a[i].find('='));
-        std::string other = "(absent)";
-        for (const auto& x : b)
-            if (x.compare(0, key.size() + 1, key + "=") == 0) other = x.substr(key.size() + 1);
-        return key + " is " + a[i].substr(key.size() + 1) + " here but " + other + " in the checkpoint";
-    }
-    return "the configuration differs";
+RunConfig branch_invariant(RunConfig config) {
+    for (const char* k : {"epochs", "schedule", "decay_fraction", "decay_epochs", "target_accuracy"}) config.erase(k);
+    return config;
 }
 
 // The checkpoint file of this run: --checkpoint, else tula-train-$SLURM_JOB_ID.ckpt in the
@@ -201,13 +182,14 @@ int open_checkpoint(const Options& o, Comm& comm, TrainHooks* hooks, Checkpoint*
         std::string err;
         try {
             *ck = read_checkpoint(*ck_path);
-            if (*branch && branch_invariant(ck->config) != branch_invariant(hooks->config))
-                err = *ck_path + " was saved by a run that differs in more than its schedule (" +
-                      first_difference(branch_invariant(hooks->config), branch_invariant(ck->config)) +
+            const std::string differs = *branch ? config_difference(branch_invariant(hooks->config), branch_invariant(ck->config))
+                                                : config_difference(hooks->config, ck->config);
+            if (*branch && !differs.empty())
+                err = *ck_path + " was saved by a run that differs in more than its schedule (" + differs +
                       "); branch with the saved run's options, changing only --epochs, --schedule, --decay-epochs, "
                       "--decay-fraction or --target-accuracy";
-            else if (!*branch && ck->config != hooks->config)
-                err = *ck_path + " belongs to another run (" + first_difference(hooks->config, ck->config) +
+            else if (!differs.empty())
+                err = *ck_path + " belongs to another run (" + differs +
                       "); resume with the same options, or start afresh without --resume";
         } catch (const CheckpointError& e) {
             err = e.what();
@@ -488,7 +470,7 @@ int run_training(const Options& o, Comm& comm) {
     const RunShape shape = run_shape(comm);
     nlohmann::json header = run_header(o, shape, *model, tr, te);
     header["peak_lr"] = cfg.lr.peak();
-    header["config_hash"] = fnv1a64(hooks.config);
+    header["config_hash"] = config_hash(hooks.config);
     if (metrics) {
         try {
             nlohmann::json h = header;

@@ -44,27 +44,8 @@ public:
     std::vector<uint8_t> buf;
 };
 
-// The configuration string "key=value key=value ..." (run_config) as named fields, in order,
-// and back.
-nlohmann::ordered_json config_object(const std::string& config) {
-    nlohmann::ordered_json o = nlohmann::ordered_json::object();
-    size_t p = 0;
-    while (p < config.size()) {
-        size_t q = config.find(' ', p);
-        if (q == std::string::npos) q = config.size();
-        const std::string kv = config.substr(p, q - p);
-        const size_t eq = kv.find('=');
-        if (eq == std::string::npos) o[kv] = nullptr;  // a bare word (tests' configurations)
-        else o[kv.substr(0, eq)] = kv.substr(eq + 1);
-        p = q + 1;
-    }
-    return o;
-}
-std::string config_string(const nlohmann::ordered_json& o) {
-    std::string s;
-    for (const auto& [k, v] : o.items()) s += (s.empty() ? "" : " ") + k + (v.is_null() ? "" : "=" + v.get<std::string>());
-    return s;
-}
+// The text of one value of a configuration (config_text).
+std::string value_text(const nlohmann::ordered_json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -119,8 +100,11 @@ int remove_checkpoint_temporaries(const std::string& path) {
     return removed;
 }
 
-uint64_t fnv1a64(const std::string& s) {
-    uint64_t h = 1469598103934665603ULL;
+namespace {
+
+// FNV-1a's steps over `s` from the offset basis `h`: each byte xored in, then times FNV's
+// 64-bit prime.
+uint64_t fnv1a_from(uint64_t h, const std::string& s) {
     for (unsigned char ch : s) {
         h ^= ch;
         h *= 1099511628211ULL;
@@ -128,10 +112,43 @@ uint64_t fnv1a64(const std::string& s) {
     return h;
 }
 
-// fnv1a64 of a configuration as 16 hex digits: the header's "config_hash".
-static std::string config_hash_hex(const std::string& config) {
+// The configuration hash of checkpoints written by earlier tula-train releases: FNV-1a's
+// steps from 1469598103934665603, the 64-bit offset basis less its last digit. Still accepted
+// when reading, so that their checkpoints resume.
+std::string legacy_config_hash_hex(const RunConfig& config) {
     char hash[17];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(config)));
+    std::snprintf(hash, sizeof hash, "%016llx",
+                  static_cast<unsigned long long>(fnv1a_from(1469598103934665603ULL, config_text(config))));
+    return hash;
+}
+
+}  // namespace
+
+uint64_t fnv1a64(const std::string& s) { return fnv1a_from(14695981039346656037ULL, s); }
+
+std::string config_text(const RunConfig& config) {
+    std::string s;
+    for (const auto& [k, v] : config.items()) s += (s.empty() ? "" : " ") + k + (v.is_null() ? "" : "=" + value_text(v));
+    return s;
+}
+
+uint64_t config_hash(const RunConfig& config) { return fnv1a64(config_text(config)); }
+
+std::string config_difference(const RunConfig& now, const RunConfig& then) {
+    if (config_text(now) == config_text(then)) return "";
+    for (const auto& [k, v] : now.items()) {
+        const auto it = then.find(k);
+        const std::string here = value_text(v);
+        if (it != then.end() && value_text(*it) == here) continue;
+        return k + " is " + here + " here but " + (it == then.end() ? "(absent)" : value_text(*it)) + " in the checkpoint";
+    }
+    return "the configuration differs";
+}
+
+// config_hash of a configuration as 16 hex digits: the header's "config_hash".
+static std::string config_hash_hex(const RunConfig& config) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(config_hash(config)));
     return hash;
 }
 
@@ -141,7 +158,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     nlohmann::ordered_json h;
     h["format"] = "tula-train checkpoint";
     h["version"] = kVersion;
-    h["config"] = config_object(c.config);
+    h["config"] = c.config;
     h["config_hash"] = config_hash_hex(c.config);
     h["ranks"] = c.ranks;
     h["epoch"] = c.epoch;
@@ -251,7 +268,10 @@ Checkpoint read_checkpoint(const std::string& path) {
     try {
         const nlohmann::ordered_json h =
             nlohmann::ordered_json::parse(reinterpret_cast<const char*>(js), reinterpret_cast<const char*>(js) + json_len);
-        c.config = config_string(h.at("config"));
+        c.config = h.at("config");
+        bool plain = c.config.is_object();
+        for (const auto& v : c.config) plain = plain && (v.is_string() || v.is_number() || v.is_null());
+        if (!plain) throw CheckpointError(inconsistent + " (config)" + what_to_do);
         c.ranks = h.at("ranks").get<int32_t>();
         c.epoch = h.at("epoch").get<int32_t>();
         c.step_in_epoch = h.at("step_in_epoch").get<int64_t>();
@@ -266,7 +286,9 @@ Checkpoint read_checkpoint(const std::string& path) {
         c.opt_t = h.at("opt_t").get<int64_t>();
         c.layer_rng = h.at("layer_rng").get<std::vector<std::string>>();
         if (h.contains("parts")) c.parts = h.at("parts").get<std::vector<double>>();  // absent: no earlier part
-        if (h.at("config_hash").get<std::string>() != config_hash_hex(c.config)) throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
+        const std::string stored_hash = h.at("config_hash").get<std::string>();
+        if (stored_hash != config_hash_hex(c.config) && stored_hash != legacy_config_hash_hex(c.config))
+            throw CheckpointError(inconsistent + " (config_hash)" + what_to_do);
         // the tensors, in the order and of the sizes the header lists
         std::vector<float>* dst[] = {&c.params, &c.state, &c.opt_m1, &c.opt_m2};
         const char* names[] = {"params", "state", "opt_m1", "opt_m2"};

@@ -17,10 +17,31 @@ struct CheckpointError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/// A run's configuration: the options that determine its loss trajectory, as one JSON object
+/// of named values (strings and numbers; null: a bare key), in a fixed order. tula-train's
+/// run_config builds it from the options; checkpoints store and compare it.
+using RunConfig = nlohmann::ordered_json;
+
+/// The canonical text of a configuration, "key=value key=value ..." in its order: a string
+/// value as it is, a number in its shortest round-trip form (nlohmann::json's dump), a null
+/// value as the bare key. Two configurations are the same run's when their texts are equal
+/// (a number and its text compare equal). Errors: none.
+std::string config_text(const RunConfig& config);
+
+/// FNV-1a (fnv1a64) of config_text(config): the "config_hash" of checkpoints and of the
+/// metrics file's header. Errors: none.
+uint64_t config_hash(const RunConfig& config);
+
+/// What differs between the configuration of this run (`now`) and a checkpoint's (`then`),
+/// for a message: "" when their texts are equal; else "KEY is A here but B in the checkpoint"
+/// for the first key of `now` whose value differs ("(absent)" when `then` lacks it), or "the
+/// configuration differs" when only `then` has more keys. Errors: none.
+std::string config_difference(const RunConfig& now, const RunConfig& then);
+
 /// The training state at a step boundary, enough to continue bit-identically (same rank
 /// count, same configuration). Written by rank 0; every rank reads it on resume.
 struct Checkpoint {
-    std::string config;         ///< canonical description of the run's configuration ("key=value ...", stored as named fields)
+    RunConfig config = RunConfig::object();  ///< the run's configuration (RunConfig)
     int32_t ranks = 1;          ///< MPI ranks of the run that wrote it
     int32_t epoch = 1;          ///< 1-based epoch in progress
     int64_t step_in_epoch = 0;  ///< steps of that epoch already done (0..steps per epoch)
@@ -46,7 +67,8 @@ struct Checkpoint {
     std::vector<double> parts;
 };
 
-/// 64-bit FNV-1a hash of `s` (Fowler, Noll, Vo; the "config hash" stored in checkpoints).
+/// 64-bit FNV-1a hash of `s` (Fowler, Noll, Vo: offset basis 14695981039346656037, prime
+/// 1099511628211; config_hash). Errors: none.
 uint64_t fnv1a64(const std::string& s);
 
 /// Writes `c` to `path` atomically: into a temporary file in the same directory, fsync,
@@ -54,8 +76,8 @@ uint64_t fnv1a64(const std::string& s);
 /// file or the new one, never a partial one. Format 2 (host byte order): "TULACKPT", u32
 /// version (2), u32 0x01020304 (byte-order mark), u64 header bytes, u64 tensor bytes, u32
 /// CRC-32 (zlib) of header and tensors; then the header, a JSON object of named fields
-/// ("format", "version", "config" as an object of the configuration's keys, "config_hash"
-/// (FNV-1a of c.config, 16 hex digits), "ranks", "epoch", "step_in_epoch", "global_step",
+/// ("format", "version", "config" (Checkpoint::config, the object), "config_hash"
+/// (config_hash(c.config), 16 hex digits), "ranks", "epoch", "step_in_epoch", "global_step",
 /// "epoch_seconds", "lr", "noise_scale", "rank_sums", "noise_estimator", "warmup",
 /// "epochs_done", "opt_t", "layer_rng", "parts" (Checkpoint::parts, seconds), and "tensors":
 /// the name and element count of each float32 array that follows); then the tensors (params, state, opt_m1, opt_m2) in that
@@ -74,7 +96,8 @@ int remove_checkpoint_temporaries(const std::string& path);
 /// cannot be opened, is not a tula-train checkpoint, has another byte order or another
 /// format version (format 1, of older tula-train releases, is refused: it cannot be resumed
 /// by this one), is truncated, fails its checksum, lacks a field, or has a "parts" entry that
-/// is not a finite number >= 0. A header without "parts" (written before the field existed)
+/// is not a finite number >= 0. A "config_hash" of earlier releases (FNV-1a's steps from a
+/// mistyped offset basis) is accepted beside config_hash's. A header without "parts" (written before the field existed)
 /// reads as a run not stopped before: parts empty.
 Checkpoint read_checkpoint(const std::string& path);
 

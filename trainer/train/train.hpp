@@ -154,8 +154,8 @@ struct TrainHooks {
     std::function<void(const StepRecord&)> on_step;
     /// Checkpoint file written on a stop signal ("": stop signals are not checked).
     std::string checkpoint_path;
-    /// The run's canonical configuration (stored in, and compared with, checkpoints).
-    std::string config;
+    /// The run's configuration (stored in, and compared with, checkpoints).
+    RunConfig config = RunConfig::object();
     /// Continue from this state (read_checkpoint; config already compared), or nullptr. A
     /// branch (a checkpoint of another schedule) is resumed the same way: its weights,
     /// optimizer, warmup and noise state and position, with this run's schedule.
