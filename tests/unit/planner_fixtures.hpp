@@ -131,8 +131,4 @@ inline void add_ring_allreduce(tula::ProfileDb& db, double alpha, double beta) {
     for (const auto& a : ring_samples(alpha, beta)) db.add_allreduce(a);
 }
 
-inline double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 }  // namespace planner_test
