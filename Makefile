@@ -10,6 +10,8 @@
 #   USE_CUDA=auto|yes|no   CUDA/cuDNN backend of tula-train (CUDA_HOME, default /usr/local/cuda)
 #   prefix=/usr/local DESTDIR=   for `make install`
 #   JOBS=N                       parallel compile jobs of check, test and demo (default: nproc)
+#   TEST_OPT=-O1                 optimization of the test programs' own sources (the code they
+#                                test keeps OPT or CXXFLAGS' level)
 #   PYTHON=/usr/bin/python3      the Python the tula package is installed for (Debian's)
 
 prefix      ?= /usr/local
@@ -40,6 +42,9 @@ CXX       ?= g++
 CC        ?= gcc
 MPICXX    ?= mpicxx
 OPT       ?= -O2
+# After CXXFLAGS on the test programs' own sources (the last -O wins): they check and are not
+# timed, and -O1 compiles faster than -O2.
+TEST_OPT  ?= -O1
 CXXFLAGS  ?= $(OPT) -g
 CFLAGS    ?= $(OPT) -g
 WARN      := -Wall -Wextra -Wno-unused-parameter
@@ -169,7 +174,7 @@ endif
 # flags and the optional parts are written to $(SETTINGS) whenever they differ from what is
 # there, and every object depends on it.
 SETTINGS     := $(B)/.make-settings
-SETTINGS_NOW := CXX=$(CXX) CC=$(CC) MPICXX=$(MPICXX) NVCC=$(NVCC) OPT=$(OPT) CXXFLAGS=$(CXXFLAGS) \
+SETTINGS_NOW := CXX=$(CXX) CC=$(CC) MPICXX=$(MPICXX) NVCC=$(NVCC) OPT=$(OPT) TEST_OPT=$(TEST_OPT) CXXFLAGS=$(CXXFLAGS) \
   CFLAGS=$(CFLAGS) NVCCFLAGS=$(NVCCFLAGS) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) \
   HAVE_NCCL=$(HAVE_NCCL) CUDA_HOME=$(CUDA_HOME) STATIC_TULA=$(STATIC_TULA) VERSION=$(TULA_VERSION) \
   SLURM_VERSION=$(SLURM_VERSION)
@@ -201,7 +206,7 @@ $(B)/obj/trainer/%.o: trainer/%.cpp $(SETTINGS)
 $(patsubst %.cpp,$(B)/obj/%.o,$(wildcard trainer/cpu/gemm/*.cpp)): ALL_CXXFLAGS += $(TRAIN_OMP)
 $(B)/obj/tests/%.o: tests/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
-	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(MPI_DEFS) -I. -Itrainer -Iplugin -c $< -o $@
+	$(TRAIN_CXX) $(ALL_CXXFLAGS) $(TEST_OPT) $(MPI_DEFS) -I. -Itrainer -Iplugin -c $< -o $@
 $(B)/obj/libtula/%.o: libtula/%.cpp $(SETTINGS)
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -Ilibtula/src -c $< -o $@
