@@ -26,15 +26,25 @@ case "$TULA_TRAIN" in /*) ;; *) TULA_TRAIN=$PWD/$TULA_TRAIN ;; esac
 # The workload every cluster test profiles and trains: small and fast.
 T_WORKLOAD=lenet5@fashion-mnist
 T_DATA_DIR=${TULA_TEST_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-# tula-train's arguments of a job longer than one 2-minute part: about 2.5 to 4 minutes of
-# training on a testbed node (0.3 core), one rank and one thread, so that a run in parts ends
-# with the same test accuracy as the same run whole.
+# tula-train's arguments of a job longer than one 2-minute part, at 30 epochs (T_HOLE_TRAIN and
+# long_train_args change the epochs): one rank and one thread, so that a run in parts ends with
+# the same test accuracy as the same run whole. An epoch (200 steps and 512 test examples) takes
+# about 2.4 times the testbed speed probe's training (100 steps, tests/run), so about 5.6 s times
+# TULA_TEST_SPEED on a testbed node.
 T_LONG_TRAIN="--model lenet5 --data fashion-mnist --epochs 30 --limit-train 12800 --limit-test 512 --batch-size 64 --threads 1 --seed 7"
 # The backfill-hole scenario's job (test_sbatch_hole): a sixth of T_LONG_TRAIN, well under
 # a minute on a node, so that its plan gets the shortest --time-min (its limit's half, 2
 # minutes) and the hole and the wait behind the reservation are as short as Slurm allows; the
 # job ends within the hole (a slow node runs it in two parts, which the test accepts too).
 T_HOLE_TRAIN=${T_LONG_TRAIN/--epochs 30/--epochs 5}
+# long_train_epochs SECONDS: the fewest epochs of T_LONG_TRAIN that train at least SECONDS on a
+# testbed node of this run's speed (5.6 s x TULA_TEST_SPEED an epoch, see above; the speed is
+# at least 1, so a faster machine trains at least as long as the reference one would).
+long_train_epochs() {
+    awk -v s="$1" -v f="${TULA_TEST_SPEED:-1}" 'BEGIN { e = s / (5.6 * f); n = int(e); if (n < e) n++; if (n < 1) n = 1; printf "%d", n }'
+}
+# long_train_args SECONDS: T_LONG_TRAIN with long_train_epochs SECONDS epochs.
+long_train_args() { echo "${T_LONG_TRAIN/--epochs 30/--epochs $(long_train_epochs "$1")}"; }
 
 note() { printf '# %s\n' "$*"; }
 # scaled SECONDS: a bound of the test in seconds times the testbed's measured speed in this run

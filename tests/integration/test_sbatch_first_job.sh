@@ -1,5 +1,4 @@
 #!/bin/bash
-# test-cluster: own
 # The first job of a workload nobody profiled measures itself (tula-jobs(7), TULA_PROFILE). With
 # the cluster's system database (lenet5 and the allreduce profiled) and an empty user database,
 # sbatch --tula=auto of a tula-train script that trains fmnist-cnn keeps the job as submitted

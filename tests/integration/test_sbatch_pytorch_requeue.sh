@@ -1,6 +1,5 @@
 #!/bin/bash
 # test-timeout: 600
-# test-cluster: own
 # The PyTorch example interrupted once (tula-jobs(7), TIME LIMIT, CHECKPOINT AND REQUEUE): the
 # example batch script submitted with --requeue trains 2 epochs of 1,280 examples at batch 64
 # (40 steps); once it has taken a few steps, its step gets SIGUSR1 (`scancel --signal=USR1`, as
