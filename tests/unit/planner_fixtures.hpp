@@ -33,6 +33,7 @@ using tula_test::contains;
 
 using tula_test::TempDir;  // tests/unit/test_util.hpp
 using tula_test::seconds_in_child;
+using tula_test::thread_cpu_seconds;
 
 // The plan of one partition: `req`'s implicit target (tula::implicit_target) with `compute` and
 // `allreduce` (null: 1 node only), planned by tula::make_site_plan.

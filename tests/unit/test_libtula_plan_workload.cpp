@@ -1,6 +1,5 @@
 // Unit tests of plan_workload and make_plan_request: the whole planning path from profile databases (fitted models, run history, measured noise scale, a fixed node count, --limit-train, 20,000 profiled batch sizes).
 #include <cppunit/extensions/HelperMacros.h>
-#include <time.h>
 
 #include "planner_fixtures.hpp"
 #include "record_builders.hpp"
@@ -363,14 +362,6 @@ public:
         return samples;
     }
 
-    // The CPU seconds of the calling process (CLOCK_PROCESS_CPUTIME_ID): what it computed,
-    // not how long it waited for a core on a loaded machine.
-    static double cpu_seconds() {
-        timespec ts{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-    }
-
     // The least of 3 CPU times of f() in a child process (seconds; +inf past 10 s of wall time).
     template <class F>
     static double least_seconds(F f) {
@@ -378,9 +369,9 @@ public:
         for (int i = 0; i < 3; ++i)
             best = std::min(best, seconds_in_child(
                                       [&] {
-                                          const double t = cpu_seconds();
+                                          const double t = thread_cpu_seconds();
                                           f();
-                                          return cpu_seconds() - t;
+                                          return thread_cpu_seconds() - t;
                                       },
                                       10.0));
         return best;

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -18,16 +17,16 @@
 
 namespace {
 
-// Seconds parse_train_command(script) takes, measured (std::chrono::steady_clock) in a child
-// process (tula_test::seconds_in_child): +infinity when it has not answered within `limit`
-// seconds, so that a quadratic scanner fails the bound instead of stalling the suite.
+// CPU seconds parse_train_command(script) takes (tula_test::thread_cpu_seconds), measured in a
+// child process (tula_test::seconds_in_child): +infinity when it has not answered within `limit`
+// seconds of wall time, so that a quadratic scanner fails the bound instead of stalling the suite.
 // *found: the result's `found` (parsed again here when the child was in time).
 double parse_seconds(const std::string& script, double limit, bool* found) {
     const double s = tula_test::seconds_in_child(
         [&] {
-            const auto t = std::chrono::steady_clock::now();
+            const double t = tula_test::thread_cpu_seconds();
             tula::parse_train_command(script);
-            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+            return tula_test::thread_cpu_seconds() - t;
         },
         limit);
     if (std::isfinite(s)) *found = tula::parse_train_command(script).found;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -79,6 +80,14 @@ void assert_throws_with(F f, const std::string& needle) {
     const std::string m = error_of<E>(f);
     CPPUNIT_ASSERT_MESSAGE("expected an exception mentioning '" + needle + "', got '" + m + "'",
                            !m.empty() && contains(m, needle));
+}
+
+/// The CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID): what it computed, not
+/// how long it waited for a core on a loaded machine. The tests' time bounds compare these.
+inline double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 /// What f() returns (seconds it measured), computed in a child process (fork) whose answer is
