@@ -218,6 +218,7 @@ Json plan_json(const PlanReport& r) {
     j["price_per_node_hour"] = r.price_per_node_hour;
     j["gpus_per_node"] = r.gpus_per_node;
     j["price_per_gpu_hour"] = r.price_per_gpu_hour;
+    j["node_hour_price"] = r.node_hour_price();
     j["accuracy_excluded"] = r.plan.accuracy_excluded;
     j["time_calibration"] = r.plan.calibration.factor;
     j["time_calibration_runs"] = r.plan.calibration.runs;

@@ -42,9 +42,9 @@ struct PlanReport {
     int gpus_per_node = 0;              ///< from tula.conf (or the hardware file)
     double price_per_gpu_hour = 0;      ///< from tula.conf, per GPU-hour on top of the node price
     double watts_per_node = 0;          ///< from tula.conf, watts; 0: no energy figure
-    /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
-    /// price_per_gpu_hour (currency units per node-hour); what budgets are converted with.
-    double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
+    /// tula::node_hour_price of these prices (currency units per node-hour); what budgets are
+    /// converted with.
+    double node_hour_price() const { return tula::node_hour_price(price_per_node_hour, gpus_per_node, price_per_gpu_hour); }
     double time_margin = 0.25;          ///< fraction, from tula.conf
     double time_overhead = 120;         ///< seconds, from tula.conf
     int fixed_nodes = 0;                ///< --nodes, 0 when not given

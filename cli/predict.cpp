@@ -44,8 +44,11 @@ const PartitionTarget& find_target(const TimeModels& m, const std::string& name)
                              : "no partition " + name + " in tula.conf (its partitions: " + names + ")");
 }
 
-Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPrediction& p, double examples,
+// The JSON of one prediction (tula(1), tula predict): the job's training, interval, evaluation,
+// node-hours and cost, and the parts of its step.
+Json prediction_json(const PredictOptions& o, const Predictor& pred, const JobPrediction& job, double examples,
                      const std::vector<std::string>& warnings) {
+    const RunPrediction& p = job.run;
     const StepPrediction& s = p.step;
     const PartitionTarget& t = pred.target();
     Json j;
@@ -62,7 +65,10 @@ Json prediction_json(const PredictOptions& o, const Predictor& pred, const RunPr
     j["predicted_seconds"] = p.seconds;
     j["lower_seconds"] = p.lower;
     j["upper_seconds"] = p.upper;
-    j["evaluation_seconds"] = o.epochs * pred.evaluation_seconds(o.nodes, o.ranks_per_node);
+    j["evaluation_seconds"] = job.evaluation_seconds;
+    j["job_seconds"] = job.seconds;
+    j["node_hours"] = job.node_hours;
+    j["cost"] = job.cost;
     j["interval_level"] = pred.level();
     j["has_interval"] = s.has_interval;
     j["step"] = {{"seconds", s.seconds},
@@ -104,9 +110,10 @@ int run_predict(const PredictOptions& o) {
                          std::to_string(o.examples.limited_train(*w)) + " training examples of an epoch");
     Predictor pred(m, t);
     pred.set_evaluated_examples(o.examples.tested(*w), o.examples.held_out(*w));
-    const RunPrediction p = pred.run(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
+    const JobPrediction job = pred.job(o.nodes, o.ranks_per_node, o.global_batch, o.epochs, examples);
+    const RunPrediction& p = job.run;
     if (o.format == "json") {
-        std::printf("%s\n", prediction_json(o, pred, p, examples, warnings).dump(2).c_str());
+        std::printf("%s\n", prediction_json(o, pred, job, examples, warnings).dump(2).c_str());
     } else {
         KeyValues kv = {{"status", "ok"},
                         {"workload", o.workload},
@@ -115,8 +122,10 @@ int run_predict(const PredictOptions& o) {
                         {"lower_seconds", format_number("%.6g", p.lower)},
                         {"upper_seconds", format_number("%.6g", p.upper)},
                         {"step_seconds", format_number("%.6g", p.step.seconds)},
-                        {"evaluation_seconds",
-                         format_number("%.6g", o.epochs * pred.evaluation_seconds(o.nodes, o.ranks_per_node))}};
+                        {"evaluation_seconds", format_number("%.6g", job.evaluation_seconds)},
+                        {"job_seconds", format_number("%.6g", job.seconds)},
+                        {"node_hours", format_number("%.6g", job.node_hours)},
+                        {"cost", format_number("%.6g", job.cost)}};
         for (const auto& x : warnings) kv.emplace_back("warning", bare_message(x));
         std::fputs(render_kv(kv).c_str(), stdout);
     }

@@ -59,8 +59,8 @@ int run_validate(const ValidateOptions& o) {
             if (r.workload == w.name) mine.push_back(r);
         try {
             results.push_back(validate_workload(lc.config, w, set.compute_for(w.name), set.allreduce, mine, o.partial,
-                                                lc.config.price_per_node_hour +
-                                                    lc.config.gpus_per_node * lc.config.price_per_gpu_hour,
+                                                node_hour_price(lc.config.price_per_node_hour, lc.config.gpus_per_node,
+                                                                lc.config.price_per_gpu_hour),
                                                 corrections));
         } catch (const Error& e) {
             warnings.push_back(std::string("cannot validate ") + w.name + ": " + bare_message(e.what()));

@@ -204,7 +204,7 @@ def plan_digest(plan):
             "epochs": c["epochs"], "partition": c.get("partition"), "noise_scale": plan.get("noise_scale"),
             "noise_scale_source": plan.get("noise_scale_source"),
             "accuracy_excluded": plan.get("accuracy_excluded"), "reason": plan.get("reason"),
-            "price_per_node_hour": plan.get("price_per_node_hour")}
+            "price_per_node_hour": plan.get("price_per_node_hour"), "node_hour_price": plan.get("node_hour_price")}
 
 
 def simulated_runs(plan):

@@ -84,8 +84,10 @@ def show_err(e):
 
 
 def price_of(manifest, model):
+    """The price of one node-hour with its GPUs the plan used (tula plan's node_hour_price;
+    price_per_node_hour in a manifest written before it had one)."""
     plan = (manifest.get("per_model", {}).get(model) or {}).get("plan_before") or {}
-    return plan.get("price_per_node_hour")
+    return plan.get("node_hour_price", plan.get("price_per_node_hour"))
 
 
 def measured_line(row, name, target, price):
@@ -210,7 +212,7 @@ def header(rows, manifest):
           % (epochs, how, targets),
           "times (training loop, no evaluation) up to the first epoch whose test accuracy reaches it,",
           "so it has the resolution of one epoch. Node-hours = nodes x training seconds / 3600; cost =",
-          "node-hours x price_per_node_hour (%s, tula.conf);" % prices,
+          "node-hours x the node-hour price with its GPUs (%s, tula.conf);" % prices,
           "error = (measured - predicted) / measured x 100 %.", ""]
     return o
 

@@ -1,7 +1,8 @@
 // Unit tests of the evaluation of the test set after each epoch (Predictor::evaluation_seconds,
 // Candidate::evaluation_seconds): a hardware plan's and a profiled plan's evaluation against
 // tula-train's sharding of the test set written out rank by rank, the time limit and --time-min
-// against their formulas by hand, and the hardware file's workload.eval_batch.
+// against their formulas by hand, the hardware file's workload.eval_batch, and the job
+// prediction (Predictor::job) that holds the evaluation with the training and the cost.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
 #include "tula/planner.hpp"
+#include "tula/predict.hpp"
 #include "tula/stop.hpp"
 
 namespace {
@@ -47,6 +49,7 @@ class LibtulaEvaluationTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_time_limit_and_time_min);
     CPPUNIT_TEST(test_eval_batch_key);
     CPPUNIT_TEST(test_job_holds_evaluation);
+    CPPUNIT_TEST(test_job_prediction_by_hand);
     CPPUNIT_TEST(test_limit_test_and_val_split);
     CPPUNIT_TEST_SUITE_END();
 
@@ -171,6 +174,57 @@ public:
         CPPUNIT_ASSERT_EQUAL(kept, cut.candidates.size());
         for (const auto& c : cut.candidates) CPPUNIT_ASSERT(c.total_seconds + c.evaluation_seconds <= 60.0 * max_time);
         CPPUNIT_ASSERT_MESSAGE(free.reason, free.reason.find(" evaluating the test set after them") != std::string::npos);
+    }
+
+    // Predictor::job against its sums by hand on a GPU partition (a node price, a GPU price,
+    // watts): the training of E epochs of D / B steps of the Predictor's step, the E
+    // evaluations tula-train's sharding gives, the job's node-hours, GPU-hours, energy, cost and
+    // cost at the interval's upper end; and the planner's candidate of the same shape carries
+    // the same figures.
+    void test_job_prediction_by_hand() {
+        const double t0 = 2e-3, t1 = 1e-4;
+        tula::PartitionTarget t;
+        t.conf.name = "gpu";
+        t.conf.nodes = 4;
+        t.conf.gpus_per_node = 2;
+        t.conf.ranks_per_node = 2;
+        t.conf.price_per_node_hour = 3;
+        t.conf.price_per_gpu_hour = 1.5;
+        t.conf.watts_per_node = 800;
+        t.compute = tula_test::linear_compute(t0, t1, 16, 256);
+        t.allreduce = planner_test::alpha_beta(1e-4, 1e-9);
+        const tula::Workload w = planner_test::workload(61706, 61440);  // 10,000 test examples
+        const tula::Predictor pred(t, w, tula::OverlapModel{}, tula::TimeCalibration{});
+        const int K = 3, R = 2, B = 384, E = 4;  // local batch 64; 160 steps an epoch
+        const tula::JobPrediction j = pred.job(K, R, B, E, 61440.0);
+        const tula::StepPrediction s = pred.step(K, R, 64);
+        const double steps = E * (61440.0 / B);
+        const double run = steps * s.seconds + s.startup_seconds;
+        const double evaluation = E * naive_evaluation(10000, K * R, 500, 256, [&](int b) { return t0 + t1 * b; });
+        const double job = run + evaluation;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(run, j.run.seconds, 1e-12 * run);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(evaluation, j.evaluation_seconds, 1e-9 * evaluation);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(job, j.seconds, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * s.upper + s.startup_seconds + evaluation, j.upper, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(K * job / 3600.0, j.node_hours, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * K * job / 3600.0, j.gpu_hours, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.8 * K * job / 3600.0, j.energy_kwh, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((3 + 2 * 1.5) * K * job / 3600.0, j.cost, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((3 + 2 * 1.5) * K * j.upper / 3600.0, j.cost_upper, 1e-9 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL((s.startup_seconds + evaluation) / steps, j.overhead_step_seconds(), 1e-9 * job);
+        // the planner's candidate at the same shape (the request's epochs fixed)
+        tula::PlanRequest r = planner_test::request(w, E, 1, 4, {B});
+        r.fixed_epochs = true;
+        const tula::Plan plan = tula::make_site_plan(r, {t});
+        const auto c = std::find_if(plan.candidates.begin(), plan.candidates.end(),
+                                    [&](const tula::Candidate& x) { return x.nodes == K && x.global_batch == B; });
+        CPPUNIT_ASSERT(c != plan.candidates.end());
+        CPPUNIT_ASSERT_EQUAL(E, c->epochs);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(j.run.seconds, c->total_seconds, 1e-12 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(j.evaluation_seconds, c->evaluation_seconds, 1e-12 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(j.node_hours, c->node_hours, 1e-12 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(j.cost, c->cost, 1e-12 * job);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(j.cost_upper, c->cost_upper, 1e-12 * job);
     }
 
     // tula-train --limit-test and --val-split (PlanRequest::examples): an epoch trains the

@@ -7,6 +7,12 @@
 
 namespace tula {
 
+/// Price of one node-hour with its GPUs, currency units per node-hour: price_per_node_hour +
+/// gpus_per_node x price_per_gpu_hour (tula.conf(5), the prices). Pure.
+inline double node_hour_price(double price_per_node_hour, int gpus_per_node, double price_per_gpu_hour) {
+    return price_per_node_hour + gpus_per_node * price_per_gpu_hour;
+}
+
 /// One partition of the site: a `[partition NAME]` section of tula.conf (tula.conf(5),
 /// PARTITIONS), or the implicit one a file without sections describes with its top-level keys.
 struct PartitionConf {
@@ -44,9 +50,8 @@ struct PartitionConf {
     /// Why Slurm will not run a job there now ("State=DOWN", "AllowGroups=..."); empty when
     /// it will or when Slurm was not asked. A partition with a reason is left out with it.
     std::string unavailable;
-    /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
-    /// price_per_gpu_hour (currency units per node-hour).
-    double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
+    /// tula::node_hour_price of this partition's prices (currency units per node-hour).
+    double node_hour_price() const { return tula::node_hour_price(price_per_node_hour, gpus_per_node, price_per_gpu_hour); }
 };
 
 /// Site configuration read from tula.conf. Units are in the field names' comments.

@@ -182,9 +182,8 @@ struct PlanRequest {
     bool exclusive = false;            ///< whole nodes for the implicit partition (tula.conf exclusive)
     double price_per_gpu_hour = 0;     ///< currency units per GPU-hour, on top of the node price
     double watts_per_node = 0;         ///< watts of one busy node; 0: no energy figure
-    /// Price of one node-hour with its GPUs: price_per_node_hour + gpus_per_node *
-    /// price_per_gpu_hour (currency units per node-hour).
-    double node_hour_price() const { return price_per_node_hour + gpus_per_node * price_per_gpu_hour; }
+    /// tula::node_hour_price of the request's prices (currency units per node-hour).
+    double node_hour_price() const { return tula::node_hour_price(price_per_node_hour, gpus_per_node, price_per_gpu_hour); }
     double time_margin = 0.25;    ///< fraction
     double time_overhead = 120;   ///< seconds
     Policy policy = Policy::Auto;

@@ -135,6 +135,31 @@ struct RunPrediction {
     double upper = 0;            ///< E x S x step.upper + upper_factor x startup
 };
 
+/// A job predicted on K nodes: its training run, the evaluations after its epochs and what the
+/// job costs, each computed once (Predictor::job) for the planner's candidates, `tula predict`
+/// and the run checks. Runs record their training seconds without the evaluation, so `run` is
+/// what a run's measured_seconds is compared with, and the job's seconds, node-hours and cost
+/// hold both.
+struct JobPrediction {
+    RunPrediction run;              ///< training: E x S steps + start-up, seconds
+    int nodes = 1;                  ///< K
+    int epochs = 0;                 ///< E
+    double evaluation_seconds = 0;  ///< E x Predictor::evaluation_seconds(K, R), seconds
+    double seconds = 0;             ///< run.seconds + evaluation_seconds: the job, seconds
+    double upper = 0;               ///< run.upper + evaluation_seconds, seconds
+    double node_hours = 0;          ///< K x seconds / 3600, node-hours
+    double gpu_hours = 0;           ///< node_hours x gpus_per_node (0 on a CPU partition)
+    double energy_kwh = 0;          ///< node_hours x watts_per_node / 1000, kWh (0: watts unknown)
+    double cost = 0;                ///< node_hours x PartitionConf::node_hour_price()
+    double cost_upper = 0;          ///< K x upper / 3600 x node_hour_price()
+    /// What the job pays outside its steps (start-up and evaluation) spread over its E x S
+    /// steps, seconds per step (0 without steps).
+    double overhead_step_seconds() const {
+        const double steps = epochs * run.steps_per_epoch;
+        return steps > 0 ? (run.step.startup_seconds + evaluation_seconds) / steps : 0.0;
+    }
+};
+
 /// The prediction of steps and runs on one partition (its target and the time models), with
 /// the Student-t quantiles of the compute interval computed once. Scavenger (Tyagi & Sharma
 /// 2023) eq. 1-2, the overlap of Pollux (Qiao et al. 2021, eq. 5) and the hierarchical
@@ -167,6 +192,15 @@ public:
     /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
     /// workload's unless it trained on fewer), at its mean local batch B / (K R).
     RunPrediction run(const RunRecord& r) const;
+    /// The job of run(K, R, B, E, D): that training, E evaluations on K x R ranks, and the
+    /// job's node-hours and cost on this partition. Errors: those of run().
+    JobPrediction job(int nodes, int ranks_per_node, int global_batch, int epochs, double examples_per_epoch) const;
+    /// The job of a recorded run (run(r)), with its evaluations. Errors: none.
+    JobPrediction job(const RunRecord& r) const;
+    /// The job of `step` (at K nodes) for E epochs of S steps, with the evaluation of one
+    /// epoch given (evaluation_seconds(K, R), which the planner computes once per K). Pure.
+    JobPrediction job(const StepPrediction& step, int nodes, double steps_per_epoch, int epochs,
+                      double evaluation_per_epoch) const;
     /// Seconds of the evaluation that follows each epoch, on K nodes x R ranks of d =
     /// devices_per_rank devices, for each evaluated set of T examples (the test set, then the
     /// validation split; set_evaluated_examples): each device runs the forward pass over its

@@ -58,7 +58,6 @@ Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, i
                          const std::optional<MemoryModel>& memory) {
     const PartitionTarget& t = pred.target();
     const int64_t D = req.examples_per_epoch();  // >= 1: checked by check_plan_request
-    const double price = t.conf.node_hour_price();
     const int b = B / (K * R);
     Candidate c;
     c.partition = t.conf.name;
@@ -80,7 +79,6 @@ Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, i
     const double iters = pred.steps_per_epoch(static_cast<double>(D), B);
     c.epoch_seconds = iters * c.iter_seconds;
     c.startup_seconds = p.startup_seconds;  // once per run
-    const double startup = c.startup_seconds;
     c.epochs_to_target = req.convergence.epochs_for(B, req.epochs, B_ref);
     const bool ci = req.convergence.confidence > 0;
     c.epochs_to_target_low =
@@ -88,17 +86,18 @@ Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, i
     c.epochs_to_target_high =
         ci ? req.convergence.epochs_with(req.convergence.noise_scale_low, B, req.epochs, B_ref) : c.epochs_to_target;
     c.epochs = req.fixed_epochs ? req.epochs : whole_epochs(c.epochs_to_target, req.epochs);
-    c.total_seconds = c.epochs * c.epoch_seconds + startup;
+    const JobPrediction job = pred.job(p, K, iters, c.epochs, evaluation_per_epoch);
+    c.total_seconds = job.run.seconds;
+    c.total_seconds_upper = job.run.upper;
     c.compute_step_seconds = p.seconds - p.exposed_comm_seconds;
     c.exposed_comm_step_seconds = p.exposed_comm_seconds;
-    c.evaluation_seconds = c.epochs * evaluation_per_epoch;
-    c.overhead_step_seconds = c.epochs * iters > 0 ? (startup + c.evaluation_seconds) / (c.epochs * iters) : 0.0;
-    c.total_seconds_upper = c.epochs * iters * p.upper + t.upper_factor * startup;
-    c.node_hours = K * c.job_seconds() / 3600.0;
-    c.gpu_hours = c.node_hours * t.conf.gpus_per_node;
-    c.energy_kwh = c.node_hours * t.conf.watts_per_node / 1000.0;
-    c.cost = c.node_hours * price;
-    c.cost_upper = K * c.job_seconds_upper() / 3600.0 * price;
+    c.evaluation_seconds = job.evaluation_seconds;
+    c.overhead_step_seconds = job.overhead_step_seconds();
+    c.node_hours = job.node_hours;
+    c.gpu_hours = job.gpu_hours;
+    c.energy_kwh = job.energy_kwh;
+    c.cost = job.cost;
+    c.cost_upper = job.cost_upper;
     c.signal_seconds = signal_seconds(p.upper, checkpoint_seconds);
     c.time_to_target = c.job_seconds();  // the job trains c.epochs: ranked on what it runs
     c.cost_to_target = c.cost;

@@ -322,4 +322,33 @@ RunPrediction Predictor::run(const RunRecord& rec) const {
     return assemble(s, steps_per_epoch(rec.examples_per_epoch(examples_), rec.global_batch), rec.epochs);
 }
 
+JobPrediction Predictor::job(const StepPrediction& step, int K, double steps_per_epoch, int E,
+                             double evaluation_per_epoch) const {
+    JobPrediction j;
+    j.run = assemble(step, steps_per_epoch, E);
+    j.nodes = std::max(1, K);
+    j.epochs = E;
+    j.evaluation_seconds = E * evaluation_per_epoch;
+    j.seconds = j.run.seconds + j.evaluation_seconds;
+    j.upper = j.run.upper + j.evaluation_seconds;
+    const PartitionConf& conf = target_.conf;
+    j.node_hours = j.nodes * j.seconds / 3600.0;
+    j.gpu_hours = j.node_hours * conf.gpus_per_node;
+    j.energy_kwh = j.node_hours * conf.watts_per_node / 1000.0;
+    j.cost = j.node_hours * conf.node_hour_price();
+    j.cost_upper = j.nodes * j.upper / 3600.0 * conf.node_hour_price();
+    return j;
+}
+
+JobPrediction Predictor::job(int K, int R, int B, int E, double D) const {
+    const RunPrediction r = run(K, R, B, E, D);
+    return job(r.step, K, r.steps_per_epoch, E, evaluation_seconds(K, std::max(1, R)));
+}
+
+JobPrediction Predictor::job(const RunRecord& rec) const {
+    const RunPrediction r = run(rec);
+    const int K = std::max(1, rec.nodes), R = std::max(1, rec.ranks_per_node);
+    return job(r.step, K, r.steps_per_epoch, rec.epochs, evaluation_seconds(K, R));
+}
+
 }  // namespace tula

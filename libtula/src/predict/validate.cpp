@@ -143,7 +143,8 @@ std::vector<RunCheck> check_runs(const TimeModels& models, const std::vector<Run
         if (!job_id.empty() && run->job_id != job_id) continue;
         const TimeModels m = fit_run_models(models, without(runs, run), nullptr);
         const Predictor pred(m, m.run_target(run->hardware_class), level);
-        const RunPrediction q = pred.run(*run);
+        const JobPrediction job = pred.job(*run);
+        const RunPrediction& q = job.run;
         RunCheck c;
         c.job_id = run->job_id;
         c.nodes = run->nodes;
@@ -159,9 +160,7 @@ std::vector<RunCheck> check_runs(const TimeModels& models, const std::vector<Run
         c.flagged = c.has_interval && (run->measured_seconds < c.lower_seconds || run->measured_seconds > c.upper_seconds);
         c.compute_step_seconds = q.step.seconds - q.step.exposed_comm_seconds;
         c.exposed_comm_step_seconds = q.step.exposed_comm_seconds;
-        const double steps = q.steps_per_epoch * run->epochs;
-        const double evaluation = run->epochs * pred.evaluation_seconds(c.nodes, c.ranks_per_node);
-        c.overhead_step_seconds = steps > 0 ? (q.step.startup_seconds + evaluation) / steps : 0.0;
+        c.overhead_step_seconds = job.overhead_step_seconds();
         out.push_back(c);
     }
     return out;
