@@ -172,15 +172,6 @@ def base_lr(help_text):
     return float(m.group(1)) if m else BASE_LR
 
 
-def slurm_seconds(text):
-    """Slurm's [D-]HH:MM:SS (or MM:SS) as seconds, or None."""
-    m = re.fullmatch(r"(?:([0-9]+)-)?(?:([0-9]+):)?([0-9]+):([0-9]+)", text or "")
-    if not m:
-        return None
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
-
-
 def largest_batch(plan, nodes):
     """The largest global batch of the plan's candidates on that many nodes, or None."""
     return max((c["global_batch"] for c in plan.get("candidates", []) if c.get("nodes") == nodes), default=None)
@@ -304,7 +295,7 @@ class Evaluation:
                "optimizer": h.get("optimizer"), "predicted_seconds": predicted if shape is not None and tuple(shape) == ran else None,
                "measured_seconds": sm["train_seconds"], "test_accuracy": sm["test_accuracy"],
                "val_accuracy": sm.get("val_accuracy"), "curve": [[e["seconds"], e["test_accuracy"]] for e in run["epochs"]],
-               "wall_seconds": slurm_seconds(end.get("RunTime")), "state": end.get("JobState"), "host": h.get("host"),
+               "wall_seconds": hole.slurm_seconds(end.get("RunTime")), "state": end.get("JobState"), "host": h.get("host"),
                "git_commit": self.commit, "binary_sha256": self.trainer_sha,
                "command": "sbatch %s %s" % (" ".join(options), os.path.basename(script)), "trainer_args": args}
         self.rows.append(row)

@@ -7,6 +7,10 @@ Run inside a Tula testbed (scripts/tula-cluster exec DIR -- python3 -m experimen
      part (start-up, one epoch and the stop reserve, libtula/include/tula/stop.hpp);
   2. a reservation for user `nobody` takes every node of the partition from time_min + LEAD
      seconds from now, for HOLD minutes: the nodes are free now, in a hole of time_min + LEAD;
+     LEAD is --lead plus three times the seconds step 1's plan took (the plan with the hole and
+     the submission's own plan come before the start), and when the submitted job's --time-min
+     no longer fits before the reservation, the reservation moves to start that --time-min plus
+     --lead after that moment (the result says by how many seconds);
   3. the job is submitted twice with `sbatch --tula=auto`: with `--tula-time-min=yes` (Slurm may
      start it in the hole with the shorter limit; tula-train checkpoints before that limit,
      requeues itself, and the rest runs after the reservation) and with `--tula-time-min=no`
@@ -18,7 +22,8 @@ there: its `hole` line (the parts in the hole and after it) and its queue note.
 
 Prints one JSON object (`--out FILE` also writes it): the plan's hole line, and per variant the job id, the time to result,
 the number of parts (Restarts + 1), the first start's delay, the final state, the test accuracy
-of tula-train's done line, the batch host; and the reservation's start and length. Exits 1 with a `tula: hole:`
+of tula-train's done line, the batch host, the --time-min and time limit Slurm gave it (seconds);
+and the reservation's start, length and how far it moved. Exits 1 with a `tula: hole:`
 line when a step fails (the reservation is deleted and both jobs cancelled on the way out).
 """
 import argparse
@@ -31,6 +36,11 @@ import time
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+
+
+# Seconds between a submission and backfill's start of the job (two cycles of the testbed's
+# bf_interval=2, etc/slurm.conf.in): a hole shorter than --time-min plus this is a hole missed.
+SCHEDULE_SLACK = 5
 
 
 class ScenarioError(Exception):
@@ -64,6 +74,15 @@ def slurm_time(text):
         return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
     except (TypeError, ValueError):
         return None
+
+
+def slurm_seconds(text):
+    """Slurm's [D-]HH:MM:SS (or MM:SS) as seconds, or None (N/A, UNLIMITED, unset)."""
+    m = re.fullmatch(r"(?:([0-9]+)-)?(?:([0-9]+):)?([0-9]+):([0-9]+)", text or "")
+    if not m:
+        return None
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
 
 
 def write_job(path, trainer_args, db):
@@ -115,22 +134,47 @@ def accuracy_of(out_file):
     return float(acc[-1]) if acc else None
 
 
+def keep_hole(a, job, resv_start, progress):
+    """When the job's --time-min (its submission's plan) no longer fits before the reservation
+    (a slow plan or submission ate the lead), moves the reservation's start to the job's time_min
+    plus the lead from now; returns the seconds it moved (0 when the job fits or has started)."""
+    f = job_fields(job)
+    need = slurm_seconds(f.get("TimeMin"))
+    if f.get("JobState") != "PENDING" or need is None:
+        return 0
+    if time.time() + need + SCHEDULE_SLACK <= resv_start:
+        return 0
+    start = int(time.time() + need + a.lead)
+    run(["scontrol", "update", "reservationname=" + a.reservation,
+         "starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start))])
+    progress("job %s's time_min of %d s did not fit the %d s left before the reservation: moved it %d s later" % (
+        job, need, resv_start - time.time(), start - resv_start))
+    return start - resv_start
+
+
 def scenario(a, progress):
     work = os.path.abspath(a.workdir)
     os.makedirs(work, exist_ok=True)
     script = os.path.join(work, "hole.sbatch")
     write_job(script, a.trainer_args, os.path.join(work, "runs-$SLURM_JOB_ID.db"))
+    t0 = time.time()
     plan = kv(run([os.environ.get("TULA", "tula"), "plan", "--script", script, "--format", "kv"]))
+    plan_s = time.time() - t0
     if plan.get("status") != "ok" or not plan.get("time_min", "").isdigit():
         raise ScenarioError("tula plan gave no time_min: %s" % plan)
     time_min = int(plan["time_min"])
     nodes = partition_nodes(a.partition)
-    hole = time_min * 60 + a.lead
-    resv_start = time.time() + hole
+    # the plan with the hole and the submission's own plan run before the job can start in it
+    lead = a.lead + int(3 * plan_s + 0.5)
+    hole = time_min * 60 + lead
+    resv_start = int(time.time() + hole)
     run(["scontrol", "create", "reservation", "reservationname=" + a.reservation,
          "starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(resv_start)),
          "duration=%d" % a.hold, "nodes=" + nodes, "users=nobody", "flags=ignore_jobs"])
+    progress("reservation of %s from %d s from now (time_min %d min, the plan took %.1f s)" % (
+        nodes, resv_start - time.time(), time_min, plan_s))
     jobs = {}
+    moved = 0
     try:
         # what the planner expects now that the hole is there (docs/models.md, "Starting in a hole")
         planned = kv(run([os.environ.get("TULA", "tula"), "plan", "--script", script, "--time-min", "yes",
@@ -141,6 +185,10 @@ def scenario(a, progress):
             line = run(["sbatch", "--parsable", "--tula=auto", "--tula-time-min=" + opt, "-o", out, script])
             jobs[variant] = (line.strip().split(";")[0], submitted, out)
             progress("%s: job %s" % (variant, jobs[variant][0]))
+            if variant == "time_min":
+                moved = keep_hole(a, jobs[variant][0], resv_start, progress)
+                resv_start += moved
+                hole += moved
         firsts = {}
         deadline = time.time() + a.timeout
         for variant, (j, submitted, _) in jobs.items():  # the first start of each
@@ -161,6 +209,7 @@ def scenario(a, progress):
         subprocess.run(["scontrol", "delete", "reservation=" + a.reservation], capture_output=True)
     result = {"plan": {k: planned.get(k) for k in ("hole", "hole_parts", "rest_parts", "queue", "predicted_seconds")},
               "time_min_minutes": time_min, "hole_seconds": hole, "reservation_minutes": a.hold,
+              "reservation_moved_seconds": moved,
               "partition": a.partition, "trainer_args": a.trainer_args}
     for variant, (j, submitted, out) in jobs.items():
         f = ends[j]
@@ -172,7 +221,9 @@ def scenario(a, progress):
         result[variant] = {"job": int(j), "state": f.get("JobState", "GONE"),
                            "time_to_result_seconds": round(end - submitted, 1),
                            "first_start_seconds": round(max(0.0, first), 1), "parts": restarts + 1,
-                           "test_accuracy": accuracy_of(out.replace("%j", j)), "host": f.get("BatchHost")}
+                           "test_accuracy": accuracy_of(out.replace("%j", j)), "host": f.get("BatchHost"),
+                           "time_min_seconds": slurm_seconds(f.get("TimeMin")),
+                           "time_limit_seconds": slurm_seconds(f.get("TimeLimit"))}
     return result
 
 

@@ -40,5 +40,7 @@ assert_eq True "$(field "time_min['time_to_result_seconds'] < no_time_min['time_
     "the job with time_min finishes first ($r)"
 assert_eq "$(field "no_time_min['test_accuracy']")" "$(field "time_min['test_accuracy']")" \
     "test accuracy of the job run in parts vs the job run whole"
+moved=$(field 'reservation_moved_seconds')
+[ "$moved" = 0 ] || note "the reservation moved ${moved}s later: the submission came after its time_min no longer fit"
 note "time to result with time_min $(field "time_min['time_to_result_seconds']") s in $(field "time_min['parts']") parts, without $(field "no_time_min['time_to_result_seconds']") s"
 report "parts against the plan: with time_min $(field "time_min['parts']") part(s), planned $(field "plan['hole_parts']") in the hole + $(field "plan['rest_parts']") after it; without $(field "no_time_min['parts']") part(s), planned 1; predicted training $(field "plan['predicted_seconds']") s"

@@ -195,7 +195,6 @@ class Readers(unittest.TestCase):
     def test_text_readers(self):
         self.assertEqual(0.025, ev.base_lr("  --lr FLOAT=0.025        base learning rate\n"))
         self.assertEqual(ev.BASE_LR, ev.base_lr("no such option\n"))
-        self.assertEqual([103, 3723, 90000 + 5, 65, None], [ev.slurm_seconds(x) for x in ("00:01:43", "01:02:03", "1-01:00:05", "01:05", "x")])
         log = "profile compute: round spread 9.0 % (the rounds')\nprofile compute: round spread 13.5 % (...)\n"
         self.assertEqual(13.5, tb.round_spread(log))
         self.assertIsNone(tb.round_spread("nothing\n"))
