@@ -271,8 +271,9 @@ void set_site_key(Config& cfg, const KeyLine& k) {
     }
 }
 
-// Parses the text; `source` names it in messages ("tula.conf" or a path).
-Config parse_named(const std::string& text, const std::string& source) {
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source) {
     Config cfg;
     std::set<std::string> seen;
     std::vector<Section> sections;  // the [partition NAME] sections read so far; the last is open
@@ -317,9 +318,6 @@ Config parse_named(const std::string& text, const std::string& source) {
     return cfg;
 }
 
-}  // namespace
-
-Config parse_config(const std::string& text) { return parse_named(text, "tula.conf"); }
 
 std::vector<PartitionConf> Config::site_partitions() const {
     std::vector<PartitionConf> out = partitions;
@@ -368,7 +366,7 @@ std::string read_text_file(const std::string& path, size_t max_bytes) {
 Config load_config(const std::string& path) {
     const std::string text = read_text_file(path, kMaxConfigBytes + 1);
     if (text.size() > kMaxConfigBytes) throw Error(path + " is larger than 1 MiB; it is not a tula.conf");
-    return parse_named(text, path);
+    return parse_config(text, path);
 }
 
 std::string user_db_path(const char* xdg_data_home, const char* home) {

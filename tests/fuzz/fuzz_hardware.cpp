@@ -1,4 +1,4 @@
-// libFuzzer target: the hardware file of `tula plan --hardware` (tula::parse_hardware,
+// libFuzzer target: the hardware file of `tula plan --hardware` (tula::parse_hardware_partitions,
 // hardware.hpp), then the derived models and, for clusters small enough to plan quickly, the
 // simulated plan. Every input must parse or be refused with a one-line tula::Error starting
 // with "tula: "; a plan must have finite, non-negative predictions. Anything else is a bug.
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);
     tula::HardwareSpec h;
     try {
-        h = tula::parse_hardware(text, "fuzz.json");
+        h = tula::parse_hardware_partitions(text, "fuzz.json").front();
     } catch (const tula::Error& e) {
         check_message(e);
         return 0;

@@ -118,7 +118,7 @@ public:
     // compute plus the simulated exposed allreduce, behind a backward pass of 2/3 of the compute.
     void test_plan_vs_naive() {
         const Json j = cluster(12.5e9, 5e-6);
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         CPPUNIT_ASSERT_DOUBLES_EQUAL(25.0 * 1024 * 1024, h.allreduce_bucket_bytes, 0.0);
         tula::PolicySpec pol;
         pol.policy = tula::Policy::Cost;
@@ -138,7 +138,7 @@ public:
         Json f = cluster(12.5e9, 5e-6);
         f["device"]["saturation_batch"] = 64;
         f["iteration_overhead_seconds"] = 0.001;
-        const tula::Plan pf = tula::plan_hardware(tula::Config{}, tula::parse_hardware(f.dump()), 0, 0, 0, pol);
+        const tula::Plan pf = tula::plan_hardware(tula::Config{}, tula::parse_hardware_partitions(f.dump()).front(), 0, 0, 0, pol);
         const double floor = 0.001 + 64 * 1e10 / (100e12 * 0.5);
         int below = 0;
         for (const auto& c : pf.candidates) {
@@ -153,7 +153,7 @@ public:
     // Runs made from a + c x plus the exposed allreduce of their buckets: the fit gives a and c
     // back, and a plan at a run's shape predicts its seconds.
     void test_runs_calibrate_through_buckets() {
-        const tula::HardwareSpec h = tula::parse_hardware(cluster(12.5e9, 5e-6).dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(cluster(12.5e9, 5e-6).dump()).front();
         const double a = 0.004, c = 3e-4, g = 4;
         auto seconds = [&](int nodes, int B, int epochs) {
             const double x = double(B) / (nodes * g);

@@ -692,6 +692,7 @@ PRAGMA user_version = 9;
         CPPUNIT_ASSERT_MESSAGE(e1, contains(e1, p) && contains(e1, "held by another process"));
         CPPUNIT_ASSERT_MESSAGE(e1, !contains(e1, "database is locked"));
         CPPUNIT_ASSERT(after_first >= budget);
+        CPPUNIT_ASSERT_MESSAGE(e1, contains(e1, "waited " + std::to_string(after_first) + " ms"));
         CPPUNIT_ASSERT_EQUAL(after_first, after_all);  // budget used up: the later opens did not wait
         CPPUNIT_ASSERT_EQUAL(size_t(2), w.size());     // the locked one twice, the other read
         for (const auto& m : w) CPPUNIT_ASSERT_MESSAGE(m, contains(m, p) && contains(m, "held by another process"));

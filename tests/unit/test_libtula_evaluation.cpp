@@ -61,7 +61,7 @@ public:
         Json j = tula_test::cluster(12.5e9, 5e-6);
         j["workload"]["test_examples"] = 50000;
         j["workload"]["eval_batch"] = 256;
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         tula::PolicySpec pol;
         pol.policy = tula::Policy::Cost;
         const tula::Plan p = tula::plan_hardware(tula::Config{}, h, 0, 0, 0, pol);
@@ -81,7 +81,7 @@ public:
         CPPUNIT_ASSERT(small_shard);  // some candidates evaluate fewer than eval_batch examples per GPU
         // no test examples: no evaluation
         j["workload"]["test_examples"] = 0;
-        const tula::Plan none = tula::plan_hardware(tula::Config{}, tula::parse_hardware(j.dump()), 0, 0, 0, pol);
+        const tula::Plan none = tula::plan_hardware(tula::Config{}, tula::parse_hardware_partitions(j.dump()).front(), 0, 0, 0, pol);
         for (const auto& c : none.candidates) CPPUNIT_ASSERT_EQUAL(0.0, c.evaluation_seconds);
     }
 
@@ -263,12 +263,12 @@ public:
     // workload.eval_batch: tula-train's 500 by default, a whole number of at least 1.
     void test_eval_batch_key() {
         Json j = tula_test::cluster(12.5e9, 5e-6);
-        CPPUNIT_ASSERT_EQUAL(tula::kTrainerEvalBatch, tula::parse_hardware(j.dump()).workload.eval_batch);
+        CPPUNIT_ASSERT_EQUAL(tula::kTrainerEvalBatch, tula::parse_hardware_partitions(j.dump()).front().workload.eval_batch);
         j["workload"]["eval_batch"] = 64;
-        CPPUNIT_ASSERT_EQUAL(64, tula::parse_hardware(j.dump()).workload.eval_batch);
+        CPPUNIT_ASSERT_EQUAL(64, tula::parse_hardware_partitions(j.dump()).front().workload.eval_batch);
         for (const Json& bad : {Json(0), Json(1.5), Json("64"), Json(-3)}) {
             j["workload"]["eval_batch"] = bad;
-            tula_test::assert_throws_with([&] { tula::parse_hardware(j.dump()); }, "eval_batch");
+            tula_test::assert_throws_with([&] { tula::parse_hardware_partitions(j.dump()); }, "eval_batch");
         }
     }
 };

@@ -95,7 +95,7 @@ public:
 
     void test_parse_errors() {
         const Json good = cluster(1e10, 1e-6);
-        CPPUNIT_ASSERT_EQUAL(256, tula::parse_hardware(good.dump()).nodes);
+        CPPUNIT_ASSERT_EQUAL(256, tula::parse_hardware_partitions(good.dump()).front().nodes);
         // Each required key, removed, is named.
         const std::vector<std::vector<std::string>> required = {
             {"nodes"}, {"gpus_per_node"}, {"price_per_node_hour"}, {"device", "peak_flops"}, {"device", "memory_bytes"},
@@ -105,14 +105,14 @@ public:
             Json j = good;
             if (path.size() == 1) j.erase(path[0]);
             else j[path[0]].erase(path[1]);
-            const std::string e = error_of([&] { tula::parse_hardware(j.dump(), "h.json"); });
+            const std::string e = error_of([&] { tula::parse_hardware_partitions(j.dump(), "h.json"); });
             CPPUNIT_ASSERT_MESSAGE(path.back() + ": " + e, contains(e, path.back()) && e.rfind("tula: h.json: ", 0) == 0);
         }
         auto err_with = [&](const std::string& top, const std::string& key, const Json& v) {
             Json j = good;
             if (top.empty()) j[key] = v;
             else j[top][key] = v;
-            return error_of([&] { tula::parse_hardware(j.dump()); });
+            return error_of([&] { tula::parse_hardware_partitions(j.dump()); });
         };
         CPPUNIT_ASSERT(contains(err_with("", "nodez", 3), "unknown key 'nodez'"));
         CPPUNIT_ASSERT(contains(err_with("device", "tflops", 3), "unknown key 'device.tflops'"));
@@ -130,9 +130,9 @@ public:
         CPPUNIT_ASSERT(contains(err_with("workload", "allreduce_bucket_bytes", -1), "workload.allreduce_bucket_bytes"));
         CPPUNIT_ASSERT(contains(err_with("workload", "last_batch", "sometimes"), "workload.last_batch"));
         CPPUNIT_ASSERT(contains(err_with("workload", "last_batch", 1), "workload.last_batch"));
-        CPPUNIT_ASSERT(tula::parse_hardware(good.dump()).workload.last_batch == tula::LastBatch::Keep);
+        CPPUNIT_ASSERT(tula::parse_hardware_partitions(good.dump()).front().workload.last_batch == tula::LastBatch::Keep);
         for (const char* bad : {"", "{", "[1,2]", "null", "{\"nodes\": 1e999}", "\"x\""}) {
-            const std::string e = error_of([&] { tula::parse_hardware(bad); });
+            const std::string e = error_of([&] { tula::parse_hardware_partitions(bad); });
             CPPUNIT_ASSERT_MESSAGE(std::string(bad) + " -> " + e, e.rfind("tula: ", 0) == 0);
         }
     }
@@ -143,7 +143,7 @@ public:
         j["iteration_overhead_seconds"] = 0.001;
         j["device"]["saturation_batch"] = 16;
         j["network"]["intra_node_bandwidth"] = 200e9;
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         const tula::SimulatedModels m = tula::derive_models(h);
         const double g = 4, per_dev = 100e12 * 0.5, n = 1e8;
         const double intra = 2 * (g - 1) / g * n / 200e9;
@@ -178,7 +178,7 @@ public:
         Json j = cluster(12.5e9, 5e-6);
         j["workload"]["allreduce_bucket_bytes"] = 0;  // one allreduce after the backward pass
         if (!last_batch.empty()) j["workload"]["last_batch"] = last_batch;
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         tula::Config cfg;
         cfg.time_margin = 0.1;
         cfg.time_overhead = 60;
@@ -227,7 +227,7 @@ public:
             j["global_batches"] = {16384};
             j["workload"]["activation_bytes_per_example"] = 5e6;
             j["workload"]["allreduce_bucket_bytes"] = 0;  // nothing hidden: the bandwidth always counts
-            const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+            const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
             tula::PolicySpec b = policy(tula::Policy::Budget);
             b.budget = 5;  // price units; 10 per node-hour
             tula::PolicySpec d = policy(tula::Policy::Deadline);
@@ -252,13 +252,13 @@ public:
         tula::Config cfg;
         int last = 1 << 30;
         for (double lat : {1e-6, 1e-5, 1e-4, 1e-3}) {
-            const tula::HardwareSpec h = tula::parse_hardware(cluster(100e9, lat).dump());
+            const tula::HardwareSpec h = tula::parse_hardware_partitions(cluster(100e9, lat).dump()).front();
             const int ring = tula::plan_hardware(cfg, h, 0, 0, 0, policy(tula::Policy::Time)).choice().nodes;
             CPPUNIT_ASSERT(ring <= last);
             last = ring;
             Json j = cluster(100e9, lat);
             j["network"]["allreduce"] = "rabenseifner";
-            const int rab = tula::plan_hardware(cfg, tula::parse_hardware(j.dump()), 0, 0, 0, policy(tula::Policy::Time))
+            const int rab = tula::plan_hardware(cfg, tula::parse_hardware_partitions(j.dump()).front(), 0, 0, 0, policy(tula::Policy::Time))
                                 .choice()
                                 .nodes;
             CPPUNIT_ASSERT(rab >= ring);
@@ -276,7 +276,7 @@ public:
             j["nodes"] = 1 + static_cast<int>(u(rng) * 511);
             j["iteration_overhead_seconds"] = 0.01 * u(rng);
             j["device"]["saturation_batch"] = static_cast<int>(64 * u(rng));
-            const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+            const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
             for (auto pol : {tula::Policy::Auto, tula::Policy::Time, tula::Policy::Cost}) {
                 const tula::Plan p = tula::plan_hardware(cfg, h, 0, 0, 0, policy(pol));
                 CPPUNIT_ASSERT(p.candidates[p.chosen].pareto);
@@ -291,10 +291,10 @@ public:
         Json j = cluster(25e9, 2e-6);
         j["workload"]["activation_bytes_per_example"] = 1e12;  // not even 1 example fits
         const std::string e = error_of([&] {
-            tula::plan_hardware(tula::Config{}, tula::parse_hardware(j.dump()), 0, 0, 0, policy(tula::Policy::Auto));
+            tula::plan_hardware(tula::Config{}, tula::parse_hardware_partitions(j.dump()).front(), 0, 0, 0, policy(tula::Policy::Auto));
         });
         CPPUNIT_ASSERT_MESSAGE(e, contains(e, "fits device memory"));
-        const tula::HardwareSpec h = tula::parse_hardware(cluster(25e9, 2e-6).dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(cluster(25e9, 2e-6).dump()).front();
         const tula::Plan p = tula::plan_hardware(tula::Config{}, h, 3, 0, 48, policy(tula::Policy::Auto));
         for (const auto& c : p.candidates) {
             CPPUNIT_ASSERT_EQUAL(48, c.nodes);
@@ -314,7 +314,7 @@ public:
         Json j = cluster(12.5e9, 5e-6);
         j["device"]["saturation_batch"] = 16;
         j["workload"]["allreduce_bucket_bytes"] = 0;  // the allreduce after the backward pass (test_libtula_buckets: in buckets)
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         const double a = 0.012, c = 3e-4, g = 4, n = 1e8;
         auto seconds = [&](int nodes, int B, int epochs) {
             const double K = nodes, x = double(B) / (K * g);
@@ -383,7 +383,7 @@ public:
             Json::array({Json::array({33554432, 300e9}), Json::array({134217728, 400e9})});
         j["network"]["bus_bandwidth"]["inter_node"] =
             Json::array({Json::array({33554432, 80e9}), Json::array({134217728, 200e9})});
-        const tula::HardwareSpec h = tula::parse_hardware(j.dump());
+        const tula::HardwareSpec h = tula::parse_hardware_partitions(j.dump()).front();
         CPPUNIT_ASSERT_EQUAL(size_t(2), h.inter_bus_bandwidth.size());
         const tula::SimulatedModels m = tula::derive_models(h);
         const double n = 1e8, g = 4;
@@ -398,7 +398,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(0.0, m.allreduce.seconds(1, n));
         // Without the within-node table the ring at intra_node_bandwidth is taken out instead.
         j["network"]["bus_bandwidth"].erase("intra_node");
-        const tula::SimulatedModels m2 = tula::derive_models(tula::parse_hardware(j.dump()));
+        const tula::SimulatedModels m2 = tula::derive_models(tula::parse_hardware_partitions(j.dump()).front());
         const double ring = 2 * (g - 1) / g * n / 200e9;
         CPPUNIT_ASSERT_DOUBLES_EQUAL(ring, m2.intra_node_seconds, 1e-15);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(2 * 63.0 / 64 * n / (80e9 + w * 120e9) - ring, m2.allreduce.seconds(16, n), 1e-15);
@@ -412,7 +412,7 @@ public:
             Json k = cluster(25e9, 2e-6);
             k["network"]["bus_bandwidth"] = Json::object();
             k["network"]["bus_bandwidth"]["inter_node"] = table;
-            return error_of([&] { tula::parse_hardware(k.dump()); });
+            return error_of([&] { tula::parse_hardware_partitions(k.dump()); });
         };
         CPPUNIT_ASSERT(contains(err_with(Json::array()), "network.bus_bandwidth.inter_node' must be a list"));
         CPPUNIT_ASSERT(contains(err_with(pairs({Json::array({1, 2, 3})})), "must be a list"));
@@ -423,7 +423,7 @@ public:
         Json k = cluster(25e9, 2e-6);
         k["network"]["bus_bandwidth"] = Json::object();
         k["network"]["bus_bandwidth"]["across"] = Json::array();
-        CPPUNIT_ASSERT(contains(error_of([&] { tula::parse_hardware(k.dump()); }), "unknown key 'network.bus_bandwidth.across'"));
+        CPPUNIT_ASSERT(contains(error_of([&] { tula::parse_hardware_partitions(k.dump()); }), "unknown key 'network.bus_bandwidth.across'"));
     }
 };
 

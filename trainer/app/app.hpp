@@ -31,7 +31,6 @@ constexpr double kDefaultLr = 0.05;
 /// Default cap on the linearly scaled rate: LeNet-5 diverged at a peak of 0.8 (batch 1024
 /// with the default rate) and trained to 89.6 % at 0.4 (see tula-train(1)).
 constexpr double kDefaultLrMax = 0.4;
-constexpr int kDefaultBatch = 64;
 constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
 
 struct Options {

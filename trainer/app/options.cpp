@@ -462,12 +462,12 @@ std::string resolve_batch_and_epochs(const CLI::App& app, Options& o, bool root)
             o.batch_source = "TULA_BATCH_SIZE";
         } else {
             if (root) warn(std::string("ignoring TULA_BATCH_SIZE='") + env + "' (not a positive integer); using " +
-                           std::to_string(kDefaultBatch));
-            o.batch = kDefaultBatch;
+                           std::to_string(kTrainerDefaultBatch));
+            o.batch = kTrainerDefaultBatch;
             o.batch_source = "default";
         }
     } else {
-        o.batch = kDefaultBatch;
+        o.batch = kTrainerDefaultBatch;
         o.batch_source = "default";
     }
 
@@ -481,7 +481,7 @@ std::string resolve_batch_and_epochs(const CLI::App& app, Options& o, bool root)
             const long v = std::strtol(env, &end, 10);
             if (errno == 0 && end && *end == '\0' && v >= 1 && v <= 100000 && v >= o.warmup_epochs) {
                 if (v != o.epochs)
-                    o.epochs_note = std::to_string(o.epochs) + " at batch " + std::to_string(kDefaultBatch) + " -> " +
+                    o.epochs_note = std::to_string(o.epochs) + " at batch " + std::to_string(kTrainerDefaultBatch) + " -> " +
                                     std::to_string(v) + " at batch " + std::to_string(o.batch) + ", tula plan";
                 o.epochs = static_cast<int>(v);
             } else if (root) {

@@ -142,8 +142,9 @@ struct Config {
 /// Pure function (no I/O). Errors: throws tula::Error naming the line number for an
 /// unknown key, a missing '=', or a value that is not a valid number / out of range, a
 /// section header that is not `[partition NAME]`, a repeated partition name, a site-wide
-/// key inside a section, or a section without nodes.
-Config parse_config(const std::string& text);
+/// key inside a section, or a section without nodes; `source` ("tula.conf" or the file's path)
+/// names the text in those messages.
+Config parse_config(const std::string& text, const std::string& source = "tula.conf");
 
 /// Reads at most `max_bytes` of the regular file `path` (opened O_CLOEXEC, read to its end or
 /// the limit). Errors: tula::Error naming the path and strerror, or saying it is not a regular

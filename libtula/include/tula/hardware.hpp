@@ -59,26 +59,21 @@ struct HardwareSpec {
     std::vector<int> global_batches;  ///< [global_batches] empty: default_global_batches()
 };
 
-/// Parses the JSON text of a hardware file (nlohmann-json); of a file with several partitions,
-/// the first (parse_hardware_partitions gives them all). `source` names it in messages.
-/// Errors: tula::Error naming the key for malformed JSON, a missing required key (nodes,
-/// gpus_per_node, device.peak_flops, device.memory_bytes, network.bandwidth,
-/// network.latency, price_per_node_hour, workload.name, workload.flops_per_example,
-/// workload.parameter_bytes, workload.train_examples), an unknown key, a value of the wrong
-/// type, a non-finite or out-of-range value.
-HardwareSpec parse_hardware(const std::string& json_text, const std::string& source = "hardware file");
-
-/// Every partition of a hardware file, in file order: one for a file without "partitions"
-/// (partition ""), else one per element of "partitions" (each with the file's name,
-/// workload and global batches). Errors: as parse_hardware, naming the partition's key
-/// ("partitions[1].device.peak_flops"); a node key at the top level next to "partitions", a
-/// missing or bad partition name, a name given twice.
+/// Parses the JSON text of a hardware file (nlohmann-json): every partition, in file order: one
+/// for a file without "partitions" (partition ""), else one per element of "partitions" (each
+/// with the file's name, workload and global batches). `source` names it in messages.
+/// Errors: tula::Error naming the key ("partitions[1].device.peak_flops") for malformed JSON, a
+/// missing required key (nodes, gpus_per_node, device.peak_flops, device.memory_bytes,
+/// network.bandwidth, network.latency, price_per_node_hour, workload.name,
+/// workload.flops_per_example, workload.parameter_bytes, workload.train_examples), an unknown
+/// key, a value of the wrong type, a non-finite or out-of-range value; a node key at the top
+/// level next to "partitions", a missing or bad partition name, a name given twice.
 std::vector<HardwareSpec> parse_hardware_partitions(const std::string& json_text,
                                                     const std::string& source = "hardware file");
 
 /// Reads (at most 1 MiB) and parses every partition of `path` (one, without a "partitions"
 /// list). Errors: tula::Error naming the path and strerror when it cannot be read, or as
-/// parse_hardware.
+/// parse_hardware_partitions.
 std::vector<HardwareSpec> load_hardware_partitions(const std::string& path);
 
 /// Powers of two from 32 to 64 x nodes x gpus_per_node (64 examples per device on the whole
@@ -116,7 +111,7 @@ struct SimulatedModels {
     OverlapModel overlap;
 };
 
-/// Derives the models (pure). Errors: none beyond those of a spec parse_hardware accepted.
+/// Derives the models (pure). Errors: none beyond those of a spec parse_hardware_partitions accepted.
 SimulatedModels derive_models(const HardwareSpec& h);
 
 /// True when run `r` was measured on partition `p` of a hardware file: its hardware_class names

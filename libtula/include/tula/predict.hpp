@@ -232,6 +232,9 @@ public:
 
 private:
     RunPrediction assemble(const StepPrediction& step, double steps_per_epoch, int epochs) const;
+    /// The job of the training run `r` (E epochs) on K nodes with `evaluation_per_epoch` seconds
+    /// after each epoch: node-hours, GPU-hours, energy and cost on this partition.
+    JobPrediction job_of(const RunPrediction& r, int nodes, int epochs, double evaluation_per_epoch) const;
     PartitionTarget target_;
     OverlapModel overlap_;
     TimeCalibration calibration_;

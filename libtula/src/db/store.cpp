@@ -205,9 +205,10 @@ ProfileDb ProfileDb::open(const std::string& path, Mode mode, int busy_timeout_m
             // Locked by a writer: say so without SQLite's wording (and never read it as
             // immutable, which would see a half-written transaction).
             if ((failed_rc & 0xff) == SQLITE_BUSY || (failed_rc & 0xff) == SQLITE_LOCKED)
-                throw Error("profile database " + path + " is held by another process (a writer's lock) for longer than " +
+                throw Error("profile database " + path + " is held by another process (a writer's lock); not read (" +
+                            "this process waited " + std::to_string(read_lock_waited_ms()) + " ms for locks, at most " +
                             std::to_string(std::min<long long>(timeout_ms, read_lock_budget_ms())) +
-                            " ms; not read (retry later; TULA_DB_LOCK_WAIT_MS sets the wait)");
+                            " ms; retry later; TULA_DB_LOCK_WAIT_MS sets the wait)");
             // A WAL database needs its -shm file; a read-only user cannot create it in a
             // directory it cannot write (the system database after its writer closed). When no
             // -wal holds uncommitted pages, every committed page is in the main file, so read

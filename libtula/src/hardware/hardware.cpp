@@ -251,10 +251,6 @@ std::vector<HardwareSpec> parse_hardware_partitions(const std::string& text, con
     return out;
 }
 
-HardwareSpec parse_hardware(const std::string& text, const std::string& source) {
-    return parse_hardware_partitions(text, source).front();
-}
-
 std::vector<HardwareSpec> load_hardware_partitions(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot read the hardware file " + path + ": " + std::strerror(errno));

@@ -324,8 +324,21 @@ RunPrediction Predictor::run(const RunRecord& rec) const {
 
 JobPrediction Predictor::job(const StepPrediction& step, int K, double steps_per_epoch, int E,
                              double evaluation_per_epoch) const {
+    return job_of(assemble(step, steps_per_epoch, E), K, E, evaluation_per_epoch);
+}
+
+JobPrediction Predictor::job(int K, int R, int B, int E, double D) const {
+    return job_of(run(K, R, B, E, D), K, E, evaluation_seconds(K, std::max(1, R)));
+}
+
+JobPrediction Predictor::job(const RunRecord& rec) const {
+    const int K = std::max(1, rec.nodes), R = std::max(1, rec.ranks_per_node);
+    return job_of(run(rec), K, rec.epochs, evaluation_seconds(K, R));
+}
+
+JobPrediction Predictor::job_of(const RunPrediction& r, int K, int E, double evaluation_per_epoch) const {
     JobPrediction j;
-    j.run = assemble(step, steps_per_epoch, E);
+    j.run = r;
     j.nodes = std::max(1, K);
     j.epochs = E;
     j.evaluation_seconds = E * evaluation_per_epoch;
@@ -338,17 +351,6 @@ JobPrediction Predictor::job(const StepPrediction& step, int K, double steps_per
     j.cost = j.node_hours * conf.node_hour_price();
     j.cost_upper = j.nodes * j.upper / 3600.0 * conf.node_hour_price();
     return j;
-}
-
-JobPrediction Predictor::job(int K, int R, int B, int E, double D) const {
-    const RunPrediction r = run(K, R, B, E, D);
-    return job(r.step, K, r.steps_per_epoch, E, evaluation_seconds(K, std::max(1, R)));
-}
-
-JobPrediction Predictor::job(const RunRecord& rec) const {
-    const RunPrediction r = run(rec);
-    const int K = std::max(1, rec.nodes), R = std::max(1, rec.ranks_per_node);
-    return job(r.step, K, r.steps_per_epoch, rec.epochs, evaluation_seconds(K, R));
 }
 
 }  // namespace tula
