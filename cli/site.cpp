@@ -80,6 +80,7 @@ void narrow_site(Config* cfg, const std::string& partitions, int ranks_per_node)
             if (kept.empty())
                 throw Error("tula.conf has no [partition] section for " + one_line(partitions, 80) + " (it has: " + have +
                             "); ask for one of those, or ask the administrator to describe the partition");
+            if (cfg->site_before_narrowing.empty()) cfg->site_before_narrowing = cfg->site_partitions();
             cfg->partitions = kept;
         }
     }

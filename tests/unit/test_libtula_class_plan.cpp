@@ -152,8 +152,20 @@ public:
         CPPUNIT_ASSERT(contains(lo[1].left_out, "no profile of class new"));
         // a database without classes plans as before: its rows are the first partition's class's
         const auto legacy = tula::site_targets(figs, tula::fit_classes(figs, unknown, ar_unknown, nullptr));
-        CPPUNIT_ASSERT(legacy[0].scaled_from.empty());
+        CPPUNIT_ASSERT(legacy[0].scaled_from.empty() && legacy[0].own_profile);
         CPPUNIT_ASSERT_EQUAL(std::string("old"), legacy[1].scaled_from);
+        CPPUNIT_ASSERT(!legacy[1].own_profile);
+        // narrowed to "fast" (a job's --partition, Config::site_before_narrowing): fast is still
+        // scaled from the site's first class, not taken for the owner of the rows without class
+        tula::Config narrow = figs;
+        narrow.site_before_narrowing = figs.site_partitions();
+        narrow.partitions.erase(narrow.partitions.begin());
+        const auto alone = tula::site_targets(narrow, tula::fit_classes(narrow, unknown, ar_unknown, nullptr));
+        CPPUNIT_ASSERT_EQUAL(size_t(1), alone.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("fast"), alone[0].conf.name);
+        CPPUNIT_ASSERT_EQUAL(std::string("old"), alone[0].scaled_from);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(legacy[1].compute_factor, alone[0].compute_factor, 0);
+        CPPUNIT_ASSERT(!alone[0].own_profile);
     }
 
     // Runs are matched to candidates by (nodes, ranks per node): a run of 2 nodes x 2 ranks at

@@ -120,6 +120,11 @@ struct Config {
     bool max_nodes_set = false;
     /// The `[partition NAME]` sections, in file order; empty for a file without sections.
     std::vector<PartitionConf> partitions;
+    /// The whole site's partitions (site_partitions()) when `partitions` was narrowed to some of
+    /// them (a job's --partition), so that those left are predicted as in the whole site: the
+    /// class that profiles without a class belong to and the class a partition without
+    /// profiles is scaled from come from these. Empty: not narrowed.
+    std::vector<PartitionConf> site_before_narrowing;
     /// The partitions the planner uses: `partitions`, or, when it is empty, one implicit
     /// partition (name "", class "", 1 rank per node) with nodes = max_nodes and the
     /// top-level gpus_per_node, prices and watts (today's single-partition file). Each

@@ -68,6 +68,7 @@ Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, i
     c.global_batch = B;
     c.local_batch = b;
     c.scaled_from = t.scaled_from;
+    c.own_profile = t.own_profile;
     c.intra_node_bandwidth = R > 1 ? t.intra_node_bandwidth() : 0.0;
     c.intra_node_source = R > 1 ? t.intra_node_source() : "none";
     const StepPrediction p = pred.step(K, R, b, allreduce);
@@ -235,6 +236,7 @@ PartitionTarget scaled_target(const PartitionConf& p, const PartitionConf& profi
             if (allreduce) t.allreduce = scaled_allreduce(*allreduce, profiled, p);
             t.upper_factor = kScaledIntervalFactor;
             t.scaled_from = profiled.hardware_class;
+            t.own_profile = false;
         } catch (const Error& e) {
             t.left_out = std::string("no profile of class ") + p.hardware_class + " (" + e.what() + ")";
         }
@@ -247,22 +249,26 @@ PartitionTarget scaled_target(const PartitionConf& p, const PartitionConf& profi
 
 std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel& compute, const AllreduceModel* allreduce) {
     const std::vector<PartitionConf> parts = cfg.site_partitions();
+    const PartitionConf& first = cfg.site_before_narrowing.empty() ? parts.front() : cfg.site_before_narrowing.front();
     std::vector<PartitionTarget> out;
-    for (const PartitionConf& p : parts) out.push_back(scaled_target(p, parts.front(), compute, allreduce));
+    for (const PartitionConf& p : parts) out.push_back(scaled_target(p, first, compute, allreduce));
     return out;
 }
 
 std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector<ComputeSample>& compute,
                                             const std::vector<AllreduceSample>& allreduce,
                                             std::vector<std::string>* warnings) {
-    const std::vector<PartitionConf> parts = cfg.site_partitions();
+    const std::vector<PartitionConf> parts =
+        cfg.site_before_narrowing.empty() ? cfg.site_partitions() : cfg.site_before_narrowing;
     const bool classed = std::any_of(compute.begin(), compute.end(),
                                      [](const ComputeSample& c) { return !c.hardware_class.empty(); });
-    // the rows of class `cls` (class_rows); without classes every row is the first partition's
-    // (none for the others: they are scaled from it, as before classes were recorded)
+    // the rows of class `cls` (class_rows); without classes every row is the site's first
+    // partition's (of Config::site_before_narrowing when narrowed; none for the others: they are
+    // scaled from it, as before classes were recorded)
+    const std::string& first = parts.front().hardware_class;
     auto rows_of = [&](const auto& rows, const std::string& cls, bool* own) {
         *own = true;
-        if (!classed && cls == parts.front().hardware_class) return rows;
+        if (!classed && cls == first) return rows;
         if (!classed && !cls.empty()) return std::remove_const_t<std::remove_reference_t<decltype(rows)>>{};
         return planner_detail::class_rows(rows, cls, own);
     };
@@ -309,8 +315,9 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
 
 std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std::string, ClassFit>& fits) {
     const std::vector<PartitionConf> parts = cfg.site_partitions();
-    const PartitionConf* profiled = nullptr;  // the first partition whose class has rows of its own
-    for (const PartitionConf& p : parts) {
+    const std::vector<PartitionConf>& site = cfg.site_before_narrowing.empty() ? parts : cfg.site_before_narrowing;
+    const PartitionConf* profiled = nullptr;  // the site's first partition whose class has rows of its own
+    for (const PartitionConf& p : site) {
         const auto it = fits.find(p.hardware_class);
         if (it != fits.end() && it->second.own) {
             profiled = &p;
@@ -324,6 +331,7 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std:
             const ClassFit& f = it->second;
             out.push_back(scaled_target(p, p, f.compute, f.allreduce ? &*f.allreduce : nullptr));
             out.back().intra = f.intra;
+            out.back().own_profile = f.own || p.hardware_class.empty();
         } else if (profiled) {
             const ClassFit& f = fits.at(profiled->hardware_class);
             out.push_back(scaled_target(p, *profiled, f.compute, f.allreduce ? &*f.allreduce : nullptr));
