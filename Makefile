@@ -192,7 +192,7 @@ $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all
 # check-matrix and uninstall too
-.PHONY: all tests test deps-report check check-matrix unit uninstall integration demo demo-pytorch demo-first-run eval testbed-report ranks-report first-run-report ags-report clean install bench fuzz
+.PHONY: all tests test deps-report check check-matrix unit uninstall integration demo demo-pytorch demo-first-run eval testbed-report ranks-report first-run-report first-job-report ags-report clean install bench fuzz
 # `make` builds the programs; the test programs build with the tests (`tests`), the benchmark
 # with `make bench`.
 all: deps-report $(TULA) $(TULA_TRAIN) $(SPANK_SO)
@@ -347,7 +347,9 @@ eval:
 # shaped link and the fitted model, the knee at three link rates (experiments/testbed_report.py);
 # its rows go to results/testbed-report, the report written from them beside them (report.md).
 # ranks-report (jobs of 2 ranks a node, experiments/ranks_report.py) and first-run-report (the first
-# prediction repeated, experiments/first_run_report.py) likewise: rows and report.md in results/NAME.
+# prediction repeated, experiments/first_run_report.py) and first-job-report (a workload nobody profiled:
+# the first job measures itself, the second is planned, experiments/first_job_report.py) likewise: rows and
+# report.md in results/NAME.
 # Each module's --from-rows writes its report from the rows alone, without a cluster.
 testbed-report:
 	@$(SUBMAKE) all
@@ -360,6 +362,10 @@ ranks-report:
 first-run-report:
 	@$(SUBMAKE) all
 	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.first_run_report
+
+first-job-report:
+	@$(SUBMAKE) all
+	@TULA_BUILD_DIR=$(B) $(PYTHON) -B -m experiments.first_job_report
 
 # The large-batch studies' reports, each written beside its rows (no training):
 # results/ags-study/lenet5/report.md (CPU), results/ags-study/fmnist-cnn/report.md (GPU; the baselines above

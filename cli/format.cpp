@@ -143,6 +143,7 @@ KeyValues plan_kv(const PlanReport& r) {
     kv.emplace_back("exclusive", c.exclusive ? "yes" : "no");
     kv.emplace_back("cpus_per_rank", std::to_string(r.cpus_per_rank));
     kv.emplace_back("scaled_from", c.scaled_from);
+    kv.emplace_back("own_profile", c.own_profile ? "yes" : "no");
     kv.emplace_back("intra_node_bandwidth", format_number("%.6g", c.intra_node_bandwidth));
     kv.emplace_back("intra_node_source", c.intra_node_source);
     kv.emplace_back("queue_wait_seconds", format_number("%.0f", c.queue_wait_seconds));

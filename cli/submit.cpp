@@ -346,13 +346,39 @@ std::optional<std::pair<int, int>> node_request(const std::string& in) {
     return std::make_pair(static_cast<int>(lo), static_cast<int>(hi));
 }
 
+namespace {
+
+// Whether the user chose the job's exported environment (--export, SBATCH_EXPORT): Tula then
+// cannot add TULA_PROFILE=1 to it.
+bool export_chosen(const SubmitInput& in) {
+    const std::string exported = given(in.options, "export").value_or("");
+    return (!exported.empty() && exported != "unset" && exported != "(null)") || given(in.env, "SBATCH_EXPORT");
+}
+
+// The set and the words of a planned job whose partition's class has no compute profile of its
+// own (PlanAnswer::own_profile: its step scaled from another class, or the rows of unknown
+// class; the plan's reason says which): it measures its step there (TULA_PROFILE=1 through
+// --export, tula-jobs(7)) while it trains as planned, so that the next plan there uses what it
+// measured; with the user's own --export, words that say what to add.
+std::vector<std::pair<std::string, std::string>> measure_class_changes(const SubmitInput& in, const PlanAnswer& p,
+                                                                       std::vector<std::string>* say) {
+    if (p.own_profile) return {};
+    if (export_chosen(in)) {
+        say->push_back("add TULA_PROFILE=1 to --export to measure its step here");
+        return {};
+    }
+    say->push_back("measures its step here (TULA_PROFILE=1)");
+    return {{"export", "ALL,TULA_PROFILE=1"}};
+}
+
+}  // namespace
+
 // A workload with no profile: the job runs as submitted and measures itself (TULA_PROFILE=1 in
 // its environment through --export, tula-jobs(7)), unless the user chose the exported
-// environment (--export, SBATCH_EXPORT): then `problem` with what to add.
+// environment (export_chosen): then `problem` with what to add.
 template <typename Problem>
 SubmitOutcome measure_first(const SubmitInput& in, const std::string& mode, const NoProfileError& e, Problem problem) {
-    const std::string exported = given(in.options, "export").value_or("");
-    if ((!exported.empty() && exported != "unset" && exported != "(null)") || given(in.env, "SBATCH_EXPORT"))
+    if (export_chosen(in))
         return problem(std::string(e.what()) + "; or add TULA_PROFILE=1 to --export so that the job measures itself");
     SubmitOutcome out;
     const std::string what = "no profile of " + one_line(e.workload, 80) + " yet: the job runs as submitted and measures its "
@@ -465,6 +491,8 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     // What the user gave explicitly is kept: --nodes (a count or a range) and --time. Tula fills
     // in only what was left open.
     std::vector<std::string> change;
+    // first: the line is cut at cli_filter.lua's length
+    const auto measure_sets = measure_class_changes(in, plan, &change);
     change.push_back(range ? "nodes " + one_line(nodes_before) + " kept" : "nodes default -> " + std::to_string(plan.nodes));
     const std::optional<long> user_minutes = time_minutes(given(in.options, "time").value_or(""));
     if (user_minutes)
@@ -476,6 +504,7 @@ SubmitOutcome decide_submission(const SubmitInput& in, const Planner& planner) {
     auto shape_sets = shape_changes(shape, plan, &change);
     for (auto& s : stop_changes(in.options, plan, &change)) shape_sets.push_back(std::move(s));
     for (auto& s : time_min_changes(in, plan, user_minutes, &change)) shape_sets.push_back(std::move(s));
+    for (const auto& s : measure_sets) shape_sets.push_back(s);
     std::string changes;
     for (const std::string& c : change) changes += (changes.empty() ? "" : ", ") + c;
     const std::string summary = one_line(bare_message(plan.summary));

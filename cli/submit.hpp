@@ -66,6 +66,9 @@ struct PlanAnswer {
     int gpus_per_node = 0;
     bool exclusive = false;  ///< the plan assumed whole nodes (tula.conf exclusive): ask --exclusive
     int cpus_per_rank = 0;   ///< CPUs of one rank (the script's --threads; 0: not said): ask --cpus-per-task
+    /// Whether the chosen partition's class has a compute profile of its own
+    /// (Candidate::own_profile); without one the job measures its step (TULA_PROFILE=1).
+    bool own_profile = true;
 };
 
 /// The decision the plugin hands to the job (the decision record, tula/tula.h: cli_filter.lua

@@ -96,6 +96,7 @@ PlanAnswer plan_in_process(const PlanOptions& o) {
     a.gpus_per_node = c.gpus_per_node;
     a.exclusive = c.exclusive;
     a.cpus_per_rank = r.cpus_per_rank;
+    a.own_profile = c.own_profile;
     return a;
 }
 

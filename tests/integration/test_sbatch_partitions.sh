@@ -11,7 +11,8 @@
 #   3. what the user gave is kept: -p fast, -N 1-2, --ntasks-per-node=2 and --nodelist;
 #   4. a job planned on cpu runs 2 ranks on each node (--ntasks-per-node set by cli_filter) and
 #      trains the global batch of the plan for those ranks; a job planned on fast gets
-#      --gpus-per-node=1 and GPU-hours in its cost;
+#      --gpus-per-node=1 and GPU-hours in its cost, and measures its step there (TULA_PROFILE=1:
+#      fast's class has no profile of its own);
 #   5. slurmctld stopped (SIGSTOP): tula plan still answers within queue_timeout and says the
 #      queue is not known; sbatch itself needs slurmctld, so that part is checked on tula plan.
 # Every change to the cluster (tula.conf, partition limits, jobs) is undone at exit.
@@ -140,6 +141,7 @@ scancel "$j"
 submit --tula=auto -p cpu -o "$T_WORK/%j.out" "$script"
 j=$T_JOB
 assert_contains "$T_ERR" "ntasks-per-node default -> 2" "sbatch's line for a cpu job"
+assert_not_contains "$T_ERR" "TULA_PROFILE" "sbatch's line for a cpu job (its class was profiled)"
 wait_job "$j" 300
 expect_completed "$j" "$T_WORK/$j.out"
 out=$(cat "$T_WORK/$j.out")
@@ -156,6 +158,9 @@ submit --hold --tula=auto -p fast -o /dev/null "$script"
 j=$T_JOB; on_exit "scancel $j 2>/dev/null"
 assert_contains "$(job_field "$j" TresPerNode)" "gpu:1" "TresPerNode of a job planned on fast"
 assert_contains "$T_ERR" "gpus-per-node default -> 1" "sbatch's line for a fast job"
+# fast's class has no profile of its own (its step is cpu's scaled, or the profile of unknown
+# class that the head namespace measured): the job measures it there
+assert_contains "$T_ERR" "measures its step here (TULA_PROFILE=1)" "sbatch's line for a job planned on fast, a class without a profile"
 scancel "$j"
 expect_ok "tula plan --partition fast --format json" "$TULA" plan --script "$script" --format json --partition fast
 why=$(python3 -c '

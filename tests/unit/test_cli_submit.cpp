@@ -91,6 +91,7 @@ class CliSubmitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_time_min);
     CPPUNIT_TEST(test_plan_failures);
     CPPUNIT_TEST(test_no_profile_measures);
+    CPPUNIT_TEST(test_scaled_class_measures);
     CPPUNIT_TEST(test_deadline_and_budget);
     CPPUNIT_TEST(test_decision_record);
     CPPUNIT_TEST(test_record_reaches_the_plugin);
@@ -470,6 +471,31 @@ public:
         CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Unchanged && o.sets.empty() && o.said.size() == 1);
         CPPUNIT_ASSERT_MESSAGE(o.said[0], o.said[0].rfind("tula: dry-run: no profile of net@data yet", 0) == 0 &&
                                               contains(o.said[0], "would set export ALL,TULA_PROFILE=1"));
+    }
+
+    // A plan whose step was scaled from another hardware class: the job is planned as usual and
+    // also measures its step on its partition (TULA_PROFILE=1 exported); with the user's own
+    // --export, the line says what to add and nothing is exported; a measured class sets nothing.
+    void test_scaled_class_measures() {
+        Fake f;
+        f.answer.partition = "gpu";
+        f.answer.own_profile = false;
+        SubmitOutcome o = decide_submission(sbatch("auto"), f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Changed && !o.record.table.empty());
+        CPPUNIT_ASSERT(o.sets == (Sets{{"nodes", "2"}, {"time", "5"}, {"partition", "gpu"}, {"export", "ALL,TULA_PROFILE=1"}}));
+        // first after the plan's summary: the line may be cut after it
+        CPPUNIT_ASSERT_MESSAGE(o.said[0], contains(o.said[0], "predicted 123 s; measures its step here (TULA_PROFILE=1), "
+                                                              "nodes default -> 2"));
+        SubmitInput own = sbatch("auto");
+        own.options["export"] = "given";
+        o = decide_submission(own, f.planner());
+        CPPUNIT_ASSERT(o.kind == SubmitOutcome::Kind::Changed);
+        for (const auto& kv : o.sets) CPPUNIT_ASSERT(kv.first != "export");
+        CPPUNIT_ASSERT_MESSAGE(o.said[0], contains(o.said[0], "add TULA_PROFILE=1 to --export to measure its step here"));
+        f.answer.own_profile = true;
+        o = decide_submission(sbatch("auto"), f.planner());
+        for (const auto& kv : o.sets) CPPUNIT_ASSERT(kv.first != "export");
+        CPPUNIT_ASSERT(!contains(o.said[0], "TULA_PROFILE"));
     }
 
     void test_deadline_and_budget() {

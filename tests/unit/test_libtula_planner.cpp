@@ -26,6 +26,7 @@ class LibtulaPlannerTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_make_plan_policies);
     CPPUNIT_TEST(test_make_plan_ties);
     CPPUNIT_TEST(test_make_plan_without_allreduce);
+    CPPUNIT_TEST(test_candidates_every_divisible_shape);
     CPPUNIT_TEST(test_make_plan_infeasible);
     CPPUNIT_TEST(test_make_plan_limit_train);
     CPPUNIT_TEST(test_epochs_follow_the_batch);
@@ -436,6 +437,33 @@ public:
         size_t on_front = 0;
         for (const auto& c : p.candidates) on_front += c.pareto;
         CPPUNIT_ASSERT_EQUAL(size_t(3), on_front);
+    }
+
+    // The candidates are every (K, B) with K R dividing B, fewest nodes first, then the smallest
+    // batch: against a naive loop over every node count and batch.
+    void test_candidates_every_divisible_shape() {
+        const tula::AllreduceModel ar = alpha_beta(1e-4, 1e-9);
+        const std::vector<int> batches = {720, 32, 48, 64, 96, 120, 128, 360, 1024, 96, 7};
+        for (int R : {1, 3, 4})
+            for (auto [lo, hi] : {std::pair<int, int>{1, 1}, {1, 64}, {3, 40}, {5, 1024}}) {
+                tula::PlanRequest r = request(workload(61706, 60000), 5, lo, hi, batches);
+                tula::PartitionTarget t = tula::implicit_target(r, tula_test::linear_compute(2e-3, 1e-4, 0, 0), &ar);
+                t.conf.ranks_per_node = R;
+                t.conf.nodes = 1 << 12;
+                std::vector<std::pair<int, int>> naive, got;
+                for (int K = lo; K <= hi; ++K)
+                    for (int B : std::set<int>(batches.begin(), batches.end()))
+                        if (B % (K * R) == 0) naive.emplace_back(K, B);
+                std::vector<tula::Candidate> cs;
+                try {
+                    cs = tula::make_site_plan(r, {t}).candidates;
+                } catch (const tula::Error&) {
+                    CPPUNIT_ASSERT(naive.empty());  // no divisible shape: the plan says so
+                }
+                for (const tula::Candidate& c : cs) got.emplace_back(c.nodes, c.global_batch);
+                CPPUNIT_ASSERT_MESSAGE("R " + std::to_string(R) + " nodes " + std::to_string(lo) + ".." + std::to_string(hi),
+                                       naive == got);
+            }
     }
 
     void test_make_plan_without_allreduce() {

@@ -71,6 +71,7 @@ struct Candidate {
     /// The hardware class whose profiles predicted a partition without its own, scaled by the
     /// classes' published figures (PartitionTarget); "" when predicted from its own class.
     std::string scaled_from;
+    bool own_profile = true;  ///< PartitionTarget::own_profile of its partition
     /// Bytes/s between the ranks of a node that the within-node part of the allreduce took
     /// (PartitionTarget::intra_node_bandwidth; 0: not modelled) and where it came from: "fit"
     /// (the class's within-node allreduce profile, IntraNodeModel), "tula.conf" (the
@@ -220,6 +221,10 @@ struct PartitionTarget {
     /// partition predicted from another class gets kScaledIntervalFactor.
     double upper_factor = 1.0;
     std::string scaled_from;   ///< the class whose profiles `compute` and `allreduce` are; "" its own
+    /// False when the partition's class (named, conf.hardware_class) has no compute profile of
+    /// its own: its step is another class's scaled (scaled_from) or the rows of unknown class.
+    /// A job planned there measures its step (TULA_PROFILE, tula-jobs(7)).
+    bool own_profile = true;
     /// Within-node bandwidth fitted from the partition's own class's within-node allreduce
     /// profile; nullopt: tula.conf's intra_node_bandwidth (conf) is the fallback.
     std::optional<IntraNodeModel> intra;

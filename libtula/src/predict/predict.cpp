@@ -117,6 +117,7 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
         for (PartitionTarget& t : m.targets) {
             t.compute_factor = t.upper_factor = 1.0;
             t.scaled_from.clear();
+            t.own_profile = true;
             t.allreduce = m.allreduce;
             t.left_out = t.conf.unavailable;
             t.intra = intra;
