@@ -2,11 +2,7 @@
 // (AllreduceModel, hierarchical_allreduce_seconds; models.hpp).
 #include "tula/models.hpp"
 
-#include <Eigen/Dense>
-#include <gsl/gsl_blas.h>
-#include <gsl/gsl_cdf.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit_nlinear.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>

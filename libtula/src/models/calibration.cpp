@@ -2,11 +2,6 @@
 // the runs as iteration samples (usable_run, steady_seconds, iteration_samples; models.hpp).
 #include "tula/models.hpp"
 
-#include <Eigen/Dense>
-#include <gsl/gsl_blas.h>
-#include <gsl/gsl_cdf.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit_nlinear.h>
 
 #include <algorithm>
 #include <cmath>

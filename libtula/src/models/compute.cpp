@@ -2,11 +2,7 @@
 // (ComputeModel; the fit itself is in compute_fit.cpp; models.hpp, docs/models.md).
 #include "tula/models.hpp"
 
-#include <Eigen/Dense>
-#include <gsl/gsl_blas.h>
 #include <gsl/gsl_cdf.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit_nlinear.h>
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,7 @@
 // sums (means first, then centred sums) and their residuals summed directly, as a refit of
 // every split would: the chosen split and every reported number come from those. A fit is
 // then O(n) after the sort, and the leave-one-out choice at most ComputeModel::kLooKnots fits.
-#include <Eigen/Dense>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>

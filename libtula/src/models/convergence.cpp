@@ -2,11 +2,6 @@
 // (ConvergenceModel; McCandlish et al. 2018; the B_crit fit is in convergence_fit.cpp).
 #include "tula/models.hpp"
 
-#include <Eigen/Dense>
-#include <gsl/gsl_blas.h>
-#include <gsl/gsl_cdf.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit_nlinear.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // libtula: a hardware file's compute model calibrated by finished runs of its workload
 // (fit_hardware_compute; hardware.hpp). Derivation: docs/models.md, "Runs calibrate a hardware
 // file's compute model".
-#include <Eigen/Dense>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <cmath>

@@ -2,9 +2,7 @@
 // Qiao et al. 2021, eq. 5; models.hpp).
 #include "tula/models.hpp"
 
-#include <Eigen/Dense>
 #include <gsl/gsl_blas.h>
-#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_multifit_nlinear.h>
 
