@@ -44,8 +44,7 @@ struct StepFit {
     static constexpr double kNoisePriorWeight = 2; ///< pseudo-runs behind kNoisePrior
     static constexpr double kFloor = 0.25;         ///< tau is at least kFloor x m
     /// relative sd of tau added per doubling of the node count beyond the runs' largest
-    /// (max_nodes): the form's own error where no run was measured; the prior of
-    /// `extrapolation`, and its floor
+    /// (max_nodes): the form's own error where no run was measured
     static constexpr double kExtrapolation = 0.1;
 
     int runs = 0;               ///< runs fitted (0: no fit; tau = m)
@@ -57,10 +56,6 @@ struct StepFit {
     std::vector<double> covariance;
     double sigma = kNoisePrior;  ///< relative sd of a run's step about tau (residuals and prior)
     int max_nodes = 0;           ///< the largest node count of the runs fitted
-    /// relative sd of tau per doubling of K beyond max_nodes: kExtrapolation, or more when the
-    /// runs below max_nodes, fitted alone, predict those at max_nodes worse than their noise
-    /// sigma says (the excess relative error per doubling from the next node count)
-    double extrapolation = kExtrapolation;
 
     /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped).
     /// No usable observation: runs = 0. Errors: none.
@@ -74,7 +69,7 @@ struct StepFit {
     double seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const;
     /// The standard deviation of tau's prediction of a new run at (K, R): x' Sigma x for the
     /// coefficients (x = the feature row: c and psi(K) u), plus (sigma tau)^2 for the run
-    /// itself, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
+    /// itself, plus (kExtrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
     /// square-rooted; seconds. Pure.
     double sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const;
 };

@@ -36,13 +36,15 @@ Eigen::RowVectorXd features(const std::vector<int>& ranks, int nodes, int ranks_
     return x;
 }
 
-// The posterior of the coefficients and the noise over `use` (all usable); f.extrapolation
-// stays at its prior.
-StepFit fit_posterior(const std::vector<const StepObservation*>& use) {
+}  // namespace
+
+StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
     StepFit f;
+    std::vector<const StepObservation*> use;
     std::vector<int> ranks;
-    for (const StepObservation* op : use) {
-        const StepObservation& o = *op;
+    for (const StepObservation& o : obs) {
+        if (!usable(o)) continue;
+        use.push_back(&o);
         const int r = std::max(1, o.ranks_per_node);
         if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
     }
@@ -64,14 +66,14 @@ StepFit fit_posterior(const std::vector<const StepObservation*>& use) {
         w(i) = 1.0 / (o.measured_seconds * o.measured_seconds);
     }
     Eigen::VectorXd prior_precision(p);
-    prior_precision(0) = 1.0 / (StepFit::kPriorPooled * StepFit::kPriorPooled);
-    prior_precision(1) = 1.0 / (StepFit::kPriorExchangePooled * StepFit::kPriorExchangePooled);
+    prior_precision(0) = 1.0 / (kPriorPooled * kPriorPooled);
+    prior_precision(1) = 1.0 / (kPriorExchangePooled * kPriorExchangePooled);
     for (Eigen::Index j = 2; j < p; j += 2) {
-        prior_precision(j) = 1.0 / (StepFit::kPriorPerRanks * StepFit::kPriorPerRanks);
-        prior_precision(j + 1) = 1.0 / (StepFit::kPriorExchangePerRanks * StepFit::kPriorExchangePerRanks);
+        prior_precision(j) = 1.0 / (kPriorPerRanks * kPriorPerRanks);
+        prior_precision(j + 1) = 1.0 / (kPriorExchangePerRanks * kPriorExchangePerRanks);
     }
     const Eigen::MatrixXd XtW = X.transpose() * w.asDiagonal();
-    double sigma = StepFit::kNoisePrior;
+    double sigma = kNoisePrior;
     Eigen::VectorXd beta;
     Eigen::MatrixXd cov;
     // two passes: the posterior at the prior noise, then at the noise its residuals show
@@ -85,7 +87,7 @@ StepFit fit_posterior(const std::vector<const StepObservation*>& use) {
         // relative residuals of the measured steps, pooled with the prior's pseudo-runs
         double rss = 0;
         for (Eigen::Index i = 0; i < n; ++i) rss += w(i) * std::pow(y(i) - X.row(i).dot(beta), 2);
-        sigma = std::sqrt((StepFit::kNoisePriorWeight * StepFit::kNoisePrior * StepFit::kNoisePrior + rss) / (StepFit::kNoisePriorWeight + static_cast<double>(n)));
+        sigma = std::sqrt((kNoisePriorWeight * kNoisePrior * kNoisePrior + rss) / (kNoisePriorWeight + static_cast<double>(n)));
     }
     f.runs = static_cast<int>(n);
     for (const StepObservation* o : use) f.max_nodes = std::max(f.max_nodes, o->nodes);
@@ -98,37 +100,6 @@ StepFit fit_posterior(const std::vector<const StepObservation*>& use) {
     }
     f.covariance.assign(cov.data(), cov.data() + cov.size());  // symmetric: row-major = column-major
     f.sigma = sigma;
-    return f;
-}
-
-}  // namespace
-
-StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
-    std::vector<const StepObservation*> use;
-    for (const StepObservation& o : obs)
-        if (usable(o)) use.push_back(&o);
-    StepFit f = fit_posterior(use);
-    // The extrapolation in K checked on the runs themselves: the runs below the largest node
-    // count K_max predict those at K_max; the relative error beyond the runs' noise, per
-    // doubling from the next node count K_prev to K_max, is the sd per doubling when it
-    // exceeds the prior's kExtrapolation.
-    int kprev = 0;
-    std::vector<const StepObservation*> below;
-    for (const StepObservation* o : use)
-        if (o->nodes < f.max_nodes) below.push_back(o), kprev = std::max(kprev, o->nodes);
-    if (kprev <= 0) return f;
-    const StepFit g = fit_posterior(below);
-    double se = 0;
-    int n = 0;
-    for (const StepObservation* o : use) {
-        if (o->nodes != f.max_nodes) continue;
-        const double tau = g.seconds(o->nodes, std::max(1, o->ranks_per_node), o->model_seconds, o->compute_seconds);
-        se += std::pow((o->measured_seconds - tau) / tau, 2);
-        ++n;
-    }
-    const double excess = se / n - g.sigma * g.sigma;
-    const double per_doubling = std::sqrt(std::max(0.0, excess)) / std::log2(static_cast<double>(f.max_nodes) / kprev);
-    f.extrapolation = std::max(kExtrapolation, per_doubling);
     return f;
 }
 
@@ -171,7 +142,7 @@ double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_sec
     for (size_t a = 0; a < nz; ++a)
         for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
     const double d = nodes > max_nodes && max_nodes > 0 ? std::log2(static_cast<double>(nodes) / max_nodes) : 0.0;
-    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(extrapolation * d * tau, 2));
+    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(kExtrapolation * d * tau, 2));
 }
 
 }  // namespace tula
