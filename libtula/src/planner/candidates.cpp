@@ -135,11 +135,6 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
     const int n_nodes = max_nodes - req.min_nodes + 1;
     plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
-    // The allreduce and the evaluation per epoch of a node count, computed when the first of its
-    // candidates is (most node counts divide none of the global batches).
-    std::vector<GradientAllreduce> comm(static_cast<size_t>(n_nodes));
-    std::vector<double> evaluation(static_cast<size_t>(n_nodes));
-    std::vector<char> known(static_cast<size_t>(n_nodes), 0);
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to run longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
@@ -147,6 +142,11 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     const double checkpoint_seconds = checkpoint_write_seconds(checkpoint_bytes(req.workload.params));
     for (int K = req.min_nodes; K <= max_nodes; ++K) {
         const int ranks = K * R;
+        // K's allreduce and evaluation per epoch, computed for its first candidate (most node
+        // counts divide none of the global batches)
+        GradientAllreduce comm;
+        double evaluation = 0;
+        bool known = false;
         for (int B : batches) {
             if (B % ranks != 0) continue;
             const int b = B / ranks;
@@ -158,13 +158,12 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
                 ++too_big;
                 continue;
             }
-            const size_t k = static_cast<size_t>(K - req.min_nodes);
-            if (!known[k]) {
-                comm[k] = pred.gradient_allreduce(K, R);
-                evaluation[k] = pred.evaluation_seconds(K, R);
-                known[k] = 1;
+            if (!known) {
+                comm = pred.gradient_allreduce(K, R);
+                evaluation = pred.evaluation_seconds(K, R);
+                known = true;
             }
-            Candidate c = make_candidate(req, pred, K, R, B, comm[k], evaluation[k], B_ref, checkpoint_seconds, memory);
+            Candidate c = make_candidate(req, pred, K, R, B, comm, evaluation, B_ref, checkpoint_seconds, memory);
             if (max_seconds > 0 && c.job_seconds() > max_seconds) {
                 if (shortest_over == 0 || c.job_seconds() < shortest_over) shortest_over = c.job_seconds();
                 continue;
