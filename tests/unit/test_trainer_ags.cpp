@@ -55,6 +55,7 @@ class TrainerAgsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_warmup_minimum_length);
     CPPUNIT_TEST(test_warmup_ramps_from_near_zero);
     CPPUNIT_TEST(test_zero_and_undecayed_tensors_excluded);
+    CPPUNIT_TEST(test_step_reports_trust_range);
     CPPUNIT_TEST(test_noise_measurement_keeps_bn_statistics);
     CPPUNIT_TEST(test_local_noise_scale_unbiased);
     CPPUNIT_TEST(test_norm_test_follows_estimate_down);
@@ -156,6 +157,48 @@ public:
             for (size_t i = n; i < 4 * n; ++i)  // plain SGD steps: w - lr g
                 CPPUNIT_ASSERT_DOUBLES_EQUAL(w[i] - 0.1 * g[i], x[i], 1e-6);
         }
+    }
+
+    // The range a Trainer step reports (the step line's trust_min/trust_max) against the AGS
+    // factors written out from the weights before the step and the gradient it used, over
+    // the segments with weight decay; and 1 and 1 with SGD.
+    void test_step_reports_trust_range() {
+        const Dataset d = testing::random_images(16, 3);
+        std::vector<int> idx(d.count);
+        for (int i = 0; i < d.count; ++i) idx[i] = i;
+        Comm serial;
+        auto m = build_model("fmnist-cnn");
+        m->init(6);
+        OptimConfig c;
+        c.kind = OptimKind::Ags;
+        c.eta_trust = 0.02;
+        c.s_min = 0.5;
+        c.s_max = 20.0;
+        Trainer tr(*m, serial, c);
+        const std::vector<float> w(m->params(), m->params() + m->num_params());
+        StepStats st;
+        tr.step(d, idx.data(), 16, 0.01, true, nullptr, &st, false);
+        double lo = 1e300, hi = -1e300;
+        for (const ParamSegment& s : m->segments()) {
+            if (!s.decay) continue;
+            double w2 = 0, g2 = 0;
+            for (size_t i = s.offset; i < s.offset + s.size; ++i) {
+                w2 += static_cast<double>(w[i]) * w[i];
+                g2 += static_cast<double>(m->grads()[i]) * m->grads()[i];
+            }
+            const double raw = c.eta_trust * std::sqrt(w2) / std::sqrt(g2);
+            const double f = std::min(c.s_max, std::max(c.s_min, raw));
+            lo = std::min(lo, f);
+            hi = std::max(hi, f);
+        }
+        CPPUNIT_ASSERT(lo < hi);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(lo, st.trust_min, 1e-6 * lo);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(hi, st.trust_max, 1e-6 * hi);
+        StepStats sgd;
+        Trainer plain(*m, serial, 0.9, 5e-4);
+        plain.step(d, idx.data(), 16, 0.01, true, nullptr, &sgd, false);
+        CPPUNIT_ASSERT_EQUAL(1.0, sgd.trust_min);
+        CPPUNIT_ASSERT_EQUAL(1.0, sgd.trust_max);
     }
 
     // One rank, fmnist-cnn (batch norm): a step that measures the noise (two micro-batches)

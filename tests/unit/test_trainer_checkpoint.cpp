@@ -505,7 +505,10 @@ public:
             s.seconds = 0.25;
             s.images_per_second = 256;
             s.gather_seconds = 0.125;
+            s.trust_min = 0.25;
+            s.trust_max = 4.0;
             log.step(s);
+            log.step(StepRecord{});  // an engine that does not report the factors
             EpochResult e;
             e.epoch = 1;
             e.test_accuracy = 0.875;
@@ -517,8 +520,8 @@ public:
             again.write({{"type", "run"}});
         }
         std::ifstream in(p);
-        std::string l1, l2, l3, l4;
-        CPPUNIT_ASSERT(std::getline(in, l1) && std::getline(in, l2) && std::getline(in, l3));
+        std::string l0, l1, l2, l3, l4;
+        CPPUNIT_ASSERT(std::getline(in, l1) && std::getline(in, l0) && std::getline(in, l2) && std::getline(in, l3));
         CPPUNIT_ASSERT(!std::getline(in, l4));
         const auto a = nlohmann::json::parse(l1), b = nlohmann::json::parse(l2), c = nlohmann::json::parse(l3);
         CPPUNIT_ASSERT_EQUAL(std::string("step"), a.at("type").get<std::string>());
@@ -526,6 +529,10 @@ public:
         CPPUNIT_ASSERT_EQUAL(0.1 + 0.2, a.at("loss").get<double>());
         CPPUNIT_ASSERT_EQUAL(256.0, a.at("images_per_second").get<double>());
         CPPUNIT_ASSERT_EQUAL(0.125, a.at("gather_seconds").get<double>());
+        CPPUNIT_ASSERT_EQUAL(0.25, a.at("trust_min").get<double>());
+        CPPUNIT_ASSERT_EQUAL(4.0, a.at("trust_max").get<double>());
+        const auto none = nlohmann::json::parse(l0);
+        CPPUNIT_ASSERT(none.at("trust_min").is_null() && none.at("trust_max").is_null());
         CPPUNIT_ASSERT_EQUAL(std::string("epoch"), b.at("type").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(0.875, b.at("test_accuracy").get<double>());
         CPPUNIT_ASSERT(b.at("train_loss").is_null());

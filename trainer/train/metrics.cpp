@@ -39,7 +39,9 @@ void MetricsLog::step(const StepRecord& r) {
     write({{"type", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"step_in_epoch", r.step_in_epoch},
            {"loss", num(r.loss)}, {"lr", num(r.lr)}, {"grad_norm", num(r.grad_norm)}, {"seconds", num(r.seconds)},
            {"images_per_second", num(r.images_per_second)}, {"gather_seconds", num(r.gather_seconds)},
-           {"examples", r.examples}});
+           {"examples", r.examples},
+           {"trust_min", r.trust_max > 0 ? num(r.trust_min) : nlohmann::json(nullptr)},
+           {"trust_max", r.trust_max > 0 ? num(r.trust_max) : nlohmann::json(nullptr)}});
 }
 
 void MetricsLog::epoch(const EpochResult& r) {

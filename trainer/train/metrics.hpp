@@ -29,8 +29,9 @@ public:
     /// fails (disk full).
     void write(const nlohmann::json& obj);
     /// {"type":"step", "step", "epoch", "step_in_epoch", "loss", "lr", "grad_norm",
-    ///  "seconds", "images_per_second", "gather_seconds", "examples"} (examples: the step's
-    ///  global batch).
+    ///  "seconds", "images_per_second", "gather_seconds", "examples", "trust_min",
+    ///  "trust_max"} (examples: the step's global batch; trust_min/trust_max: the update's
+    ///  per-tensor factor range, null when the engine does not report it).
     void step(const StepRecord& r);
     /// {"type":"epoch", "epoch", "train_loss", "train_accuracy", "test_loss",
     ///  "test_accuracy", "seconds", "images_per_second", "noise_scale" (null when not measured),

@@ -32,6 +32,19 @@ double sq_norm(const float* g, size_t n) {
     for (size_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
     return s;
 }
+// The smallest and largest of `factors` (one per segment) over the segments with weight
+// decay, the ones trust scaling applies to; 0 and 0 when there is none.
+void trust_range(const std::vector<double>& factors, const std::vector<ParamSegment>& segs, double* lo,
+                 double* hi) {
+    *lo = *hi = 0;
+    bool any = false;
+    for (size_t k = 0; k < segs.size() && k < factors.size(); ++k) {
+        if (!segs[k].decay) continue;
+        *lo = any ? std::min(*lo, factors[k]) : factors[k];
+        *hi = any ? std::max(*hi, factors[k]) : factors[k];
+        any = true;
+    }
+}
 }  // namespace
 
 Trainer::Trainer(Model& model, Comm& comm, double momentum, double weight_decay)
@@ -165,6 +178,7 @@ double Trainer::step(const Dataset& d, const int* idx, int n, double lr, bool sy
         if (stats->noise) stats->g2_big = stats->grad_norm2;
     }
     opt_.step(m_.params(), m_.grads(), lr);
+    if (stats) trust_range(opt_.last_factors(), m_.segments(), &stats->trust_min, &stats->trust_max);
     return loss;
 }
 
@@ -464,6 +478,8 @@ struct Run {
         rec.images_per_second = seconds > 0 ? B / seconds : 0;
         rec.examples = B;
         rec.gather_seconds = st.gather_seconds;
+        rec.trust_min = st.trust_min;
+        rec.trust_max = st.trust_max;
         return rec;
     }
 

@@ -123,6 +123,10 @@ struct StepStats {
     /// Seconds the step spent getting its batch: gathering it, or with a prefetched batch
     /// waiting for the loader thread (0 when the engine does not measure it).
     double gather_seconds = 0;
+    /// The smallest and largest per-tensor factor the update applied over the segments with
+    /// weight decay (Optimizer::last_factors: AGS s_p, LARS lambda_p, LAMB r_p; 1 for SGD);
+    /// 0 and 0 when the engine does not report them or the model has no such segment.
+    double trust_min = 0, trust_max = 0;
 
     /// Takes the two-batch gradient noise observation of a data-parallel step (McCandlish et
     /// al. 2018, App. A.1): sums this rank's squared local-gradient norm `local_g2` over the
@@ -145,6 +149,7 @@ struct StepRecord {
     double images_per_second = 0;  ///< global batch / seconds
     int64_t examples = 0;        ///< examples of the step over all ranks (its global batch)
     double gather_seconds = 0;   ///< of `seconds`, rank 0's time getting the batch (StepStats::gather_seconds)
+    double trust_min = 0, trust_max = 0;  ///< the update's per-tensor factor range (StepStats::trust_min); 0: not reported
 };
 
 /// Optional extras of train(): a per-step callback, a checkpoint to resume from, and where
@@ -270,7 +275,7 @@ public:
     /// gradients = the gradient of the global batch's mean loss); then the SGD update
     /// with rate `lr`. Returns this rank's mean loss on its n examples; adds the number
     /// classified right to *correct (if non-null).
-    /// When `stats` is given, fills its grad_norm2; when also `measure_noise`, takes a
+    /// When `stats` is given, fills its grad_norm2 and trust_min/trust_max; when also `measure_noise`, takes a
     /// noise-scale observation (McCandlish et al. 2018, App. A.1): with K > 1 ranks the
     /// local |g_r|^2 (B_small = n) averaged over ranks (one extra allreduce of a scalar)
     /// against the allreduced |g|^2 (B_big = K n); with one rank and n >= 2, the batch is
