@@ -12,7 +12,8 @@
 #   4. a job planned on cpu runs 2 ranks on each node (--ntasks-per-node set by cli_filter) and
 #      trains the global batch of the plan for those ranks; a job planned on fast gets
 #      --gpus-per-node=1 and GPU-hours in its cost, and measures its step there (TULA_PROFILE=1:
-#      fast's class has no profile of its own);
+#      fast's class has no profile of its own); the next plan on fast is made from what it
+#      measured (own_profile=yes, no longer scaled from cpu);
 #   5. slurmctld stopped (SIGSTOP): tula plan still answers within queue_timeout and says the
 #      queue is not known; sbatch itself needs slurmctld, so that part is checked on tula plan.
 # Every change to the cluster (tula.conf, partition limits, jobs) is undone at exit.
@@ -142,6 +143,18 @@ submit --tula=auto -p cpu -o "$T_WORK/%j.out" "$script"
 j=$T_JOB
 assert_contains "$T_ERR" "ntasks-per-node default -> 2" "sbatch's line for a cpu job"
 assert_not_contains "$T_ERR" "TULA_PROFILE" "sbatch's line for a cpu job (its class was profiled)"
+# fast's class has no profile of its own (its step is cpu's scaled, or the profile of unknown
+# class that the head namespace measured): the job measures it there, into this test's own user
+# database, and the next plan on fast is made from that measurement, not scaled
+empty_user_database
+expect_ok "tula plan --partition fast (before the fast job)" "$TULA" plan --script "$script" --format kv --partition fast
+assert_eq no "$(kv_get "$T_OUT" own_profile)" "own_profile of fast before a job ran there"
+assert_eq testbed "$(kv_get "$T_OUT" scaled_from)" "scaled_from of fast before a job ran there"
+submit --tula=auto -p fast -o "$T_WORK/%j.out" "$script"
+jf=$T_JOB; on_exit "scancel $jf 2>/dev/null"
+assert_contains "$(job_field "$jf" TresPerNode)" "gpu:1" "TresPerNode of a job planned on fast"
+assert_contains "$T_ERR" "gpus-per-node default -> 1" "sbatch's line for a fast job"
+assert_contains "$T_ERR" "measures its step here (TULA_PROFILE=1)" "sbatch's line for a job planned on fast, a class without a profile"
 wait_job "$j" 300
 expect_completed "$j" "$T_WORK/$j.out"
 out=$(cat "$T_WORK/$j.out")
@@ -154,14 +167,13 @@ done_line=$(grep '^tula-train: done:' <<<"$out" | tail -n 1)
 assert_match "$done_line" "global_batch=$batch( |\$)" "tula-train's global batch in job $j vs TULA_BATCH_SIZE"
 assert_match "$(grep -m1 '^tula-train: lenet5' <<<"$out")" "= $ntasks ranks x $((batch / ntasks));" "tula-train's ranks in job $j"
 
-submit --hold --tula=auto -p fast -o /dev/null "$script"
-j=$T_JOB; on_exit "scancel $j 2>/dev/null"
-assert_contains "$(job_field "$j" TresPerNode)" "gpu:1" "TresPerNode of a job planned on fast"
-assert_contains "$T_ERR" "gpus-per-node default -> 1" "sbatch's line for a fast job"
-# fast's class has no profile of its own (its step is cpu's scaled, or the profile of unknown
-# class that the head namespace measured): the job measures it there
-assert_contains "$T_ERR" "measures its step here (TULA_PROFILE=1)" "sbatch's line for a job planned on fast, a class without a profile"
-scancel "$j"
+wait_job "$jf" 300
+expect_completed "$jf" "$T_WORK/$jf.out"
+assert_match "$(cat "$T_WORK/$jf.out")" '^tula-train: measured [0-9]+ local batch\(es\) in [0-9.]+ s, recorded as compute samples' \
+    "the fast job's measurement"
+expect_ok "tula plan --partition fast (after the fast job)" "$TULA" plan --script "$script" --format kv --partition fast
+assert_eq yes "$(kv_get "$T_OUT" own_profile)" "own_profile of fast after its job measured the step there"
+assert_eq "" "$(kv_get "$T_OUT" scaled_from)" "scaled_from of fast after its job measured the step there"
 expect_ok "tula plan --partition fast --format json" "$TULA" plan --script "$script" --format json --partition fast
 why=$(python3 -c '
 import json, sys
