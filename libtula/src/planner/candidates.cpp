@@ -106,6 +106,30 @@ Candidate make_candidate(const PlanRequest& req, const Predictor& pred, int K, i
     c.memory_bytes = memory ? memory->bytes(b) : 0.0;    return c;
 }
 
+namespace {
+
+// The shapes (K, B) with lo <= K <= hi whose K R ranks divide the global batch B, ordered by K
+// then B; `batches` sorted and unique. Found from the divisors K of B / R (trial division up to
+// its square root: 64 batches of up to 65,536 take about 16,000 divisions), not by testing every
+// node count against every batch (4,096 x 64 divisions per partition).
+std::vector<std::pair<int, int>> divisible_shapes(const std::vector<int>& batches, int R, int lo, int hi) {
+    std::vector<std::pair<int, int>> out;
+    for (int B : batches) {
+        if (B % R != 0) continue;
+        const int q = B / R;
+        for (int d = 1; static_cast<int64_t>(d) * d <= q; ++d) {
+            if (q % d != 0) continue;
+            const int e = q / d;
+            if (d >= lo && d <= hi) out.emplace_back(d, B);
+            if (e != d && e >= lo && e <= hi) out.emplace_back(e, B);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
 void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* out) {
     const Workload& w = req.workload;
     const PartitionTarget& t = pred.target();
@@ -133,43 +157,41 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     plan.max_local_batch = mem_bound ? max_b : 0;
     int too_big = 0, smallest_too_big = 0;
     const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
-    const int n_nodes = max_nodes - req.min_nodes + 1;
-    plan.candidates.reserve(plan.candidates.size() + static_cast<size_t>(n_nodes) * batches.size() / (4 * R) + 16);
+    const std::vector<std::pair<int, int>> shapes = divisible_shapes(batches, R, req.min_nodes, max_nodes);
+    // grown geometrically across a site's partitions, so that the candidates of the earlier ones
+    // are moved once or twice, not once per partition
+    const size_t need = plan.candidates.size() + shapes.size();
+    if (need > plan.candidates.capacity()) plan.candidates.reserve(std::max(need, 2 * plan.candidates.capacity()));
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to run longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;
     double shortest_over = 0;  // the shortest predicted time MaxTime excluded, seconds
     const double checkpoint_seconds = checkpoint_write_seconds(checkpoint_bytes(req.workload.params));
-    for (int K = req.min_nodes; K <= max_nodes; ++K) {
-        const int ranks = K * R;
-        // K's allreduce and evaluation per epoch, computed for its first candidate (most node
-        // counts divide none of the global batches)
-        GradientAllreduce comm;
-        double evaluation = 0;
-        bool known = false;
-        for (int B : batches) {
-            if (B % ranks != 0) continue;
-            const int b = B / ranks;
-            if (compute.max_batch > 0 &&
-                (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
-                continue;
-            if (mem_bound && b > max_b) {
-                if (!too_big || b < smallest_too_big) smallest_too_big = b;
-                ++too_big;
-                continue;
-            }
-            if (!known) {
-                comm = pred.gradient_allreduce(K, R);
-                evaluation = pred.evaluation_seconds(K, R);
-                known = true;
-            }
-            Candidate c = make_candidate(req, pred, K, R, B, comm, evaluation, B_ref, checkpoint_seconds, memory);
-            if (max_seconds > 0 && c.job_seconds() > max_seconds) {
-                if (shortest_over == 0 || c.job_seconds() < shortest_over) shortest_over = c.job_seconds();
-                continue;
-            }
-            plan.candidates.push_back(std::move(c));
+    // a node count's allreduce and evaluation per epoch, computed for its first candidate (most
+    // node counts divide none of the global batches)
+    int known = 0;
+    GradientAllreduce comm;
+    double evaluation = 0;
+    for (const auto& [K, B] : shapes) {
+        const int b = B / (K * R);
+        if (compute.max_batch > 0 && (b > kExtrapolation * compute.max_batch || b * kExtrapolation < compute.min_batch))
+            continue;
+        if (mem_bound && b > max_b) {
+            if (!too_big || b < smallest_too_big) smallest_too_big = b;
+            ++too_big;
+            continue;
         }
+        if (known != K) {
+            comm = pred.gradient_allreduce(K, R);
+            evaluation = pred.evaluation_seconds(K, R);
+            known = K;
+        }
+        Candidate c = make_candidate(req, pred, K, R, B, comm, evaluation, B_ref, checkpoint_seconds, memory);
+        if (max_seconds > 0 && c.job_seconds() > max_seconds) {
+            if (shortest_over == 0 || c.job_seconds() < shortest_over) shortest_over = c.job_seconds();
+            continue;
+        }
+        plan.candidates.push_back(std::move(c));
     }
     if (plan.candidates.size() > before) return;
     if (shortest_over > 0)
