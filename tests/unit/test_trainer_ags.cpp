@@ -164,8 +164,7 @@ public:
     // the segments with weight decay; and 1 and 1 with SGD.
     void test_step_reports_trust_range() {
         const Dataset d = testing::random_images(16, 3);
-        std::vector<int> idx(d.count);
-        for (int i = 0; i < d.count; ++i) idx[i] = i;
+        const std::vector<int> idx = testing::all_indices(d);
         Comm serial;
         auto m = build_model("fmnist-cnn");
         m->init(6);
@@ -205,8 +204,7 @@ public:
     // must leave the running statistics as they were; a plain step does move them.
     void test_noise_measurement_keeps_bn_statistics() {
         const Dataset d = testing::random_images(32, 9);
-        std::vector<int> idx(d.count);
-        for (int i = 0; i < d.count; ++i) idx[i] = i;
+        const std::vector<int> idx = testing::all_indices(d);
         Comm serial;
         auto m = build_model("fmnist-cnn");
         m->init(4);

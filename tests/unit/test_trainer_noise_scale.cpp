@@ -115,8 +115,7 @@ class TrainerNoiseScaleTest : public CppUnit::TestFixture {
     // from the same weights (lenet5 has no batch norm, so the two agree up to rounding).
     void test_micro_batches_give_full_batch_gradient() {
         const Dataset d = tula::train::testing::random_images(24, 5);
-        std::vector<int> idx(d.count);
-        for (int i = 0; i < d.count; ++i) idx[i] = i;
+        const std::vector<int> idx = testing::all_indices(d);
         Comm serial;
         auto a = build_model("lenet5");
         auto b = build_model("lenet5");

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/rng.hpp"
 #include "data/data.hpp"
@@ -78,6 +79,13 @@ inline Dataset random_images(int count, uint64_t seed) {
     for (auto& p : d.images) p = static_cast<uint8_t>(rng.below(256));
     for (auto& l : d.labels) l = static_cast<uint8_t>(rng.below(10));
     return d;
+}
+
+/// The indices 0 .. d.count - 1 of every example of `d`, in order: one batch of all of it.
+inline std::vector<int> all_indices(const Dataset& d) {
+    std::vector<int> idx(static_cast<size_t>(std::max(0, d.count)));
+    for (int i = 0; i < d.count; ++i) idx[static_cast<size_t>(i)] = i;
+    return idx;
 }
 
 }  // namespace testing
