@@ -1,7 +1,9 @@
 """The first job measures itself (tula-jobs(7), TULA_PROFILE): before training, a few steps at
 local batches around the job's own are timed on a copy of the model and recorded as a compute
 profile, so that the next submission of a workload nobody profiled can be planned. The same
-rules as tula-train's (trainer/app/measure.cpp)."""
+rules as tula-train's (trainer/app/measure.cpp), start-up included: each local batch's
+startup_seconds is the seconds its warm-up steps took beyond as many steady steps, as `tula
+profile compute` records it."""
 
 import math
 import os
@@ -63,8 +65,10 @@ def measure(step_fn: Callable, make_batch: Callable[[int], object], local_batch:
     metrics file for WORKLOAD on NODES x RANKS (PATH, default $TULA_METRICS with ".profile"
     before its suffix, else tula-profile-$SLURM_JOB_ID.jsonl; HEADER: params, train_examples, ...)
     and, with RECORD, records it with `tula db record --metrics` (the tula command on $PATH).
-    A batch that fails (out of memory, an error) is skipped with one line on stderr; nothing
-    here fails the job. Returns {b: median seconds} (empty when nothing was measured)."""
+    Each line's startup_seconds is the seconds that batch's warm-up steps took beyond as many
+    median steps (CLOCK; >= 0). A batch that fails (out of memory, an error) is skipped with
+    one line on stderr; nothing here fails the job. Returns {b: median seconds} (empty when
+    nothing was measured)."""
     env = os.environ if env is None else env
     raw = env.get("TULA_PROFILE")
     if raw is None or raw.strip() == "":
@@ -83,6 +87,7 @@ def measure(step_fn: Callable, make_batch: Callable[[int], object], local_batch:
              "%d steps each, on a copy of the model" % (workload, budget, ", ".join(map(str, batches)), TIMED_STEPS))
     start = clock()
     result = {}
+    startup = {}  # {b: seconds the warm-up steps took beyond as many steady steps}
     last = None
     for b in batches:
         spent = clock() - start
@@ -93,8 +98,10 @@ def measure(step_fn: Callable, make_batch: Callable[[int], object], local_batch:
             break
         try:
             data = make_batch(b)
+            t0 = clock()
             for _ in range(WARMUP_STEPS):
                 step_fn(data)
+            warm = clock() - t0
             times = []
             for _ in range(TIMED_STEPS):
                 t0 = clock()
@@ -110,8 +117,11 @@ def measure(step_fn: Callable, make_batch: Callable[[int], object], local_batch:
             continue
         result[b] = median
         last = (b, median)
+        if math.isfinite(warm):
+            startup[b] = max(0.0, warm - WARMUP_STEPS * median)
         if rank == 0:
-            _say("tula: measured local batch %d: %.2f ms per step (%d steps)" % (b, median * 1e3, TIMED_STEPS))
+            _say("tula: measured local batch %d: %.2f ms per step (%d steps%s)"
+                 % (b, median * 1e3, TIMED_STEPS, ", start-up %.3f s" % startup[b] if b in startup else ""))
     if rank != 0 or not result:
         if rank == 0:
             _say("tula: TULA_PROFILE: no local batch could be measured; the job trains as asked")
@@ -122,7 +132,7 @@ def measure(step_fn: Callable, make_batch: Callable[[int], object], local_batch:
         path = stem + ".profile" + (ext or ".jsonl") if base else "tula-profile-%s.jsonl" % env.get("SLURM_JOB_ID", "local")
     with Metrics(path, workload=workload, nodes=nodes, ranks=ranks, global_batch=None, **header) as m:
         for b, s in result.items():
-            m.profile(b, s, TIMED_STEPS)
+            m.profile(b, s, TIMED_STEPS, startup_seconds=startup.get(b))
     recorded = ""
     if record:
         tula = shutil.which("tula")

@@ -169,14 +169,19 @@ class Metrics:
         self._last_epoch = int(epoch)
         self._epoch_seconds += float(seconds)
 
-    def profile(self, local_batch: int, seconds: float, steps: int) -> None:
+    def profile(self, local_batch: int, seconds: float, steps: int, *,
+                startup_seconds: Optional[float] = None) -> None:
         """The median SECONDS of one training step (forward, backward, update; no allreduce) at
-        LOCAL_BATCH over STEPS timed steps."""
+        LOCAL_BATCH over STEPS timed steps; STARTUP_SECONDS (finite >= 0, written only when
+        given): the seconds the warm-up steps at that batch took beyond as many steady steps."""
         self._need_int("local_batch", local_batch, 1)
         self._need_real("profile seconds", seconds, 0)
         self._need_int("profile steps", steps, 1)
-        self._write({"type": "profile", "local_batch": int(local_batch), "seconds": float(seconds),
-                     "steps": int(steps)})
+        line = {"type": "profile", "local_batch": int(local_batch), "seconds": float(seconds), "steps": int(steps)}
+        if startup_seconds is not None:
+            self._need_real("profile startup_seconds", startup_seconds, 0, inclusive=True)
+            line["startup_seconds"] = float(startup_seconds)
+        self._write(line)
 
     def part_seconds(self) -> list:
         """The training seconds of each part of the run so far, in order, this process's last: a

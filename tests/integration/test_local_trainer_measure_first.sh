@@ -1,10 +1,10 @@
 #!/bin/bash
 # The first job measures itself (TULA_PROFILE, tula-jobs(7); no cluster needed): tula-train
 # with TULA_PROFILE=1 times local batches b/4, b/2, b and 2b before training on a copy of the
-# model, records them as compute samples, and trains as without it (the same epoch line and
-# test accuracy at the same seed); from that database alone `tula predict` answers. A budget of
-# a few milliseconds stops after the first batch; a value that is neither 1, yes, 0, no nor
-# seconds is one warning and no measurement; the job trains in every case.
+# model, records them as compute samples with their start-up, and trains as without it (the
+# same epoch line and test accuracy at the same seed); from that database alone `tula predict`
+# answers. A budget of a few milliseconds stops after the first batch; a value that is neither
+# 1, yes, 0, no nor seconds is one warning and no measurement; the job trains in every case.
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA" "$TULA_TRAIN"
 make_workdir
@@ -34,6 +34,16 @@ assert_eq "$plain_epoch" "$measured_epoch" "the epoch line (loss and accuracy) w
 "$TULA" db export --db measured.db > export.json || fail "tula db export of the measured database"
 n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len([c for c in d["compute"] if c["workload"]=="lenet5@fashion-mnist"]), len(d["runs"]))' export.json)
 assert_eq "4 1" "$n" "compute samples and runs of the measured database"
+# each sample's start-up: the seconds its warm-up step took beyond a steady one, finite, >= 0
+bad=$(python3 -c 'import json, math, sys
+d = json.load(open(sys.argv[1]))
+for c in d["compute"]:
+    s = c.get("startup_seconds")
+    if c["workload"] == "lenet5@fashion-mnist" and not (isinstance(s, (int, float)) and math.isfinite(s) and s >= 0):
+        print(c["local_batch"], s)' export.json)
+[ -z "$bad" ] || fail "compute samples without a start-up (local batch, startup_seconds): $bad"
+[ "$(count_lines "$T_OUT" '^tula-train: measured local batch [0-9]+: .*, start-up [0-9.]+ s\)$')" = 4 ] ||
+    fail "expected the start-up of the 4 measured local batches" "$(_excerpt "$T_OUT" 30)"
 
 # the second submission's question, answered from what the first job measured
 expect_ok "tula predict from the measured database" "$TULA" predict --db measured.db --workload lenet5@fashion-mnist \

@@ -1,5 +1,6 @@
 """tula.measure() (TULA_PROFILE, a first job that measures itself) with a fake step function and
-a fake clock: its budget, its local batches, the profile lines it writes, and what it skips."""
+a fake clock: its budget, its local batches, the profile lines it writes (start-up included), and
+what it skips."""
 
 import io
 import json
@@ -36,14 +37,14 @@ class MeasureTest(unittest.TestCase):
             raise RuntimeError("out of memory: 128 examples\nmore")
         self.clock.now += self.per_example * data
 
-    def measure(self, value, local=32, rank=0, end=None):
+    def measure(self, value, local=32, rank=0, end=None, **kw):
         env = {"TULA_PROFILE": value} if value is not None else {}
         if end is not None:
             env["SLURM_JOB_END_TIME"] = str(end)
         err = io.StringIO()
         with redirect_stderr(err):
             out = tula.measure(self.step, lambda b: b, local, workload="m@d", nodes=1, ranks=1, rank=rank,
-                               path=self.path, record=False, env=env, clock=self.clock, params=10)
+                               path=self.path, record=False, env=env, clock=self.clock, params=10, **kw)
         return out, err.getvalue()
 
     def lines(self):
@@ -85,6 +86,25 @@ class MeasureTest(unittest.TestCase):
         self.assertEqual([8, 16, 32, 64], [x["local_batch"] for x in profile])
         self.assertAlmostEqual(0.32, profile[2]["seconds"])
         self.assertIn("measured 4 local batch(es)", err)
+
+    def test_profile_lines_carry_startup_seconds(self):
+        # the first step at each batch takes 0.5 s more than the steady ones (first touch of its
+        # buffers): each line's startup_seconds is that extra, as tula profile compute records it
+        seen = set()
+        steady = self.step
+
+        def step(data):
+            if data not in seen:
+                seen.add(data)
+                self.clock.now += 0.5
+            steady(data)
+        self.step = step
+        out, err = self.measure("1", local=32)
+        profile = [x for x in self.lines() if x["type"] == "profile"]
+        self.assertEqual([8, 16, 32, 64], [x["local_batch"] for x in profile])
+        for x in profile:
+            self.assertAlmostEqual(0.5, x["startup_seconds"])
+        self.assertIn("measured local batch 8: 80.00 ms per step (3 steps, start-up 0.500 s)", err)
 
     def test_budget_stops_early(self):
         # 2 s: 8 and 16 take 0.32 + 0.64 s; 32's estimate (4 x 0.32 s) would pass it

@@ -74,6 +74,22 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(self.read(), b'{"type":"run","workload":"lenet5@fashion-mnist","nodes":1,"ranks":1}\n'
                                       b'{"type":"profile","local_batch":32,"seconds":0.0125,"steps":80}\n')
 
+    def test_profile_startup_seconds(self):
+        # written only when given, a finite number >= 0 (seconds of warm-up beyond steady steps)
+        with tula.Metrics(self.path, workload=WL, nodes=1, ranks=1, global_batch=None) as m:
+            m.profile(32, 0.0125, 80, startup_seconds=2.5)
+            m.profile(64, 0.025, 40, startup_seconds=0)
+            m.profile(128, 0.05, 20, startup_seconds=None)
+            for bad in (-0.1, float("nan"), float("inf"), True, "1"):
+                with self.subTest(bad=bad):
+                    with self.assertRaises(ValueError) as cm:
+                        m.profile(16, 0.01, 10, startup_seconds=bad)
+                    self.assertTrue(str(cm.exception).startswith("tula: "))
+        lines = [json.loads(x) for x in self.read().splitlines()][1:]
+        self.assertEqual([2.5, 0.0], [x["startup_seconds"] for x in lines[:2]])
+        self.assertNotIn("startup_seconds", lines[2])
+        self.assertEqual(3, len(lines))
+
     def test_bad_headers(self):
         bad = [dict(workload="lenet5"), dict(workload="a@b@c"), dict(nodes=0), dict(ranks=3), dict(nodes=3, ranks=2),
                dict(global_batch=-1), dict(global_batch=1.5), dict(nodes=True), dict(epochs=0), dict(params=0),

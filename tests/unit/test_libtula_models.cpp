@@ -3,6 +3,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <functional>
+#include <set>
 
 #include "models_fixtures.hpp"
 
@@ -217,6 +218,17 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(100 - m.startup_seconds(160), tula::steady_seconds(r, m), 1e-12);
         r.measured_seconds = 1.0;  // shorter than twice the start-up: half of it is kept
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.5, tula::steady_seconds(r, m), 1e-12);
+        // a run of a job that measured its own step first (its samples carry the job's id)
+        // trained warm: nothing is taken off; a run of another job still pays the start-up
+        std::vector<tula::ComputeSample> own = s;
+        own[0].job_id = "41";
+        const auto mj = tula::ComputeModel::fit(own);
+        CPPUNIT_ASSERT(mj.measured_jobs == std::set<std::string>{"41"});
+        r.measured_seconds = 100;
+        r.job_id = "41";
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(100.0, tula::steady_seconds(r, mj), 0.0);
+        r.job_id = "42";
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(100 - mj.startup_seconds(160), tula::steady_seconds(r, mj), 1e-12);
     }
 
     void test_compute_interpolated() {

@@ -200,7 +200,9 @@ double measure_budget(const char* value, std::optional<double> time_left, std::s
 /// batch / ranks) on a throwaway copy of the model, together, as long as the next batch's
 /// estimate (the last one's step scaled by the batch) stays within the budget. Rank 0 records
 /// the slowest rank's seconds as compute samples of the run's header (finish_file, "compute
-/// profile"); `trained` is the model the job trains, untouched. A batch that fails on any rank
+/// profile"), each with its start-up (startup_seconds: the seconds its warm-up step took
+/// beyond a steady one, time_compute_step's *startup, the largest over the ranks); `trained`
+/// is the model the job trains, untouched. A batch that fails on any rank
 /// (out of memory, an error) is skipped with one warning. Never fails the job.
 void measure_before_training(const Options& o, Comm& comm, const Model& trained, const Dataset& tr, const Dataset& te,
                              bool resume);

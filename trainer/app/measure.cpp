@@ -1,7 +1,8 @@
 // tula-train: the first job measures itself (TULA_PROFILE, tula-jobs(7)): before training, the
 // step is timed at a few local batches around the job's own on a throwaway copy of the model,
 // and recorded as compute samples of the job's hardware class, so that the next submission of
-// a workload nobody profiled can be planned.
+// a workload nobody profiled can be planned. Each sample carries its start-up as `tula profile
+// compute` records it: the seconds the batch's warm-up step took beyond a steady step.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -113,11 +114,11 @@ void measure_before_training(const Options& o, Comm& comm, const Model& trained,
                           fmt("%.0f", budget) + " s");
             break;
         }
-        double seconds = std::numeric_limits<double>::quiet_NaN(), failed = 0;
+        double seconds = std::numeric_limits<double>::quiet_NaN(), startup = seconds, failed = 0;
         std::string error;
         comm.barrier();  // the ranks time each batch together, each alone (no collective inside)
         try {
-            seconds = time_compute_step(*scratch, tr, x, kWarmupSteps, kTimedSteps);
+            seconds = time_compute_step(*scratch, tr, x, kWarmupSteps, kTimedSteps, 0, nullptr, &startup);
         } catch (const std::bad_alloc&) {
             error = "out of memory";
         } catch (const std::exception& e) {
@@ -125,16 +126,19 @@ void measure_before_training(const Options& o, Comm& comm, const Model& trained,
         }
         if (!error.empty() || !std::isfinite(seconds) || seconds <= 0) failed = 1;
         if (!error.empty()) warn("TULA_PROFILE: local batch " + std::to_string(x) + " not measured: " + error);
-        double agg[2] = {failed, failed ? 0.0 : seconds};
-        comm.allreduce_max(agg, 2);  // the slowest rank's step; skipped where any rank failed
+        double agg[3] = {failed, failed ? 0.0 : seconds, std::isfinite(startup) && startup >= 0 ? startup : -1.0};
+        comm.allreduce_max(agg, 3);  // the slowest rank's step and start-up; skipped where any rank failed
         if (agg[0] > 0) continue;
         last_seconds = agg[1];
         last_batch = x;
         say(root, "tula-train: measured local batch " + std::to_string(x) + ": " + fmt("%.2f", agg[1] * 1e3) +
                       " ms per step (" + std::to_string(kTimedSteps) + " steps" +
-                      (ranks > 1 ? ", slowest of " + std::to_string(ranks) + " ranks" : "") + ")");
-        lines.push_back({{"type", "profile"}, {"local_batch", x}, {"seconds", agg[1]}, {"steps", kTimedSteps},
-                         {"threads", gemm_threads()}});
+                      (ranks > 1 ? ", slowest of " + std::to_string(ranks) + " ranks" : "") +
+                      (agg[2] >= 0 ? ", start-up " + fmt("%.3f", agg[2]) + " s" : "") + ")");
+        nlohmann::json l = {{"type", "profile"}, {"local_batch", x}, {"seconds", agg[1]}, {"steps", kTimedSteps},
+                            {"threads", gemm_threads()}};
+        if (agg[2] >= 0) l["startup_seconds"] = agg[2];
+        lines.push_back(l);
     }
     scratch.reset();
     if (!root) return;

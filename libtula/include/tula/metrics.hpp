@@ -58,7 +58,7 @@ struct ProfileLine {
     double seconds = 0;   ///< median seconds of one step (forward, backward, update), finite > 0
     int64_t steps = 0;    ///< timed steps, >= 1
     int threads = 1;      ///< threads of the timed process ("threads"; default 1)
-    /// Seconds from the process's start to its first timed step ("startup_seconds"); NaN = absent.
+    /// Seconds the warm-up steps took beyond as many steady steps ("startup_seconds"); NaN = absent.
     double startup_seconds = std::numeric_limits<double>::quiet_NaN();
     /// Seconds of the whole data-parallel step with its allreduce, when the ranks of the
     /// header timed it together ("synced_seconds"); NaN = absent.

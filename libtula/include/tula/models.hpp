@@ -3,6 +3,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,10 @@ struct ComputeModel {
     /// Start-up knots: (local batch, median start-up seconds) ascending; empty when the
     /// profile has no measured start-up.
     std::vector<std::pair<int, double>> startup_knots;
+    /// The Slurm jobs (ComputeSample::job_id, non-empty) whose samples are in the profile. A
+    /// run of such a job measured its step before training (TULA_PROFILE, tula-jobs(7)), and
+    /// that measurement, not the training, paid the start-up (steady_seconds).
+    std::set<std::string> measured_jobs;
 
     /// Fit. O(n log n) time for n samples (about 30 ms for 20,000 distinct batches on the
     /// development machine, O(n) memory).
@@ -518,8 +523,9 @@ bool usable_run(const RunRecord& run);
 
 /// A finished run's measured training seconds without the start-up the compute model
 /// predicts at its local batch (ComputeModel::startup_seconds), not below half the measured
-/// time (a start-up model that explains more of a run than that is not trusted for it).
-/// Seconds. Errors: none.
+/// time (a start-up model that explains more of a run than that is not trusted for it); the
+/// whole measured time for a run of a job that measured its own step before training
+/// (ComputeModel::measured_jobs), whose training started warm. Seconds. Errors: none.
 double steady_seconds(const RunRecord& r, const ComputeModel& compute);
 
 /// The modelled parts and the measured seconds per iteration of finished runs, in the

@@ -371,6 +371,8 @@ ComputeModel ComputeModel::fit(const std::vector<ComputeSample>& all) {
     for (const auto& s : samples)
         if (std::isfinite(s.startup_seconds) && s.startup_seconds >= 0) startup[s.local_batch].push_back(s.startup_seconds);
     for (const auto& [b, v] : startup) m.startup_knots.emplace_back(b, median(v));
+    for (const auto& s : all)
+        if (!s.job_id.empty()) m.measured_jobs.insert(s.job_id);
     if (m.knots.size() >= 3) choose_interpolation(m, p);
     m.fit_concurrent(together);  // its ratios are against the form chosen here
     return m;
