@@ -50,6 +50,7 @@ class LibtulaEvaluationTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_eval_batch_key);
     CPPUNIT_TEST(test_job_holds_evaluation);
     CPPUNIT_TEST(test_job_prediction_by_hand);
+    CPPUNIT_TEST(test_run_of_measuring_job_has_no_startup);
     CPPUNIT_TEST(test_limit_test_and_val_split);
     CPPUNIT_TEST_SUITE_END();
 
@@ -225,6 +226,35 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(j.node_hours, c->node_hours, 1e-12 * job);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(j.cost, c->cost, 1e-12 * job);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(j.cost_upper, c->cost_upper, 1e-12 * job);
+    }
+
+    // A recorded run of a job that measured its own step before training (its id among the
+    // profile's job ids) trained warm: Predictor::run of it is the steps alone; a run of any
+    // other job, and the same shape asked for afresh, pay the start-up s(b).
+    void test_run_of_measuring_job_has_no_startup() {
+        tula::PartitionTarget t;
+        t.conf.name = "gpu";
+        t.conf.nodes = 2;
+        t.compute = tula_test::linear_compute(2e-3, 1e-4, 16, 256);
+        t.compute.startup_knots = {{16, 3.0}, {256, 5.0}};
+        t.compute.measured_jobs = {"101"};
+        t.allreduce = planner_test::alpha_beta(1e-4, 1e-9);
+        const tula::Workload w = planner_test::workload(61706, 61440);
+        const tula::Predictor pred(t, w, tula::OverlapModel{}, tula::TimeCalibration{});
+        tula::RunRecord r;
+        r.workload = w.name;
+        r.nodes = 1;
+        r.global_batch = 128;
+        r.epochs = 2;
+        const tula::StepPrediction s = pred.step(1, 1, 128);
+        const double steps = 2 * (61440.0 / 128);
+        const double startup = 3.0 + 2.0 * (128 - 16) / 240;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(startup, s.startup_seconds, 1e-12);
+        r.job_id = "101";
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * s.seconds, pred.run(r).seconds, 1e-12 * steps * s.seconds);
+        r.job_id = "102";
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(steps * s.seconds + startup, pred.run(r).seconds, 1e-12 * steps * s.seconds);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(pred.run(1, 1, 128, 2, 61440.0).seconds, pred.run(r).seconds, 1e-12 * steps);
     }
 
     // tula-train --limit-test and --val-split (PlanRequest::examples): an epoch trains the

@@ -190,7 +190,8 @@ public:
     /// examples per rank), D = examples_per_epoch. Errors: tula::Error when B < K R or D < B.
     RunPrediction run(int nodes, int ranks_per_node, int global_batch, int epochs, double examples_per_epoch) const;
     /// run() for a recorded run: its nodes, ranks, epochs and examples per epoch (the
-    /// workload's unless it trained on fewer), at its mean local batch B / (K R).
+    /// workload's unless it trained on fewer), at its mean local batch B / (K R); without a
+    /// start-up when its job measured its own step first (ComputeModel::measured_jobs).
     RunPrediction run(const RunRecord& r) const;
     /// The job of run(K, R, B, E, D): that training, E evaluations on K x R ranks, and the
     /// job's node-hours and cost on this partition. Errors: those of run().
