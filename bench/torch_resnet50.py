@@ -132,7 +132,7 @@ def train(args, device):
         % (w, len(xtr), epochs, batch, device, metrics.path))
     step = step_fn(model, opt, device)
     g = torch.Generator(device="cpu")
-    train_seconds, loss_sum, acc, n = 0.0, 0.0, 0.0, 0
+    train_seconds, loss, acc, n = 0.0, 0.0, 0.0, 0
     with metrics:
         for epoch in range(1, epochs + 1):
             g.manual_seed(args.seed + epoch)
@@ -149,12 +149,12 @@ def train(args, device):
             seconds = time.perf_counter() - t_epoch
             train_seconds += seconds
             with torch.no_grad():
-                loss_sum = F.cross_entropy(model(xtr[:250]), ytr[:250]).item()
+                loss = F.cross_entropy(model(xtr[:250]), ytr[:250]).item()  # on the first 250 training images
             acc = evaluate(model, xte, yte)
-            metrics.epoch(epoch, seconds, acc, train_loss=loss_sum)
-            say("epoch %d/%d: %.2f s, loss %.4f, test accuracy %.4f" % (epoch, epochs, seconds, loss_sum, acc))
+            metrics.epoch(epoch, seconds, acc, train_loss=loss)
+            say("epoch %d/%d: %.2f s, loss %.4f, test accuracy %.4f" % (epoch, epochs, seconds, loss, acc))
     say("done: train_seconds=%.2f test_accuracy=%.4f loss=%.6f global_batch=%d epochs=%d"
-        % (train_seconds, acc, loss_sum, batch, epochs))
+        % (train_seconds, acc, loss, batch, epochs))
 
 
 def main():
