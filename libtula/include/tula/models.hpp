@@ -112,6 +112,9 @@ struct ComputeModel {
     /// run of such a job measured its step before training (TULA_PROFILE, tula-jobs(7)), and
     /// that measurement, not the training, paid the start-up (steady_seconds).
     std::set<std::string> measured_jobs;
+    /// Whether run `r` trained warm: its job (non-empty job_id) is one of measured_jobs, so no
+    /// start-up belongs to its training (steady_seconds, Predictor::run).
+    bool trained_warm(const RunRecord& r) const { return !r.job_id.empty() && measured_jobs.count(r.job_id) > 0; }
 
     /// Fit. O(n log n) time for n samples (about 30 ms for 20,000 distinct batches on the
     /// development machine, O(n) memory).

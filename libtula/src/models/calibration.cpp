@@ -23,7 +23,7 @@ bool usable_run(const RunRecord& run) {
 }
 
 double steady_seconds(const RunRecord& r, const ComputeModel& compute) {
-    if (r.ranks() < 1 || (!r.job_id.empty() && compute.measured_jobs.count(r.job_id))) return r.measured_seconds;
+    if (r.ranks() < 1 || compute.trained_warm(r)) return r.measured_seconds;
     const double s = compute.startup_seconds(r.local_batch());
     return std::max(r.measured_seconds - s, 0.5 * r.measured_seconds);
 }

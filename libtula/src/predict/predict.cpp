@@ -320,7 +320,7 @@ RunPrediction Predictor::run(int K, int R, int B, int E, double D) const {
 RunPrediction Predictor::run(const RunRecord& rec) const {
     // a recorded run's global batch need not divide by its ranks: its mean local batch
     StepPrediction s = step(std::max(1, rec.nodes), std::max(1, rec.ranks_per_node), rec.local_batch());
-    if (!rec.job_id.empty() && target_.compute.measured_jobs.count(rec.job_id)) s.startup_seconds = 0;  // trained warm
+    if (target_.compute.trained_warm(rec)) s.startup_seconds = 0;
     return assemble(s, steps_per_epoch(rec.examples_per_epoch(examples_), rec.global_batch), rec.epochs);
 }
 
