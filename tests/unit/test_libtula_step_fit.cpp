@@ -3,6 +3,8 @@
 // its own form it predicts the placements never run as that form does.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -49,6 +51,8 @@ class LibtulaStepFitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_recovers_its_own_form);
     CPPUNIT_TEST(test_run_fit_switch);
     CPPUNIT_TEST(test_sd_is_the_quadratic_form);
+    CPPUNIT_TEST(test_extrapolation_from_the_runs);
+    CPPUNIT_TEST(test_interval_is_log_normal);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -125,7 +129,8 @@ public:
     }
     // sd() against the quadratic form written out over the whole feature row (naive reference):
     // x = (c, psi u, then c and psi u at R's pair of per-R coefficients, 0 elsewhere),
-    // sd^2 = x' Sigma x + (sigma tau)^2 + (0.1 log2(K / 2) tau)^2 beyond the runs' 2 nodes.
+    // sd^2 = x' Sigma x + (sigma tau)^2 + (e log2(K / 2) tau)^2 beyond the runs' 2 nodes, e the
+    // fit's extrapolation term.
     void test_sd_is_the_quadratic_form() {
         std::vector<tula::StepObservation> obs;
         for (int K : {1, 2})
@@ -155,11 +160,55 @@ public:
                 double v = 0;
                 for (size_t a = 0; a < p; ++a)
                     for (size_t b = 0; b < p; ++b) v += x[a] * f.covariance[a * p + b] * x[b];
-                const double beyond = K > 2 ? 0.1 * std::log2(K / 2.0) * tau : 0.0;
+                const double beyond = K > 2 ? f.extrapolation * std::log2(K / 2.0) * tau : 0.0;
                 const double want = std::sqrt(v + std::pow(f.sigma * tau, 2) + beyond * beyond);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(std::to_string(K) + "x" + std::to_string(R), want,
                                                      f.sd(K, R, tau, c), 1e-12 * want);
             }
+    }
+
+    // The extrapolation term, worked by hand. Runs on 1 node at their model's step and runs on
+    // 2 nodes at 1.5 times it: fitted alone, the 1-node runs have no residual (theta = 0, sigma^2
+    // = 2 x 0.1^2 / (2 + 3) = 0.004 from the noise prior) and predict the 2-node runs at their
+    // model's step, so r = 0.5 each and the term is sqrt(0.25 - 0.004) / log2(2 / 1) = 0.496.
+    // When the 2-node runs agree with the model, or all runs are on one node, it is 0.1.
+    void test_extrapolation_from_the_runs() {
+        auto runs = [](double two_node_ratio, bool with_two_nodes) {
+            std::vector<tula::StepObservation> obs;
+            for (int K : {1, 2}) {
+                if (K == 2 && !with_two_nodes) continue;
+                for (double c : {0.01, 0.02, 0.04}) {
+                    tula::StepObservation o;
+                    o.nodes = K, o.ranks_per_node = 1, o.compute_seconds = c;
+                    o.model_seconds = c + (K > 1 ? 0.005 : 0.0);
+                    o.measured_seconds = o.model_seconds * (K > 1 ? two_node_ratio : 1.0);
+                    obs.push_back(o);
+                }
+            }
+            return obs;
+        };
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(std::sqrt(0.25 - 0.004), tula::StepFit::fit(runs(1.5, true)).extrapolation, 1e-6);
+        CPPUNIT_ASSERT_EQUAL(tula::StepFit::kExtrapolation, tula::StepFit::fit(runs(1.0, true)).extrapolation);
+        CPPUNIT_ASSERT_EQUAL(tula::StepFit::kExtrapolation, tula::StepFit::fit(runs(1.5, false)).extrapolation);
+    }
+
+    // With runs the step's interval is tau exp(-/+ z sd / tau) (z = 1.96 at 95 %): its ends
+    // multiply to tau^2, and the upper end lies further from tau than the lower.
+    void test_interval_is_log_normal() {
+        const tula::TimeModels before = tula::fit_run_models(profile_models(), {}, nullptr);
+        const double p0 = step_at(before, 2, 1, 64);
+        std::vector<tula::RunRecord> runs;
+        for (int i = 0; i < 6; ++i) runs.push_back(run_of(2, 1, 64, (i % 2 ? 1.3 : 1.1) * p0, 100 + i));
+        const tula::TimeModels m = tula::fit_run_models(profile_models(), runs, nullptr);
+        const tula::PartitionTarget t = m.run_target("");
+        const tula::StepPrediction s = tula::Predictor(m, t).step(4, 1, 64);
+        CPPUNIT_ASSERT(s.has_interval);
+        const tula::StepFit& f = m.step_fits.at("");
+        const double tc = s.time_factor * s.compute_seconds;
+        const double h = gsl_cdf_ugaussian_Pinv(0.975) * f.sd(4, 1, s.seconds, tc) / s.seconds;
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(s.seconds * std::exp(-h), s.lower, 1e-9 * s.seconds);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(t.upper_factor * s.seconds * std::exp(h), s.upper, 1e-9 * s.seconds);
+        CPPUNIT_ASSERT(s.upper / t.upper_factor - s.seconds > s.seconds - s.lower);
     }
 };
 

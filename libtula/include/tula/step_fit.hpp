@@ -44,7 +44,8 @@ struct StepFit {
     static constexpr double kNoisePriorWeight = 2; ///< pseudo-runs behind kNoisePrior
     static constexpr double kFloor = 0.25;         ///< tau is at least kFloor x m
     /// relative sd of tau added per doubling of the node count beyond the runs' largest
-    /// (max_nodes): the form's own error where no run was measured
+    /// (max_nodes): the form's own error where no run was measured; the least `extrapolation`
+    /// takes, and its value where the runs cannot check it (one node count)
     static constexpr double kExtrapolation = 0.1;
 
     int runs = 0;               ///< runs fitted (0: no fit; tau = m)
@@ -56,10 +57,25 @@ struct StepFit {
     std::vector<double> covariance;
     double sigma = kNoisePrior;  ///< relative sd of a run's step about tau (residuals and prior)
     int max_nodes = 0;           ///< the largest node count of the runs fitted
+    /// relative sd of tau per doubling of the node count beyond max_nodes: at least
+    /// kExtrapolation, more where the runs on fewer nodes miss those on max_nodes by more
+    /// than their fit's own sd (extrapolation_from)
+    double extrapolation = kExtrapolation;
 
-    /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped).
-    /// No usable observation: runs = 0. Errors: none.
+    /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped),
+    /// with `extrapolation` from extrapolation_from. No usable observation: runs = 0.
+    /// Errors: none.
     static StepFit fit(const std::vector<StepObservation>& obs);
+    /// The coefficients, covariance and sigma of fit(), with `extrapolation` at kExtrapolation.
+    /// Errors: none.
+    static StepFit fit_coefficients(const std::vector<StepObservation>& obs);
+    /// The extrapolation term the runs show (docs/models.md, "The step fitted to the runs"):
+    /// the usable runs on fewer than `max_nodes` nodes are fitted alone and predict those on
+    /// `max_nodes`; with r the relative error of each and sigma' that fit's noise, the term is
+    /// sqrt(max(0, mean(r^2) - sigma'^2)) / log2(max_nodes / K'), K' the left-out fit's largest
+    /// node count, and at least kExtrapolation. kExtrapolation when the runs have one node count.
+    /// Errors: none.
+    static double extrapolation_from(const std::vector<StepObservation>& obs, int max_nodes);
     /// c theta_R + psi(K) u phi_R: seconds to add to the modelled step m; 0 without a fit.
     /// Ranks per node never run take the pooled terms. Pure.
     double correction(int nodes, int ranks_per_node, double compute_seconds) const;
@@ -69,9 +85,11 @@ struct StepFit {
     double seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const;
     /// The standard deviation of tau's prediction of a new run at (K, R): x' Sigma x for the
     /// coefficients (x = the feature row: c and psi(K) u), plus (sigma tau)^2 for the run
-    /// itself, plus (kExtrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
+    /// itself, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
     /// square-rooted; seconds. Pure.
     double sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const;
+    /// sd() with `per_doubling` in place of `extrapolation` (0: the fit's own sd). Pure.
+    double sd(int nodes, int ranks_per_node, double tau, double compute_seconds, double per_doubling) const;
 };
 
 /// The fit of hardware class `cls` in `fits` (per class, "" for runs of no class): that

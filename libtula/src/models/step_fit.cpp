@@ -39,6 +39,37 @@ Eigen::RowVectorXd features(const std::vector<int>& ranks, int nodes, int ranks_
 }  // namespace
 
 StepFit StepFit::fit(const std::vector<StepObservation>& obs) {
+    StepFit f = fit_coefficients(obs);
+    if (f.runs > 0) f.extrapolation = extrapolation_from(obs, f.max_nodes);
+    return f;
+}
+
+double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int max_nodes) {
+    // the runs on fewer nodes than the largest count predict the runs on it, as a plan predicts
+    // beyond the runs: the mean squared relative error beyond the left-out fit's noise sigma^2,
+    // over the doublings squared. Its coefficients' own variance is not taken off: on the node count
+    // it never saw, that is the prior's (phi'_R's 0.5), as wide as the form's error itself.
+    std::vector<StepObservation> inside;
+    for (const StepObservation& o : obs)
+        if (usable(o) && o.nodes < max_nodes) inside.push_back(o);
+    if (inside.empty()) return kExtrapolation;
+    const StepFit sub = fit_coefficients(inside);
+    if (sub.runs == 0 || sub.max_nodes < 1) return kExtrapolation;
+    const double d = std::log2(static_cast<double>(max_nodes) / sub.max_nodes);
+    double excess = 0;
+    int n = 0;
+    for (const StepObservation& o : obs) {
+        if (!usable(o) || o.nodes != max_nodes) continue;
+        const double tau = sub.seconds(o.nodes, o.ranks_per_node, o.model_seconds, o.compute_seconds);
+        excess += std::pow((o.measured_seconds - tau) / tau, 2) - sub.sigma * sub.sigma;
+        ++n;
+    }
+    if (n == 0 || !(d > 0)) return kExtrapolation;
+    const double per_doubling = std::sqrt(std::max(0.0, excess / n)) / d;
+    return std::isfinite(per_doubling) ? std::max(kExtrapolation, per_doubling) : kExtrapolation;
+}
+
+StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     StepFit f;
     std::vector<const StepObservation*> use;
     std::vector<int> ranks;
@@ -124,6 +155,10 @@ double StepFit::seconds(int nodes, int ranks_per_node, double model_seconds, dou
 }
 
 double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const {
+    return sd(nodes, ranks_per_node, tau, compute_seconds, extrapolation);
+}
+
+double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds, double per_doubling) const {
     if (runs == 0) return 0.0;
     const size_t p = 2 + 2 * per_ranks.size();
     if (covariance.size() != p * p) return sigma * tau;
@@ -142,7 +177,7 @@ double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_sec
     for (size_t a = 0; a < nz; ++a)
         for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
     const double d = nodes > max_nodes && max_nodes > 0 ? std::log2(static_cast<double>(nodes) / max_nodes) : 0.0;
-    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(kExtrapolation * d * tau, 2));
+    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(per_doubling * d * tau, 2));
 }
 
 }  // namespace tula

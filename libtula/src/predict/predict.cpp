@@ -9,7 +9,7 @@
 //             tau = m + factor t_c theta_R + psi(K) u phi_R  the runs' StepFit (step_fit.hpp)
 //   run       T   = E x floor(D / B) x tau + f x startup(b)
 // The interval of tau widens t_c by the compute model's Student-t half-width h(b), or with a
-// StepFit is tau -/+ z sd (StepFit::sd); its upper end is multiplied by the partition's
+// StepFit is tau exp(-/+ z sd / tau) (StepFit::sd); its upper end is multiplied by the partition's
 // upper_factor (kScaledIntervalFactor when scaled).
 #include "tula/predict.hpp"
 
@@ -269,10 +269,11 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
         p.run_fit_runs = fit_.runs;
         // the compute the runs add is compute; the rest of the step beyond it is exposed exchange
         p.exposed_comm_seconds = std::max(0.0, p.seconds - tc - std::max(0.0, fit_.compute_correction(R, tc)));
-        const double hw = z_ * fit_.sd(K, R, p.seconds, tc);
+        // log-normal: tau exp(-/+ z sd / tau), the fit's errors being relative
+        const double hw = p.seconds > 0 ? z_ * fit_.sd(K, R, p.seconds, tc) / p.seconds : 0.0;
         p.has_interval = hw > 0 && std::isfinite(hw);
-        p.lower = std::max(0.0, p.seconds - (p.has_interval ? hw : 0.0));
-        p.upper = target_.upper_factor * (p.seconds + (p.has_interval ? hw : 0.0));
+        p.lower = p.seconds * std::exp(p.has_interval ? -hw : 0.0);
+        p.upper = target_.upper_factor * p.seconds * std::exp(p.has_interval ? hw : 0.0);
     }
     return p;
 }
