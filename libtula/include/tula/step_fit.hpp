@@ -3,6 +3,7 @@
 // placements correct it, and the correction carries over to the placements not measured.
 // Pure: no SQLite, no Slurm. Derivation: docs/models.md, "The step fitted to the runs".
 #pragma once
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,24 +23,29 @@ struct StepObservation {
 
 /// The step model of the runs (docs/models.md, "The step fitted to the runs"): the modelled step
 /// m(K, R, b), whose compute part is c(R, b), plus the runs' evidence
-///   tau(K, R, b) = m + c theta_R + psi(K) u phi_R,   psi(K) = 2 (K - 1) / K,
-///   theta_R = theta_0 + theta'_R,  phi_R = phi_0 + phi'_R,
+///   tau(K, R, b) = m + c theta + psi(K) u phi,   psi(K) = 2 (K - 1) / K,
+///   theta = theta_0 + theta'_R [+ theta''_{R,b}],  phi = phi_0 + phi'_R,
 /// psi being the ring allreduce's bandwidth term relative to 2 nodes (Thakur et al. 2005; 0 on
 /// one node, 1 on two, below 2 on any count) and u the runs' median c (seconds). theta is the
-/// share of compute the model missed, growing with the local batch, and phi the exchange it
-/// missed, the same at every local batch; pooled (theta_0, phi_0) and per ranks per node
-/// (theta'_R, phi'_R). The coefficients are the posterior mean of a Gaussian linear model
-/// (ridge regression: prior sd kPriorPooled, kPriorPerRanks, kPriorExchangePooled and
-/// kPriorExchangePerRanks), each run weighted by 1 / s^2 so that its residual counts relative to
-/// its step: a few runs that disagree move the step little, many that agree move it nearly all
-/// the way. With no run the step is the modelled one; each run
+/// share of compute the model missed and phi the exchange it missed (in units of u): pooled
+/// (theta_0, phi_0), per ranks per node (theta'_R, phi'_R) and, in the per-batch form, a compute
+/// share per ranks per node and local batch (theta''_{R,b}), which carries a run's step at
+/// (R, b) to the other node counts at (R, b). The coefficients are the posterior mean of a
+/// Gaussian linear model (ridge regression: prior sd kPriorPooled, kPriorExchangePooled,
+/// kPriorPerRanks, kPriorExchangePerRanks and kPriorPerBatch), each run weighted by 1 / s^2 so
+/// that its residual counts relative to its step: a few runs that disagree move the step little,
+/// many that agree move it nearly all the way. With no run the step is the modelled one; each run
 /// moves its own placement and, through the pooled and per-R terms, its neighbours (other local
-/// batches, node counts and ranks per node).
+/// batches, node counts and ranks per node). The runs choose the form by leaving their
+/// placements out: the per-batch form, unless its squared errors exceed those of the form without
+/// it by more than one standard error of their mean paired difference; one placement: without.
 struct StepFit {
     static constexpr double kPriorPooled = 0.1;    ///< prior sd of theta_0 (units of c)
     static constexpr double kPriorPerRanks = 0.1;  ///< prior sd of theta'_R (units of c)
     static constexpr double kPriorExchangePerRanks = 0.5;  ///< prior sd of phi'_R (units of u)
     static constexpr double kPriorExchangePooled = 0.05;  ///< prior sd of phi_0
+    static constexpr double kPriorPerBatch = 0.1;  ///< prior sd of theta''_{R,b} (units of c)
+    static constexpr int kFolds = 20;              ///< most folds of placements left out
     static constexpr double kNoisePrior = 0.10;    ///< prior relative sd of a run's step
     static constexpr double kNoisePriorWeight = 2; ///< pseudo-runs behind kNoisePrior
     static constexpr double kFloor = 0.25;         ///< tau is at least kFloor x m
@@ -48,12 +54,18 @@ struct StepFit {
     /// takes, and its value where the runs cannot check it (one node count)
     static constexpr double kExtrapolation = 0.1;
 
+    /// (R, b): ranks per node and local batch (examples, batch_key) of the per-batch terms.
+    using BatchKey = std::pair<int, double>;
+
     int runs = 0;               ///< runs fitted (0: no fit; tau = m)
     double theta0 = 0, phi0 = 0;
     double scale_seconds = 0;   ///< u, seconds
     std::map<int, std::pair<double, double>> per_ranks;  ///< R -> (theta'_R, phi'_R)
+    /// (R, b) -> theta''_{R,b}; empty unless the per-batch form was chosen.
+    std::map<BatchKey, double> per_batch;
     /// Posterior covariance of the coefficients in the order theta_0, phi_0, then (theta'_R,
-    /// phi'_R) by ascending R; (2 + 2 |per_ranks|)^2 values, row-major.
+    /// phi'_R) by ascending R, then theta''_{R,b} by ascending (R, b);
+    /// (2 + 2 |per_ranks| + |per_batch|)^2 values, row-major.
     std::vector<double> covariance;
     double sigma = kNoisePrior;  ///< relative sd of a run's step about tau (residuals and prior)
     int max_nodes = 0;           ///< the largest node count of the runs fitted
@@ -61,13 +73,20 @@ struct StepFit {
     /// kExtrapolation, more where the runs on fewer nodes miss those on max_nodes by more
     /// than their fit's own sd (extrapolation_from)
     double extrapolation = kExtrapolation;
+    /// Root mean squared relative error of the runs' steps, each predicted by the form without
+    /// per-batch terms (left_out_error) and with them (left_out_error_per_batch) fitted with its
+    /// placement left out: the distinct placements (K, R, b), ascending, in min(count, kFolds)
+    /// folds, placement j in fold j mod folds, at the full fit's sigma. NaN: the forms were not
+    /// compared (one placement).
+    double left_out_error = std::numeric_limits<double>::quiet_NaN();
+    double left_out_error_per_batch = std::numeric_limits<double>::quiet_NaN();
 
     /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped),
     /// with `extrapolation` from extrapolation_from. No usable observation: runs = 0.
     /// Errors: none.
     static StepFit fit(const std::vector<StepObservation>& obs);
-    /// The coefficients, covariance and sigma of fit(), with `extrapolation` at kExtrapolation.
-    /// Errors: none.
+    /// The form, coefficients, covariance and sigma of fit(), with `extrapolation` at
+    /// kExtrapolation. Errors: none.
     static StepFit fit_coefficients(const std::vector<StepObservation>& obs);
     /// The extrapolation term the runs show (docs/models.md, "The step fitted to the runs"):
     /// the usable runs on fewer than `max_nodes` nodes are fitted alone and predict those on
@@ -76,20 +95,27 @@ struct StepFit {
     /// node count, and at least kExtrapolation. kExtrapolation when the runs have one node count.
     /// Errors: none.
     static double extrapolation_from(const std::vector<StepObservation>& obs, int max_nodes);
-    /// c theta_R + psi(K) u phi_R: seconds to add to the modelled step m; 0 without a fit.
-    /// Ranks per node never run take the pooled terms. Pure.
-    double correction(int nodes, int ranks_per_node, double compute_seconds) const;
-    /// c theta_R: the part of correction() that is compute; seconds. Pure.
-    double compute_correction(int ranks_per_node, double compute_seconds) const;
+    /// The local batch b (examples) as a per-batch key: rounded to 1e-3 examples. Pure.
+    static double batch_key(double local_batch);
+    /// "per-batch" when per_batch holds terms, else "per-ranks". Pure.
+    const char* form() const { return per_batch.empty() ? "per-ranks" : "per-batch"; }
+    /// (theta, phi) at (R, b): the pooled terms plus those of R and of (R, b) that were fitted;
+    /// ranks per node never run take the pooled terms. Pure.
+    std::pair<double, double> terms(int ranks_per_node, double local_batch) const;
+    /// c theta + psi(K) u phi: seconds to add to the modelled step m at (K, R, b); 0 without a
+    /// fit. Pure.
+    double correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const;
+    /// c theta: the part of correction() that is compute; seconds. Pure.
+    double compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const;
     /// tau = max(kFloor m, m + correction). Pure.
-    double seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const;
-    /// The standard deviation of tau's prediction of a new run at (K, R): x' Sigma x for the
-    /// coefficients (x = the feature row: c and psi(K) u), plus (sigma tau)^2 for the run
-    /// itself, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
+    double seconds(int nodes, int ranks_per_node, double local_batch, double model_seconds,
+                   double compute_seconds) const;
+    /// The standard deviation of tau's prediction of a new run at (K, R, b): x' Sigma x for the
+    /// coefficients (x = the feature row: c for each theta and psi(K) u for each phi that
+    /// applies), plus (s tau)^2 for the run itself, s = sigma or, where larger, the chosen form's
+    /// left-out error, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
     /// square-rooted; seconds. Pure.
-    double sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const;
-    /// sd() with `per_doubling` in place of `extrapolation` (0: the fit's own sd). Pure.
-    double sd(int nodes, int ranks_per_node, double tau, double compute_seconds, double per_doubling) const;
+    double sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const;
 };
 
 /// The fit of hardware class `cls` in `fits` (per class, "" for runs of no class): that

@@ -5,8 +5,11 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
+#include <limits>
+#include <tuple>
 
 namespace tula {
 
@@ -17,23 +20,148 @@ double psi(int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) / nodes; }
 
 bool usable(const StepObservation& o) {
     return o.measured_seconds > 0 && o.model_seconds > 0 && o.compute_seconds > 0 && std::isfinite(o.measured_seconds) &&
-           std::isfinite(o.model_seconds) && std::isfinite(o.compute_seconds);
+           std::isfinite(o.model_seconds) && std::isfinite(o.compute_seconds) && std::isfinite(o.local_batch);
 }
 
-// The feature row (seconds) of (K, R) at compute part c over the coefficients theta_0, phi_0,
-// then (theta'_R, phi'_R) per R in `ranks` order: c for theta, psi(K) u for phi; an R not in
-// `ranks` gets the pooled terms only.
-Eigen::RowVectorXd features(const std::vector<int>& ranks, int nodes, int ranks_per_node, double c, double u) {
-    Eigen::RowVectorXd x = Eigen::RowVectorXd::Zero(2 + 2 * static_cast<Eigen::Index>(ranks.size()));
-    x(0) = c;
-    x(1) = psi(nodes) * u;
-    const auto it = std::find(ranks.begin(), ranks.end(), ranks_per_node);
-    if (it != ranks.end()) {
-        const Eigen::Index j = 2 + 2 * (it - ranks.begin());
-        x(j) = x(0);
-        x(j + 1) = x(1);
+// The columns of one form: theta_0, phi_0, then (theta'_R, phi'_R) per R of `ranks`, then
+// theta''_{R,b} per (R, b) of `batches` (empty: the form without them). A row has at most five
+// nonzero entries: c for each theta, psi(K) u for each phi.
+struct Design {
+    std::vector<int> ranks;                        // ascending
+    std::vector<StepFit::BatchKey> batches;        // ascending
+    Eigen::Index size() const { return 2 + 2 * static_cast<Eigen::Index>(ranks.size()) + static_cast<Eigen::Index>(batches.size()); }
+    // The nonzero entries of the row of (K, R, b) at compute part c: their count, indices and values.
+    int row(int K, int R, double b, double c, double u, Eigen::Index idx[5], double x[5]) const {
+        const double e = psi(K) * u;
+        int nz = 0;
+        auto put = [&](Eigen::Index j) { idx[nz] = j, x[nz] = c, idx[nz + 1] = j + 1, x[nz + 1] = e, nz += 2; };
+        put(0);
+        const auto r = std::lower_bound(ranks.begin(), ranks.end(), R);
+        if (r != ranks.end() && *r == R) put(2 + 2 * (r - ranks.begin()));
+        const StepFit::BatchKey key{R, StepFit::batch_key(b)};
+        const auto g = std::lower_bound(batches.begin(), batches.end(), key);
+        if (g != batches.end() && *g == key) {
+            idx[nz] = 2 + 2 * static_cast<Eigen::Index>(ranks.size()) + (g - batches.begin()), x[nz] = c;
+            ++nz;
+        }
+        return nz;
     }
-    return x;
+    Eigen::VectorXd prior_precision() const {
+        Eigen::VectorXd d(size());
+        d(0) = 1.0 / (StepFit::kPriorPooled * StepFit::kPriorPooled);
+        d(1) = 1.0 / (StepFit::kPriorExchangePooled * StepFit::kPriorExchangePooled);
+        const Eigen::Index per_batch = 2 + 2 * static_cast<Eigen::Index>(ranks.size());
+        for (Eigen::Index j = 2; j < per_batch; j += 2) {
+            d(j) = 1.0 / (StepFit::kPriorPerRanks * StepFit::kPriorPerRanks);
+            d(j + 1) = 1.0 / (StepFit::kPriorExchangePerRanks * StepFit::kPriorExchangePerRanks);
+        }
+        for (Eigen::Index j = per_batch; j < size(); ++j) d(j) = 1.0 / (StepFit::kPriorPerBatch * StepFit::kPriorPerBatch);
+        return d;
+    }
+};
+
+// The usable runs as sparse rows of a Design, with y = s - m and weight 1 / s^2 (the residual
+// relative to s), and their placements (K, R, b) for leaving placements out.
+struct Rows {
+    std::vector<std::array<Eigen::Index, 5>> idx;
+    std::vector<std::array<double, 5>> x;
+    std::vector<int> nz;
+    std::vector<double> y, w;
+    std::vector<size_t> placement;  // index into the sorted distinct placements
+    size_t placements = 0;
+};
+
+Rows rows_of(const std::vector<const StepObservation*>& use, const Design& d, double u) {
+    Rows rs;
+    std::vector<std::tuple<int, int, double>> keys;
+    for (const StepObservation* o : use) keys.emplace_back(o->nodes, std::max(1, o->ranks_per_node), StepFit::batch_key(o->local_batch));
+    std::vector<std::tuple<int, int, double>> distinct = keys;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    rs.placements = distinct.size();
+    for (size_t i = 0; i < use.size(); ++i) {
+        const StepObservation& o = *use[i];
+        std::array<Eigen::Index, 5> idx{};
+        std::array<double, 5> x{};
+        rs.nz.push_back(d.row(o.nodes, std::max(1, o.ranks_per_node), o.local_batch, o.compute_seconds, u, idx.data(), x.data()));
+        rs.idx.push_back(idx);
+        rs.x.push_back(x);
+        rs.y.push_back(o.measured_seconds - o.model_seconds);
+        rs.w.push_back(1.0 / (o.measured_seconds * o.measured_seconds));
+        rs.placement.push_back(static_cast<size_t>(std::lower_bound(distinct.begin(), distinct.end(), keys[i]) - distinct.begin()));
+    }
+    return rs;
+}
+
+// Adds `sign` times row i's weighted outer product and right-hand side to (A, r).
+void accumulate(const Rows& rs, size_t i, double sign, Eigen::MatrixXd& A, Eigen::VectorXd& r) {
+    for (int a = 0; a < rs.nz[i]; ++a) {
+        r(rs.idx[i][a]) += sign * rs.w[i] * rs.x[i][a] * rs.y[i];
+        for (int b = 0; b < rs.nz[i]; ++b) A(rs.idx[i][a], rs.idx[i][b]) += sign * rs.w[i] * rs.x[i][a] * rs.x[i][b];
+    }
+}
+
+double residual2(const Rows& rs, size_t i, const Eigen::VectorXd& beta) {
+    double fitted = 0;
+    for (int a = 0; a < rs.nz[i]; ++a) fitted += rs.x[i][a] * beta(rs.idx[i][a]);
+    return rs.w[i] * (rs.y[i] - fitted) * (rs.y[i] - fitted);
+}
+
+// The posterior of one form: coefficients, covariance and the relative noise sigma (two passes:
+// at the prior noise, then at the noise the residuals show, pooled with the prior's pseudo-runs).
+struct Posterior {
+    Eigen::VectorXd beta;
+    Eigen::MatrixXd cov;
+    double sigma = StepFit::kNoisePrior;
+};
+
+Posterior posterior(const Rows& rs, const Design& d) {
+    const Eigen::Index p = d.size();
+    Eigen::MatrixXd A0 = Eigen::MatrixXd::Zero(p, p);
+    Eigen::VectorXd r0 = Eigen::VectorXd::Zero(p);
+    for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, A0, r0);
+    const Eigen::VectorXd prior = d.prior_precision();
+    Posterior post;
+    for (int pass = 0; pass < 2; ++pass) {
+        const double s2 = post.sigma * post.sigma;
+        Eigen::MatrixXd A = A0 / s2;
+        A.diagonal() += prior;
+        const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
+        post.beta = ldlt.solve(r0 / s2);
+        post.cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
+        double rss = 0;
+        for (size_t i = 0; i < rs.y.size(); ++i) rss += residual2(rs, i, post.beta);
+        post.sigma = std::sqrt((StepFit::kNoisePriorWeight * StepFit::kNoisePrior * StepFit::kNoisePrior + rss) /
+                               (StepFit::kNoisePriorWeight + static_cast<double>(rs.y.size())));
+    }
+    return post;
+}
+
+// The squared relative errors of the runs' steps (in the order of rs) predicted with their
+// placements left out: the placements (ascending) in min(count, kFolds) folds, placement j in
+// fold j mod folds, each fold's runs predicted by the posterior mean of the others at the full
+// fit's noise sigma.
+std::vector<double> placements_left_out(const Rows& rs, const Design& d, double sigma) {
+    const size_t folds = std::min(rs.placements, static_cast<size_t>(StepFit::kFolds));
+    const Eigen::Index p = d.size();
+    Eigen::MatrixXd A0 = Eigen::MatrixXd::Zero(p, p);
+    Eigen::VectorXd r0 = Eigen::VectorXd::Zero(p);
+    for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, A0, r0);
+    const Eigen::VectorXd prior = d.prior_precision();
+    const double s2 = sigma * sigma;
+    std::vector<double> e2(rs.y.size(), 0.0);
+    for (size_t f = 0; f < folds; ++f) {
+        Eigen::MatrixXd A = A0;
+        Eigen::VectorXd r = r0;
+        for (size_t i = 0; i < rs.y.size(); ++i)
+            if (rs.placement[i] % folds == f) accumulate(rs, i, -1.0, A, r);
+        A /= s2;
+        A.diagonal() += prior;
+        const Eigen::VectorXd beta = A.ldlt().solve(r / s2);
+        for (size_t i = 0; i < rs.y.size(); ++i)
+            if (rs.placement[i] % folds == f) e2[i] = residual2(rs, i, beta);
+    }
+    return e2;
 }
 
 }  // namespace
@@ -60,7 +188,7 @@ double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int 
     int n = 0;
     for (const StepObservation& o : obs) {
         if (!usable(o) || o.nodes != max_nodes) continue;
-        const double tau = sub.seconds(o.nodes, o.ranks_per_node, o.model_seconds, o.compute_seconds);
+        const double tau = sub.seconds(o.nodes, o.ranks_per_node, o.local_batch, o.model_seconds, o.compute_seconds);
         excess += std::pow((o.measured_seconds - tau) / tau, 2) - sub.sigma * sub.sigma;
         ++n;
     }
@@ -72,112 +200,132 @@ double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int 
 StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     StepFit f;
     std::vector<const StepObservation*> use;
-    std::vector<int> ranks;
+    Design global, per_batch;
+    std::vector<std::pair<BatchKey, int>> batch_nodes;  // (R, b) and a node count run there
     for (const StepObservation& o : obs) {
         if (!usable(o)) continue;
         use.push_back(&o);
         const int r = std::max(1, o.ranks_per_node);
-        if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+        global.ranks.push_back(r);
+        batch_nodes.push_back({{r, batch_key(o.local_batch)}, o.nodes});
     }
     if (use.empty()) return f;
-    std::sort(ranks.begin(), ranks.end());
+    std::sort(global.ranks.begin(), global.ranks.end());
+    global.ranks.erase(std::unique(global.ranks.begin(), global.ranks.end()), global.ranks.end());
+    std::sort(batch_nodes.begin(), batch_nodes.end());
+    batch_nodes.erase(std::unique(batch_nodes.begin(), batch_nodes.end()), batch_nodes.end());
+    per_batch.ranks = global.ranks;
+    for (size_t i = 0; i < batch_nodes.size(); ++i) {
+        if (i > 0 && batch_nodes[i].first == batch_nodes[i - 1].first) continue;
+        per_batch.batches.push_back(batch_nodes[i].first);
+    }
     // u: the median compute part of the runs, the exchange term's scale (seconds)
     std::vector<double> cs;
     for (const StepObservation* o : use) cs.push_back(o->compute_seconds);
     std::nth_element(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(cs.size() / 2), cs.end());
     const double u = cs[cs.size() / 2];
-    const Eigen::Index n = static_cast<Eigen::Index>(use.size()), p = 2 + 2 * static_cast<Eigen::Index>(ranks.size());
-    // y = s - m with weight 1 / s^2: the residual relative to s
-    Eigen::MatrixXd X(n, p);
-    Eigen::VectorXd y(n), w(n);
-    for (Eigen::Index i = 0; i < n; ++i) {
-        const StepObservation& o = *use[static_cast<size_t>(i)];
-        X.row(i) = features(ranks, o.nodes, std::max(1, o.ranks_per_node), o.compute_seconds, u);
-        y(i) = o.measured_seconds - o.model_seconds;
-        w(i) = 1.0 / (o.measured_seconds * o.measured_seconds);
+    const Rows rows = rows_of(use, global, u);
+    Posterior post = posterior(rows, global);
+    Design chosen = global;
+    if (rows.placements >= 2) {
+        // the per-batch form unless the runs, their placements left out, say it predicts worse:
+        // the mean paired difference of the squared errors above its standard error
+        const Rows rows_b = rows_of(use, per_batch, u);
+        const Posterior post_b = posterior(rows_b, per_batch);
+        const std::vector<double> e2 = placements_left_out(rows, global, post.sigma);
+        const std::vector<double> e2_b = placements_left_out(rows_b, per_batch, post_b.sigma);
+        const double n = static_cast<double>(e2.size());
+        double sum = 0, sum_b = 0, diff = 0, diff2 = 0;
+        for (size_t i = 0; i < e2.size(); ++i) {
+            sum += e2[i], sum_b += e2_b[i];
+            diff += e2_b[i] - e2[i], diff2 += (e2_b[i] - e2[i]) * (e2_b[i] - e2[i]);
+        }
+        f.left_out_error = std::sqrt(sum / n);
+        f.left_out_error_per_batch = std::sqrt(sum_b / n);
+        const double mean = diff / n, var = n > 1 ? std::max(0.0, (diff2 - n * mean * mean) / (n - 1)) : 0.0;
+        if (!(mean > std::sqrt(var / n))) {
+            post = post_b;
+            chosen = per_batch;
+        }
     }
-    Eigen::VectorXd prior_precision(p);
-    prior_precision(0) = 1.0 / (kPriorPooled * kPriorPooled);
-    prior_precision(1) = 1.0 / (kPriorExchangePooled * kPriorExchangePooled);
-    for (Eigen::Index j = 2; j < p; j += 2) {
-        prior_precision(j) = 1.0 / (kPriorPerRanks * kPriorPerRanks);
-        prior_precision(j + 1) = 1.0 / (kPriorExchangePerRanks * kPriorExchangePerRanks);
-    }
-    const Eigen::MatrixXd XtW = X.transpose() * w.asDiagonal();
-    double sigma = kNoisePrior;
-    Eigen::VectorXd beta;
-    Eigen::MatrixXd cov;
-    // two passes: the posterior at the prior noise, then at the noise its residuals show
-    for (int pass = 0; pass < 2; ++pass) {
-        const double s2 = sigma * sigma;
-        Eigen::MatrixXd A = XtW * X / s2;
-        A.diagonal() += prior_precision;
-        const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
-        beta = ldlt.solve(XtW * y / s2);
-        cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
-        // relative residuals of the measured steps, pooled with the prior's pseudo-runs
-        double rss = 0;
-        for (Eigen::Index i = 0; i < n; ++i) rss += w(i) * std::pow(y(i) - X.row(i).dot(beta), 2);
-        sigma = std::sqrt((kNoisePriorWeight * kNoisePrior * kNoisePrior + rss) / (kNoisePriorWeight + static_cast<double>(n)));
-    }
-    f.runs = static_cast<int>(n);
+    f.runs = static_cast<int>(use.size());
     for (const StepObservation* o : use) f.max_nodes = std::max(f.max_nodes, o->nodes);
     f.scale_seconds = u;
-    f.theta0 = beta(0);
-    f.phi0 = beta(1);
-    for (size_t k = 0; k < ranks.size(); ++k) {
+    f.theta0 = post.beta(0);
+    f.phi0 = post.beta(1);
+    for (size_t k = 0; k < chosen.ranks.size(); ++k) {
         const Eigen::Index j = 2 + 2 * static_cast<Eigen::Index>(k);
-        f.per_ranks[ranks[k]] = {beta(j), beta(j + 1)};
+        f.per_ranks[chosen.ranks[k]] = {post.beta(j), post.beta(j + 1)};
     }
-    f.covariance.assign(cov.data(), cov.data() + cov.size());  // symmetric: row-major = column-major
-    f.sigma = sigma;
+    for (size_t k = 0; k < chosen.batches.size(); ++k)
+        f.per_batch[chosen.batches[k]] = post.beta(2 + 2 * static_cast<Eigen::Index>(chosen.ranks.size() + 0) + static_cast<Eigen::Index>(k));
+    f.covariance.assign(post.cov.data(), post.cov.data() + post.cov.size());  // symmetric: row-major = column-major
+    f.sigma = post.sigma;
     return f;
 }
 
-double StepFit::correction(int nodes, int ranks_per_node, double compute_seconds) const {
-    if (runs == 0) return 0.0;
+double StepFit::batch_key(double local_batch) { return std::round(local_batch * 1e3) / 1e3; }
+
+// The pooled, per-R and per-(R, b) terms that apply at (R, b): theta, phi.
+std::pair<double, double> StepFit::terms(int ranks_per_node, double local_batch) const {
     double theta = theta0, phi = phi0;
-    const auto it = per_ranks.find(std::max(1, ranks_per_node));
+    const int R = std::max(1, ranks_per_node);
+    const auto it = per_ranks.find(R);
     if (it != per_ranks.end()) theta += it->second.first, phi += it->second.second;
+    const auto g = per_batch.find({R, batch_key(local_batch)});
+    if (g != per_batch.end()) theta += g->second;
+    return {theta, phi};
+}
+
+double StepFit::correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const {
+    if (runs == 0) return 0.0;
+    const auto [theta, phi] = terms(ranks_per_node, local_batch);
     return compute_seconds * theta + psi(nodes) * scale_seconds * phi;
 }
 
-double StepFit::compute_correction(int ranks_per_node, double compute_seconds) const {
+double StepFit::compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    double theta = theta0;
-    const auto it = per_ranks.find(std::max(1, ranks_per_node));
-    if (it != per_ranks.end()) theta += it->second.first;
-    return compute_seconds * theta;
+    return compute_seconds * terms(ranks_per_node, local_batch).first;
 }
 
-double StepFit::seconds(int nodes, int ranks_per_node, double model_seconds, double compute_seconds) const {
-    return std::max(kFloor * model_seconds, model_seconds + correction(nodes, ranks_per_node, compute_seconds));
+double StepFit::seconds(int nodes, int ranks_per_node, double local_batch, double model_seconds,
+                        double compute_seconds) const {
+    return std::max(kFloor * model_seconds,
+                    model_seconds + correction(nodes, ranks_per_node, local_batch, compute_seconds));
 }
 
-double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds) const {
-    return sd(nodes, ranks_per_node, tau, compute_seconds, extrapolation);
-}
-
-double StepFit::sd(int nodes, int ranks_per_node, double tau, double compute_seconds, double per_doubling) const {
+double StepFit::sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    const size_t p = 2 + 2 * per_ranks.size();
+    const size_t p = 2 + 2 * per_ranks.size() + per_batch.size();
     if (covariance.size() != p * p) return sigma * tau;
-    // x' Sigma x over the (at most four) nonzero entries of the feature row: theta_0 and phi_0,
-    // then theta'_R and phi'_R when R was run (features() in the order of per_ranks)
-    size_t idx[4] = {0, 1, 0, 0};
-    double x[4] = {compute_seconds, psi(nodes) * scale_seconds, 0, 0};
+    // x' Sigma x over the (at most five) nonzero entries of the feature row: theta_0 and phi_0,
+    // then theta'_R and phi'_R when R was run, then theta''_{R,b} when (R, b) has a term (the
+    // columns in the order of per_ranks, then per_batch)
+    const int R = std::max(1, ranks_per_node);
+    const double c = compute_seconds, e = psi(nodes) * scale_seconds;
+    size_t idx[5] = {0, 1, 0, 0, 0};
+    double x[5] = {c, e, c, e, c};
     size_t nz = 2;
-    const auto it = per_ranks.find(std::max(1, ranks_per_node));
-    if (it != per_ranks.end()) {
-        const size_t j = 2 + 2 * static_cast<size_t>(std::distance(per_ranks.begin(), it));
-        idx[2] = j, idx[3] = j + 1, x[2] = x[0], x[3] = x[1];
-        nz = 4;
+    const auto r = per_ranks.find(R);
+    if (r != per_ranks.end()) {
+        idx[nz] = 2 + 2 * static_cast<size_t>(std::distance(per_ranks.begin(), r)), idx[nz + 1] = idx[nz] + 1;
+        nz += 2;
+    }
+    const auto g = per_batch.find({R, batch_key(local_batch)});
+    if (g != per_batch.end()) {
+        idx[nz] = 2 + 2 * per_ranks.size() + static_cast<size_t>(std::distance(per_batch.begin(), g));
+        x[nz] = c;
+        ++nz;
     }
     double v = 0;
     for (size_t a = 0; a < nz; ++a)
         for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
     const double d = nodes > max_nodes && max_nodes > 0 ? std::log2(static_cast<double>(nodes) / max_nodes) : 0.0;
-    return std::sqrt(std::max(0.0, v) + std::pow(sigma * tau, 2) + std::pow(per_doubling * d * tau, 2));
+    // a new run's relative sd: the residuals' sigma, or the error of the runs predicted with their
+    // placements left out where that is larger
+    const double left_out = per_batch.empty() ? left_out_error : left_out_error_per_batch;
+    const double run_sd = !(left_out > sigma) ? sigma : left_out;
+    return std::sqrt(std::max(0.0, v) + std::pow(run_sd * tau, 2) + std::pow(extrapolation * d * tau, 2));
 }
 
 }  // namespace tula
