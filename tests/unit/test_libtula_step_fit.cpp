@@ -173,6 +173,11 @@ public:
                 const double want = std::sqrt(v + std::pow(run_sd * tau, 2) + beyond * beyond);
                 CPPUNIT_ASSERT_DOUBLES_EQUAL_MESSAGE(std::to_string(K) + "x" + std::to_string(R) + " b=" + std::to_string(b),
                                                      want, f.sd(K, R, b, tau, c), 1e-12 * want);
+                // predict(): the three from one lookup, as the separate calls give them
+                const tula::StepFit::Prediction q = f.predict(K, R, b, 0.04, c);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(f.seconds(K, R, b, 0.04, c), q.seconds, 1e-12 * q.seconds);
+                CPPUNIT_ASSERT_EQUAL(f.compute_correction(R, b, c), q.compute_correction);
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(f.sd(K, R, b, q.seconds, c), q.sd, 1e-12 * q.sd);
             }
     }
 

@@ -116,6 +116,15 @@ struct StepFit {
     /// left-out error, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
     /// square-rooted; seconds. Pure.
     double sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const;
+    /// seconds(), compute_correction() and sd() at tau = seconds(), from one lookup of the terms.
+    struct Prediction {
+        double seconds = 0;             ///< tau, seconds
+        double compute_correction = 0;  ///< c theta, seconds
+        double sd = 0;                  ///< sd() at tau, seconds
+    };
+    /// The three at (K, R, b) for the modelled step m and its compute part c (seconds). Pure.
+    Prediction predict(int nodes, int ranks_per_node, double local_batch, double model_seconds,
+                       double compute_seconds) const;
 };
 
 /// The fit of hardware class `cls` in `fits` (per class, "" for runs of no class): that

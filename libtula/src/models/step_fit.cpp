@@ -266,21 +266,68 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
 
 double StepFit::batch_key(double local_batch) { return std::round(local_batch * 1e3) / 1e3; }
 
-// The pooled, per-R and per-(R, b) terms that apply at (R, b): theta, phi.
-std::pair<double, double> StepFit::terms(int ranks_per_node, double local_batch) const {
-    double theta = theta0, phi = phi0;
+namespace {
+
+// theta and phi at (K, R, b), and x' Sigma x of the feature row there (compute part c), from one
+// lookup of R and one of (R, b). The columns: theta_0 and phi_0, then theta'_R and phi'_R when R
+// was run, then theta''_{R,b} when (R, b) has a term (in the order of per_ranks, then per_batch).
+struct At {
+    double theta = 0, phi = 0, variance = 0;
+};
+
+At at(const StepFit& f, int nodes, int ranks_per_node, double local_batch, double c) {
+    At a;
+    a.theta = f.theta0, a.phi = f.phi0;
     const int R = std::max(1, ranks_per_node);
-    const auto it = per_ranks.find(R);
-    if (it != per_ranks.end()) theta += it->second.first, phi += it->second.second;
-    const auto g = per_batch.find({R, batch_key(local_batch)});
-    if (g != per_batch.end()) theta += g->second;
-    return {theta, phi};
+    const double e = psi(nodes) * f.scale_seconds;
+    const size_t p = 2 + 2 * f.per_ranks.size() + f.per_batch.size();
+    const bool cov = f.covariance.size() == p * p;
+    size_t idx[5] = {0, 1, 0, 0, 0};
+    double x[5] = {c, e, c, e, c};
+    size_t nz = 2;
+    const auto r = f.per_ranks.find(R);
+    if (r != f.per_ranks.end()) {
+        a.theta += r->second.first, a.phi += r->second.second;
+        if (cov) idx[nz] = 2 + 2 * static_cast<size_t>(std::distance(f.per_ranks.begin(), r)), idx[nz + 1] = idx[nz] + 1;
+        nz += 2;
+    }
+    const auto g = f.per_batch.empty() ? f.per_batch.end() : f.per_batch.find({R, StepFit::batch_key(local_batch)});
+    if (g != f.per_batch.end()) {
+        a.theta += g->second;
+        if (cov) idx[nz] = 2 + 2 * f.per_ranks.size() + static_cast<size_t>(std::distance(f.per_batch.begin(), g));
+        ++nz;
+    }
+    if (!cov) {
+        a.variance = std::numeric_limits<double>::quiet_NaN();
+        return a;
+    }
+    for (size_t i = 0; i < nz; ++i)
+        for (size_t j = 0; j < nz; ++j) a.variance += x[i] * x[j] * f.covariance[idx[i] * p + idx[j]];
+    return a;
+}
+
+// The sd of a new run at K with prediction tau, given x' Sigma x (NaN: no covariance, sigma tau).
+double sd_at(const StepFit& f, double variance, int nodes, double tau) {
+    if (std::isnan(variance)) return f.sigma * tau;
+    const double d = nodes > f.max_nodes && f.max_nodes > 0 ? std::log2(static_cast<double>(nodes) / f.max_nodes) : 0.0;
+    // a new run's relative sd: the residuals' sigma, or the error of the runs predicted with their
+    // placements left out where that is larger
+    const double left_out = f.per_batch.empty() ? f.left_out_error : f.left_out_error_per_batch;
+    const double run_sd = !(left_out > f.sigma) ? f.sigma : left_out;
+    return std::sqrt(std::max(0.0, variance) + std::pow(run_sd * tau, 2) + std::pow(f.extrapolation * d * tau, 2));
+}
+
+}  // namespace
+
+std::pair<double, double> StepFit::terms(int ranks_per_node, double local_batch) const {
+    const At a = at(*this, 1, ranks_per_node, local_batch, 0.0);
+    return {a.theta, a.phi};
 }
 
 double StepFit::correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    const auto [theta, phi] = terms(ranks_per_node, local_batch);
-    return compute_seconds * theta + psi(nodes) * scale_seconds * phi;
+    const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
+    return compute_seconds * a.theta + psi(nodes) * scale_seconds * a.phi;
 }
 
 double StepFit::compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const {
@@ -296,36 +343,20 @@ double StepFit::seconds(int nodes, int ranks_per_node, double local_batch, doubl
 
 double StepFit::sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    const size_t p = 2 + 2 * per_ranks.size() + per_batch.size();
-    if (covariance.size() != p * p) return sigma * tau;
-    // x' Sigma x over the (at most five) nonzero entries of the feature row: theta_0 and phi_0,
-    // then theta'_R and phi'_R when R was run, then theta''_{R,b} when (R, b) has a term (the
-    // columns in the order of per_ranks, then per_batch)
-    const int R = std::max(1, ranks_per_node);
-    const double c = compute_seconds, e = psi(nodes) * scale_seconds;
-    size_t idx[5] = {0, 1, 0, 0, 0};
-    double x[5] = {c, e, c, e, c};
-    size_t nz = 2;
-    const auto r = per_ranks.find(R);
-    if (r != per_ranks.end()) {
-        idx[nz] = 2 + 2 * static_cast<size_t>(std::distance(per_ranks.begin(), r)), idx[nz + 1] = idx[nz] + 1;
-        nz += 2;
-    }
-    const auto g = per_batch.find({R, batch_key(local_batch)});
-    if (g != per_batch.end()) {
-        idx[nz] = 2 + 2 * per_ranks.size() + static_cast<size_t>(std::distance(per_batch.begin(), g));
-        x[nz] = c;
-        ++nz;
-    }
-    double v = 0;
-    for (size_t a = 0; a < nz; ++a)
-        for (size_t b = 0; b < nz; ++b) v += x[a] * x[b] * covariance[idx[a] * p + idx[b]];
-    const double d = nodes > max_nodes && max_nodes > 0 ? std::log2(static_cast<double>(nodes) / max_nodes) : 0.0;
-    // a new run's relative sd: the residuals' sigma, or the error of the runs predicted with their
-    // placements left out where that is larger
-    const double left_out = per_batch.empty() ? left_out_error : left_out_error_per_batch;
-    const double run_sd = !(left_out > sigma) ? sigma : left_out;
-    return std::sqrt(std::max(0.0, v) + std::pow(run_sd * tau, 2) + std::pow(extrapolation * d * tau, 2));
+    return sd_at(*this, at(*this, nodes, ranks_per_node, local_batch, compute_seconds).variance, nodes, tau);
+}
+
+StepFit::Prediction StepFit::predict(int nodes, int ranks_per_node, double local_batch, double model_seconds,
+                                     double compute_seconds) const {
+    Prediction out;
+    out.seconds = model_seconds;
+    if (runs == 0) return out;
+    const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
+    out.compute_correction = compute_seconds * a.theta;
+    out.seconds = std::max(kFloor * model_seconds,
+                           model_seconds + out.compute_correction + psi(nodes) * scale_seconds * a.phi);
+    out.sd = sd_at(*this, a.variance, nodes, out.seconds);
+    return out;
 }
 
 }  // namespace tula

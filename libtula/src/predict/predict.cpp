@@ -264,13 +264,14 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
     if (fit_.runs > 0) {
         // the runs' step model on the modelled step, and its interval instead of the profile's
         const double modelled = p.seconds, tc = p.time_factor * p.compute_seconds;
-        p.seconds = fit_.seconds(K, R, b, modelled, tc);
+        const StepFit::Prediction q = fit_.predict(K, R, b, modelled, tc);
+        p.seconds = q.seconds;
         p.run_fit_seconds = p.seconds - modelled;
         p.run_fit_runs = fit_.runs;
         // the compute the runs add is compute; the rest of the step beyond it is exposed exchange
-        p.exposed_comm_seconds = std::max(0.0, p.seconds - tc - std::max(0.0, fit_.compute_correction(R, b, tc)));
+        p.exposed_comm_seconds = std::max(0.0, p.seconds - tc - std::max(0.0, q.compute_correction));
         // log-normal: tau exp(-/+ z sd / tau), the fit's errors being relative
-        const double hw = p.seconds > 0 ? z_ * fit_.sd(K, R, b, p.seconds, tc) / p.seconds : 0.0;
+        const double hw = p.seconds > 0 ? z_ * q.sd / p.seconds : 0.0;
         p.has_interval = hw > 0 && std::isfinite(hw);
         p.lower = p.seconds * std::exp(p.has_interval ? -hw : 0.0);
         p.upper = target_.upper_factor * p.seconds * std::exp(p.has_interval ? hw : 0.0);
