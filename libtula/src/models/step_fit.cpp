@@ -201,24 +201,19 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     StepFit f;
     std::vector<const StepObservation*> use;
     Design global, per_batch;
-    std::vector<std::pair<BatchKey, int>> batch_nodes;  // (R, b) and a node count run there
     for (const StepObservation& o : obs) {
         if (!usable(o)) continue;
         use.push_back(&o);
         const int r = std::max(1, o.ranks_per_node);
         global.ranks.push_back(r);
-        batch_nodes.push_back({{r, batch_key(o.local_batch)}, o.nodes});
+        per_batch.batches.push_back({r, batch_key(o.local_batch)});
     }
     if (use.empty()) return f;
     std::sort(global.ranks.begin(), global.ranks.end());
     global.ranks.erase(std::unique(global.ranks.begin(), global.ranks.end()), global.ranks.end());
-    std::sort(batch_nodes.begin(), batch_nodes.end());
-    batch_nodes.erase(std::unique(batch_nodes.begin(), batch_nodes.end()), batch_nodes.end());
+    std::sort(per_batch.batches.begin(), per_batch.batches.end());
+    per_batch.batches.erase(std::unique(per_batch.batches.begin(), per_batch.batches.end()), per_batch.batches.end());
     per_batch.ranks = global.ranks;
-    for (size_t i = 0; i < batch_nodes.size(); ++i) {
-        if (i > 0 && batch_nodes[i].first == batch_nodes[i - 1].first) continue;
-        per_batch.batches.push_back(batch_nodes[i].first);
-    }
     // u: the median compute part of the runs, the exchange term's scale (seconds)
     std::vector<double> cs;
     for (const StepObservation* o : use) cs.push_back(o->compute_seconds);
@@ -258,7 +253,7 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
         f.per_ranks[chosen.ranks[k]] = {post.beta(j), post.beta(j + 1)};
     }
     for (size_t k = 0; k < chosen.batches.size(); ++k)
-        f.per_batch[chosen.batches[k]] = post.beta(2 + 2 * static_cast<Eigen::Index>(chosen.ranks.size() + 0) + static_cast<Eigen::Index>(k));
+        f.per_batch[chosen.batches[k]] = post.beta(2 + 2 * static_cast<Eigen::Index>(chosen.ranks.size()) + static_cast<Eigen::Index>(k));
     f.covariance.assign(post.cov.data(), post.cov.data() + post.cov.size());  // symmetric: row-major = column-major
     f.sigma = post.sigma;
     return f;
