@@ -188,6 +188,12 @@ endif
 SYSCONF_OBJ := $(B)/obj/cli/common.o $(B)/obj/libtula/src/conf.o
 $(SYSCONF_OBJ): $(SYSCONF_STAMP)
 $(SYSCONF_OBJ): ALL_CXXFLAGS += -DTULA_SYSCONFDIR='"$(sysconfdir)"'
+# The fit cache's key covers the code that fits (tula/fit_cache.hpp): a checksum of these
+# sources reaches its object, which is rebuilt when they change.
+FIT_CODE := libtula/src/models/step_fit.cpp libtula/include/tula/step_fit.hpp libtula/src/models/overlap.cpp \
+  libtula/src/cache/fit_cache.cpp
+$(B)/obj/libtula/src/cache/fit_cache.o: $(FIT_CODE)
+$(B)/obj/libtula/src/cache/fit_cache.o: ALL_CXXFLAGS += -DTULA_FIT_CODE='"$(firstword $(shell cat $(FIT_CODE) | cksum))"'
 
 # `make` with no goal builds everything (the rule above would otherwise be the default goal)
 .DEFAULT_GOAL := all

@@ -19,11 +19,14 @@
 // bench/bench-fit runs it): the time models fitted to 10,000 finished runs (fit_run_models:
 // the overlap and the runs' step model, StepFit), its median against the 1 s target and as a
 // ratio to its anchor in the same run: the 10,000 runs predicted once each by the fitted
-// models (Predictor::run), the predictions a fit needs at the least.
+// models (Predictor::run), the predictions a fit needs at the least; then the same fit with
+// its fits from the cache (FitCache: in memory, and from a cache directory), each as a
+// ratio to the fit and to the anchor.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -33,6 +36,7 @@
 
 #include "tula/convergence_fit.hpp"
 #include "tula/step_fit.hpp"
+#include "tula/fit_cache.hpp"
 
 #include "tula/error.hpp"
 #include "tula/hardware.hpp"
@@ -114,6 +118,33 @@ void bench_fit(int reps) {
                 "%.2f x the anchor%s\n",
                 runs.size(), fitted, fit, fit_min, fit_max, target, fit / target, runs.size(), anchor, fit / anchor,
                 sink > 0 ? "" : " (no prediction)");
+    // The same evidence again, its fits (overlap, StepFit) from the cache: in the process's
+    // memory, and from a cache directory read by a fresh FitCache each time (as a new `tula
+    // plan` reads it).
+    char dir[] = "/tmp/tula-bench-fit-XXXXXX";
+    if (!mkdtemp(dir)) {
+        std::printf("bench-fit: cannot make a directory for the cache; the cached figures are not measured\n");
+        return;
+    }
+    tula::TimeModels cached = pm;
+    tula::FitCache memory(dir);
+    cached.fit_cache = &memory;
+    tula::fit_run_models(cached, runs, nullptr);  // fitted once, kept in memory and in the directory
+    const double from_memory = median_ms(reps, ms, [&] { tula::fit_run_models(cached, runs, nullptr); });
+    int file_hits = 0;
+    const double from_file = median_ms(reps, ms, [&] {
+        tula::FitCache fresh(dir);
+        cached.fit_cache = &fresh;
+        tula::fit_run_models(cached, runs, nullptr);
+        file_hits += fresh.stats().file_hits;
+    });
+    std::printf("bench-fit: the same runs again with the fits cached: from memory %.3f ms (%.2f x the fit), "
+                "from the cache directory %.3f ms (%.2f x the fit; %d of %d fits read from the files); anchor %.3f ms, "
+                "%.2f and %.2f x the anchor\n",
+                from_memory, from_memory / fit, from_file, from_file / fit, file_hits, 2 * reps, anchor,
+                from_memory / anchor, from_file / anchor);
+    const std::string rm = std::string("rm -rf '") + dir + "'";
+    if (std::system(rm.c_str()) != 0) std::printf("bench-fit: %s failed\n", rm.c_str());
 }
 
 }  // namespace

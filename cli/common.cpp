@@ -15,6 +15,7 @@
 
 #include "format.hpp"
 #include "tula/error.hpp"
+#include "tula/fit_cache.hpp"
 
 namespace tula::cli {
 
@@ -100,6 +101,12 @@ std::string absolute_path(const std::string& p) {
     std::string rel = p;
     while (rel.rfind("./", 0) == 0) rel = rel.substr(2);
     return std::string(buf) + (rel.empty() ? "" : "/" + rel);
+}
+
+FitCache& fit_cache() {
+    static FitCache cache(FitCache::default_dir(std::getenv("TULA_CACHE_DIR"), std::getenv("XDG_CACHE_HOME"),
+                                                std::getenv("HOME"), std::getenv("TULA_FIT_CACHE")));
+    return cache;
 }
 
 std::string write_db_path(const CommonOptions& o) {

@@ -109,6 +109,11 @@ std::vector<std::string> read_db_paths(const CommonOptions& o, const Config& cfg
 /// for more than one --db.
 std::string write_db_path(const CommonOptions& o);
 
+/// The process's cache of the fits of the runs (FitCache), made on first use in
+/// FitCache::default_dir($TULA_CACHE_DIR, $XDG_CACHE_HOME, $HOME, $TULA_FIT_CACHE).
+/// Errors: none.
+FitCache& fit_cache();
+
 /// `p` made absolute against the current directory (not resolved). Errors: tula::Error when
 /// the current directory cannot be read.
 std::string absolute_path(const std::string& p);

@@ -460,7 +460,8 @@ PlanReport make_plan_report(const PlanOptions& o, std::vector<std::string>* warn
             for (PartitionConf& p : cfg.partitions) p.nodes = std::max(p.nodes, hi);
         }
         SiteQueue q = apply_slurm_limits(&cfg, &warnings);
-        const PlanData data = load_plan_data(read_db_paths(o.common, cfg, &warnings), workload, &warnings);
+        PlanData data = load_plan_data(read_db_paths(o.common, cfg, &warnings), workload, &warnings);
+        data.fit_cache = &fit_cache();
         r.profile_jobs = measuring_jobs(data.compute);
         std::vector<Plan> rows = plan_node_counts(cfg, data, r.epochs, max_nodes, counts, spec, &warnings, examples);
         r.plan = rows.back();

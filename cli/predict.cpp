@@ -98,7 +98,8 @@ int run_predict(const PredictOptions& o) {
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
     const PlanData d = load_plan_data(dbs, o.workload, &warnings);
     const Workload* w = &d.workload;
-    const TimeModels m = fit_time_models(lc.config, *w, d.compute, d.allreduce, d.runs, corrections, &warnings);
+    const TimeModels m =
+        fit_time_models(lc.config, *w, d.compute, d.allreduce, d.runs, corrections, &warnings, &fit_cache());
     const PartitionTarget& t = find_target(m, o.partition);
     if (o.nodes > 1 && !t.allreduce)
         throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +

@@ -17,6 +17,8 @@
 
 namespace tula {
 
+class FitCache;
+
 /// How the planner picks from the Pareto front.
 enum class Policy {
     Auto,  ///< knee point of the time/cost front (Kneedle, Satopaa et al. 2011)
@@ -440,6 +442,9 @@ struct PlanData {
     std::vector<ComputeSample> compute;
     std::vector<AllreduceSample> allreduce;
     std::vector<RunRecord> runs;
+    /// Where the planner takes the fits of the runs from (TimeModels::fit_cache); not owned,
+    /// not read from the databases; nullptr: each is fitted.
+    FitCache* fit_cache = nullptr;
     /// > 0: the workload has no compute profile; `compute` is made of its runs
     /// (profile_from_runs), this many of them usable.
     int profile_runs = 0;

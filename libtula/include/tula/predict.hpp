@@ -18,6 +18,8 @@
 
 namespace tula {
 
+class FitCache;
+
 /// The corrections on the modelled step (docs/models.md, "Corrections"), each switchable for
 /// the ablation of `tula validate --without`. Off means the fitted models are used without it:
 ///  - concurrency: ComputeModel::concurrency_at, the slowdown of ranks profiled at once (1);
@@ -57,6 +59,9 @@ struct TimeModels {
     TimeCalibration calibration;              ///< factor of the runs on the modelled step (1 without)
     std::map<std::string, StepFit> step_fits; ///< the runs' step model per hardware class ("": none given)
     Corrections corrections;
+    /// Where fit_run_models takes the overlap and the StepFits from (FitCache); not owned;
+    /// nullptr: each is fitted (OverlapModel::fit, StepFit::fit). Either way the fits are the same.
+    FitCache* fit_cache = nullptr;
     /// The models that predict a run of hardware class `cls` ("" unknown): that class's
     /// fit when it has one, else the pooled models, with the class's within-node bandwidth
     /// (its fit, else tula.conf's intra_node_bandwidth of a partition of the class); its
@@ -79,13 +84,16 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
 /// the runs (StepFit::fit per hardware class, "" for all when class scaling is off) fitted to
 /// `runs`, each run's modelled step taken with its class's models (TimeModels::run_target).
 /// Runs of other workloads are ignored. A failed overlap fit leaves gamma = 1 with a warning.
-/// Errors: none.
+/// The overlap and the StepFits come from m.fit_cache when it is set (the same fits, refitted
+/// only for observations not fitted before). Errors: none.
 TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings);
 
-/// fit_run_models(fit_profile_models(...), runs, ...). Errors: as fit_profile_models.
+/// fit_run_models(fit_profile_models(...), runs, ...), the runs' fits through `fit_cache` when
+/// given (TimeModels::fit_cache, kept in the result). Errors: as fit_profile_models.
 TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
                            const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
-                           const Corrections& corrections, std::vector<std::string>* warnings);
+                           const Corrections& corrections, std::vector<std::string>* warnings,
+                           FitCache* fit_cache = nullptr);
 
 /// A workload with finished runs but no compute profile, profiled by its runs
 /// (docs/models.md, "A workload planned from its runs").

@@ -129,6 +129,7 @@ Posterior posterior(const Rows& rs, const Design& d) {
         const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
         post.beta = ldlt.solve(r0 / s2);
         post.cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
+        post.cov = 0.5 * (post.cov + post.cov.transpose()).eval();  // symmetric to the last bit
         double rss = 0;
         for (size_t i = 0; i < rs.y.size(); ++i) rss += residual2(rs, i, post.beta);
         post.sigma = std::sqrt((StepFit::kNoisePriorWeight * StepFit::kNoisePrior * StepFit::kNoisePrior + rss) /

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "tula/error.hpp"
+#include "tula/fit_cache.hpp"
 #include "util.hpp"
 
 namespace tula {
@@ -153,8 +154,11 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
     // calibrate what the profiles of their own class missed
     auto samples_of = [&](const std::vector<const RunRecord*>& rs) {
         std::vector<IterationSample> out;
+        std::map<std::string, PartitionTarget> targets;  // by the runs' class
         for (const RunRecord* r : rs) {
-            const PartitionTarget t = m.run_target(r->hardware_class);
+            auto it = targets.find(r->hardware_class);
+            if (it == targets.end()) it = targets.emplace(r->hardware_class, m.run_target(r->hardware_class)).first;
+            const PartitionTarget& t = it->second;
             for (const IterationSample& q : iteration_samples({r}, w, t.compute, t.allreduce ? &*t.allreduce : nullptr,
                                                               t.intra_node_bandwidth()))
                 out.push_back(q);
@@ -173,7 +177,8 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
     m.calibration = TimeCalibration{};
     if (m.allreduce) {
         try {
-            m.overlap = OverlapModel::fit(samples_of(multi));
+            const std::vector<IterationSample> samples = samples_of(multi);
+            m.overlap = m.fit_cache ? m.fit_cache->overlap(samples) : OverlapModel::fit(samples);
         } catch (const Error& e) {
             if (warnings) warnings->push_back(std::string(e.what()) + "; planning with gamma = 1 (no overlap)");
         }
@@ -188,9 +193,16 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
     if (m.corrections.run_fit) {
         // each run's measured step against the step modelled without the runs' fit
         std::map<std::string, std::vector<StepObservation>> by_class;
+        std::map<std::string, std::pair<PartitionTarget, Predictor>> bases;  // by the runs' class
         for (const RunRecord* r : usable) {
-            const PartitionTarget t = m.run_target(r->hardware_class);
-            const Predictor base(t, w, m.overlap, m.calibration);
+            auto b = bases.find(r->hardware_class);
+            if (b == bases.end()) {
+                PartitionTarget t = m.run_target(r->hardware_class);
+                Predictor p(t, w, m.overlap, m.calibration);
+                b = bases.emplace(r->hardware_class, std::make_pair(std::move(t), std::move(p))).first;
+            }
+            const PartitionTarget& t = b->second.first;
+            const Predictor& base = b->second.second;
             const int K = std::max(1, r->nodes), R = std::max(1, r->ranks_per_node);
             const double steps =
                 base.steps_per_epoch(r->examples_per_epoch(static_cast<double>(w.train_examples)), r->global_batch) *
@@ -206,15 +218,18 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
             o.compute_seconds = s.time_factor * s.compute_seconds;
             by_class[m.corrections.class_scaling ? r->hardware_class : std::string()].push_back(o);
         }
-        for (const auto& [cls, obs] : by_class) m.step_fits[cls] = StepFit::fit(obs);
+        for (const auto& [cls, obs] : by_class) m.step_fits[cls] = m.fit_cache ? m.fit_cache->step_fit(obs) : StepFit::fit(obs);
     }
     return m;
 }
 
 TimeModels fit_time_models(const Config& cfg, const Workload& w, const std::vector<ComputeSample>& compute,
                            const std::vector<AllreduceSample>& allreduce, const std::vector<RunRecord>& runs,
-                           const Corrections& corrections, std::vector<std::string>* warnings) {
-    return fit_run_models(fit_profile_models(cfg, w, compute, allreduce, corrections, warnings), runs, warnings);
+                           const Corrections& corrections, std::vector<std::string>* warnings,
+                           FitCache* fit_cache) {
+    TimeModels m = fit_profile_models(cfg, w, compute, allreduce, corrections, warnings);
+    m.fit_cache = fit_cache;
+    return fit_run_models(std::move(m), runs, warnings);
 }
 
 Predictor::Predictor(const PartitionTarget& target, const Workload& w, const OverlapModel& overlap,
