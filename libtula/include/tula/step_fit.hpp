@@ -81,7 +81,8 @@ struct StepFit {
     double left_out_error = std::numeric_limits<double>::quiet_NaN();
     double left_out_error_per_batch = std::numeric_limits<double>::quiet_NaN();
 
-    /// Fits the model to `obs` (those with s, m, c > 0 and finite; the others are skipped),
+    /// Fits the model to `obs` (those with s, m, c > 0 and finite and b finite; the others are
+    /// skipped),
     /// with `extrapolation` from extrapolation_from. No usable observation: runs = 0.
     /// Errors: none.
     static StepFit fit(const std::vector<StepObservation>& obs);

@@ -107,6 +107,19 @@ double residual2(const Rows& rs, size_t i, const Eigen::VectorXd& beta) {
     return rs.w[i] * (rs.y[i] - fitted) * (rs.y[i] - fitted);
 }
 
+// The weighted normal equations of all rows of one form: A0 = sum w x x', r0 = sum w x y.
+struct Normal {
+    Eigen::MatrixXd A0;
+    Eigen::VectorXd r0;
+};
+
+Normal normal_equations(const Rows& rs, const Design& d) {
+    const Eigen::Index p = d.size();
+    Normal n{Eigen::MatrixXd::Zero(p, p), Eigen::VectorXd::Zero(p)};
+    for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, n.A0, n.r0);
+    return n;
+}
+
 // The posterior of one form: coefficients, covariance and the relative noise sigma (two passes:
 // at the prior noise, then at the noise the residuals show, pooled with the prior's pseudo-runs).
 struct Posterior {
@@ -115,19 +128,16 @@ struct Posterior {
     double sigma = StepFit::kNoisePrior;
 };
 
-Posterior posterior(const Rows& rs, const Design& d) {
+Posterior posterior(const Rows& rs, const Design& d, const Normal& n) {
     const Eigen::Index p = d.size();
-    Eigen::MatrixXd A0 = Eigen::MatrixXd::Zero(p, p);
-    Eigen::VectorXd r0 = Eigen::VectorXd::Zero(p);
-    for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, A0, r0);
     const Eigen::VectorXd prior = d.prior_precision();
     Posterior post;
     for (int pass = 0; pass < 2; ++pass) {
         const double s2 = post.sigma * post.sigma;
-        Eigen::MatrixXd A = A0 / s2;
+        Eigen::MatrixXd A = n.A0 / s2;
         A.diagonal() += prior;
         const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
-        post.beta = ldlt.solve(r0 / s2);
+        post.beta = ldlt.solve(n.r0 / s2);
         post.cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
         post.cov = 0.5 * (post.cov + post.cov.transpose()).eval();  // symmetric to the last bit
         double rss = 0;
@@ -141,19 +151,15 @@ Posterior posterior(const Rows& rs, const Design& d) {
 // The squared relative errors of the runs' steps (in the order of rs) predicted with their
 // placements left out: the placements (ascending) in min(count, kFolds) folds, placement j in
 // fold j mod folds, each fold's runs predicted by the posterior mean of the others at the full
-// fit's noise sigma.
-std::vector<double> placements_left_out(const Rows& rs, const Design& d, double sigma) {
+// fit's noise sigma (`n`: the normal equations of all rows, from which each fold's are taken).
+std::vector<double> placements_left_out(const Rows& rs, const Design& d, const Normal& n, double sigma) {
     const size_t folds = std::min(rs.placements, static_cast<size_t>(StepFit::kFolds));
-    const Eigen::Index p = d.size();
-    Eigen::MatrixXd A0 = Eigen::MatrixXd::Zero(p, p);
-    Eigen::VectorXd r0 = Eigen::VectorXd::Zero(p);
-    for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, A0, r0);
     const Eigen::VectorXd prior = d.prior_precision();
     const double s2 = sigma * sigma;
     std::vector<double> e2(rs.y.size(), 0.0);
     for (size_t f = 0; f < folds; ++f) {
-        Eigen::MatrixXd A = A0;
-        Eigen::VectorXd r = r0;
+        Eigen::MatrixXd A = n.A0;
+        Eigen::VectorXd r = n.r0;
         for (size_t i = 0; i < rs.y.size(); ++i)
             if (rs.placement[i] % folds == f) accumulate(rs, i, -1.0, A, r);
         A /= s2;
@@ -221,15 +227,17 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     std::nth_element(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(cs.size() / 2), cs.end());
     const double u = cs[cs.size() / 2];
     const Rows rows = rows_of(use, global, u);
-    Posterior post = posterior(rows, global);
+    const Normal normal = normal_equations(rows, global);
+    Posterior post = posterior(rows, global, normal);
     Design chosen = global;
     if (rows.placements >= 2) {
         // the per-batch form unless the runs, their placements left out, say it predicts worse:
         // the mean paired difference of the squared errors above its standard error
         const Rows rows_b = rows_of(use, per_batch, u);
-        const Posterior post_b = posterior(rows_b, per_batch);
-        const std::vector<double> e2 = placements_left_out(rows, global, post.sigma);
-        const std::vector<double> e2_b = placements_left_out(rows_b, per_batch, post_b.sigma);
+        const Normal normal_b = normal_equations(rows_b, per_batch);
+        const Posterior post_b = posterior(rows_b, per_batch, normal_b);
+        const std::vector<double> e2 = placements_left_out(rows, global, normal, post.sigma);
+        const std::vector<double> e2_b = placements_left_out(rows_b, per_batch, normal_b, post_b.sigma);
         const double n = static_cast<double>(e2.size());
         double sum = 0, sum_b = 0, diff = 0, diff2 = 0;
         for (size_t i = 0; i < e2.size(); ++i) {
