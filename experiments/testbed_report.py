@@ -29,9 +29,11 @@ Every measurement is a row of results/testbed-report/runs.jsonl (its field kind 
 allreduce-fit, variant, concurrency, step-factor, plan, plan-candidate, scaling, extrapolate,
 validate), with manifest.json; the report is written from them.
 
-Usage: python3 -m experiments.testbed_report [--results DIR] [--out DIR] [--from-rows]
+Usage: python3 -m experiments.testbed_report [--results DIR] [--out DIR] [--from-rows] [--keep DIR]
 --results: the rows' folder (default results/testbed-report); --out: the report's folder (default
-the rows' folder; the report is report.md there); --from-rows: no cluster, the report written from the rows.
+the rows' folder; the report is report.md there); --from-rows: no cluster, the report written from the rows;
+--keep: the work folder (the databases, among them the extrapolation's copies fitted on 1-2 nodes,
+plans and predictions) moved to DIR instead of removed, to predict the same shapes again.
 Environment: TULA_REPORT_RATES, TULA_LINK_RATE (the default rate, 200mbit),
 TULA_BUILD_DIR. SKIPs (exit 77, one line) where the isolated testbed cannot be made."""
 import argparse
@@ -573,6 +575,8 @@ def main(argv=None):
     ap.add_argument("--results", default=os.environ.get("TULA_REPORT_RESULTS") or os.path.join(tb.REPO, "results", NAME))
     ap.add_argument("--out", help="the report's folder (default: the rows' folder)")
     ap.add_argument("--from-rows", action="store_true")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="move the work folder (databases, plans, predictions) to DIR instead of removing it")
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--plan", metavar="RATE", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -581,7 +585,7 @@ def main(argv=None):
     results = os.path.abspath(a.results)
     out_dir = os.path.abspath(a.out or results)
     if not a.from_rows:
-        measure(results)
+        measure(results, a.keep)
     rows, manifest = tb.read_results(results, NAME)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "report.md")
@@ -592,8 +596,9 @@ def main(argv=None):
     return 0
 
 
-def measure(results):
-    """Outside: one cluster per measurement; the rows and manifest written to results."""
+def measure(results, keep=None):
+    """Outside: one cluster per measurement; the rows and manifest written to results; the work
+    folder moved to `keep` when given, else removed."""
     rates = (os.environ.get("TULA_REPORT_RATES") or "100mbit 200mbit 400mbit").split()  # slowest first
     p = tb.Progress(NAME)
     work = tempfile.mkdtemp(prefix="tula-testbed-report.", dir=os.environ.get("TMPDIR") or "/tmp")
@@ -612,7 +617,11 @@ def measure(results):
                 tb.die(NAME, "plans at %s failed" % r)
         rows = tb.rowsmod.read_rows(os.path.join(work, "rows.jsonl"))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if keep:
+            shutil.move(work, keep)
+            print("%s: the work folder is in %s" % (NAME, keep))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     manifest = dict(study=NAME, link_rate=os.environ.get("TULA_LINK_RATE") or "200mbit", rates=rates, models=list(MODELS),
                     seconds=p.seconds(), **tb.provenance())
     tb.write_results(results, rows, manifest)
