@@ -239,8 +239,8 @@ std::optional<std::string> find_in_path(const std::string& name) {
 
 void add_corrections_options(CLI::App* sub, std::string* with, std::string* without) {
     sub->add_option("--with", *with,
-                    "switch corrections on (a comma list of concurrency, synced-step, run-fit, calibration, class-scaling; "
-                    "all but calibration are on by default)")
+                    "switch corrections on (a comma list of concurrency, synced-step, run-fit, calibration, class-scaling, "
+                    "class-runs; all but calibration and class-runs are on by default)")
         ->type_name("LIST");
     sub->add_option("--without", *without, "switch corrections off (the same names): the ablation of docs/models.md")
         ->type_name("LIST");

@@ -96,10 +96,12 @@ int run_predict(const PredictOptions& o) {
     const Corrections corrections = corrections_of(o.with, o.without);
     const LoadedConfig lc = load_cli_config(o.common);
     const std::vector<std::string> dbs = read_db_paths(o.common, lc.config, &warnings);
-    const PlanData d = load_plan_data(dbs, o.workload, &warnings);
+    const PlanData d = load_plan_data(dbs, o.workload, &warnings, corrections.class_runs);
     const Workload* w = &d.workload;
-    const TimeModels m =
-        fit_time_models(lc.config, *w, d.compute, d.allreduce, d.runs, corrections, &warnings, &fit_cache());
+    TimeModels profile_models = fit_profile_models(lc.config, *w, d.compute, d.allreduce, corrections, &warnings);
+    profile_models.fit_cache = &fit_cache();
+    profile_models.class_exchange = d.class_exchange;
+    const TimeModels m = fit_run_models(std::move(profile_models), d.runs, &warnings);
     const PartitionTarget& t = find_target(m, o.partition);
     if (o.nodes > 1 && !t.allreduce)
         throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +

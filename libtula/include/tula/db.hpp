@@ -122,8 +122,9 @@ public:
     /// transaction: both rows or neither. Returns the run's id. Errors: tula::Error (nothing
     /// is written).
     int64_t add_run(const RunRecord& r, const Workload* workload);
-    /// Runs, newest first; only those of `workload` when it is non-empty.
-    std::vector<RunRecord> runs(const std::string& workload = "") const;
+    /// Runs, newest first; only those of `workload` when it is non-empty; with their per-epoch
+    /// rows unless `epochs` is false.
+    std::vector<RunRecord> runs(const std::string& workload = "", bool epochs = true) const;
     /// The newest run with this job id, with its epochs.
     std::optional<RunRecord> run_by_job(const std::string& job_id) const;
 
@@ -311,8 +312,11 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
 /// = all) of every database it could open, in the order of `paths`, through the same
 /// connection (one open per database at each submission instead of two). Runs that cannot be
 /// read add nothing and no warning, and do not drop that database's profiles; a database whose
-/// profiles cannot be read still gives its runs.
+/// profiles cannot be read still gives its runs. With `other_runs` non-null (and `workload`
+/// non-empty), also appends the runs of every other workload the same way, without their
+/// per-epoch rows (ProfileDb::runs with epochs false).
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
-                         const std::string& workload, std::vector<RunRecord>* runs = nullptr);
+                         const std::string& workload, std::vector<RunRecord>* runs = nullptr,
+                         std::vector<RunRecord>* other_runs = nullptr);
 
 }  // namespace tula

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tula/class_exchange.hpp"
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
 #include "tula/records.hpp"
@@ -442,6 +443,9 @@ struct PlanData {
     std::vector<ComputeSample> compute;
     std::vector<AllreduceSample> allreduce;
     std::vector<RunRecord> runs;
+    /// The exchange across nodes that the runs of the other workloads measured, per class
+    /// (class_exchange; TimeModels::class_exchange); empty unless load_plan_data was asked.
+    std::vector<ClassExchange> class_exchange;
     /// Where the planner takes the fits of the runs from (TimeModels::fit_cache); not owned,
     /// not read from the databases; nullptr: each is fitted.
     FitCache* fit_cache = nullptr;
@@ -457,8 +461,10 @@ struct PlanData {
 /// compute"), when every database in `db_paths` that exists was read and one holds something;
 /// tula::Error with the same message when a database was skipped (its warning says why) or none
 /// holds anything.
+/// With `class_exchange_runs`, also the runs of every other workload, as `class_exchange`
+/// (Corrections::class_runs); else that is empty.
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
-                        std::vector<std::string>* warnings);
+                        std::vector<std::string>* warnings, bool class_exchange_runs = false);
 
 /// The planner, pure: fits the time models (fit_profile_models, fit_run_models), the accuracy
 /// and convergence models from `data`, and plans once for each node count of `counts` (0: the

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tula/class_exchange.hpp"
 #include "tula/conf.hpp"
 #include "tula/models.hpp"
 #include "tula/planner.hpp"
@@ -28,7 +29,9 @@ class FitCache;
 ///  - calibration: TimeCalibration from finished runs, a factor by shape interpolated over the
 ///    local batch (1);
 ///  - class_scaling: per-hardware-class models and partitions predicted from another class by
-///    published figures (every run and partition takes the pooled models, factor 1).
+///    published figures (every run and partition takes the pooled models, factor 1);
+///  - class_runs: the exchange across nodes that the runs of the class's other workloads
+///    measured, borrowed by the runs' StepFit (TimeModels::class_exchange; each fit its own).
 struct Corrections {
     bool concurrency = true;
     bool synced_step = true;
@@ -37,8 +40,12 @@ struct Corrections {
     /// measured (docs/models.md, Corrections).
     bool calibration = false;
     bool class_scaling = true;
+    /// Off by default: on bench/bench-traces --new-workload it lowered the V100 median and
+    /// raised the RTX 2080 Ti one (docs/models.md, "Runs of other workloads on the class").
+    bool class_runs = false;
     /// The defaults with the corrections of the comma list `with` switched on and those of
-    /// `without` switched off (names: concurrency, synced-step, run-fit, calibration, class-scaling;
+    /// `without` switched off (names: concurrency, synced-step, run-fit, calibration, class-scaling,
+    /// class-runs;
     /// "" or "none": none). Errors: tula::Error naming a bad name, or one in both lists.
     static Corrections select(const std::string& with, const std::string& without);
     /// select("", list).
@@ -58,6 +65,10 @@ struct TimeModels {
     OverlapModel overlap;                     ///< Pollux gamma of the multi-node runs (1 without)
     TimeCalibration calibration;              ///< factor of the runs on the modelled step (1 without)
     std::map<std::string, StepFit> step_fits; ///< the runs' step model per hardware class ("": none given)
+    /// The exchange across nodes that other workloads' runs measured per class (class_exchange),
+    /// borrowed by step_fits (borrowed_exchange_observations); not read from the profiles: the
+    /// caller sets it (PlanData::class_exchange). Empty: each workload's fit is its own.
+    std::vector<ClassExchange> class_exchange;
     Corrections corrections;
     /// Where fit_run_models takes the overlap and the StepFits from (FitCache); not owned;
     /// nullptr: each is fitted (OverlapModel::fit, StepFit::fit). Either way the fits are the same.
@@ -83,7 +94,10 @@ TimeModels fit_profile_models(const Config& cfg, const Workload& w, const std::v
 /// calibration (TimeCalibration::fit on every usable run, oldest first) and the step model of
 /// the runs (StepFit::fit per hardware class, "" for all when class scaling is off) fitted to
 /// `runs`, each run's modelled step taken with its class's models (TimeModels::run_target).
-/// Runs of other workloads are ignored. A failed overlap fit leaves gamma = 1 with a warning.
+/// Runs of other workloads are ignored; the exchange they measured enters each class's StepFit
+/// through m.class_exchange (borrowed_exchange_observations, at the median local batch of the
+/// workload's runs at each R) when the correction class_runs is on and there is an across-node
+/// allreduce model. A failed overlap fit leaves gamma = 1 with a warning.
 /// The overlap and the StepFits come from m.fit_cache when it is set (the same fits, refitted
 /// only for observations not fitted before). Errors: none.
 TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings);

@@ -19,6 +19,11 @@ struct StepObservation {
     double measured_seconds = 0;  ///< s: the run's steady seconds / its steps, seconds
     double model_seconds = 0;     ///< m: the modelled step at (K, R, b), seconds
     double compute_seconds = 0;   ///< c: the modelled step's compute part at (R, b), seconds
+    /// Evidence of another workload on the class (borrowed_exchange_observations): s - m is the
+    /// exchange it says this workload's model missed at (K, R); it informs phi only (c is 0),
+    /// with relative sd kBorrowedNoise, and is never left out, counted in `runs`, `max_nodes`,
+    /// u or sigma.
+    bool borrowed = false;
 };
 
 /// The step model of the runs (docs/models.md, "The step fitted to the runs"): the modelled step
@@ -39,6 +44,8 @@ struct StepObservation {
 /// batches, node counts and ranks per node). The runs choose the form by leaving their
 /// placements out: the per-batch form, unless its squared errors exceed those of the form without
 /// it by more than one standard error of their mean paired difference; one placement: without.
+/// Borrowed observations (another workload's exchange on the class) enter the phi columns only,
+/// at their own noise kBorrowedNoise, as a prior from the class that the workload's runs outweigh.
 struct StepFit {
     static constexpr double kPriorPooled = 0.1;    ///< prior sd of theta_0 (units of c)
     static constexpr double kPriorPerRanks = 0.1;  ///< prior sd of theta'_R (units of c)
@@ -53,11 +60,15 @@ struct StepFit {
     /// (max_nodes): the form's own error where no run was measured; the least `extrapolation`
     /// takes, and its value where the runs cannot check it (one node count)
     static constexpr double kExtrapolation = 0.1;
+    /// relative sd of a borrowed observation's step: how far the exchange per gradient byte of
+    /// one workload misses another's on the same class
+    static constexpr double kBorrowedNoise = 0.3;
 
     /// (R, b): ranks per node and local batch (examples, batch_key) of the per-batch terms.
     using BatchKey = std::pair<int, double>;
 
-    int runs = 0;               ///< runs fitted (0: no fit; tau = m)
+    int runs = 0;               ///< runs of the workload fitted (0: no fit; tau = m)
+    int borrowed = 0;           ///< borrowed observations fitted (other workloads' exchange)
     double theta0 = 0, phi0 = 0;
     double scale_seconds = 0;   ///< u, seconds
     std::map<int, std::pair<double, double>> per_ranks;  ///< R -> (theta'_R, phi'_R)
@@ -81,9 +92,9 @@ struct StepFit {
     double left_out_error = std::numeric_limits<double>::quiet_NaN();
     double left_out_error_per_batch = std::numeric_limits<double>::quiet_NaN();
 
-    /// Fits the model to `obs` (those with s, m, c > 0 and finite and b finite; the others are
-    /// skipped),
-    /// with `extrapolation` from extrapolation_from. No usable observation: runs = 0.
+    /// Fits the model to `obs` (those with s, m, c > 0 and finite and b finite, a borrowed one
+    /// with s, m > 0 and c = 0; the others are skipped), with `extrapolation` from
+    /// extrapolation_from. No usable observation of the workload's own: runs = 0.
     /// Errors: none.
     static StepFit fit(const std::vector<StepObservation>& obs);
     /// The form, coefficients, covariance and sigma of fit(), with `extrapolation` at
@@ -96,6 +107,9 @@ struct StepFit {
     /// node count, and at least kExtrapolation. kExtrapolation when the runs have one node count.
     /// Errors: none.
     static double extrapolation_from(const std::vector<StepObservation>& obs, int max_nodes);
+    /// psi(K) = 2 (K - 1) / K, the ring allreduce's bandwidth term relative to 2 nodes (Thakur,
+    /// Rabenseifner & Gropp 2005): 0 on one node, 1 on two, below 2 on any count. Pure.
+    static double psi(int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) / nodes; }
     /// The local batch b (examples) as a per-batch key: rounded to 1e-3 examples. Pure.
     static double batch_key(double local_batch);
     /// "per-batch" when per_batch holds terms, else "per-ranks". Pure.

@@ -98,6 +98,7 @@ std::string hex(const Hash128& h) {
 std::string step_fit_to_json(const StepFit& f) {
     Json j;
     j["runs"] = f.runs;
+    j["borrowed"] = f.borrowed;
     j["theta0"] = f.theta0;
     j["phi0"] = f.phi0;
     j["scale_seconds"] = f.scale_seconds;
@@ -127,6 +128,7 @@ std::optional<StepFit> step_fit_from_json(const std::string& text) {
         const Json j = Json::parse(text);
         StepFit f;
         f.runs = j.at("runs").get<int>();
+        f.borrowed = j.at("borrowed").get<int>();
         f.theta0 = j.at("theta0").get<double>();
         f.phi0 = j.at("phi0").get<double>();
         f.scale_seconds = j.at("scale_seconds").get<double>();
@@ -150,7 +152,7 @@ std::optional<StepFit> step_fit_from_json(const std::string& text) {
         std::vector<double> coef{f.theta0, f.phi0, f.scale_seconds, f.sigma, f.extrapolation};
         for (const auto& [R, t] : f.per_ranks) coef.push_back(t.first), coef.push_back(t.second);
         for (const auto& [k, t] : f.per_batch) coef.push_back(k.second), coef.push_back(t);
-        if (f.runs < 0 || f.max_nodes < 0 || !finite_all(coef) || !finite_all(f.covariance)) return std::nullopt;
+        if (f.runs < 0 || f.borrowed < 0 || f.max_nodes < 0 || !finite_all(coef) || !finite_all(f.covariance)) return std::nullopt;
         return f;
     } catch (const Json::exception&) {
         return std::nullopt;
@@ -161,7 +163,7 @@ std::string FitCache::key(const std::vector<StepObservation>& obs) {
     Hash128 h = key_start("step-fit");
     for (double c : {StepFit::kPriorPooled, StepFit::kPriorPerRanks, StepFit::kPriorExchangePerRanks,
                      StepFit::kPriorExchangePooled, StepFit::kPriorPerBatch, StepFit::kNoisePrior,
-                     StepFit::kNoisePriorWeight, StepFit::kFloor, StepFit::kExtrapolation})
+                     StepFit::kNoisePriorWeight, StepFit::kFloor, StepFit::kExtrapolation, StepFit::kBorrowedNoise})
         h.real(c);
     h.word(static_cast<uint64_t>(StepFit::kFolds));
     h.word(obs.size());
@@ -172,6 +174,7 @@ std::string FitCache::key(const std::vector<StepObservation>& obs) {
         h.real(o.measured_seconds);
         h.real(o.model_seconds);
         h.real(o.compute_seconds);
+        h.word(o.borrowed ? 1 : 0);
     }
     return hex(h);
 }

@@ -23,7 +23,8 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
 }
 
 ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std::string>* warnings,
-                         const std::string& workload, std::vector<RunRecord>* runs) {
+                         const std::string& workload, std::vector<RunRecord>* runs,
+                         std::vector<RunRecord>* other_runs) {
     ProfileSet set;
     std::map<std::string, size_t> index;  // workload name -> position in set.workloads
     for (const auto& p : paths) {
@@ -64,6 +65,14 @@ ProfileSet load_profiles(const std::vector<std::string>& paths, std::vector<std:
                 runs->insert(runs->end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
             } catch (const std::exception&) {
                 // runs that cannot be read: the plan goes on without them (no warning)
+            }
+        }
+        if (other_runs && opened && !workload.empty()) {
+            try {
+                for (RunRecord& r : opened->runs("", false))
+                    if (r.workload != workload) other_runs->push_back(std::move(r));
+            } catch (const std::exception&) {
+                // as above
             }
         }
     }

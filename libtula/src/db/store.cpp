@@ -411,7 +411,7 @@ int64_t ProfileDb::add_run(const RunRecord& r, const Workload* workload) {
     return id;
 }
 
-std::vector<RunRecord> ProfileDb::runs(const std::string& workload) const {
+std::vector<RunRecord> ProfileDb::runs(const std::string& workload, bool epochs) const {
     std::vector<RunRecord> out;
     {
         const std::string sql = run_columns(schema_) + (workload.empty() ? "" : "WHERE workload = ? ") +
@@ -420,7 +420,8 @@ std::vector<RunRecord> ProfileDb::runs(const std::string& workload) const {
         if (!workload.empty()) s.bind(1, workload);
         while (s.step()) out.push_back(read_run(s));
     }
-    for (auto& r : out) read_epochs(db_, path_, &r);
+    if (epochs)
+        for (auto& r : out) read_epochs(db_, path_, &r);
     return out;
 }
 

@@ -15,12 +15,12 @@ namespace tula {
 
 namespace {
 
-// psi(K) = 2 (K - 1) / K: the ring allreduce's bandwidth term relative to 2 nodes.
-double psi(int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) / nodes; }
+double psi(int nodes) { return StepFit::psi(nodes); }
 
 bool usable(const StepObservation& o) {
-    return o.measured_seconds > 0 && o.model_seconds > 0 && o.compute_seconds > 0 && std::isfinite(o.measured_seconds) &&
-           std::isfinite(o.model_seconds) && std::isfinite(o.compute_seconds) && std::isfinite(o.local_batch);
+    return o.measured_seconds > 0 && o.model_seconds > 0 && std::isfinite(o.measured_seconds) &&
+           std::isfinite(o.model_seconds) && std::isfinite(o.local_batch) &&
+           (o.borrowed || (o.compute_seconds > 0 && std::isfinite(o.compute_seconds)));
 }
 
 // The columns of one form: theta_0, phi_0, then (theta'_R, phi'_R) per R of `ranks`, then
@@ -61,7 +61,9 @@ struct Design {
 };
 
 // The usable runs as sparse rows of a Design, with y = s - m and weight 1 / s^2 (the residual
-// relative to s), and their placements (K, R, b) for leaving placements out.
+// relative to s), and their placements (K, R, b) for leaving placements out. Borrowed
+// observations (`use` holds only those, or none of them) have c = 0 and weight
+// 1 / (kBorrowedNoise s)^2.
 struct Rows {
     std::vector<std::array<Eigen::Index, 5>> idx;
     std::vector<std::array<double, 5>> x;
@@ -83,11 +85,13 @@ Rows rows_of(const std::vector<const StepObservation*>& use, const Design& d, do
         const StepObservation& o = *use[i];
         std::array<Eigen::Index, 5> idx{};
         std::array<double, 5> x{};
-        rs.nz.push_back(d.row(o.nodes, std::max(1, o.ranks_per_node), o.local_batch, o.compute_seconds, u, idx.data(), x.data()));
+        const double c = o.borrowed ? 0.0 : o.compute_seconds;
+        rs.nz.push_back(d.row(o.nodes, std::max(1, o.ranks_per_node), o.local_batch, c, u, idx.data(), x.data()));
         rs.idx.push_back(idx);
         rs.x.push_back(x);
         rs.y.push_back(o.measured_seconds - o.model_seconds);
-        rs.w.push_back(1.0 / (o.measured_seconds * o.measured_seconds));
+        const double sd = (o.borrowed ? StepFit::kBorrowedNoise : 1.0) * o.measured_seconds;
+        rs.w.push_back(1.0 / (sd * sd));
         rs.placement.push_back(static_cast<size_t>(std::lower_bound(distinct.begin(), distinct.end(), keys[i]) - distinct.begin()));
     }
     return rs;
@@ -107,16 +111,21 @@ double residual2(const Rows& rs, size_t i, const Eigen::VectorXd& beta) {
     return rs.w[i] * (rs.y[i] - fitted) * (rs.y[i] - fitted);
 }
 
-// The weighted normal equations of all rows of one form: A0 = sum w x x', r0 = sum w x y.
+// The weighted normal equations of one form: A0 = sum w x x', r0 = sum w x y over the
+// workload's own runs (scaled by 1 / sigma^2 in the posterior), and Ab, rb over the borrowed
+// observations (at their own noise, kBorrowedNoise: a prior on phi from the class's other
+// workloads). The prior precision is added to Ab.
 struct Normal {
-    Eigen::MatrixXd A0;
-    Eigen::VectorXd r0;
+    Eigen::MatrixXd A0, Ab;
+    Eigen::VectorXd r0, rb;
 };
 
-Normal normal_equations(const Rows& rs, const Design& d) {
+Normal normal_equations(const Rows& rs, const Rows& borrowed, const Design& d) {
     const Eigen::Index p = d.size();
-    Normal n{Eigen::MatrixXd::Zero(p, p), Eigen::VectorXd::Zero(p)};
+    Normal n{Eigen::MatrixXd::Zero(p, p), Eigen::MatrixXd::Zero(p, p), Eigen::VectorXd::Zero(p), Eigen::VectorXd::Zero(p)};
     for (size_t i = 0; i < rs.y.size(); ++i) accumulate(rs, i, 1.0, n.A0, n.r0);
+    for (size_t i = 0; i < borrowed.y.size(); ++i) accumulate(borrowed, i, 1.0, n.Ab, n.rb);
+    n.Ab.diagonal() += d.prior_precision();
     return n;
 }
 
@@ -130,14 +139,12 @@ struct Posterior {
 
 Posterior posterior(const Rows& rs, const Design& d, const Normal& n) {
     const Eigen::Index p = d.size();
-    const Eigen::VectorXd prior = d.prior_precision();
     Posterior post;
     for (int pass = 0; pass < 2; ++pass) {
         const double s2 = post.sigma * post.sigma;
-        Eigen::MatrixXd A = n.A0 / s2;
-        A.diagonal() += prior;
+        const Eigen::MatrixXd A = n.A0 / s2 + n.Ab;
         const Eigen::LDLT<Eigen::MatrixXd> ldlt(A);
-        post.beta = ldlt.solve(n.r0 / s2);
+        post.beta = ldlt.solve(n.r0 / s2 + n.rb);
         post.cov = ldlt.solve(Eigen::MatrixXd::Identity(p, p));
         post.cov = 0.5 * (post.cov + post.cov.transpose()).eval();  // symmetric to the last bit
         double rss = 0;
@@ -154,7 +161,6 @@ Posterior posterior(const Rows& rs, const Design& d, const Normal& n) {
 // fit's noise sigma (`n`: the normal equations of all rows, from which each fold's are taken).
 std::vector<double> placements_left_out(const Rows& rs, const Design& d, const Normal& n, double sigma) {
     const size_t folds = std::min(rs.placements, static_cast<size_t>(StepFit::kFolds));
-    const Eigen::VectorXd prior = d.prior_precision();
     const double s2 = sigma * sigma;
     std::vector<double> e2(rs.y.size(), 0.0);
     for (size_t f = 0; f < folds; ++f) {
@@ -162,9 +168,8 @@ std::vector<double> placements_left_out(const Rows& rs, const Design& d, const N
         Eigen::VectorXd r = n.r0;
         for (size_t i = 0; i < rs.y.size(); ++i)
             if (rs.placement[i] % folds == f) accumulate(rs, i, -1.0, A, r);
-        A /= s2;
-        A.diagonal() += prior;
-        const Eigen::VectorXd beta = A.ldlt().solve(r / s2);
+        A = A / s2 + n.Ab;
+        const Eigen::VectorXd beta = A.ldlt().solve(r / s2 + n.rb);
         for (size_t i = 0; i < rs.y.size(); ++i)
             if (rs.placement[i] % folds == f) e2[i] = residual2(rs, i, beta);
     }
@@ -184,9 +189,9 @@ double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int 
     // beyond the runs: the mean squared relative error beyond the left-out fit's noise sigma^2,
     // over the doublings squared. Its coefficients' own variance is not taken off: on the node count
     // it never saw, that is the prior's (phi'_R's 0.5), as wide as the form's error itself.
-    std::vector<StepObservation> inside;
+    std::vector<StepObservation> inside;  // borrowed observations stay in: not the workload's runs
     for (const StepObservation& o : obs)
-        if (usable(o) && o.nodes < max_nodes) inside.push_back(o);
+        if (usable(o) && (o.borrowed || o.nodes < max_nodes)) inside.push_back(o);
     if (inside.empty()) return kExtrapolation;
     const StepFit sub = fit_coefficients(inside);
     if (sub.runs == 0 || sub.max_nodes < 1) return kExtrapolation;
@@ -194,7 +199,7 @@ double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int 
     double excess = 0;
     int n = 0;
     for (const StepObservation& o : obs) {
-        if (!usable(o) || o.nodes != max_nodes) continue;
+        if (!usable(o) || o.borrowed || o.nodes != max_nodes) continue;
         const double tau = sub.seconds(o.nodes, o.ranks_per_node, o.local_batch, o.model_seconds, o.compute_seconds);
         excess += std::pow((o.measured_seconds - tau) / tau, 2) - sub.sigma * sub.sigma;
         ++n;
@@ -206,13 +211,17 @@ double StepFit::extrapolation_from(const std::vector<StepObservation>& obs, int 
 
 StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     StepFit f;
-    std::vector<const StepObservation*> use;
+    std::vector<const StepObservation*> use, borrowed;
     Design global, per_batch;
     for (const StepObservation& o : obs) {
         if (!usable(o)) continue;
-        use.push_back(&o);
         const int r = std::max(1, o.ranks_per_node);
         global.ranks.push_back(r);
+        if (o.borrowed) {
+            borrowed.push_back(&o);
+            continue;
+        }
+        use.push_back(&o);
         per_batch.batches.push_back({r, batch_key(o.local_batch)});
     }
     if (use.empty()) return f;
@@ -227,14 +236,14 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
     std::nth_element(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(cs.size() / 2), cs.end());
     const double u = cs[cs.size() / 2];
     const Rows rows = rows_of(use, global, u);
-    const Normal normal = normal_equations(rows, global);
+    const Normal normal = normal_equations(rows, rows_of(borrowed, global, u), global);
     Posterior post = posterior(rows, global, normal);
     Design chosen = global;
     if (rows.placements >= 2) {
         // the per-batch form unless the runs, their placements left out, say it predicts worse:
         // the mean paired difference of the squared errors above its standard error
         const Rows rows_b = rows_of(use, per_batch, u);
-        const Normal normal_b = normal_equations(rows_b, per_batch);
+        const Normal normal_b = normal_equations(rows_b, rows_of(borrowed, per_batch, u), per_batch);
         const Posterior post_b = posterior(rows_b, per_batch, normal_b);
         const std::vector<double> e2 = placements_left_out(rows, global, normal, post.sigma);
         const std::vector<double> e2_b = placements_left_out(rows_b, per_batch, normal_b, post_b.sigma);
@@ -253,6 +262,7 @@ StepFit StepFit::fit_coefficients(const std::vector<StepObservation>& obs) {
         }
     }
     f.runs = static_cast<int>(use.size());
+    f.borrowed = static_cast<int>(borrowed.size());
     for (const StepObservation* o : use) f.max_nodes = std::max(f.max_nodes, o->nodes);
     f.scale_seconds = u;
     f.theta0 = post.beta(0);

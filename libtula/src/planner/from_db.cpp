@@ -13,14 +13,17 @@
 namespace tula {
 
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
-                        std::vector<std::string>* warnings) {
+                        std::vector<std::string>* warnings, bool class_exchange_runs) {
     std::vector<std::string> local;
     std::vector<std::string>* warn = warnings ? warnings : &local;
     const size_t warned = warn->size();
     PlanData d;
     // Only this workload's compute samples (a site database may hold many workloads' rows),
-    // and its run history (finished runs) through the same connections.
-    const ProfileSet set = load_profiles(db_paths, warn, workload, &d.runs);
+    // and its run history (finished runs) through the same connections, and when asked the
+    // exchange across nodes that the other workloads' runs measured.
+    std::vector<RunRecord> others;  // the other workloads' runs, for the exchange of their classes
+    const ProfileSet set = load_profiles(db_paths, warn, workload, &d.runs, class_exchange_runs ? &others : nullptr);
+    d.class_exchange = class_exchange(others, set.workloads);
     const std::optional<Workload> w = set.find(workload);
     d.compute = set.compute_for(workload);
     d.allreduce = set.allreduce;

@@ -629,6 +629,7 @@ std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int 
     // The time models: per hardware class and pooled, the overlap and the calibration of the runs.
     TimeModels profile_models = fit_profile_models(cfg, *w, data.compute, data.allreduce, Corrections{}, warn);
     profile_models.fit_cache = data.fit_cache;
+    profile_models.class_exchange = data.class_exchange;
     const TimeModels tm = fit_run_models(profile_models, runs, warn);
     const AllreduceModel* ar = tm.allreduce ? &*tm.allreduce : nullptr;
     const std::string& allreduce_error = tm.allreduce_error;

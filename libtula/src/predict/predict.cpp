@@ -19,6 +19,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "tula/class_exchange.hpp"
 #include "tula/error.hpp"
 #include "tula/fit_cache.hpp"
 #include "util.hpp"
@@ -34,7 +35,9 @@ bool* correction_flag(Corrections* c, const std::string& name) {
     if (name == "run-fit") return &c->run_fit;
     if (name == "calibration") return &c->calibration;
     if (name == "class-scaling") return &c->class_scaling;
-    throw Error("unknown correction '" + name + "'; the corrections are concurrency, synced-step, run-fit, calibration, class-scaling");
+    if (name == "class-runs") return &c->class_runs;
+    throw Error("unknown correction '" + name +
+                "'; the corrections are concurrency, synced-step, run-fit, calibration, class-scaling, class-runs");
 }
 
 // The names of the comma list `list` ("none" and empty items left out).
@@ -148,6 +151,34 @@ PartitionTarget TimeModels::run_target(const std::string& cls) const {
     return t;
 }
 
+namespace {
+
+// Appends to `obs` (the runs of m.workload on class `cls`, "" with class scaling off) the
+// exchange that the runs of the class's other workloads measured (m.class_exchange), as
+// borrowed observations at the median local batch of the workload's runs at each R (of all its
+// runs where none has that R), modelled without the runs' fit.
+void borrow_class_exchange(const TimeModels& m, const std::string& cls, std::vector<StepObservation>* obs) {
+    if (m.class_exchange.empty() || obs->empty()) return;
+    const Predictor base(m.run_target(cls), m.workload, m.overlap, m.calibration);
+    auto median_batch = [&](int R) {
+        std::vector<double> b;
+        for (const StepObservation& o : *obs)
+            if (o.ranks_per_node == R) b.push_back(o.local_batch);
+        if (b.empty())
+            for (const StepObservation& o : *obs) b.push_back(o.local_batch);
+        std::nth_element(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(b.size() / 2), b.end());
+        return b[b.size() / 2];
+    };
+    auto model_step = [&](int K, int R, double b) { return base.step(K, R, b).seconds; };
+    const AllreduceModel* ar = base.target().allreduce ? &*base.target().allreduce : nullptr;
+    auto across = [&](int K, double bytes) { return hierarchical_allreduce_seconds(ar, K, 1, bytes, 0.0); };
+    const std::vector<StepObservation> borrowed = borrowed_exchange_observations(
+        m.class_exchange, m.workload, m.corrections.class_scaling ? &cls : nullptr, median_batch, model_step, across);
+    obs->insert(obs->end(), borrowed.begin(), borrowed.end());
+}
+
+}  // namespace
+
 TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std::vector<std::string>* warnings) {
     const Workload& w = m.workload;
     // each run's modelled step with its class's models, so that runs on other hardware
@@ -218,6 +249,8 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
             o.compute_seconds = s.time_factor * s.compute_seconds;
             by_class[m.corrections.class_scaling ? r->hardware_class : std::string()].push_back(o);
         }
+        if (m.corrections.class_runs && m.allreduce)
+            for (auto& [cls, obs] : by_class) borrow_class_exchange(m, cls, &obs);
         for (const auto& [cls, obs] : by_class) m.step_fits[cls] = m.fit_cache ? m.fit_cache->step_fit(obs) : StepFit::fit(obs);
     }
     return m;
