@@ -224,16 +224,14 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
     if (m.corrections.run_fit) {
         // each run's measured step against the step modelled without the runs' fit
         std::map<std::string, std::vector<StepObservation>> by_class;
-        std::map<std::string, std::pair<PartitionTarget, Predictor>> bases;  // by the runs' class
+        std::map<std::string, Predictor> bases;  // by the runs' class
         for (const RunRecord* r : usable) {
             auto b = bases.find(r->hardware_class);
-            if (b == bases.end()) {
-                PartitionTarget t = m.run_target(r->hardware_class);
-                Predictor p(t, w, m.overlap, m.calibration);
-                b = bases.emplace(r->hardware_class, std::make_pair(std::move(t), std::move(p))).first;
-            }
-            const PartitionTarget& t = b->second.first;
-            const Predictor& base = b->second.second;
+            if (b == bases.end())
+                b = bases.emplace(r->hardware_class, Predictor(m.run_target(r->hardware_class), w, m.overlap, m.calibration))
+                        .first;
+            const Predictor& base = b->second;
+            const PartitionTarget& t = base.target();
             const int K = std::max(1, r->nodes), R = std::max(1, r->ranks_per_node);
             const double steps =
                 base.steps_per_epoch(r->examples_per_epoch(static_cast<double>(w.train_examples)), r->global_batch) *
@@ -251,7 +249,8 @@ TimeModels fit_run_models(TimeModels m, const std::vector<RunRecord>& runs, std:
         }
         if (m.corrections.class_runs && m.allreduce)
             for (auto& [cls, obs] : by_class) borrow_class_exchange(m, cls, &obs);
-        for (const auto& [cls, obs] : by_class) m.step_fits[cls] = m.fit_cache ? m.fit_cache->step_fit(obs) : StepFit::fit(obs);
+        for (const auto& [cls, obs] : by_class)
+            m.step_fits[cls] = m.fit_cache ? m.fit_cache->step_fit(obs) : StepFit::fit(obs);
     }
     return m;
 }
