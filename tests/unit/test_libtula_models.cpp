@@ -40,6 +40,7 @@ class LibtulaModelsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_compute_startup);
     CPPUNIT_TEST(test_allreduce_rabenseifner);
     CPPUNIT_TEST(test_allreduce_measured_node_counts);
+    CPPUNIT_TEST(test_allreduce_not_faster_than_fewer_nodes);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -485,6 +486,24 @@ public:
         double worst = 0;
         for (double n : {1000.0, 100000.0, 200000.0}) worst = std::max(worst, m.modelled_seconds(2, n) / m.seconds(2, n));
         CPPUNIT_ASSERT(worst > 2.0);
+    }
+
+    // An unmeasured node count is not faster than the most nodes measured below it: 2 ranks
+    // measured slow, 4 fast, the one formula over both in between; 3 takes 2's measurement where
+    // the formula is below it, 5 and 8 take 4's or the formula's, whichever is larger. Fails
+    // without the bound (3 ranks faster than 2 at the same bytes).
+    void test_allreduce_not_faster_than_fewer_nodes() {
+        const std::vector<tula::AllreduceSample> s{as(2, 1000, 5e-3), as(2, 100000, 6e-3), as(4, 1000, 1e-4),
+                                                   as(4, 100000, 2e-4)};
+        const auto m = tula::AllreduceModel::fit(s);
+        CPPUNIT_ASSERT_EQUAL(size_t{2}, m.measured.size());
+        for (double n : {1000.0, 50000.0, 100000.0}) {
+            CPPUNIT_ASSERT(m.modelled_seconds(3, n) < m.seconds(2, n));  // the case the bound is for
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(m.seconds(2, n), m.seconds(3, n), 0.0);
+            for (int k : {5, 8})
+                CPPUNIT_ASSERT_DOUBLES_EQUAL(std::max(m.modelled_seconds(k, n), m.seconds(4, n)), m.seconds(k, n), 0.0);
+        }
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(5e-3 + 1e-3 * 49000 / 99000.0, m.seconds(3, 50000), 1e-15);  // 2's, by hand
     }
 
     void test_allreduce_errors() {

@@ -211,7 +211,10 @@ double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double b
 /// samples; the one with the smaller residual is kept when the samples cover >= 3 node
 /// counts (with 2 node counts both features are proportional and ring is kept).
 ///
-/// The fitted model extrapolates to node counts that were not profiled. A node count that
+/// The fitted model extrapolates to node counts that were not profiled, held at or above the
+/// measured seconds (below) of the most nodes profiled under that count: an allreduce over more
+/// nodes sends no less and takes no fewer steps, so a formula that one line fits over several
+/// node counts and message sizes must not make it faster than measured. A node count that
 /// was profiled at 2 or more message sizes is predicted from its own measurements instead
 /// (as nccl-tests' tables are read): the median seconds per message size, interpolated
 /// linearly in bytes between them, held at the smallest size's value below it (latency
@@ -255,7 +258,8 @@ struct AllreduceModel {
 
     /// Predicted seconds of one allreduce of `bytes` bytes over `nodes` ranks: from the
     /// node count's own measurements when there are (see above), else from bus_bandwidth when
-    /// given, else modelled_seconds().
+    /// given, else modelled_seconds(), at least the measurements of the most nodes measured
+    /// below `nodes`.
     double seconds(int nodes, double bytes) const;
     /// The alpha-beta formula of `algorithm` (above), seconds; 0 for nodes <= 1.
     double modelled_seconds(int nodes, double bytes) const;

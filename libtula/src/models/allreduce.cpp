@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -107,6 +108,23 @@ double bus_bandwidth_seconds(const BusBandwidthTable& table, int ranks, double b
     return share * bytes / (b0 + w * (b1 - b0));
 }
 
+namespace {
+
+// The measured seconds of `p` (one node count's (bytes, median seconds), ascending, >= 2 sizes)
+// at `bytes`: interpolated linearly, the smallest size's value below it, the last two sizes'
+// slope (at least 0) above the largest.
+double measured_at(const std::vector<std::pair<double, double>>& p, double bytes) {
+    if (!(bytes > p.front().first)) return p.front().second;
+    const size_t i = knot_segment(p, bytes);
+    const auto& [n0, t0] = p[i - 1];
+    const auto& [n1, t1] = p[i];
+    const double slope = (t1 - t0) / (n1 - n0);
+    if (bytes > n1) return t1 + std::max(0.0, slope) * (bytes - n1);  // beyond the largest size
+    return t0 + slope * (bytes - n0);
+}
+
+}  // namespace
+
 double AllreduceModel::seconds(int nodes, double bytes) const {
     if (nodes <= 1) return 0.0;
     const auto it = measured.find(nodes);
@@ -118,15 +136,12 @@ double AllreduceModel::seconds(int nodes, double bytes) const {
                                                                        double(nodes) * g, 2e9)), bytes);
         return std::max(0.0, whole - local);
     }
-    if (it == measured.end()) return modelled_seconds(nodes, bytes);  // fit() keeps >= 2 sizes
-    const auto& p = it->second;
-    if (!(bytes > p.front().first)) return p.front().second;
-    const size_t i = knot_segment(p, bytes);
-    const auto& [n0, t0] = p[i - 1];
-    const auto& [n1, t1] = p[i];
-    const double slope = (t1 - t0) / (n1 - n0);
-    if (bytes > n1) return t1 + std::max(0.0, slope) * (bytes - n1);  // beyond the largest size
-    return t0 + slope * (bytes - n0);
+    if (it != measured.end()) return measured_at(it->second, bytes);
+    // another node count: the formula, at least what the most nodes measured below it took (an
+    // allreduce over more nodes sends no less and takes no fewer steps)
+    const double model = modelled_seconds(nodes, bytes);
+    const auto below = measured.lower_bound(nodes);
+    return below == measured.begin() ? model : std::max(model, measured_at(std::prev(below)->second, bytes));
 }
 
 std::string AllreduceModel::measured_nodes() const {
