@@ -111,26 +111,35 @@ namespace {
 // The shapes (K, B) with lo <= K <= hi whose K R ranks divide the global batch B, ordered by K
 // then B; `batches` sorted and unique. Found from the divisors K of B / R (trial division up to
 // its square root: 64 batches of up to 65,536 take about 16,000 divisions), not by testing every
-// node count against every batch (4,096 x 64 divisions per partition).
+// node count against every batch (4,096 x 64 divisions per partition), and ordered by a
+// counting sort on K (stable, so each K keeps the batches' increasing order).
 std::vector<std::pair<int, int>> divisible_shapes(const std::vector<int>& batches, int R, int lo, int hi) {
-    std::vector<std::pair<int, int>> out;
+    std::vector<std::pair<int, int>> found;
     for (int B : batches) {
         if (B % R != 0) continue;
         const int q = B / R;
         for (int d = 1; static_cast<int64_t>(d) * d <= q; ++d) {
             if (q % d != 0) continue;
             const int e = q / d;
-            if (d >= lo && d <= hi) out.emplace_back(d, B);
-            if (e != d && e >= lo && e <= hi) out.emplace_back(e, B);
+            if (d >= lo && d <= hi) found.emplace_back(d, B);
+            if (e != d && e >= lo && e <= hi) found.emplace_back(e, B);
         }
     }
-    std::sort(out.begin(), out.end());
+    if (found.empty()) return found;
+    // every K found is in [lo, hi] and at most the largest B / R, so the counts stay small
+    int top = lo;
+    for (const auto& s : found) top = std::max(top, s.first);
+    std::vector<size_t> start(static_cast<size_t>(top - lo) + 2, 0);
+    for (const auto& s : found) ++start[static_cast<size_t>(s.first - lo) + 1];
+    for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+    std::vector<std::pair<int, int>> out(found.size());
+    for (const auto& s : found) out[start[static_cast<size_t>(s.first - lo)]++] = s;
     return out;
 }
 
 }  // namespace
 
-void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* out) {
+void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* out, size_t partitions_after) {
     const Workload& w = req.workload;
     const PartitionTarget& t = pred.target();
     const ComputeModel& compute = t.compute;
@@ -158,10 +167,11 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
     int too_big = 0, smallest_too_big = 0;
     const double B_ref = plan.reference_batch > 0 ? plan.reference_batch : 1.0;
     const std::vector<std::pair<int, int>> shapes = divisible_shapes(batches, R, req.min_nodes, max_nodes);
-    // grown geometrically across a site's partitions, so that the candidates of the earlier ones
-    // are moved once or twice, not once per partition
+    // room for this partition and as many shapes for each one after it; beyond that grown
+    // geometrically, so that the candidates of the earlier ones are moved once or twice at most
     const size_t need = plan.candidates.size() + shapes.size();
-    if (need > plan.candidates.capacity()) plan.candidates.reserve(std::max(need, 2 * plan.candidates.capacity()));
+    if (need > plan.candidates.capacity())
+        plan.candidates.reserve(std::max(need + partitions_after * shapes.size(), 2 * plan.candidates.capacity()));
     const size_t before = plan.candidates.size();
     // Slurm's MaxTime of the partition: candidates predicted to run longer cannot finish.
     const double max_seconds = t.conf.max_time_minutes > 0 ? 60.0 * t.conf.max_time_minutes : 0.0;

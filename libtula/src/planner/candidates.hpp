@@ -52,9 +52,11 @@ std::string synced_shape_str(const SyncedRatios& synced, int nodes, int ranks_pe
 /// in [req.min_nodes, min(req.max_nodes, t.conf.nodes)] (1 without an across-node allreduce),
 /// R = t.conf.ranks_per_node ranks per node, B a multiple of K R with the local batch B / (K R)
 /// within the profiled range and device memory; each predicted by pred.step. Sets
-/// plan->max_local_batch. Errors: tula::Error naming why, when the partition has no feasible
-/// candidate (memory, divisibility, the profiled range).
-void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* plan);
+/// plan->max_local_batch. partitions_after: how many partitions the caller will enumerate into
+/// the same plan after this one (room is reserved for as many shapes each, so that the
+/// candidates are not moved as the plan grows). Errors: tula::Error naming why, when the
+/// partition has no feasible candidate (memory, divisibility, the profiled range).
+void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* plan, size_t partitions_after = 0);
 
 }  // namespace planner_detail
 }  // namespace tula

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -138,21 +139,44 @@ const char* policy_name(Policy p) {
 }
 
 std::vector<size_t> pareto_front(const std::vector<Candidate>& c) {
-    std::vector<size_t> idx;
+    // (time, cost, index) side by side: sorted without reaching into the candidates
+    struct Point {
+        double time, cost;
+        size_t i;
+    };
+    // The front lies in the box of the fastest and the cheapest points: a point slower than the
+    // fastest point of least cost, or costlier than the cheapest point of least time, is
+    // dominated by that point (and is no exact duplicate of it), so it is not sorted.
+    const double inf = std::numeric_limits<double>::infinity();
+    double t_min = inf, c_min = inf;
+    for (const Candidate& x : c)
+        if (std::isfinite(x.time_to_target) && std::isfinite(x.cost_to_target)) {
+            t_min = std::min(t_min, x.time_to_target);
+            c_min = std::min(c_min, x.cost_to_target);
+        }
+    double t_box = inf, c_box = inf;  // the time of the cheapest, the cost of the fastest
+    for (const Candidate& x : c) {
+        if (x.cost_to_target == c_min && std::isfinite(x.time_to_target)) t_box = std::min(t_box, x.time_to_target);
+        if (x.time_to_target == t_min && std::isfinite(x.cost_to_target)) c_box = std::min(c_box, x.cost_to_target);
+    }
+    std::vector<Point> pts;
     for (size_t i = 0; i < c.size(); ++i)
-        if (std::isfinite(c[i].time_to_target) && std::isfinite(c[i].cost_to_target)) idx.push_back(i);
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-        if (c[a].time_to_target != c[b].time_to_target) return c[a].time_to_target < c[b].time_to_target;
-        return c[a].cost_to_target < c[b].cost_to_target;
+        if (std::isfinite(c[i].time_to_target) && std::isfinite(c[i].cost_to_target) && c[i].time_to_target <= t_box &&
+            c[i].cost_to_target <= c_box)
+            pts.push_back({c[i].time_to_target, c[i].cost_to_target, i});
+    std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) {
+        if (a.time != b.time) return a.time < b.time;
+        if (a.cost != b.cost) return a.cost < b.cost;
+        return a.i < b.i;  // ties in input order
     });
     // Sweep in increasing time: a point is on the front when its cost is below every cost
     // seen so far, or it equals (time and cost) the point that set the current best cost.
     std::vector<size_t> front;
-    for (size_t i : idx) {
-        if (front.empty() || c[i].cost_to_target < c[front.back()].cost_to_target) {
-            front.push_back(i);
-        } else if (c[i].cost_to_target == c[front.back()].cost_to_target && c[i].time_to_target == c[front.back()].time_to_target) {
-            front.push_back(i);  // an exact duplicate of a front point is not dominated either
+    const Point* last = nullptr;
+    for (const Point& q : pts) {
+        if (!last || q.cost < last->cost || (q.cost == last->cost && q.time == last->time)) {
+            front.push_back(q.i);  // an exact duplicate of a front point is not dominated either
+            last = &q;
         }
     }
     return front;
@@ -479,7 +503,7 @@ Plan make_site_plan(const PlanRequest& req, const std::vector<PartitionTarget>& 
             continue;
         }
         try {
-            planner_detail::enumerate_partition(req, predictors.back(), &plan);
+            planner_detail::enumerate_partition(req, predictors.back(), &plan, targets.size() - predictors.size());
         } catch (const Error& e) {
             if (targets.size() == 1) throw;  // one partition: its reason is the whole answer
             if (first_error.empty()) first_error = e.what();

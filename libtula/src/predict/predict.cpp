@@ -301,14 +301,17 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
     p.time_factor = step_time_factor(calibration_, synced_, K, R, b, &p.synced_profile);
     p.seconds = p.time_factor * overlap_.combine(p.compute_seconds, batch_part, comm);
     p.exposed_comm_seconds = std::max(0.0, p.seconds - p.time_factor * p.compute_seconds);
-    const double lever = c.xtx_inv[0] + 2.0 * b * c.xtx_inv[1] + b * b * c.xtx_inv[2];
-    const double half = c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
-    p.has_interval = half > 0 && std::isfinite(half);
-    const double h = p.has_interval ? half : 0.0;
-    p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, comm);
-    p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
     p.startup_seconds = f * c.startup_seconds(b);
-    if (fit_.runs > 0) {
+    if (fit_.runs == 0) {
+        // the compute profile's interval, through the overlap
+        const double lever = c.xtx_inv[0] + 2.0 * b * c.xtx_inv[1] + b * b * c.xtx_inv[2];
+        const double half =
+            c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
+        p.has_interval = half > 0 && std::isfinite(half);
+        const double h = p.has_interval ? half : 0.0;
+        p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, comm);
+        p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
+    } else {
         // the runs' step model on the modelled step, and its interval instead of the profile's
         const double modelled = p.seconds, tc = p.time_factor * p.compute_seconds;
         const StepFit::Prediction q = fit_.predict(K, R, b, modelled, tc);
