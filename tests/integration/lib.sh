@@ -173,6 +173,13 @@ make_workdir() {
     fi
 }
 
+# local_conf MAX_NODES: in the work directory, a tula.conf of a test without a cluster: no
+# system database, no queue estimate, at most MAX_NODES nodes; unsets TULA_CONF.
+local_conf() {
+    unset TULA_CONF
+    printf '%s\n' "system_db = /nonexistent/tula-system.db" "queue_estimate = no" "max_nodes = $1" >tula.conf
+}
+
 # _t_on_exit CMD: adds CMD to the commands run at exit (last added runs first).
 _T_EXIT_CMDS=""
 _t_on_exit() {

@@ -8,13 +8,8 @@
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 make_workdir
-unset TULA_CONF
 export XDG_DATA_HOME=$T_WORK/xdg
-cat >tula.conf <<'CONF'
-system_db = /nonexistent/tula-system.db
-queue_estimate = no
-max_nodes = 8
-CONF
+local_conf 8
 
 # doc.py N > doc.json: the workload, its compute samples, 2-node allreduce samples and N runs
 # (1 and 2 nodes, 1 and 2 ranks per node, local batch 32 and 64), steps 20 % to 40 % above the

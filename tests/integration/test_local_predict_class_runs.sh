@@ -7,13 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 need_bin "$TULA"
 make_workdir
-unset TULA_CONF
 export XDG_DATA_HOME=$T_WORK/xdg TULA_FIT_CACHE=0
-cat >tula.conf <<'CONF'
-system_db = /nonexistent/tula-system.db
-queue_estimate = no
-max_nodes = 4
-CONF
+local_conf 4
 
 cat >doc.py <<'PY'
 import json, sys

@@ -160,6 +160,8 @@ namespace {
 void borrow_class_exchange(const TimeModels& m, const std::string& cls, std::vector<StepObservation>* obs) {
     if (m.class_exchange.empty() || obs->empty()) return;
     const Predictor base(m.run_target(cls), m.workload, m.overlap, m.calibration);
+    // the upper median of the local batches the workload ran at R ranks per node (at any R when
+    // none): a batch it ran, not the mean of two as median() gives for an even count
     auto median_batch = [&](int R) {
         std::vector<double> b;
         for (const StepObservation& o : *obs)
