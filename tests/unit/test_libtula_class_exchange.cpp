@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tula/class_exchange.hpp"
@@ -78,6 +79,8 @@ class LibtulaClassExchangeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_fit_run_models_borrows_when_switched_on);
     CPPUNIT_TEST(test_fit_cache_keeps_borrowed_apart);
     CPPUNIT_TEST(test_load_plan_data_reads_the_others_when_asked);
+    CPPUNIT_TEST(test_allreduce_from_runs_by_hand);
+    CPPUNIT_TEST(test_load_plan_data_allreduce_from_runs);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -245,6 +248,72 @@ public:
         CPPUNIT_ASSERT_EQUAL(size_t(1), asked.class_exchange.size());
         CPPUNIT_ASSERT_EQUAL(std::string("v@d"), asked.class_exchange[0].workload);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(0.03, asked.class_exchange[0].exchange_seconds, 1e-9);  // median of 0.02, 0.04
+    }
+
+    // A class that no across-node profile row serves takes its own exchange at the fewest ranks
+    // per node with a positive one; a row of its class or of the unknown class serves it, a
+    // within-node row does not.
+    void test_allreduce_from_runs_by_hand() {
+        auto ex = [](const std::string& cls, int K, int R, double e) {
+            tula::ClassExchange x;
+            x.hardware_class = cls, x.workload = "w@d", x.nodes = K, x.ranks_per_node = R, x.bytes = 4000, x.exchange_seconds = e;
+            return x;
+        };
+        const std::vector<tula::ClassExchange> own = {ex("gpu", 2, 1, 0.02), ex("gpu", 3, 1, 0.03), ex("gpu", 2, 2, 0.05),
+                                                      ex("other", 2, 1, -0.01), ex("other", 2, 2, 0.04)};
+        auto sample = [](const std::string& cls, int K, int R) {
+            tula::AllreduceSample a;
+            a.hardware_class = cls, a.nodes = K, a.ranks_per_node = R, a.bytes = 1 << 20, a.seconds = 1e-3;
+            return a;
+        };
+        // (class, nodes, seconds) of each sample, in order
+        auto rows = [](const std::vector<tula::AllreduceSample>& v) {
+            std::vector<std::tuple<std::string, int, double>> out;
+            for (const tula::AllreduceSample& a : v) {
+                CPPUNIT_ASSERT_EQUAL(1, a.ranks_per_node);
+                CPPUNIT_ASSERT_EQUAL(int64_t(4000), a.bytes);
+                out.emplace_back(a.hardware_class, a.nodes, a.seconds);
+            }
+            return out;
+        };
+        using Row = std::tuple<std::string, int, double>;
+        const std::vector<Row> both = {Row{"gpu", 2, 0.02}, Row{"gpu", 3, 0.03}, Row{"other", 2, 0.04}};
+        CPPUNIT_ASSERT(rows(tula::allreduce_from_runs(own, {})) == both);
+        CPPUNIT_ASSERT(rows(tula::allreduce_from_runs(own, {sample("", 1, 4)})) == both);
+        CPPUNIT_ASSERT(rows(tula::allreduce_from_runs(own, {sample("gpu", 2, 1)})) == std::vector<Row>{both.back()});
+        CPPUNIT_ASSERT(tula::allreduce_from_runs(own, {sample("", 4, 1)}).empty());
+        CPPUNIT_ASSERT(tula::allreduce_from_runs({ex("gpu", 2, 1, 0.0), ex("gpu", 2, 2, std::nan(""))}, {}).empty());
+    }
+
+    // Runs on 1 and 2 nodes and no allreduce profile: the plan data holds the 2-node exchange
+    // the runs measured as the class's across-node allreduce, with a warning, and the fitted
+    // allreduce at 2 nodes is that exchange.
+    void test_load_plan_data_allreduce_from_runs() {
+        tula_test::TempDir d("class-exchange");
+        const std::string path = d.path + "/p.db";
+        {
+            auto db = tula::ProfileDb::open(path, tula::ProfileDb::Mode::ReadWrite);
+            db.upsert_workload(workload("w@d", 1000));
+            for (int b : {16, 32}) {
+                db.add_run(run_of("w@d", 1, 1, b, kT0 + kT1 * b));
+                db.add_run(run_of("w@d", 2, 1, b, kT0 + kT1 * b + 0.02));
+            }
+        }
+        std::vector<std::string> warn;
+        const tula::PlanData p = tula::load_plan_data({path}, "w@d", &warn);
+        CPPUNIT_ASSERT_EQUAL(size_t(1), p.allreduce.size());
+        CPPUNIT_ASSERT_EQUAL(2, p.allreduce[0].nodes);
+        CPPUNIT_ASSERT_EQUAL(std::string("gpu"), p.allreduce[0].hardware_class);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, p.allreduce[0].seconds, 1e-9);
+        bool said = false;
+        for (const std::string& w : warn) said = said || (tula_test::contains(w, "no across-node allreduce profile of class gpu") &&
+                                                          tula_test::contains(w, "w@d") && tula_test::contains(w, "on 2 nodes"));
+        CPPUNIT_ASSERT_MESSAGE(warn.empty() ? "" : warn.back(), said);
+        const tula::TimeModels m =
+            tula::fit_profile_models(tula::Config{}, p.workload, p.compute, p.allreduce, tula::Corrections{}, nullptr);
+        const tula::PartitionTarget t = m.run_target("gpu");
+        CPPUNIT_ASSERT(t.allreduce);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(0.02, t.allreduce->seconds(2, 4000), 1e-9);
     }
 };
 

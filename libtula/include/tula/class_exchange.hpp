@@ -1,7 +1,8 @@
 // libtula: what the finished runs of the other workloads on a hardware class measured of the
 // exchange across nodes (ClassExchange), and what it says about one workload's step
-// (borrowed_exchange_observations). Pure: no SQLite. Derivation: docs/models.md, "Runs of other
-// workloads on the class".
+// (borrowed_exchange_observations), and a workload's own exchange as the allreduce samples of a
+// class without a profile (allreduce_from_runs). Pure: no SQLite. Derivation: docs/models.md,
+// "Runs of other workloads on the class" and "A workload planned from its runs".
 #pragma once
 #include <functional>
 #include <string>
@@ -48,5 +49,18 @@ std::vector<StepObservation> borrowed_exchange_observations(
     const std::vector<ClassExchange>& exchange, const Workload& self, const std::string* cls,
     const std::function<double(int)>& local_batch, const std::function<double(int, int, double)>& model_step,
     const std::function<double(int, double)>& across);
+
+/// Across-node allreduce samples made of a workload's own exchange, for the hardware classes
+/// that `profile` cannot serve: a class c with ClassExchange rows in `own` and no row of
+/// `profile` on 2 or more nodes with one rank per node whose class is c or "" (unknown, which
+/// serves every class; and any such row serves c = ""). For each such class, the rows of `own`
+/// with an exchange_seconds > 0 and finite (the others are noise) at the fewest ranks per node R
+/// that has one give one sample each: nodes K, ranks_per_node 1, bytes (the workload's
+/// gradient), seconds = exchange_seconds, host "runs". The step on K nodes less the step on one node at the same R and local
+/// batch is the exchange the backward pass did not hide, so the samples stand for the
+/// across-node term as the allreduce profile would (docs/models.md, "A workload planned from
+/// its runs"). Errors: none.
+std::vector<AllreduceSample> allreduce_from_runs(const std::vector<ClassExchange>& own,
+                                                 const std::vector<AllreduceSample>& profile);
 
 }  // namespace tula

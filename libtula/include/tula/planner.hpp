@@ -456,7 +456,9 @@ struct PlanData {
 
 /// Reads the PlanData of `workload` from `db_paths` (load_profiles; database warnings are
 /// appended to `warnings`). A workload without compute samples but with runs is profiled by
-/// its runs (profile_from_runs), with a warning that says so. Errors: tula::NoProfileError for
+/// its runs (profile_from_runs), with a warning that says so; a class of its runs without an
+/// across-node allreduce profile gets the exchange its multi-node runs measured as `allreduce`
+/// samples (allreduce_from_runs), with a warning per class. Errors: tula::NoProfileError for
 /// a workload no database profiles and whose runs cannot stand in ("run tula profile
 /// compute"), when every database in `db_paths` that exists was read and one holds something;
 /// tula::Error with the same message when a database was skipped (its warning says why) or none

@@ -1,9 +1,12 @@
 // libtula: the planner's entry points that start from profile databases. They read what a plan
 // needs (load_plan_data) and hand it to the pure planner (plan_node_counts) or to check_runs;
 // nothing else in the planner opens a database.
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "tula/class_exchange.hpp"
 #include "tula/db.hpp"
 #include "tula/error.hpp"
 #include "tula/planner.hpp"
@@ -11,6 +14,27 @@
 #include "tula/validate.hpp"
 
 namespace tula {
+
+namespace {
+
+// A class of the workload's runs without an across-node allreduce profile takes the exchange
+// its multi-node runs measured (allreduce_from_runs), with a warning per class.
+void add_allreduce_from_runs(PlanData* d, std::vector<std::string>* warn) {
+    const std::vector<AllreduceSample> add = allreduce_from_runs(class_exchange(d->runs, {d->workload}), d->allreduce);
+    std::map<std::string, std::set<int>> nodes;  // per class, the node counts
+    for (const AllreduceSample& a : add) nodes[a.hardware_class].insert(a.nodes);
+    for (const auto& [cls, ks] : nodes) {
+        std::string list;
+        for (int k : ks) list += (list.empty() ? "" : ", ") + std::to_string(k);
+        warn->push_back("no across-node allreduce profile" + (cls.empty() ? std::string() : " of class " + cls) +
+                        ": the allreduce is taken from the exchange the runs of " + d->workload.name +
+                        " measured on " + list + " nodes (their step less the step on one node); `tula profile "
+                        "allreduce` measures it apart");
+    }
+    d->allreduce.insert(d->allreduce.end(), add.begin(), add.end());
+}
+
+}  // namespace
 
 PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::string& workload,
                         std::vector<std::string>* warnings, bool class_exchange_runs) {
@@ -29,6 +53,7 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
     d.allreduce = set.allreduce;
     if (w && !d.compute.empty()) {
         d.workload = *w;
+        add_allreduce_from_runs(&d, warn);
         return d;
     }
     // no compute profile: the runs are the profile (throws the "run tula profile compute"
@@ -49,6 +74,7 @@ PlanData load_plan_data(const std::vector<std::string>& db_paths, const std::str
                     " finished run(s), the compute part from the " + std::to_string(d.compute.size()) + " on " +
                     std::to_string(p.nodes) + " node(s) x " + std::to_string(p.ranks_per_node) +
                     " rank(s) per node; `tula profile compute --workload " + workload + "` measures it apart");
+    add_allreduce_from_runs(&d, warn);
     return d;
 }
 

@@ -75,4 +75,37 @@ std::vector<StepObservation> borrowed_exchange_observations(
     return out;
 }
 
+std::vector<AllreduceSample> allreduce_from_runs(const std::vector<ClassExchange>& own,
+                                                 const std::vector<AllreduceSample>& profile) {
+    auto served = [&](const std::string& cls) {
+        for (const AllreduceSample& a : profile)
+            if (a.nodes >= 2 && a.ranks_per_node == 1 && (a.hardware_class == cls || a.hardware_class.empty() || cls.empty()))
+                return true;
+        return false;
+    };
+    auto usable = [](const ClassExchange& e) {
+        return e.exchange_seconds > 0 && std::isfinite(e.exchange_seconds) && e.bytes > 0;
+    };
+    std::map<std::string, int> fewest_ranks;  // per class without a profile: its fewest R with a usable row
+    for (const ClassExchange& e : own) {
+        if (!usable(e) || served(e.hardware_class)) continue;
+        auto [it, added] = fewest_ranks.emplace(e.hardware_class, e.ranks_per_node);
+        if (!added) it->second = std::min(it->second, e.ranks_per_node);
+    }
+    std::vector<AllreduceSample> out;
+    for (const ClassExchange& e : own) {
+        const auto it = fewest_ranks.find(e.hardware_class);
+        if (it == fewest_ranks.end() || e.ranks_per_node != it->second || !usable(e)) continue;
+        AllreduceSample a;
+        a.host = "runs";
+        a.nodes = e.nodes;
+        a.ranks_per_node = 1;
+        a.bytes = static_cast<int64_t>(std::llround(e.bytes));
+        a.seconds = e.exchange_seconds;
+        a.hardware_class = e.hardware_class;
+        out.push_back(a);
+    }
+    return out;
+}
+
 }  // namespace tula
