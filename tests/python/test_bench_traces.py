@@ -1,0 +1,65 @@
+"""bench/bench-traces' --drop: the placements it takes out of the traces against a naive filter
+of the same rows, and its messages on malformed items."""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import tempfile
+import unittest
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def load_bench():
+    loader = importlib.machinery.SourceFileLoader("bench_traces", os.path.join(REPO, "bench", "bench-traces"))
+    spec = importlib.util.spec_from_loader("bench_traces", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class Drop(unittest.TestCase):
+    def setUp(self):
+        self.bt = load_bench()
+        rows = [{"nodes": K, "gpus_per_node": R, "local_batch": b, "step_seconds": 0.1 * K + 0.01 * R + 1e-4 * b,
+                 "sync_seconds": 0.001 * K}
+                for K in (1, 2, 3) for R in (1, 2, 4, 8) for b in (16, 32)]
+        self.doc = {"models": [{"name": "net", "dataset": "Data Set", "gpu": "NVIDIA A100 40GB (DGX A100)",
+                                "cluster": "c", "params": 1000, "gpus_per_node_max": 8, "rows": rows}]}
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "traces.json")
+        with open(self.path, "w") as f:
+            json.dump(self.doc, f)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def kept(self, drop):
+        types = self.bt.load(self.path, self.bt.parse_drop(drop))
+        (t,) = types.values()
+        (e,) = t["entries"].values()
+        return sorted((r["K"], r["R"], r["b"]) for r in e["rows"])
+
+    def test_against_a_naive_filter(self):
+        cases = {"": lambda K, R: False,
+                 "2x1": lambda K, R: K == 2 and R == 1,
+                 "1x2-8": lambda K, R: K == 1 and 2 <= R <= 8,
+                 "*x1, 3 x *": lambda K, R: R == 1 or K == 3,
+                 "2X4,2x8": lambda K, R: K == 2 and R in (4, 8)}
+        every = [(r["nodes"], r["gpus_per_node"], r["local_batch"]) for r in self.doc["models"][0]["rows"]]
+        for drop, gone in cases.items():
+            self.assertEqual(sorted(x for x in every if not gone(x[0], x[1])), self.kept(drop), drop)
+
+    def test_nodes_of_a_type_follow_what_is_left(self):
+        types = self.bt.load(self.path, self.bt.parse_drop("3x*"))
+        self.assertEqual(2, next(iter(types.values()))["nodes"])
+
+    def test_malformed(self):
+        for bad in ("2", "2x1x1", "ax1", "2x1-", "-2x1"):
+            with self.assertRaises(self.bt.BenchError) as c:
+                self.bt.parse_drop(bad)
+            self.assertIn("--drop", str(c.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
