@@ -2,23 +2,19 @@
 references: the closed form of the ordinary least-squares line, the weighted normal equations,
 a brute-force search of the least absolute deviations, and the committed --compare-fits table
 regenerated from the data."""
-import importlib.machinery
-import importlib.util
 import io
 import os
 import random
 import unittest
 from contextlib import redirect_stdout
 
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+import bench_scripts
+
+REPO = bench_scripts.REPO
 
 
 def load_bench():
-    loader = importlib.machinery.SourceFileLoader("bench_published", os.path.join(REPO, "bench", "bench-published"))
-    spec = importlib.util.spec_from_loader("bench_published", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return bench_scripts.load("bench-published")
 
 
 try:

@@ -1,26 +1,16 @@
 """bench/bench-traces' --drop: the placements it takes out of the traces against a naive filter
 of the same rows, and its messages on malformed items."""
-import importlib.machinery
-import importlib.util
 import json
 import os
 import tempfile
 import unittest
 
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
-def load_bench():
-    loader = importlib.machinery.SourceFileLoader("bench_traces", os.path.join(REPO, "bench", "bench-traces"))
-    spec = importlib.util.spec_from_loader("bench_traces", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+import bench_scripts
 
 
 class Drop(unittest.TestCase):
     def setUp(self):
-        self.bt = load_bench()
+        self.bt = bench_scripts.load("bench-traces")
         rows = [{"nodes": K, "gpus_per_node": R, "local_batch": b, "step_seconds": 0.1 * K + 0.01 * R + 1e-4 * b,
                  "sync_seconds": 0.001 * K}
                 for K in (1, 2, 3) for R in (1, 2, 4, 8) for b in (16, 32)]
