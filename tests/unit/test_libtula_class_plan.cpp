@@ -80,6 +80,7 @@ class LibtulaClassPlanTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LibtulaClassPlanTest);
     CPPUNIT_TEST(test_two_classes_each_from_its_own);
     CPPUNIT_TEST(test_unknown_class_fallback);
+    CPPUNIT_TEST(test_allreduce_from_figures);
     CPPUNIT_TEST(test_run_shape_calibrates_its_candidate);
     CPPUNIT_TEST(test_ranks_per_node_compute_profile);
     CPPUNIT_TEST(test_run_checked_against_its_class);
@@ -166,6 +167,77 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("old"), alone[0].scaled_from);
         CPPUNIT_ASSERT_DOUBLES_EQUAL(legacy[1].compute_factor, alone[0].compute_factor, 0);
         CPPUNIT_ASSERT(!alone[0].own_profile);
+    }
+
+    // A class with compute rows but no across-node allreduce sample (and no unknown-class one)
+    // takes another class's fitted allreduce scaled by the link_bandwidth ratio, else the ring at
+    // its own link_bandwidth (alpha 0, beta 1 / bandwidth), else none (1 node only); the source
+    // is named in a warning and the upper end of the step takes that allreduce 1.5 times.
+    void test_allreduce_from_figures() {
+        const auto compute = join(linear_rows("old", 4e-3, 3e-4), linear_rows("new", 1e-3, 5e-5));
+        const auto ar_old = ring_samples(1e-4, 2e-9, "old");
+        const std::string slow = "[partition slow]\nnodes = 4\nhardware_class = old\n";
+        const std::string fast = "[partition fast]\nnodes = 4\nhardware_class = new\n";
+        const tula::PlanRequest r = request(workload(61706, 60000), 5, 1, 4, {64, 256, 1024});
+        auto most_nodes = [&](const std::vector<tula::PartitionTarget>& ts) {
+            int most = 0;
+            for (const auto& c : tula::make_site_plan(r, ts).candidates)
+                if (c.partition == "fast") most = std::max(most, c.nodes);
+            return most;
+        };
+        {  // both give link_bandwidth: old's fit, beta x 1e9 / 4e9, alpha kept
+            const tula::Config cfg = tula::parse_config(slow + "link_bandwidth = 1e9\n" + fast + "link_bandwidth = 4e9\n");
+            std::vector<std::string> warnings;
+            const auto fits = tula::fit_classes(cfg, compute, ar_old, &warnings);
+            const tula::AllreduceModel& o = *fits.at("old").allreduce;
+            CPPUNIT_ASSERT(fits.at("old").allreduce_from.empty());
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1e-4, o.alpha, 1e-10);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(2e-9, o.beta, 1e-15);
+            const auto& n = fits.at("new");
+            CPPUNIT_ASSERT(n.allreduce);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(o.alpha, n.allreduce->alpha, 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(o.beta / 4, n.allreduce->beta, 1e-24);
+            CPPUNIT_ASSERT(contains(n.allreduce_from, "class old's allreduce profile scaled by tula.conf's link_bandwidth"));
+            CPPUNIT_ASSERT_EQUAL(size_t(1), warnings.size());
+            CPPUNIT_ASSERT(contains(warnings[0], "class new: no across-node allreduce profile; the allreduce is taken from class old's"));
+            CPPUNIT_ASSERT(contains(warnings[0], "; `tula profile allreduce` on partition fast measures it"));
+            const auto ts = tula::site_targets(cfg, fits);
+            CPPUNIT_ASSERT_EQUAL(n.allreduce_from, ts[1].allreduce_from);
+            CPPUNIT_ASSERT(ts[0].allreduce_from.empty());
+            CPPUNIT_ASSERT_EQUAL(4, most_nodes(ts));
+            // the step is the modelled one; only its upper end takes the allreduce 1.5 times
+            tula::PartitionTarget measured = ts[1];
+            measured.allreduce_from.clear();
+            const tula::Workload w = workload(61706, 60000);
+            const tula::Predictor fig(ts[1], w, tula::OverlapModel{}, tula::TimeCalibration{});
+            const tula::Predictor own(measured, w, tula::OverlapModel{}, tula::TimeCalibration{});
+            const double comm = n.allreduce->seconds(2, 4.0 * 61706);
+            const tula::StepPrediction a = fig.step(2, 1, 64), b = own.step(2, 1, 64);
+            CPPUNIT_ASSERT(comm > 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(b.seconds, a.seconds, 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(b.lower, a.lower, 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(b.upper + 0.5 * comm, a.upper, 1e-12);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(fig.step(1, 1, 64).upper, own.step(1, 1, 64).upper, 0);
+        }
+        {  // only new gives it: the ring at 4e9 bytes/s
+            const tula::Config cfg = tula::parse_config(slow + fast + "link_bandwidth = 4e9\n");
+            const auto fits = tula::fit_classes(cfg, compute, ar_old, nullptr);
+            const auto& n = fits.at("new");
+            CPPUNIT_ASSERT(n.allreduce);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(0.0, n.allreduce->alpha, 0);
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.0 / 4e9, n.allreduce->beta, 1e-24);
+            CPPUNIT_ASSERT(contains(n.allreduce_from, "tula.conf's link_bandwidth of partition fast (4e+09 bytes/s"));
+            // 2 (K-1)/K n beta of the ring on 4 nodes
+            CPPUNIT_ASSERT_DOUBLES_EQUAL(1.5 * 1e6 / 4e9, n.allreduce->seconds(4, 1e6), 1e-15);
+        }
+        {  // neither: 1 node only, as without figures
+            const tula::Config cfg = tula::parse_config(slow + fast);
+            std::vector<std::string> warnings;
+            const auto fits = tula::fit_classes(cfg, compute, ar_old, &warnings);
+            CPPUNIT_ASSERT(!fits.at("new").allreduce);
+            CPPUNIT_ASSERT(warnings.empty());
+            CPPUNIT_ASSERT_EQUAL(1, most_nodes(tula::site_targets(cfg, fits)));
+        }
     }
 
     // Runs are matched to candidates by (nodes, ranks per node): a run of 2 nodes x 2 ranks at

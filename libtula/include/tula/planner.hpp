@@ -214,6 +214,10 @@ struct PartitionTarget {
     ComputeModel compute;      ///< seconds per iteration of one rank at a local batch (of `scaled_from` when set)
     /// Across-node allreduce (one message of the gradient per node); nullopt: 1 node only.
     std::optional<AllreduceModel> allreduce;
+    /// Where `allreduce` comes from when the class has no across-node sample of its own
+    /// (ClassFit::allreduce_from, a published figure); "" for a fit of measured rows. The
+    /// upper end of the step's interval takes that allreduce kScaledIntervalFactor times.
+    std::string allreduce_from;
     /// Factor on the compute seconds of `compute` (1: the partition's own class);
     /// scaled_compute_factor when it was predicted from another class.
     double compute_factor = 1.0;
@@ -260,6 +264,9 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const ComputeModel&
 struct ClassFit {
     ComputeModel compute;                     ///< seconds per iteration of one rank
     std::optional<AllreduceModel> allreduce;  ///< across nodes; nullopt: no usable allreduce profile
+    /// "" when `allreduce` is fitted to the class's rows; else where it comes from (tula.conf's
+    /// figures, allreduce_from_figures), as the plan's warning words it.
+    std::string allreduce_from;
     /// Within-node bandwidth from the class's samples of one node (IntraNodeModel); nullopt:
     /// none, or too few to fit (tula.conf's intra_node_bandwidth is used then).
     std::optional<IntraNodeModel> intra;
@@ -279,8 +286,10 @@ struct ClassFit {
 /// compute fit's error is appended to `warnings`, when given, naming the class); a failed
 /// allreduce fit leaves `allreduce` empty with a warning. The allreduce rows of one node
 /// (nodes = 1, several ranks) are the within-node profile: `intra` is fitted from them
-/// (IntraNodeModel::fit; a failed fit leaves it empty with a warning). Keys: class names.
-/// Errors: none.
+/// (IntraNodeModel::fit; a failed fit leaves it empty with a warning). A class none of whose
+/// rows is an across-node sample takes its allreduce from tula.conf's figures
+/// (allreduce_from_figures; `allreduce_from` and a warning say which), or none without them.
+/// Keys: class names. Errors: none.
 std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector<ComputeSample>& compute,
                                             const std::vector<AllreduceSample>& allreduce,
                                             std::vector<std::string>* warnings);
@@ -292,6 +301,19 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
 /// scaled by the published figures as in the form above, or gets `left_out` with the reason
 /// (no profiled class, or no figures for both). Pure.
 std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std::string, ClassFit>& fits);
+
+/// The across-node allreduce of a class without an across-node sample of its own (partition
+/// `to`, the class's first in tula.conf) from tula.conf's published figures: the allreduce
+/// fitted to the rows of another class (`fits`, those with an empty allreduce_from, in the
+/// order of `parts`) scaled by the link_bandwidth ratio (scaled_allreduce: beta x
+/// from.link_bandwidth / to.link_bandwidth, its alpha kept), else the ring at `to`'s own figure,
+/// alpha = 0 and beta = 1 / link_bandwidth seconds per byte (Thakur, Rabenseifner & Gropp 2005,
+/// sec. 4.5; the bandwidth term only, as a hardware file without network.latency). nullopt
+/// when `to` gives no link_bandwidth. `from` (when given) is set to the source in words.
+/// docs/models.md, "An allreduce from the published figures". Pure; errors: none.
+std::optional<AllreduceModel> allreduce_from_figures(const std::vector<PartitionConf>& parts,
+                                                     const std::map<std::string, ClassFit>& fits,
+                                                     const PartitionConf& to, std::string* from);
 
 /// Widening of the time interval of a partition predicted from another class: its upper end
 /// is multiplied by this (this project's rule: the published-figure ratio is a roofline bound,

@@ -308,6 +308,7 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
         return planner_detail::class_rows(rows, cls, own);
     };
     std::map<std::string, ClassFit> fits;
+    std::vector<const PartitionConf*> unmeasured;  // classes with no across-node sample, first partition each
     for (const PartitionConf& p : parts) {
         const std::string& cls = p.hardware_class;
         if (fits.count(cls)) continue;
@@ -342,10 +343,44 @@ std::map<std::string, ClassFit> fit_classes(const Config& cfg, const std::vector
                 if (warnings) warnings->push_back(std::string(e.what()) + "; planning " +
                                                   (cls.empty() ? std::string("") : "class " + cls + " ") + "for 1 node only");
             }
+        } else {
+            unmeasured.push_back(&p);
         }
         fits.emplace(cls, std::move(f));
     }
+    for (const PartitionConf* p : unmeasured) {
+        ClassFit& f = fits.at(p->hardware_class);
+        f.allreduce = allreduce_from_figures(parts, fits, *p, &f.allreduce_from);
+        if (f.allreduce && warnings)
+            warnings->push_back((p->hardware_class.empty() ? std::string("") : "class " + p->hardware_class + ": ") +
+                                "no across-node allreduce profile; the allreduce is taken from " + f.allreduce_from +
+                                "; `tula profile allreduce` on partition " + p->name + " measures it");
+    }
     return fits;
+}
+
+std::optional<AllreduceModel> allreduce_from_figures(const std::vector<PartitionConf>& parts,
+                                                     const std::map<std::string, ClassFit>& fits,
+                                                     const PartitionConf& to, std::string* from) {
+    if (!(to.link_bandwidth > 0)) return std::nullopt;
+    for (const PartitionConf& p : parts) {
+        const auto it = fits.find(p.hardware_class);
+        if (p.hardware_class == to.hardware_class || !(p.link_bandwidth > 0) || it == fits.end() ||
+            !it->second.allreduce || !it->second.allreduce_from.empty())
+            continue;
+        if (from)
+            *from = "class " + p.hardware_class + "'s allreduce profile scaled by tula.conf's link_bandwidth (" +
+                    detail::fmt("%.3g", p.link_bandwidth) + " / " + detail::fmt("%.3g", to.link_bandwidth) + " bytes/s)";
+        return scaled_allreduce(*it->second.allreduce, p, to);
+    }
+    AllreduceModel a;
+    a.alpha = 0;
+    a.beta = 1.0 / to.link_bandwidth;
+    a.algorithm = AllreduceModel::Algorithm::Ring;
+    if (from)
+        *from = "tula.conf's link_bandwidth of partition " + to.name + " (" + detail::fmt("%.3g", to.link_bandwidth) +
+                " bytes/s; a ring, no latency term)";
+    return a;
 }
 
 std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std::string, ClassFit>& fits) {
@@ -365,6 +400,7 @@ std::vector<PartitionTarget> site_targets(const Config& cfg, const std::map<std:
         if (it != fits.end()) {
             const ClassFit& f = it->second;
             out.push_back(scaled_target(p, p, f.compute, f.allreduce ? &*f.allreduce : nullptr));
+            out.back().allreduce_from = f.allreduce_from;
             out.back().intra = f.intra;
             out.back().own_profile = f.own || p.hardware_class.empty();
         } else if (profiled) {

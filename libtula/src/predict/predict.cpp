@@ -10,7 +10,8 @@
 //   run       T   = E x floor(D / B) x tau + f x startup(b)
 // The interval of tau widens t_c by the compute model's Student-t half-width h(b), or with a
 // StepFit is tau exp(-/+ z sd / tau) (StepFit::sd); its upper end is multiplied by the partition's
-// upper_factor (kScaledIntervalFactor when scaled).
+// upper_factor (kScaledIntervalFactor when scaled); without a StepFit, an allreduce taken from
+// published figures (PartitionTarget::allreduce_from) enters the upper end kScaledIntervalFactor times.
 #include "tula/predict.hpp"
 
 #include <gsl/gsl_cdf.h>
@@ -141,8 +142,12 @@ PartitionTarget TimeModels::run_target(const std::string& cls) const {
     const auto it = cls.empty() || !corrections.class_scaling ? classes.end() : classes.find(cls);
     const bool own = it != classes.end();
     t.compute = own ? it->second.compute : compute;
-    if (own) t.allreduce = it->second.allreduce;
-    else t.allreduce = allreduce;
+    if (own) {
+        t.allreduce = it->second.allreduce;
+        t.allreduce_from = it->second.allreduce_from;
+    } else {
+        t.allreduce = allreduce;
+    }
     for (const PartitionTarget& p : targets)
         if (p.conf.hardware_class == cls && p.conf.intra_node_bandwidth > 0)
             t.conf.intra_node_bandwidth = p.conf.intra_node_bandwidth;
@@ -311,7 +316,14 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
             c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
         p.has_interval = half > 0 && std::isfinite(half);
         const double h = p.has_interval ? half : 0.0;
-        p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, comm);
+        // an allreduce from published figures, not measured: its upper end kScaledIntervalFactor times
+        GradientAllreduce upper_comm = comm;
+        if (!target_.allreduce_from.empty()) {
+            upper_comm.seconds *= kScaledIntervalFactor;
+            upper_comm.bucket_seconds *= kScaledIntervalFactor;
+            upper_comm.last_seconds *= kScaledIntervalFactor;
+        }
+        p.upper = target_.upper_factor * p.time_factor * overlap_.combine(p.compute_seconds + h, batch_part, upper_comm);
         p.lower = p.time_factor * overlap_.combine(std::max(0.0, p.compute_seconds - h), batch_part, comm);
     } else {
         // the runs' step model on the modelled step, and its interval instead of the profile's
