@@ -5,6 +5,7 @@
 
 #include <gsl/gsl_cdf.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ class LibtulaStepFitTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(test_interval_is_log_normal);
     CPPUNIT_TEST(test_per_batch_form_carries_its_local_batch);
     CPPUNIT_TEST(test_left_out_placements_reject_per_batch);
+    CPPUNIT_TEST(test_step_at_least_its_compute);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -91,14 +93,16 @@ public:
     }
 
     // Runs made by the model's own form (theta_R = 0.3 + 0.1 (R > 1), phi_R = 0.2 R, u the runs'
-    // median compute part) at 1 and 2 nodes, 1 and 2 ranks per node: the placements on 3 to 8
-    // nodes are predicted as the form gives them, within 2 % (the priors pull a little).
+    // median compute part, psi the ring's bytes per node over N = K R ranks relative to 2 x R,
+    // written out) at 1 and 2 nodes, 1 and 2 ranks per node: the placements on 3 to 8 nodes are
+    // predicted as the form gives them, within 2 % (the priors pull a little).
     void test_recovers_its_own_form() {
         const tula::TimeModels base = tula::fit_run_models(profile_models(), {}, nullptr);
         auto truth = [&](int K, int R, int b, double u) {
             const tula::StepPrediction s = tula::Predictor(base, base.run_target("")).step(K, R, b);
             const double c = s.time_factor * s.compute_seconds;
-            const double psi = K <= 1 ? 0.0 : 2.0 * (K - 1) / K;
+            const double N = K * R, N2 = 2 * R;
+            const double psi = K <= 1 ? 0.0 : ((N - 1) / N) / ((N2 - 1) / N2);
             return s.seconds + c * (0.3 + (R > 1 ? 0.1 : 0.0)) + psi * u * 0.2 * R;
         };
         // u: the median compute part of the runs below (b = 16, 32, 64 at every shape: 32's)
@@ -130,7 +134,8 @@ public:
         CPPUNIT_ASSERT_DOUBLES_EQUAL(p0, step_at(m, 2, 1, 64), 1e-12 * p0);
     }
     // sd() against the quadratic form written out over the whole feature row (naive reference):
-    // x = (c, psi u, then c and psi u at R's pair of per-R coefficients, 0 elsewhere),
+    // x = (c, psi u, then c and psi u at R's pair of per-R coefficients, 0 elsewhere), psi the
+    // ring's ((K R - 1) / (K R)) / ((2 R - 1) / (2 R)),
     // sd^2 = x' Sigma x + (sigma tau)^2 + (e log2(K / 2) tau)^2 beyond the runs' 2 nodes, e the
     // fit's extrapolation term.
     void test_sd_is_the_quadratic_form() {
@@ -152,7 +157,8 @@ public:
         for (int K : {1, 3, 16})
             for (int R : {1, 2, 3, 4})
                 for (double b : {20.0, 30.0}) {
-                const double c = 0.03, tau = 0.05, psi = K <= 1 ? 0.0 : 2.0 * (K - 1) / K;
+                const double c = 0.03, tau = 0.05, N = K * R, N2 = 2 * R;
+                const double psi = K <= 1 ? 0.0 : ((N - 1) / N) / ((N2 - 1) / N2);
                 std::vector<double> x(p, 0.0);
                 x[0] = c, x[1] = psi * f.scale_seconds;
                 size_t j = 2;
@@ -272,6 +278,35 @@ public:
         CPPUNIT_ASSERT(f.left_out_error_per_batch > f.left_out_error);
         const double tau = 0.01;
         CPPUNIT_ASSERT(f.sd(1, 1, 40, tau, 0.004) >= std::max(f.sigma, f.left_out_error) * tau);
+    }
+
+    // Runs on 2 nodes measured at their compute alone, against a model whose exchange is half the
+    // compute: phi comes out negative. On 16 nodes, with the model's exchange no larger than on 2,
+    // m + c theta + psi u phi is below the compute part c (1 + theta); the step is held there
+    // (max(kFloor m, c (1 + theta), m + correction), written out).
+    void test_step_at_least_its_compute() {
+        std::vector<tula::StepObservation> obs;
+        for (int K : {1, 2})
+            for (double c : {0.01, 0.02, 0.04})
+                for (int rep = 0; rep < 2; ++rep) {
+                    tula::StepObservation o;
+                    o.nodes = K, o.ranks_per_node = 1, o.compute_seconds = c, o.local_batch = 1000 * c;
+                    o.model_seconds = K > 1 ? 1.5 * c : c;
+                    o.measured_seconds = c * (1.0 + 0.01 * rep);
+                    obs.push_back(o);
+                }
+        const tula::StepFit f = tula::StepFit::fit(obs);
+        CPPUNIT_ASSERT_EQUAL(12, f.runs);
+        const double c = 0.02, m = 1.5 * c, b = 20;
+        const double theta = f.terms(1, b).first;
+        CPPUNIT_ASSERT(f.terms(1, b).second < 0);
+        const double modelled = m + f.correction(16, 1, b, c);
+        CPPUNIT_ASSERT(modelled < c * (1 + theta));
+        const double want = std::max({tula::StepFit::kFloor * m, c * (1 + theta), modelled});
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(want, f.predict(16, 1, b, m, c).seconds, 1e-15);
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(want, f.seconds(16, 1, b, m, c), 1e-15);
+        // where the exchange term leaves the step above its compute, nothing changes
+        CPPUNIT_ASSERT_DOUBLES_EQUAL(m + f.correction(2, 1, b, c), f.seconds(2, 1, b, m, c), 1e-15);
     }
 };
 

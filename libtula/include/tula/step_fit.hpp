@@ -28,10 +28,10 @@ struct StepObservation {
 
 /// The step model of the runs (docs/models.md, "The step fitted to the runs"): the modelled step
 /// m(K, R, b), whose compute part is c(R, b), plus the runs' evidence
-///   tau(K, R, b) = m + c theta + psi(K) u phi,   psi(K) = 2 (K - 1) / K,
+///   tau(K, R, b) = m + c theta + psi(K, R) u phi,
 ///   theta = theta_0 + theta'_R [+ theta''_{R,b}],  phi = phi_0 + phi'_R,
-/// psi being the ring allreduce's bandwidth term relative to 2 nodes (Thakur et al. 2005; 0 on
-/// one node, 1 on two, below 2 on any count) and u the runs' median c (seconds). theta is the
+/// psi being the bandwidth term of a ring allreduce over the K R ranks relative to 2 nodes of R
+/// (psi() below; 0 on one node, 1 on two) and u the runs' median c (seconds). theta is the
 /// share of compute the model missed and phi the exchange it missed (in units of u): pooled
 /// (theta_0, phi_0), per ranks per node (theta'_R, phi'_R) and, in the per-batch form, a compute
 /// share per ranks per node and local batch (theta''_{R,b}), which carries a run's step at
@@ -107,9 +107,18 @@ struct StepFit {
     /// node count, and at least kExtrapolation. kExtrapolation when the runs have one node count.
     /// Errors: none.
     static double extrapolation_from(const std::vector<StepObservation>& obs, int max_nodes);
-    /// psi(K) = 2 (K - 1) / K, the ring allreduce's bandwidth term relative to 2 nodes (Thakur,
-    /// Rabenseifner & Gropp 2005): 0 on one node, 1 on two, below 2 on any count. Pure.
-    static double psi(int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) / nodes; }
+    /// psi(K, R) = [(N - 1) / N] / [(N2 - 1) / N2], N = K R, N2 = 2 R, for K >= 2; 0 for K <= 1:
+    /// the bytes each node sends in a ring allreduce over all N ranks, 2 (N - 1) / N of the
+    /// message (Thakur, Rabenseifner & Gropp 2005, sec. 4.5; nccl-tests' bus bandwidth,
+    /// busbw = algbw x 2 (n - 1) / n, doc/PERFORMANCE.md), relative to the same R on 2 nodes.
+    /// psi(K, 1) = 2 (K - 1) / K: below 2 on any count; with R ranks per node below
+    /// 2R / (2R - 1). Pure.
+    static double psi(int nodes, int ranks_per_node = 1) {
+        if (nodes <= 1) return 0.0;
+        const double n = static_cast<double>(nodes) * (ranks_per_node < 1 ? 1 : ranks_per_node);
+        const double n2 = 2.0 * (ranks_per_node < 1 ? 1 : ranks_per_node);
+        return ((n - 1) / n) / ((n2 - 1) / n2);
+    }
     /// The local batch b (examples) as a per-batch key: rounded to 1e-3 examples. Pure.
     static double batch_key(double local_batch);
     /// "per-batch" when per_batch holds terms, else "per-ranks". Pure.
@@ -117,16 +126,17 @@ struct StepFit {
     /// (theta, phi) at (R, b): the pooled terms plus those of R and of (R, b) that were fitted;
     /// ranks per node never run take the pooled terms. Pure.
     std::pair<double, double> terms(int ranks_per_node, double local_batch) const;
-    /// c theta + psi(K) u phi: seconds to add to the modelled step m at (K, R, b); 0 without a
+    /// c theta + psi(K, R) u phi: seconds to add to the modelled step m at (K, R, b); 0 without a
     /// fit. Pure.
     double correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const;
     /// c theta: the part of correction() that is compute; seconds. Pure.
     double compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const;
-    /// tau = max(kFloor m, m + correction). Pure.
+    /// tau = max(kFloor m, c (1 + theta), m + correction): at least the compute part with its
+    /// share theta (an exchange the runs missed does not make a step shorter than its compute). Pure.
     double seconds(int nodes, int ranks_per_node, double local_batch, double model_seconds,
                    double compute_seconds) const;
     /// The standard deviation of tau's prediction of a new run at (K, R, b): x' Sigma x for the
-    /// coefficients (x = the feature row: c for each theta and psi(K) u for each phi that
+    /// coefficients (x = the feature row: c for each theta and psi(K, R) u for each phi that
     /// applies), plus (s tau)^2 for the run itself, s = sigma or, where larger, the chosen form's
     /// left-out error, plus (extrapolation log2(K / max_nodes) tau)^2 when K > max_nodes,
     /// square-rooted; seconds. Pure.

@@ -15,7 +15,7 @@ namespace tula {
 
 namespace {
 
-double psi(int nodes) { return StepFit::psi(nodes); }
+double psi(int nodes, int ranks_per_node) { return StepFit::psi(nodes, std::max(1, ranks_per_node)); }
 
 bool usable(const StepObservation& o) {
     return o.measured_seconds > 0 && o.model_seconds > 0 && std::isfinite(o.measured_seconds) &&
@@ -25,14 +25,14 @@ bool usable(const StepObservation& o) {
 
 // The columns of one form: theta_0, phi_0, then (theta'_R, phi'_R) per R of `ranks`, then
 // theta''_{R,b} per (R, b) of `batches` (empty: the form without them). A row has at most five
-// nonzero entries: c for each theta, psi(K) u for each phi.
+// nonzero entries: c for each theta, psi(K, R) u for each phi.
 struct Design {
     std::vector<int> ranks;                        // ascending
     std::vector<StepFit::BatchKey> batches;        // ascending
     Eigen::Index size() const { return 2 + 2 * static_cast<Eigen::Index>(ranks.size()) + static_cast<Eigen::Index>(batches.size()); }
     // The nonzero entries of the row of (K, R, b) at compute part c: their count, indices and values.
     int row(int K, int R, double b, double c, double u, Eigen::Index idx[5], double x[5]) const {
-        const double e = psi(K) * u;
+        const double e = psi(K, R) * u;
         int nz = 0;
         auto put = [&](Eigen::Index j) { idx[nz] = j, x[nz] = c, idx[nz + 1] = j + 1, x[nz + 1] = e, nz += 2; };
         put(0);
@@ -293,7 +293,7 @@ At at(const StepFit& f, int nodes, int ranks_per_node, double local_batch, doubl
     At a;
     a.theta = f.theta0, a.phi = f.phi0;
     const int R = std::max(1, ranks_per_node);
-    const double e = psi(nodes) * f.scale_seconds;
+    const double e = psi(nodes, R) * f.scale_seconds;
     const size_t p = 2 + 2 * f.per_ranks.size() + f.per_batch.size();
     const bool cov = f.covariance.size() == p * p;
     size_t idx[5] = {0, 1, 0, 0, 0};
@@ -341,7 +341,7 @@ std::pair<double, double> StepFit::terms(int ranks_per_node, double local_batch)
 double StepFit::correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const {
     if (runs == 0) return 0.0;
     const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
-    return compute_seconds * a.theta + psi(nodes) * scale_seconds * a.phi;
+    return compute_seconds * a.theta + tula::psi(nodes, ranks_per_node) * scale_seconds * a.phi;
 }
 
 double StepFit::compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const {
@@ -351,8 +351,7 @@ double StepFit::compute_correction(int ranks_per_node, double local_batch, doubl
 
 double StepFit::seconds(int nodes, int ranks_per_node, double local_batch, double model_seconds,
                         double compute_seconds) const {
-    return std::max(kFloor * model_seconds,
-                    model_seconds + correction(nodes, ranks_per_node, local_batch, compute_seconds));
+    return predict(nodes, ranks_per_node, local_batch, model_seconds, compute_seconds).seconds;
 }
 
 double StepFit::sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const {
@@ -367,8 +366,9 @@ StepFit::Prediction StepFit::predict(int nodes, int ranks_per_node, double local
     if (runs == 0) return out;
     const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
     out.compute_correction = compute_seconds * a.theta;
-    out.seconds = std::max(kFloor * model_seconds,
-                           model_seconds + out.compute_correction + psi(nodes) * scale_seconds * a.phi);
+    // at least the compute part with the share the runs add: an exchange cannot make a step shorter
+    out.seconds = std::max({kFloor * model_seconds, compute_seconds + out.compute_correction,
+                            model_seconds + out.compute_correction + tula::psi(nodes, ranks_per_node) * scale_seconds * a.phi});
     out.sd = sd_at(*this, a.variance, nodes, out.seconds);
     return out;
 }

@@ -6,7 +6,7 @@
 //   allreduce t_m = hierarchical(K, R, 4 x params bytes)      within the node, then across nodes
 //   step      m   = factor(K, R, b) x overlap_gamma(t_c, t_m) factor: synchronized-step profile
 //                                                             x time calibration of the runs
-//             tau = m + factor t_c theta_R + psi(K) u phi_R  the runs' StepFit (step_fit.hpp)
+//             tau = m + factor t_c theta_R + psi(K,R) u phi_R the runs' StepFit (step_fit.hpp)
 //   run       T   = E x floor(D / B) x tau + f x startup(b)
 // The interval of tau widens t_c by the compute model's Student-t half-width h(b), or with a
 // StepFit is tau exp(-/+ z sd / tau) (StepFit::sd); its upper end is multiplied by the partition's
