@@ -15,8 +15,6 @@ namespace tula {
 
 namespace {
 
-double psi(int nodes, int ranks_per_node) { return StepFit::psi(nodes, std::max(1, ranks_per_node)); }
-
 bool usable(const StepObservation& o) {
     return o.measured_seconds > 0 && o.model_seconds > 0 && std::isfinite(o.measured_seconds) &&
            std::isfinite(o.model_seconds) && std::isfinite(o.local_batch) &&
@@ -32,7 +30,7 @@ struct Design {
     Eigen::Index size() const { return 2 + 2 * static_cast<Eigen::Index>(ranks.size()) + static_cast<Eigen::Index>(batches.size()); }
     // The nonzero entries of the row of (K, R, b) at compute part c: their count, indices and values.
     int row(int K, int R, double b, double c, double u, Eigen::Index idx[5], double x[5]) const {
-        const double e = psi(K, R) * u;
+        const double e = StepFit::psi(K, R) * u;
         int nz = 0;
         auto put = [&](Eigen::Index j) { idx[nz] = j, x[nz] = c, idx[nz + 1] = j + 1, x[nz + 1] = e, nz += 2; };
         put(0);
@@ -282,20 +280,21 @@ double StepFit::batch_key(double local_batch) { return std::round(local_batch * 
 
 namespace {
 
-// theta and phi at (K, R, b), and x' Sigma x of the feature row there (compute part c), from one
-// lookup of R and one of (R, b). The columns: theta_0 and phi_0, then theta'_R and phi'_R when R
-// was run, then theta''_{R,b} when (R, b) has a term (in the order of per_ranks, then per_batch).
+// theta and phi at (K, R, b), and with `variance` x' Sigma x of the feature row there (compute
+// part c; else 0), from one lookup of R and one of (R, b). The columns: theta_0 and phi_0, then
+// theta'_R and phi'_R when R was run, then theta''_{R,b} when (R, b) has a term (in the order of
+// per_ranks, then per_batch).
 struct At {
     double theta = 0, phi = 0, variance = 0;
 };
 
-At at(const StepFit& f, int nodes, int ranks_per_node, double local_batch, double c) {
+At at(const StepFit& f, int nodes, int ranks_per_node, double local_batch, double c, bool variance = true) {
     At a;
     a.theta = f.theta0, a.phi = f.phi0;
     const int R = std::max(1, ranks_per_node);
-    const double e = psi(nodes, R) * f.scale_seconds;
+    const double e = StepFit::psi(nodes, R) * f.scale_seconds;
     const size_t p = 2 + 2 * f.per_ranks.size() + f.per_batch.size();
-    const bool cov = f.covariance.size() == p * p;
+    const bool cov = variance && f.covariance.size() == p * p;
     size_t idx[5] = {0, 1, 0, 0, 0};
     double x[5] = {c, e, c, e, c};
     size_t nz = 2;
@@ -312,12 +311,18 @@ At at(const StepFit& f, int nodes, int ranks_per_node, double local_batch, doubl
         ++nz;
     }
     if (!cov) {
-        a.variance = std::numeric_limits<double>::quiet_NaN();
+        a.variance = variance ? std::numeric_limits<double>::quiet_NaN() : 0.0;
         return a;
     }
     for (size_t i = 0; i < nz; ++i)
         for (size_t j = 0; j < nz; ++j) a.variance += x[i] * x[j] * f.covariance[idx[i] * p + idx[j]];
     return a;
+}
+
+// tau = max(kFloor m, c (1 + theta), m + c theta + psi(K, R) u phi) for the terms `a` at (K, R).
+double tau_at(const StepFit& f, const At& a, int nodes, int ranks_per_node, double m, double c) {
+    return std::max({StepFit::kFloor * m, c + c * a.theta,
+                     m + c * a.theta + StepFit::psi(nodes, ranks_per_node) * f.scale_seconds * a.phi});
 }
 
 // The sd of a new run at K with prediction tau, given x' Sigma x (NaN: no covariance, sigma tau).
@@ -334,14 +339,14 @@ double sd_at(const StepFit& f, double variance, int nodes, double tau) {
 }  // namespace
 
 std::pair<double, double> StepFit::terms(int ranks_per_node, double local_batch) const {
-    const At a = at(*this, 1, ranks_per_node, local_batch, 0.0);
+    const At a = at(*this, 1, ranks_per_node, local_batch, 0.0, false);
     return {a.theta, a.phi};
 }
 
 double StepFit::correction(int nodes, int ranks_per_node, double local_batch, double compute_seconds) const {
     if (runs == 0) return 0.0;
-    const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
-    return compute_seconds * a.theta + tula::psi(nodes, ranks_per_node) * scale_seconds * a.phi;
+    const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds, false);
+    return compute_seconds * a.theta + psi(nodes, ranks_per_node) * scale_seconds * a.phi;
 }
 
 double StepFit::compute_correction(int ranks_per_node, double local_batch, double compute_seconds) const {
@@ -351,7 +356,9 @@ double StepFit::compute_correction(int ranks_per_node, double local_batch, doubl
 
 double StepFit::seconds(int nodes, int ranks_per_node, double local_batch, double model_seconds,
                         double compute_seconds) const {
-    return predict(nodes, ranks_per_node, local_batch, model_seconds, compute_seconds).seconds;
+    if (runs == 0) return model_seconds;
+    const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds, false);
+    return tau_at(*this, a, nodes, ranks_per_node, model_seconds, compute_seconds);
 }
 
 double StepFit::sd(int nodes, int ranks_per_node, double local_batch, double tau, double compute_seconds) const {
@@ -367,8 +374,7 @@ StepFit::Prediction StepFit::predict(int nodes, int ranks_per_node, double local
     const At a = at(*this, nodes, ranks_per_node, local_batch, compute_seconds);
     out.compute_correction = compute_seconds * a.theta;
     // at least the compute part with the share the runs add: an exchange cannot make a step shorter
-    out.seconds = std::max({kFloor * model_seconds, compute_seconds + out.compute_correction,
-                            model_seconds + out.compute_correction + tula::psi(nodes, ranks_per_node) * scale_seconds * a.phi});
+    out.seconds = tau_at(*this, a, nodes, ranks_per_node, model_seconds, compute_seconds);
     out.sd = sd_at(*this, a.variance, nodes, out.seconds);
     return out;
 }
