@@ -105,7 +105,7 @@ int run_predict(const PredictOptions& o) {
     const PartitionTarget& t = find_target(m, o.partition);
     if (o.nodes > 1 && !t.allreduce)
         throw Error("cannot predict " + std::to_string(o.nodes) + " nodes: " +
-                    (m.allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
+                    (m.allreduce_error.empty() ? std::string(kNoAllreduceProfile)
                                                : m.allreduce_error));
     const double examples = static_cast<double>(o.examples.trained(*w));
     if (!(examples >= 1))

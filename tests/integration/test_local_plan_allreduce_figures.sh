@@ -55,7 +55,8 @@ most=$(python3 -c 'import json, sys; print(max(c["nodes"] for c in json.load(sys
 conf
 predict 2
 [ "$T_RC" != 0 ] || fail "tula predict on 2 nodes without link_bandwidth or allreduce profile succeeded" "$T_OUT"
-assert_contains "$T_ERR" "allreduce" "tula predict's message on 2 nodes without link_bandwidth"
+assert_contains "$T_ERR" "cannot predict 2 nodes: there is no allreduce profile; run \`tula profile allreduce\` or give the partition's link_bandwidth in tula.conf" \
+    "tula predict's message on 2 nodes without link_bandwidth"
 expect_ok "tula plan" "$TULA" plan --conf tula.conf --db "$T_WORK/p.db" --workload w@data --epochs 1 --format json
 most=$(python3 -c 'import json, sys; print(max(c["nodes"] for c in json.load(sys.stdin)["candidates"]))' <<<"$T_OUT")
 assert_eq 1 "$most" "the most nodes tula plan considers without link_bandwidth"

@@ -315,6 +315,12 @@ std::optional<AllreduceModel> allreduce_from_figures(const std::vector<Partition
                                                      const std::map<std::string, ClassFit>& fits,
                                                      const PartitionConf& to, std::string* from);
 
+/// Why a partition is planned on one node only, and what to do: no allreduce profile across
+/// nodes, no multi-node run of the workload and no link_bandwidth in tula.conf
+/// (allreduce_from_figures). Ends a message that names what cannot be planned.
+constexpr const char* kNoAllreduceProfile =
+    "there is no allreduce profile; run `tula profile allreduce` or give the partition's link_bandwidth in tula.conf";
+
 /// Widening of the time interval of a partition predicted from another class: its upper end
 /// is multiplied by this (this project's rule: the published-figure ratio is a roofline bound,
 /// Williams et al. 2009, not a measurement; a class's sustained fraction of its peak commonly

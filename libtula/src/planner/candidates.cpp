@@ -151,7 +151,7 @@ void enumerate_partition(const PlanRequest& req, const Predictor& pred, Plan* ou
         throw Error("no candidate for " + w.name + where + ": " +
                     (allreduce || req.min_nodes <= t.conf.nodes
                          ? "it has " + nodes_str(t.conf.nodes) + ", fewer than the " + std::to_string(req.min_nodes) + " asked for"
-                         : std::string("there is no allreduce profile for more than 1 node; run `tula profile allreduce`")));
+                         : std::string(kNoAllreduceProfile)));
     Plan& plan = *out;
     std::vector<int> batches;
     for (int b : req.global_batches)

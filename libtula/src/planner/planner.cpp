@@ -259,7 +259,7 @@ void check_plan_request(const PlanRequest& req, const AllreduceModel* allreduce)
         throw Error("cannot plan " + w.name + ": gpus_per_node, price_per_gpu_hour and watts_per_node must be >= 0");
     if (!allreduce && req.min_nodes > 1)
         throw Error("cannot plan " + w.name + " on " + nodes_str(req.min_nodes) +
-                    ": there is no allreduce profile; run `tula profile allreduce`");
+                    ": " + kNoAllreduceProfile);
 }
 
 
@@ -426,7 +426,7 @@ std::string explain_choice(const PlanRequest& req, const AllreduceModel* allredu
                   (req.examples.limited_train(w) < w.train_examples ? "--limit-train" : "") +
                   (req.examples.limited_train(w) < w.train_examples && held_out > 0 ? ", " : "") +
                   (held_out > 0 ? "--val-split " + std::to_string(held_out) : "") + ")";
-    if (!allreduce) reason += "; only 1 node considered: there is no allreduce profile (run `tula profile allreduce`)";
+    if (!allreduce) reason += std::string("; only 1 node considered: ") + kNoAllreduceProfile;
     const TimeCalibration& cal = req.calibration;
     // "N finished K-node run(s)" when the runs of the chosen shape serve, else of its kind
     const int K = ch.nodes, R = std::max(1, ch.ranks_per_node), ranks = K * R;
@@ -687,7 +687,7 @@ std::vector<Plan> plan_node_counts(const Config& cfg, const PlanData& data, int 
         if (fixed_nodes > 0) {
             if (fixed_nodes > 1 && !ar)
                 throw Error("cannot plan " + workload + " on " + nodes_str(fixed_nodes) + ": " +
-                            (allreduce_error.empty() ? std::string("there is no allreduce profile; run `tula profile allreduce`")
+                            (allreduce_error.empty() ? std::string(kNoAllreduceProfile)
                                                      : allreduce_error));
             r.min_nodes = r.max_nodes = fixed_nodes;
             // The node count is given: round each global batch down to a multiple of it (at
