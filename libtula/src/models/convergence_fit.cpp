@@ -155,12 +155,13 @@ bool fit_groups(const std::vector<BatchGroup>& g, gsl_multifit_nlinear_workspace
 }
 
 // Groups `idx` (indices into points; repeats allowed) by batch into `g`, whose batches are
-// already set (all of the points' distinct batches, ascending). Returns how many groups have runs.
+// already set (all of the points' distinct batches, ascending); point i falls in group
+// group_of[i]. Returns how many groups have runs.
 int fill_groups(const std::vector<EpochsToTarget>& points, const std::vector<size_t>& idx,
-                const std::map<int, size_t>& slot, std::vector<BatchGroup>* g) {
+                const std::vector<size_t>& group_of, std::vector<BatchGroup>* g) {
     for (auto& q : *g) q.n = q.s1 = q.s2 = 0;
     for (size_t i : idx) {
-        BatchGroup& q = (*g)[slot.at(points[i].global_batch)];
+        BatchGroup& q = (*g)[group_of[i]];
         const double inv = 1.0 / points[i].epochs;
         q.n += 1, q.s1 += inv, q.s2 += inv * inv;
     }
@@ -203,6 +204,8 @@ CriticalBatchFit fit_critical_batch(const std::vector<EpochsToTarget>& points, i
         i = g.size();
         g.push_back({static_cast<double>(b), 0, 0, 0});
     }
+    std::vector<size_t> group_of(points.size());
+    for (size_t i = 0; i < points.size(); ++i) group_of[i] = slot.at(points[i].global_batch);
     const double lo = CriticalBatchFit::kMinFactor * g.front().batch, hi = CriticalBatchFit::kMaxFactor * g.back().batch;
     gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
     gsl_multifit_nlinear_workspace* w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, g.size(), 2);
@@ -211,7 +214,7 @@ CriticalBatchFit fit_critical_batch(const std::vector<EpochsToTarget>& points, i
     try {
         std::vector<size_t> idx(points.size());
         for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-        fill_groups(points, idx, slot, &g);
+        fill_groups(points, idx, group_of, &g);
         double cost = 0;
         if (!fit_groups(g, w, lo, hi, &fit.e_min, &fit.b_crit, &cost))
             throw Error("the critical-batch fit (GSL nonlinear least squares) failed on " + std::to_string(points.size()) +
@@ -226,7 +229,7 @@ CriticalBatchFit fit_critical_batch(const std::vector<EpochsToTarget>& points, i
         const unsigned __int128 n = points.size();
         for (int r = 0; r < resamples; ++r) {
             for (auto& i : idx) i = static_cast<size_t>((static_cast<unsigned __int128>(rng()) * n) >> 64);
-            if (fill_groups(points, idx, slot, &g) < 2) continue;
+            if (fill_groups(points, idx, group_of, &g) < 2) continue;
             double e = 0, b = 0, c = 0;
             if (!fit_groups(g, w, lo, hi, &e, &b, &c)) continue;
             es.push_back(e);
