@@ -216,7 +216,8 @@ struct PartitionTarget {
     std::optional<AllreduceModel> allreduce;
     /// Where `allreduce` comes from when the class has no across-node sample of its own
     /// (ClassFit::allreduce_from, a published figure); "" for a fit of measured rows. The
-    /// upper end of the step's interval takes that allreduce kScaledIntervalFactor times.
+    /// upper end of the step's interval takes the step's gradient exchange (within and across
+    /// nodes) kScaledIntervalFactor times.
     std::string allreduce_from;
     /// Factor on the compute seconds of `compute` (1: the partition's own class);
     /// scaled_compute_factor when it was predicted from another class.

@@ -10,8 +10,9 @@
 //   run       T   = E x floor(D / B) x tau + f x startup(b)
 // The interval of tau widens t_c by the compute model's Student-t half-width h(b), or with a
 // StepFit is tau exp(-/+ z sd / tau) (StepFit::sd); its upper end is multiplied by the partition's
-// upper_factor (kScaledIntervalFactor when scaled); without a StepFit, an allreduce taken from
-// published figures (PartitionTarget::allreduce_from) enters the upper end kScaledIntervalFactor times.
+// upper_factor (kScaledIntervalFactor when scaled); without a StepFit, where the across-node
+// allreduce is taken from published figures (PartitionTarget::allreduce_from), the step's
+// gradient exchange (within and across nodes) enters the upper end kScaledIntervalFactor times.
 #include "tula/predict.hpp"
 
 #include <gsl/gsl_cdf.h>
@@ -316,7 +317,8 @@ StepPrediction Predictor::step(int K, int R, double b, const GradientAllreduce& 
             c.interpolated ? rel_q_ * p.compute_seconds : f * conc * sigma_q_ * std::sqrt(1.0 + std::max(0.0, lever));
         p.has_interval = half > 0 && std::isfinite(half);
         const double h = p.has_interval ? half : 0.0;
-        // an allreduce from published figures, not measured: its upper end kScaledIntervalFactor times
+        // an across-node allreduce from published figures, not measured: the exchange's upper end
+        // kScaledIntervalFactor times
         GradientAllreduce upper_comm = comm;
         if (!target_.allreduce_from.empty()) {
             upper_comm.seconds *= kScaledIntervalFactor;
